@@ -1,0 +1,39 @@
+# argocd-cluster-discovery
+GO        ?= go
+BIN       := bin
+BINARY    := $(BIN)/argocd-cluster-discovery
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+PKGS      := ./...
+BENCHTIME ?= 1s
+
+.PHONY: all build run test unit lint bench clean
+
+all: lint test build
+
+## build: the static binary in bin/
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/argocd-cluster-discovery
+
+## run: serve the demo (static sources from testdata/demo) on 127.0.0.1:8080
+run:
+	$(GO) run ./cmd/argocd-cluster-discovery serve --config testdata/demo/config.yaml
+
+## test: lint, then every test with the race detector
+test: lint unit
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+## lint: gofmt check and go vet
+lint:
+	@out=$$(gofmt -l cmd generator sources); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## bench: performance figures (getparams vs pre-encoded bytes at 100/1k/10k clusters)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./generator/... ./sources/...
+
+clean:
+	rm -rf $(BIN)

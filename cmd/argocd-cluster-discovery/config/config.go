@@ -1,0 +1,251 @@
+// Package config loads, defaults and validates the service's one YAML
+// configuration file. Secrets are never written in it, only referenced by
+// file or environment variable, so the effective configuration can be
+// logged as it is.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Log       Log       `json:"log"`
+	Server    Server    `json:"server"`
+	Inventory Inventory `json:"inventory"`
+	Sources   []Source  `json:"sources"`
+
+	// Dir is the directory of the file; relative paths are taken from it.
+	Dir string `json:"-"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `json:"level"`
+	// Format is json or text.
+	Format string `json:"format"`
+}
+
+// Server configures the HTTP listeners and the plugin API.
+type Server struct {
+	// Listen is the address of the plugin API.
+	Listen string `json:"listen"`
+	// OpsListen, when set, serves /healthz, /readyz, /metrics and /status on
+	// a separate address instead of beside the API.
+	OpsListen string `json:"opsListen,omitempty"`
+	// PathPrefix is put before /api/v1/getparams.execute.
+	PathPrefix string `json:"pathPrefix,omitempty"`
+	// Tokens accepted as bearer tokens; two during a rotation.
+	Tokens []sources.SecretRef `json:"tokens"`
+	// TokenReloadInterval is how often token files are re-read.
+	TokenReloadInterval Duration `json:"tokenReloadInterval"`
+	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM.
+	ShutdownTimeout Duration `json:"shutdownTimeout"`
+}
+
+// Inventory holds the defaults of every source's refresh loop.
+type Inventory struct {
+	Interval Duration `json:"interval"`
+	Timeout  Duration `json:"timeout"`
+	// Jitter spreads refreshes by ± this fraction of the interval.
+	Jitter float64 `json:"jitter"`
+}
+
+// Source is one source instance. Exactly the section named by Provider is
+// set.
+type Source struct {
+	Name     string           `json:"name"`
+	Provider sources.Provider `json:"provider"`
+	// Interval and Timeout override the inventory defaults.
+	Interval Duration       `json:"interval,omitempty"`
+	Timeout  Duration       `json:"timeout,omitempty"`
+	Static   *static.Config `json:"static,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns the time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Default returns the configuration with every default set and no source.
+func Default() Config {
+	return Config{
+		Log: Log{Level: "info", Format: "json"},
+		Server: Server{
+			Listen:              ":8080",
+			TokenReloadInterval: Duration(10 * time.Second),
+			ShutdownTimeout:     Duration(25 * time.Second),
+		},
+		Inventory: Inventory{Interval: Duration(time.Minute), Timeout: Duration(30 * time.Second), Jitter: 0.1},
+	}
+}
+
+// Load reads path, applies defaults and validates. Unknown keys are errors.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(raw, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse is Load for bytes already read; dir resolves relative paths.
+func Parse(raw []byte, dir string) (*Config, error) {
+	cfg := Default()
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	cfg.Dir = dir
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		if s.Interval == 0 {
+			s.Interval = cfg.Inventory.Interval
+		}
+		if s.Timeout == 0 {
+			s.Timeout = cfg.Inventory.Timeout
+		}
+	}
+	for i := range cfg.Server.Tokens {
+		if f := cfg.Server.Tokens[i].File; f != "" && !filepath.IsAbs(f) {
+			cfg.Server.Tokens[i].File = filepath.Join(dir, f)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Validate checks every field and returns all problems at once, each
+// naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if c.Log.Format != "json" && c.Log.Format != "text" {
+		bad("log.format", "%q is not one of json, text", c.Log.Format)
+	}
+	if c.Server.Listen == "" {
+		bad("server.listen", "required")
+	}
+	if c.Server.OpsListen != "" && c.Server.OpsListen == c.Server.Listen {
+		bad("server.opsListen", "must differ from server.listen (leave it empty to serve both on one address)")
+	}
+	if _, err := generator.NormalizePrefix(c.Server.PathPrefix); err != nil {
+		bad("server.pathPrefix", "%v", err)
+	}
+	if len(c.Server.Tokens) == 0 {
+		bad("server.tokens", "at least one token reference (file or env) is required")
+	}
+	for i, t := range c.Server.Tokens {
+		if t.Secret != nil {
+			bad(fmt.Sprintf("server.tokens[%d]", i), "use file (a mounted Secret) or env")
+		} else if err := t.Validate(); err != nil {
+			bad(fmt.Sprintf("server.tokens[%d]", i), "%v", err)
+		}
+	}
+	if c.Server.TokenReloadInterval.Std() < time.Second {
+		bad("server.tokenReloadInterval", "must be at least 1s")
+	}
+	if c.Server.ShutdownTimeout.Std() <= 0 {
+		bad("server.shutdownTimeout", "must be positive")
+	}
+	if c.Inventory.Jitter < 0 || c.Inventory.Jitter >= 1 {
+		bad("inventory.jitter", "must be in [0, 1)")
+	}
+	if len(c.Sources) == 0 {
+		bad("sources", "at least one source is required")
+	}
+	names := map[string]int{}
+	for i, s := range c.Sources {
+		at := fmt.Sprintf("sources[%d]", i)
+		if s.Name == "" {
+			bad(at+".name", "required")
+		} else if !sourceNameOK(s.Name) {
+			bad(at+".name", "%q: use lower-case letters, digits and '-' (it appears in cluster names and labels)", s.Name)
+		} else if j, dup := names[s.Name]; dup {
+			bad(at+".name", "%q is already used by sources[%d]", s.Name, j)
+		}
+		names[s.Name] = i
+		if s.Interval.Std() < time.Second {
+			bad(at+".interval", "must be at least 1s")
+		}
+		if s.Timeout.Std() <= 0 {
+			bad(at+".timeout", "must be positive")
+		}
+		switch s.Provider {
+		case sources.ProviderStatic:
+			if s.Static == nil {
+				bad(at+".static", "required for provider static")
+			}
+		case sources.ProviderRancher, sources.ProviderEKS, sources.ProviderAKS:
+			bad(at+".provider", "%q is not available in this version yet (available: static)", s.Provider)
+		default:
+			bad(at+".provider", "%q is not one of static, rancher, eks, aks", s.Provider)
+		}
+		if s.Provider != sources.ProviderStatic && s.Static != nil {
+			bad(at+".static", "only allowed with provider static")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sourceNameOK(s string) bool {
+	if len(s) > 40 || strings.HasPrefix(s, "-") || strings.HasSuffix(s, "-") {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// JSON renders the effective configuration for the start-up log. The
+// configuration holds references to secrets, never their values.
+func (c *Config) JSON() json.RawMessage {
+	b, _ := json.Marshal(c)
+	return b
+}

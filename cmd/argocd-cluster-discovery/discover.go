@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+)
+
+// cmdDiscover lists every source once and prints the parameters exactly as
+// the plugin API would answer the given input.
+func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	input := fs.String("input", "{}", `the plugin input as Argo CD sends it, e.g. '{"parameters":{"tenant":"acme"}}'`)
+	cfg, ok := loadConfig(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+	logger := newLogger(cfg.Log, stderr)
+	inv, err := buildInventory(cfg, logger, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	var in struct {
+		Parameters map[string]json.RawMessage `json:"parameters"`
+	}
+	if err := json.Unmarshal([]byte(*input), &in); err != nil {
+		fmt.Fprintf(stderr, "error: --input must be a JSON object such as {\"parameters\":{...}}: %v\n", err)
+		return 2
+	}
+	filter, err := generator.ParseParameters(in.Parameters)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 2
+	}
+	var longest time.Duration
+	for _, s := range cfg.Sources {
+		longest = max(longest, s.Timeout.Std())
+	}
+	listCtx, cancel := context.WithTimeout(ctx, longest+5*time.Second)
+	defer cancel()
+	listErr := inv.RefreshAll(listCtx)
+	res, err := generator.Render(inv.Snapshot(), &filter)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		if listErr != nil {
+			fmt.Fprintf(stderr, "listing errors:\n%v\n", listErr)
+		}
+		var ie *generator.InputError
+		if errors.As(err, &ie) {
+			return 2
+		}
+		return 1
+	}
+	if listErr != nil { // only sources the input cannot select failed
+		fmt.Fprintf(stderr, "warning: listing errors in sources this input does not select:\n%v\n", listErr)
+	}
+	stdout.Write(res.Body)
+	fmt.Fprintln(stdout)
+	return 0
+}

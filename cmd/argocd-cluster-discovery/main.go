@@ -1,0 +1,233 @@
+// Command argocd-cluster-discovery discovers Kubernetes clusters and serves
+// them to Argo CD through the ApplicationSet plugin generator API.
+//
+//	argocd-cluster-discovery serve --config FILE [--listen ADDR]
+//	argocd-cluster-discovery discover --config FILE [--input JSON]
+//	argocd-cluster-discovery version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage:
+  argocd-cluster-discovery serve --config FILE [--listen ADDR]
+  argocd-cluster-discovery discover --config FILE [--input JSON]
+  argocd-cluster-discovery version
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], stderr, nil)
+	case "discover":
+		return cmdDiscover(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "argocd-cluster-discovery %s (%s)\n", version, runtime.Version())
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func loadConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Config, bool) {
+	path := fs.String("config", "", "path of the YAML configuration file (required)")
+	if err := fs.Parse(args); err != nil {
+		return nil, false
+	}
+	if *path == "" {
+		fmt.Fprintf(stderr, "--config is required\n%s", usage)
+		return nil, false
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// buildInventory turns the configured sources into an inventory.
+func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*inventory.Inventory, error) {
+	var specs []inventory.SourceSpec
+	for i, sc := range cfg.Sources {
+		spec := inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Interval: sc.Interval.Std(), Timeout: sc.Timeout.Std()}
+		switch {
+		case sc.Static != nil:
+			src, err := static.New(*sc.Static, cfg.Dir)
+			if err != nil {
+				return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
+			}
+			spec.Source = src
+		default:
+			return nil, fmt.Errorf("sources[%d] (%s): provider %s is not available", i, sc.Name, sc.Provider)
+		}
+		specs = append(specs, spec)
+	}
+	return inventory.New(specs, inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter})
+}
+
+// serveHooks let tests learn the bound addresses.
+type serveHooks struct {
+	listening func(api, ops string)
+}
+
+func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serveHooks) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "override server.listen")
+	cfg, ok := loadConfig(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+	if *listen != "" {
+		cfg.Server.Listen = *listen
+	}
+	logger := newLogger(cfg.Log, stderr)
+	if err := serve(ctx, cfg, logger, hooks); err != nil {
+		logger.Error("stopped", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *serveHooks) error {
+	logger.Info("starting", "version", version, "config", cfg.JSON())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	inv, err := buildInventory(cfg, logger, reg)
+	if err != nil {
+		return err
+	}
+	tokens, err := generator.NewTokenSet(cfg.Server.Tokens, logger)
+	if err != nil {
+		return fmt.Errorf("server.tokens: %w", err)
+	}
+	srv, err := generator.New(generator.Options{
+		Inventory: inv, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
+		Registerer: reg, Gatherer: reg, Version: version,
+	})
+	if err != nil {
+		return err
+	}
+
+	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+	}
+	servers := []*http.Server{newHTTPServer(srv.Handler())}
+	listeners := []net.Listener{apiLn}
+	opsAddr := apiLn.Addr().String()
+	if cfg.Server.OpsListen != "" {
+		opsLn, err := net.Listen("tcp", cfg.Server.OpsListen)
+		if err != nil {
+			apiLn.Close()
+			return fmt.Errorf("listen on %s: %w", cfg.Server.OpsListen, err)
+		}
+		servers[0].Handler = srv.APIHandler()
+		servers = append(servers, newHTTPServer(srv.OpsHandler()))
+		listeners = append(listeners, opsLn)
+		opsAddr = opsLn.Addr().String()
+	}
+	logger.Info("listening", "api", apiLn.Addr().String(), "ops", opsAddr,
+		"getparams", "POST "+cfg.Server.PathPrefix+generator.GetParamsPath)
+	if hooks != nil && hooks.listening != nil {
+		hooks.listening(apiLn.Addr().String(), opsAddr)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); inv.Run(runCtx) }()
+	go func() { defer wg.Done(); tokens.Run(runCtx, cfg.Server.TokenReloadInterval.Std()) }()
+
+	errc := make(chan error, len(servers))
+	for i, hs := range servers {
+		go func() {
+			if err := hs.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down: finishing in-flight requests", "timeout", cfg.Server.ShutdownTimeout.Std().String())
+	case serveErr = <-errc:
+		logger.Error("server failed; shutting down", "error", serveErr.Error())
+	}
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Std())
+	defer shutCancel()
+	for _, hs := range servers {
+		if err := hs.Shutdown(shutCtx); err != nil {
+			serveErr = errors.Join(serveErr, fmt.Errorf("shutdown: %w", err))
+		}
+	}
+	cancel()
+	wg.Wait()
+	logger.Info("stopped")
+	return serveErr
+}
+
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}

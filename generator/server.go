@@ -1,0 +1,312 @@
+// Package generator serves Argo CD's ApplicationSet plugin generator API
+// (POST /api/v1/getparams.execute) from the inventory's snapshots, plus the
+// operations endpoints /healthz, /readyz, /metrics and /status.
+//
+// Every answer is a memory read: responses are encoded once per snapshot
+// version and input, then served from a cache.
+package generator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// GetParamsPath is the path Argo CD calls, below the base URL of the plugin
+// ConfigMap.
+const GetParamsPath = "/api/v1/getparams.execute"
+
+// MaxBodyBytes bounds a request body; larger bodies get 413.
+const MaxBodyBytes = 1 << 20
+
+// StaleHeader names, on a 200, the selected sources whose latest listing
+// failed; their last complete listing was served.
+const StaleHeader = "X-Cluster-Discovery-Stale"
+
+// Inventory is what the server reads from sources/inventory.
+type Inventory interface {
+	Snapshot() *inventory.Snapshot
+	Status() inventory.Status
+}
+
+// Options configure a Server.
+type Options struct {
+	Inventory Inventory
+	Tokens    *TokenSet
+	// PathPrefix is put before GetParamsPath, e.g. "/discovery".
+	PathPrefix string
+	Logger     *slog.Logger
+	// Registerer receives the HTTP metrics; Gatherer is served on /metrics.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Version is shown on /status.
+	Version string
+}
+
+// Server is the plugin API and the operations endpoints.
+type Server struct {
+	opts    Options
+	logger  *slog.Logger
+	cache   *responseCache
+	metrics *httpMetrics
+	bufs    sync.Pool
+}
+
+// New returns a server. Mount its handlers with APIHandler and OpsHandler,
+// or both on one listener with Handler.
+func New(opts Options) (*Server, error) {
+	if opts.Inventory == nil || opts.Tokens == nil {
+		return nil, fmt.Errorf("inventory and tokens are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.NewRegistry()
+	}
+	prefix, err := NormalizePrefix(opts.PathPrefix)
+	if err != nil {
+		return nil, err
+	}
+	opts.PathPrefix = prefix
+	m, err := newHTTPMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	s := &Server{opts: opts, logger: opts.Logger, cache: newResponseCache(4096), metrics: m}
+	s.bufs.New = func() any { return new(bytes.Buffer) }
+	return s, nil
+}
+
+var prefixRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)*$`)
+
+// NormalizePrefix returns prefix with one leading and no trailing slash,
+// or "" for none.
+func NormalizePrefix(prefix string) (string, error) {
+	p := strings.TrimRight(strings.TrimSpace(prefix), "/")
+	if p != "" && !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	if !prefixRE.MatchString(p) {
+		return "", fmt.Errorf("path prefix %q: only path segments of letters, digits and ._~- are allowed", prefix)
+	}
+	return p, nil
+}
+
+// Handler serves the API and the operations endpoints on one listener.
+func (s *Server) Handler() http.Handler { return s.newEcho(true, true) }
+
+// APIHandler serves only the plugin API.
+func (s *Server) APIHandler() http.Handler { return s.newEcho(true, false) }
+
+// OpsHandler serves only /healthz, /readyz, /metrics and /status.
+func (s *Server) OpsHandler() http.Handler { return s.newEcho(false, true) }
+
+func (s *Server) newEcho(api, ops bool) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.observe)
+	if api {
+		e.POST(s.opts.PathPrefix+GetParamsPath, s.getParams)
+	}
+	if ops {
+		e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+		e.GET("/readyz", s.readyz)
+		e.GET("/status", s.status)
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
+	}
+	return e
+}
+
+// message is the error body; Argo CD shows its "message" in the
+// ApplicationSet's conditions.
+type message struct {
+	Message string `json:"message"`
+}
+
+func writeMessage(c echo.Context, code int, msg string) error {
+	return c.JSON(code, message{Message: msg})
+}
+
+// errorHandler renders echo's own errors (404, 405) as {"message": ...}.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code, msg := http.StatusInternalServerError, "internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		code = he.Code
+		msg = http.StatusText(code)
+		if code == http.StatusMethodNotAllowed {
+			msg = "method not allowed: use POST " + s.opts.PathPrefix + GetParamsPath
+		}
+		if code == http.StatusNotFound {
+			msg = "not found: the plugin API is POST " + s.opts.PathPrefix + GetParamsPath
+		}
+	} else {
+		s.logger.Error("request failed", "path", c.Path(), "error", err.Error())
+	}
+	_ = writeMessage(c, code, msg)
+}
+
+// observe counts requests by route and status code and times them.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "other"
+		}
+		status := c.Response().Status
+		s.metrics.observe(route, status, time.Since(start))
+		if s.logger.Enabled(c.Request().Context(), slog.LevelDebug) {
+			s.logger.Debug("request", "method", c.Request().Method, "path", c.Request().URL.Path,
+				"status", status, "took", time.Since(start).String())
+		}
+		return nil
+	}
+}
+
+var refPattern = regexp.MustCompile(`^\$[A-Za-z0-9._-]{1,253}(:[A-Za-z0-9._-]{1,253})?$`)
+
+// authorize checks the bearer token and writes the 401 itself.
+func (s *Server) authorize(c echo.Context) bool {
+	h := c.Request().Header.Get(echo.HeaderAuthorization)
+	const scheme = "bearer "
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="argocd-cluster-discovery"`)
+		_ = writeMessage(c, http.StatusUnauthorized, "missing bearer token: set token in the plugin ConfigMap to a reference of the token Secret key")
+		return false
+	}
+	token := strings.TrimSpace(h[len(scheme):])
+	if s.opts.Tokens.Valid(token) {
+		return true
+	}
+	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="argocd-cluster-discovery", error="invalid_token"`)
+	msg := "invalid bearer token"
+	if strings.HasPrefix(token, "$") {
+		// Argo CD sends the reference itself when it cannot resolve it. A
+		// reference is a key name, not a secret; anything else is not echoed.
+		ref := "the literal reference"
+		if refPattern.MatchString(token) {
+			ref = fmt.Sprintf("the literal reference %q", token)
+		}
+		msg = fmt.Sprintf("invalid bearer token: Argo CD sent %s, which means it could not resolve the token of the plugin ConfigMap; "+
+			"for $plugin.<name>.token the key must exist in argocd-secret, for $<secret>:<key> the Secret must exist in Argo CD's namespace "+
+			"with label app.kubernetes.io/part-of: argocd and hold the key", ref)
+	}
+	_ = writeMessage(c, http.StatusUnauthorized, msg)
+	return false
+}
+
+func (s *Server) getParams(c echo.Context) error {
+	if !s.authorize(c) {
+		return nil
+	}
+	req := c.Request()
+	if req.ContentLength > MaxBodyBytes {
+		return writeMessage(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+	}
+	buf := s.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer s.bufs.Put(buf)
+	if _, err := buf.ReadFrom(http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes)); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return writeMessage(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+		}
+		return writeMessage(c, http.StatusBadRequest, "cannot read request body")
+	}
+	body := buf.Bytes()
+
+	snap := s.opts.Inventory.Snapshot()
+	if res, ok := s.cache.getBody(snap.Version, body); ok {
+		return s.writeResult(c, res)
+	}
+	f, appSet, err := parseRequest(body)
+	if err != nil {
+		return s.fail(c, appSet, err)
+	}
+	res, ok := s.cache.getFilter(snap.Version, f.Key())
+	if !ok {
+		if res, err = Render(snap, &f); err != nil {
+			return s.fail(c, appSet, err)
+		}
+		s.cache.putFilter(snap.Version, f.Key(), res)
+		s.logger.Debug("parameters rendered", "applicationSet", appSet, "snapshot", snap.Version, "clusters", res.Count)
+	}
+	s.cache.putBody(snap.Version, body, res)
+	return s.writeResult(c, res)
+}
+
+func (s *Server) fail(c echo.Context, appSet string, err error) error {
+	var ie *InputError
+	var ue *UnavailableError
+	switch {
+	case errors.As(err, &ie):
+		s.logger.Info("rejected plugin request", "applicationSet", appSet, "reason", ie.Error())
+		return writeMessage(c, http.StatusBadRequest, ie.Error())
+	case errors.As(err, &ue):
+		c.Response().Header().Set("Retry-After", "10")
+		return writeMessage(c, http.StatusServiceUnavailable, ue.Error())
+	}
+	return err
+}
+
+func (s *Server) writeResult(c echo.Context, res Result) error {
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	h.Set(echo.HeaderContentLength, strconv.Itoa(len(res.Body)))
+	if res.Stale != "" {
+		h.Set(StaleHeader, res.Stale)
+	}
+	c.Response().WriteHeader(http.StatusOK)
+	_, err := c.Response().Write(res.Body)
+	return err
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	snap := s.opts.Inventory.Snapshot()
+	var waiting []string
+	for _, st := range snap.Sources {
+		if !st.Synced {
+			waiting = append(waiting, st.Name)
+		}
+	}
+	if len(waiting) > 0 {
+		return writeMessage(c, http.StatusServiceUnavailable, "waiting for the first listing of: "+strings.Join(waiting, ", "))
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) status(c echo.Context) error {
+	st := s.opts.Inventory.Status()
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
+	c.Response().WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(c.Response())
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Version string `json:"version"`
+		inventory.Status
+	}{s.opts.Version, st})
+}

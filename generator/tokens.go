@@ -1,0 +1,135 @@
+package generator
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// TokenSet holds the bearer tokens the plugin API accepts, read from files
+// or environment variables. Several tokens are accepted at once so that a
+// token can be rotated without downtime: add the new one, move Argo CD to
+// it, remove the old one. Files are re-read by Run.
+type TokenSet struct {
+	refs   []sources.SecretRef
+	logger *slog.Logger
+
+	mu      sync.Mutex // serializes Reload
+	last    [][32]byte // per ref; zero when never read
+	digests atomic.Pointer[[][32]byte]
+}
+
+// NewTokenSet reads every reference once. A reference that cannot be read
+// or is empty is an error: the service must not start without its tokens.
+func NewTokenSet(refs []sources.SecretRef, logger *slog.Logger) (*TokenSet, error) {
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("no token configured")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	t := &TokenSet{refs: refs, logger: logger, last: make([][32]byte, len(refs))}
+	for i, ref := range refs {
+		if ref.Secret != nil {
+			return nil, fmt.Errorf("token %d: a Kubernetes Secret reference is not supported here; mount it as a file", i)
+		}
+		if err := ref.Validate(); err != nil {
+			return nil, fmt.Errorf("token %d: %w", i, err)
+		}
+		d, err := readToken(ref)
+		if err != nil {
+			return nil, fmt.Errorf("token %d: %w", i, err)
+		}
+		t.last[i] = d
+	}
+	t.publish()
+	return t, nil
+}
+
+func readToken(ref sources.SecretRef) ([32]byte, error) {
+	var v string
+	if ref.File != "" {
+		b, err := os.ReadFile(ref.File)
+		if err != nil {
+			return [32]byte{}, fmt.Errorf("read %s: %w", ref.String(), err)
+		}
+		v = string(b)
+	} else {
+		v = os.Getenv(ref.Env)
+	}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return [32]byte{}, fmt.Errorf("%s is empty", ref.String())
+	}
+	return sha256.Sum256([]byte(v)), nil
+}
+
+func (t *TokenSet) publish() {
+	ds := make([][32]byte, len(t.last))
+	copy(ds, t.last)
+	t.digests.Store(&ds)
+}
+
+// Reload re-reads every reference. A reference that fails keeps its previous
+// value, so a half-written file never locks Argo CD out; the error is
+// returned and logged without any token content.
+func (t *TokenSet) Reload() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var firstErr error
+	changed := false
+	for i, ref := range t.refs {
+		d, err := readToken(ref)
+		if err != nil {
+			t.logger.Warn("cannot re-read plugin token; keeping the previous one", "ref", ref.String(), "error", err.Error())
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if d != t.last[i] {
+			t.last[i] = d
+			changed = true
+			t.logger.Info("plugin token changed", "ref", ref.String())
+		}
+	}
+	if changed {
+		t.publish()
+	}
+	return firstErr
+}
+
+// Run re-reads the tokens every interval until ctx is cancelled.
+func (t *TokenSet) Run(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			_ = t.Reload()
+		}
+	}
+}
+
+// Valid reports whether token is one of the accepted tokens. It compares
+// fixed-size digests in constant time and checks every token, so neither
+// the length nor the position of a match shows in the timing.
+func (t *TokenSet) Valid(token string) bool {
+	d := sha256.Sum256([]byte(token))
+	ok := 0
+	for _, want := range *t.digests.Load() {
+		ok |= subtle.ConstantTimeCompare(d[:], want[:])
+	}
+	return ok == 1
+}

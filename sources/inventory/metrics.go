@@ -1,0 +1,79 @@
+package inventory
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const namespace = "argocd_cluster_discovery"
+
+type metrics struct {
+	duration    *prometheus.HistogramVec
+	errors      *prometheus.CounterVec
+	lastSuccess *prometheus.GaugeVec
+	clusters    *prometheus.GaugeVec
+	failures    *prometheus.GaugeVec
+	synced      *prometheus.GaugeVec
+	stale       *prometheus.GaugeVec
+	conflicts   prometheus.Gauge
+	version     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "source_listing_duration_seconds",
+			Help:    "Duration of one listing of a source, successful or not.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"source"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "source_listing_errors_total",
+			Help: "Listings of a source that failed (the last complete listing was kept).",
+		}, []string{"source"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_last_success_timestamp_seconds",
+			Help: "Unix time at which the last successful listing of a source started.",
+		}, []string{"source"}),
+		clusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_clusters",
+			Help: "Clusters in the last complete listing of a source, by readiness.",
+		}, []string{"source", "ready"}),
+		failures: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_consecutive_failures",
+			Help: "Listings of a source that failed in a row.",
+		}, []string{"source"}),
+		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_synced",
+			Help: "1 once a source has completed a listing.",
+		}, []string{"source"}),
+		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_stale",
+			Help: "1 while a source's latest listing failed and its previous one is served.",
+		}, []string{"source"}),
+		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "cluster_name_conflicts",
+			Help: "Cluster names listed more than once; none of those clusters is served.",
+		}),
+		version: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "snapshot_version",
+			Help: "Version of the current inventory snapshot.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.conflicts, m.version} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// initSource makes every per-source series exist from the start, so that
+// alerts on them work before the first listing.
+func (m *metrics) initSource(name string) {
+	m.errors.WithLabelValues(name)
+	m.failures.WithLabelValues(name)
+	m.synced.WithLabelValues(name)
+	m.stale.WithLabelValues(name)
+}

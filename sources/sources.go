@@ -1,0 +1,277 @@
+// Package sources defines the cluster model shared by every discovery source
+// and the one-method Source interface they implement.
+//
+// Data flows one way: sources → inventory → generator. Nothing in this tree
+// imports the generator packages.
+package sources
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// Source lists the clusters of one upstream (a Rancher server, a set of AWS
+// accounts and regions, a static file, ...).
+type Source interface {
+	// Clusters returns every cluster the upstream currently has, after the
+	// source's own filters.
+	//
+	// A non-nil error means the listing is incomplete: implementations must
+	// then return a nil slice and never a partial result. A missing page or a
+	// failed call is an error, not an empty answer, because callers treat a
+	// successful listing as the complete truth (clusters absent from it are
+	// taken to have left). Clusters must return when ctx is cancelled.
+	Clusters(ctx context.Context) ([]Cluster, error)
+}
+
+// Provider names the kind of upstream a cluster was discovered in.
+type Provider string
+
+// The providers this service knows.
+const (
+	ProviderStatic  Provider = "static"
+	ProviderRancher Provider = "rancher"
+	ProviderEKS     Provider = "eks"
+	ProviderAKS     Provider = "aks"
+)
+
+// Providers lists every known provider, in a stable order.
+func Providers() []Provider {
+	return []Provider{ProviderStatic, ProviderRancher, ProviderEKS, ProviderAKS}
+}
+
+// Valid reports whether p is a known provider.
+func (p Provider) Valid() bool {
+	for _, known := range Providers() {
+		if p == known {
+			return true
+		}
+	}
+	return false
+}
+
+// Cluster is one discovered Kubernetes cluster: everything the plugin
+// parameters and the Argo CD cluster Secret need, and no secret value.
+// Credentials appear only as references (Auth), resolved by whoever writes a
+// Secret, so nothing rendered from a Cluster can leak them.
+type Cluster struct {
+	// Source is the name of the source instance that listed the cluster.
+	Source string `json:"source"`
+	// Provider is the kind of that source.
+	Provider Provider `json:"provider"`
+	// Name is unique across all sources; it is the Argo CD cluster name.
+	Name string `json:"name"`
+	// Server is the API server URL, normalized (see NormalizeServer).
+	Server string `json:"server"`
+	// CAData is the base64-encoded PEM bundle of the API server's CA; empty
+	// when the server presents a publicly trusted certificate.
+	CAData string `json:"caData,omitempty"`
+	// Auth describes how Argo CD authenticates to the cluster.
+	Auth Auth `json:"auth"`
+	// Labels and Annotations are propagated to parameters and Secrets.
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Region is the cloud region or location, if any.
+	Region string `json:"region,omitempty"`
+	// Account is the AWS account id or Azure subscription id, if any.
+	Account string `json:"account,omitempty"`
+	// Tenant, Project, Namespaces and ClusterResources scope the cluster in
+	// Argo CD: the tenant that owns it, the AppProject its Secret names, and
+	// the namespaces Argo CD may manage (all when empty).
+	Tenant           string   `json:"tenant,omitempty"`
+	Project          string   `json:"project,omitempty"`
+	Namespaces       []string `json:"namespaces,omitempty"`
+	ClusterResources bool     `json:"clusterResources,omitempty"`
+	// KubernetesVersion as reported upstream, e.g. v1.31.4.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// State is the upstream state, verbatim (e.g. active, ACTIVE, Succeeded).
+	State string `json:"state,omitempty"`
+	// Ready is false for a cluster that is listed but not usable yet (for
+	// example its CA could not be fetched). Parameters leave it out; the
+	// Secret reconciler neither creates nor deletes its Secret.
+	Ready bool `json:"ready"`
+	// NotReadyReason says why Ready is false.
+	NotReadyReason string `json:"notReadyReason,omitempty"`
+}
+
+// AuthKind says which form of credentials a cluster uses.
+type AuthKind string
+
+// The authentication forms a cluster Secret can carry.
+const (
+	AuthNone        AuthKind = ""
+	AuthBearerToken AuthKind = "bearerToken"
+	AuthAWS         AuthKind = "aws"
+	AuthExec        AuthKind = "exec"
+)
+
+// Auth describes, without any secret value, how Argo CD authenticates to a
+// cluster. At most one of TokenRef, AWS and Exec is set, matching Kind.
+type Auth struct {
+	Kind AuthKind `json:"kind,omitempty"`
+	// TokenRef points at a bearer token; the token itself is read only when
+	// a Secret is written.
+	TokenRef *SecretRef `json:"tokenRef,omitempty"`
+	// AWS is Argo CD's awsAuthConfig.
+	AWS *AWSAuth `json:"aws,omitempty"`
+	// Exec is Argo CD's execProviderConfig.
+	Exec *ExecProvider `json:"exec,omitempty"`
+}
+
+// SecretRef points at a secret value without holding it: exactly one of
+// File (a path, re-read when it changes), Env (an environment variable) or
+// Secret (a key of a Kubernetes Secret in the Argo CD namespace) is set.
+type SecretRef struct {
+	File   string        `json:"file,omitempty"`
+	Env    string        `json:"env,omitempty"`
+	Secret *SecretKeyRef `json:"secret,omitempty"`
+}
+
+// SecretKeyRef names a key of a Kubernetes Secret.
+type SecretKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// String describes the reference, never the value.
+func (r *SecretRef) String() string {
+	switch {
+	case r == nil:
+		return "<none>"
+	case r.File != "":
+		return "file:" + r.File
+	case r.Env != "":
+		return "env:" + r.Env
+	case r.Secret != nil:
+		return "secret:" + r.Secret.Name + "/" + r.Secret.Key
+	}
+	return "<empty>"
+}
+
+// Validate checks that exactly one kind of reference is set.
+func (r *SecretRef) Validate() error {
+	n := 0
+	if r.File != "" {
+		n++
+	}
+	if r.Env != "" {
+		n++
+	}
+	if r.Secret != nil {
+		n++
+		if r.Secret.Name == "" || r.Secret.Key == "" {
+			return fmt.Errorf("secret reference needs both name and key")
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("set exactly one of file, env or secret (got %d)", n)
+	}
+	return nil
+}
+
+// AWSAuth is the awsAuthConfig of an Argo CD cluster Secret: Argo CD runs
+// argocd-k8s-auth aws for the EKS cluster ClusterName, assuming RoleARN.
+type AWSAuth struct {
+	ClusterName string `json:"clusterName"`
+	RoleARN     string `json:"roleARN,omitempty"`
+	Region      string `json:"region,omitempty"`
+}
+
+// ExecProvider is the execProviderConfig of an Argo CD cluster Secret. Env
+// holds configuration such as client ids, never secret values.
+type ExecProvider struct {
+	Command    string            `json:"command"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	APIVersion string            `json:"apiVersion,omitempty"`
+}
+
+// Validate checks that Kind and the set fields agree.
+func (a Auth) Validate() error {
+	set := 0
+	for _, b := range []bool{a.TokenRef != nil, a.AWS != nil, a.Exec != nil} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		return fmt.Errorf("set at most one of bearer token, aws and exec")
+	}
+	switch a.Kind {
+	case AuthNone:
+		if set != 0 {
+			return fmt.Errorf("auth kind is empty but credentials are set")
+		}
+	case AuthBearerToken:
+		if a.TokenRef == nil {
+			return fmt.Errorf("bearer token auth needs a token reference")
+		}
+		if err := a.TokenRef.Validate(); err != nil {
+			return fmt.Errorf("token reference: %w", err)
+		}
+	case AuthAWS:
+		if a.AWS == nil || a.AWS.ClusterName == "" {
+			return fmt.Errorf("aws auth needs a cluster name")
+		}
+	case AuthExec:
+		if a.Exec == nil || a.Exec.Command == "" {
+			return fmt.Errorf("exec auth needs a command")
+		}
+	default:
+		return fmt.Errorf("unknown auth kind %q", a.Kind)
+	}
+	return nil
+}
+
+// NormalizeServer checks that s is an absolute http(s) URL with a host and
+// returns it without trailing slashes, the form Argo CD stores. Nothing else
+// is changed: Argo CD compares servers as strings, so case and port stay as
+// the upstream wrote them.
+func NormalizeServer(s string) (string, error) {
+	s = strings.TrimRight(strings.TrimSpace(s), "/")
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("parse server url: %w", err)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return "", fmt.Errorf("server url %q: scheme must be https or http", s)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("server url %q: no host", s)
+	}
+	if u.User != nil {
+		return "", fmt.Errorf("server url must not carry user info")
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", fmt.Errorf("server url %q: no query or fragment allowed", s)
+	}
+	return s, nil
+}
+
+// Validate checks the fields every consumer relies on. It does not look at
+// Ready: a not-ready cluster is still a valid listing entry.
+func (c *Cluster) Validate() error {
+	if c.Name == "" {
+		return fmt.Errorf("cluster has no name")
+	}
+	if _, err := NormalizeServer(c.Server); err != nil {
+		return fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return fmt.Errorf("cluster %s: auth: %w", c.Name, err)
+	}
+	return nil
+}
+
+// SortByName sorts clusters by name, then by source, in place.
+func SortByName(cs []Cluster) {
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].Name != cs[j].Name {
+			return cs[i].Name < cs[j].Name
+		}
+		return cs[i].Source < cs[j].Source
+	})
+}

@@ -1,0 +1,203 @@
+// Package static is a source of clusters listed in YAML, inline in the
+// configuration or in a file that is re-read when its content changes.
+package static
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Config is the static source's section of the configuration. Clusters from
+// File and inline Clusters are listed together; names must be unique.
+type Config struct {
+	// File holds a YAML document `clusters: [...]`. A relative path is
+	// taken from the directory of the configuration file.
+	File     string    `json:"file,omitempty"`
+	Clusters []Cluster `json:"clusters,omitempty"`
+}
+
+// Cluster is one cluster as written in YAML.
+type Cluster struct {
+	Name              string            `json:"name"`
+	Server            string            `json:"server"`
+	CAData            string            `json:"caData,omitempty"`
+	Auth              Auth              `json:"auth,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Annotations       map[string]string `json:"annotations,omitempty"`
+	Region            string            `json:"region,omitempty"`
+	Account           string            `json:"account,omitempty"`
+	Tenant            string            `json:"tenant,omitempty"`
+	Project           string            `json:"project,omitempty"`
+	Namespaces        []string          `json:"namespaces,omitempty"`
+	ClusterResources  bool              `json:"clusterResources,omitempty"`
+	KubernetesVersion string            `json:"kubernetesVersion,omitempty"`
+	State             string            `json:"state,omitempty"`
+	// Ready defaults to true; set it to false (with NotReadyReason) to list a
+	// cluster that must be neither served nor given a Secret yet.
+	Ready          *bool  `json:"ready,omitempty"`
+	NotReadyReason string `json:"notReadyReason,omitempty"`
+}
+
+// Auth is how Argo CD authenticates to a static cluster: at most one field.
+// Secret values are never written here, only references to them.
+type Auth struct {
+	BearerToken *sources.SecretRef    `json:"bearerToken,omitempty"`
+	AWS         *sources.AWSAuth      `json:"aws,omitempty"`
+	Exec        *sources.ExecProvider `json:"exec,omitempty"`
+}
+
+type file struct {
+	Clusters []Cluster `json:"clusters"`
+}
+
+// Source lists static clusters.
+type Source struct {
+	path   string
+	inline []sources.Cluster
+
+	mu       sync.Mutex
+	lastRaw  []byte
+	fromFile []sources.Cluster
+}
+
+// New validates cfg and, when it names a file, reads and validates the file
+// once so that a broken file is a start-up error. baseDir resolves a
+// relative File.
+func New(cfg Config, baseDir string) (*Source, error) {
+	s := &Source{}
+	inline, err := convert(cfg.Clusters, "clusters")
+	if err != nil {
+		return nil, err
+	}
+	s.inline = inline
+	if cfg.File == "" {
+		if len(cfg.Clusters) == 0 {
+			return nil, fmt.Errorf("set file or clusters")
+		}
+		return s, nil
+	}
+	s.path = cfg.File
+	if !filepath.IsAbs(s.path) {
+		s.path = filepath.Join(baseDir, s.path)
+	}
+	if _, err := s.Clusters(context.Background()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Clusters returns the inline clusters and those of the file, re-reading and
+// re-validating the file when its content changed. A file that cannot be
+// read or is invalid fails the listing.
+func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := append([]sources.Cluster(nil), s.inline...)
+	if s.path == "" {
+		return out, nil
+	}
+	fromFile, err := s.readFile()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, fromFile...)
+	seen := make(map[string]bool, len(out))
+	for _, c := range out {
+		if seen[c.Name] {
+			return nil, fmt.Errorf("cluster %s is listed both inline and in %s", c.Name, s.path)
+		}
+		seen[c.Name] = true
+	}
+	return out, nil
+}
+
+func (s *Source) readFile() ([]sources.Cluster, error) {
+	raw, err := os.ReadFile(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("read clusters file: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastRaw != nil && bytes.Equal(raw, s.lastRaw) {
+		return s.fromFile, nil
+	}
+	var f file
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		return nil, fmt.Errorf("parse clusters file %s: %w", s.path, err)
+	}
+	cs, err := convert(f.Clusters, s.path+": clusters")
+	if err != nil {
+		return nil, err
+	}
+	s.lastRaw, s.fromFile = raw, cs
+	return cs, nil
+}
+
+// convert maps YAML clusters to the model, validating each one; field
+// names the YAML path in errors.
+func convert(in []Cluster, field string) ([]sources.Cluster, error) {
+	out := make([]sources.Cluster, 0, len(in))
+	seen := map[string]int{}
+	for i, sc := range in {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if j, dup := seen[sc.Name]; dup && sc.Name != "" {
+			return nil, fmt.Errorf("%s.name: %q is already used by %s[%d]", at, sc.Name, field, j)
+		}
+		seen[sc.Name] = i
+		c, err := toCluster(sc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// toCluster is the pure mapping from a YAML cluster to the model.
+func toCluster(sc Cluster) (sources.Cluster, error) {
+	if sc.Name == "" {
+		return sources.Cluster{}, fmt.Errorf("name: required")
+	}
+	server, err := sources.NormalizeServer(sc.Server)
+	if err != nil {
+		return sources.Cluster{}, fmt.Errorf("server: %w", err)
+	}
+	c := sources.Cluster{
+		Provider: sources.ProviderStatic, Name: sc.Name, Server: server, CAData: sc.CAData,
+		Labels: sc.Labels, Annotations: sc.Annotations, Region: sc.Region, Account: sc.Account,
+		Tenant: sc.Tenant, Project: sc.Project, Namespaces: sc.Namespaces, ClusterResources: sc.ClusterResources,
+		KubernetesVersion: sc.KubernetesVersion, State: sc.State, Ready: true,
+	}
+	if sc.Ready != nil && !*sc.Ready {
+		c.Ready, c.NotReadyReason = false, sc.NotReadyReason
+	}
+	switch {
+	case sc.Auth.BearerToken != nil:
+		c.Auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: sc.Auth.BearerToken}
+	case sc.Auth.AWS != nil:
+		c.Auth = sources.Auth{Kind: sources.AuthAWS, AWS: sc.Auth.AWS}
+	case sc.Auth.Exec != nil:
+		c.Auth = sources.Auth{Kind: sources.AuthExec, Exec: sc.Auth.Exec}
+	}
+	if sc.Auth.BearerToken != nil && (sc.Auth.AWS != nil || sc.Auth.Exec != nil) || sc.Auth.AWS != nil && sc.Auth.Exec != nil {
+		return sources.Cluster{}, fmt.Errorf("auth: set at most one of bearerToken, aws and exec")
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return sources.Cluster{}, fmt.Errorf("auth: %w", err)
+	}
+	if sc.CAData != "" {
+		if err := sources.ValidateCAData(sc.CAData); err != nil {
+			return sources.Cluster{}, fmt.Errorf("caData: %w", err)
+		}
+	}
+	return c, nil
+}
