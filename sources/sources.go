@@ -7,6 +7,7 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -231,22 +232,27 @@ func (a Auth) Validate() error {
 // is changed: Argo CD compares servers as strings, so case and port stay as
 // the upstream wrote them.
 func NormalizeServer(s string) (string, error) {
+	// Errors never quote the URL: a malformed one may carry user info.
 	s = strings.TrimRight(strings.TrimSpace(s), "/")
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("parse server url: %w", err)
-	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return "", fmt.Errorf("server url %q: scheme must be https or http", s)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("server url %q: no host", s)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", fmt.Errorf("invalid server url: %w", err)
 	}
 	if u.User != nil {
 		return "", fmt.Errorf("server url must not carry user info")
 	}
-	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return "", fmt.Errorf("server url %q: no query or fragment allowed", s)
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return "", fmt.Errorf("server url scheme must be https or http")
+	}
+	if u.Hostname() == "" {
+		return "", fmt.Errorf("server url has no host")
+	}
+	if strings.ContainsAny(s, "?#") || u.Opaque != "" {
+		return "", fmt.Errorf("server url must not have a query or fragment")
 	}
 	return s, nil
 }

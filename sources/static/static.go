@@ -54,8 +54,11 @@ type Auth struct {
 	Exec        *sources.ExecProvider `json:"exec,omitempty"`
 }
 
+// file is the clusters file. Clusters is a pointer so that a file without
+// the key (empty, or caught half-written) is an error, not "no clusters":
+// an empty list must be written as `clusters: []`.
 type file struct {
-	Clusters []Cluster `json:"clusters"`
+	Clusters *[]Cluster `json:"clusters"`
 }
 
 // Source lists static clusters.
@@ -134,9 +137,12 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
 		return nil, fmt.Errorf("parse clusters file %s: %w", s.path, err)
 	}
-	cs, err := convert(f.Clusters, s.path+": clusters")
+	if f.Clusters == nil {
+		return nil, fmt.Errorf("clusters file %s has no clusters key (write `clusters: []` for an empty list)", s.path)
+	}
+	cs, err := convert(*f.Clusters, "clusters")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("clusters file %s: %w", s.path, err)
 	}
 	s.lastRaw, s.fromFile = raw, cs
 	return cs, nil

@@ -1,0 +1,336 @@
+package inventory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// step is one scripted answer of a fake source.
+type step struct {
+	clusters []sources.Cluster
+	err      error
+	block    bool // wait for ctx to end, as a hung upstream does
+}
+
+// scripted is a Source that plays its steps in order and repeats the last.
+type scripted struct {
+	mu    sync.Mutex
+	steps []step
+	calls int
+}
+
+func (s *scripted) Clusters(ctx context.Context) ([]sources.Cluster, error) {
+	s.mu.Lock()
+	st := s.steps[min(s.calls, len(s.steps)-1)]
+	s.calls++
+	s.mu.Unlock()
+	if st.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return st.clusters, st.err
+}
+
+func (s *scripted) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+func cluster(name string) sources.Cluster {
+	return sources.Cluster{Name: name, Server: "https://" + name + ".example.com/", Ready: true, Labels: map[string]string{"env": "prod"}}
+}
+
+func names(snap *Snapshot) []string {
+	out := []string{}
+	for _, c := range snap.Clusters {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func spec(name string, src sources.Source) SourceSpec {
+	return SourceSpec{Name: name, Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: time.Second}
+}
+
+func TestLastGoodListingIsKeptWhileFailing(t *testing.T) {
+	src := &scripted{steps: []step{
+		{clusters: []sources.Cluster{cluster("b"), cluster("a"), cluster("c")}},
+		{err: errors.New("upstream answered 500")},
+		{clusters: []sources.Cluster{cluster("a")}},
+	}}
+	reg := prometheus.NewRegistry()
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Registerer: reg})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	snap := inv.Snapshot()
+	require.Equal(t, uint64(0), snap.Version)
+	require.False(t, snap.Synced(), "nothing listed yet")
+	st, _ := snap.Source("s1")
+	require.False(t, st.Synced)
+
+	require.NoError(t, inv.RefreshAll(ctx))
+	snap = inv.Snapshot()
+	assert.Equal(t, uint64(1), snap.Version)
+	assert.Equal(t, []string{"a", "b", "c"}, names(snap), "sorted by name")
+	assert.Equal(t, "https://a.example.com", snap.Clusters[0].Server, "server normalized")
+	assert.Equal(t, "s1", snap.Clusters[0].Source, "stamped with its source")
+	assert.True(t, snap.Synced())
+
+	err = inv.RefreshAll(ctx)
+	require.ErrorContains(t, err, "source s1: list clusters: upstream answered 500")
+	snap = inv.Snapshot()
+	assert.Equal(t, []string{"a", "b", "c"}, names(snap), "failed listing keeps the last complete one")
+	st, _ = snap.Source("s1")
+	assert.True(t, st.Synced)
+	assert.True(t, st.Stale, "marked stale while failing")
+	assert.Equal(t, uint64(2), snap.Version, "stale flag is part of the content")
+	status := inv.Status().Sources[0]
+	assert.Equal(t, 1, status.ConsecutiveFailures)
+	assert.Contains(t, status.LastError, "upstream answered 500")
+	assert.Equal(t, 3, status.Clusters)
+	assert.Equal(t, 1.0, testutil.ToFloat64(inv.metrics.errors.WithLabelValues("s1")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(inv.metrics.stale.WithLabelValues("s1")))
+
+	require.NoError(t, inv.RefreshAll(ctx))
+	snap = inv.Snapshot()
+	assert.Equal(t, []string{"a"}, names(snap), "a successful smaller listing replaces the old one")
+	st, _ = snap.Source("s1")
+	assert.False(t, st.Stale)
+	status = inv.Status().Sources[0]
+	assert.Equal(t, 0, status.ConsecutiveFailures)
+	assert.Empty(t, status.LastError)
+	assert.Equal(t, 1.0, testutil.ToFloat64(inv.metrics.clusters.WithLabelValues("s1", "true")))
+}
+
+func TestFailureBeforeFirstSyncLeavesSourceUnsynced(t *testing.T) {
+	src := &scripted{steps: []step{{err: errors.New("401 must authenticate")}}}
+	inv, err := New([]SourceSpec{spec("rancher-eu", src)}, Options{})
+	require.NoError(t, err)
+	require.Error(t, inv.RefreshAll(context.Background()))
+	st, _ := inv.Snapshot().Source("rancher-eu")
+	assert.False(t, st.Synced)
+	assert.False(t, st.Stale, "nothing to be stale about")
+	assert.Empty(t, inv.Snapshot().Clusters)
+}
+
+func TestUnchangedListingKeepsVersion(t *testing.T) {
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
+	require.NoError(t, err)
+	ch, cancel := inv.Subscribe()
+	defer cancel()
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Len(t, ch, 1, "first listing notifies")
+	<-ch
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	assert.Equal(t, uint64(1), inv.Snapshot().Version, "same content, same version (the response cache stays warm)")
+	assert.Len(t, ch, 0, "no notification without a change")
+}
+
+func TestConflictsAreReportedAndNotServed(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	s1 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("shared"), cluster("only-1")}}}}
+	s2 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("shared"), cluster("only-2")}}}}
+	s3 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("twice"), cluster("twice")}}}}
+	reg := prometheus.NewRegistry()
+	inv, err := New([]SourceSpec{spec("s1", s1), spec("s2", s2), spec("s3", s3)}, Options{Logger: logger, Registerer: reg})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+
+	snap := inv.Snapshot()
+	assert.Equal(t, []string{"only-1", "only-2"}, names(snap), "conflicting names are kept out, not picked at random")
+	assert.Equal(t, []Conflict{{Name: "shared", Sources: []string{"s1", "s2"}}, {Name: "twice", Sources: []string{"s3", "s3"}}}, snap.Conflicts)
+	assert.Equal(t, snap.Conflicts, inv.Status().Conflicts)
+	assert.Contains(t, logs.String(), "cluster=shared")
+	assert.Contains(t, logs.String(), "sources=s1,s2")
+	assert.Equal(t, 2.0, testutil.ToFloat64(inv.metrics.conflicts))
+}
+
+func TestNotReadyAndInvalidClusters(t *testing.T) {
+	bad := cluster("bad-server")
+	bad.Server = "ftp://nope"
+	noCA := cluster("no-ca")
+	noCA.Ready, noCA.NotReadyReason = false, "CA not fetched yet"
+	badAuth := cluster("bad-auth")
+	badAuth.Auth = sources.Auth{Kind: sources.AuthBearerToken}
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{bad, noCA, badAuth, cluster("ok")}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	got := map[string]sources.Cluster{}
+	for _, c := range inv.Snapshot().Clusters {
+		got[c.Name] = c
+	}
+	require.Len(t, got, 4, "not-ready clusters stay in the snapshot so that nobody prunes them")
+	assert.True(t, got["ok"].Ready)
+	assert.False(t, got["bad-server"].Ready)
+	assert.Contains(t, got["bad-server"].NotReadyReason, "invalid server")
+	assert.Equal(t, "CA not fetched yet", got["no-ca"].NotReadyReason)
+	assert.Contains(t, got["bad-auth"].NotReadyReason, "invalid auth")
+	assert.Equal(t, 3, inv.Status().Sources[0].NotReady)
+}
+
+func TestNamelessClusterFailsTheListing(t *testing.T) {
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a"), {Server: "https://x"}}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
+	require.NoError(t, err)
+	require.ErrorContains(t, inv.RefreshAll(context.Background()), "has no name")
+	assert.Empty(t, inv.Snapshot().Clusters, "no partial result")
+}
+
+func TestSnapshotIsImmutable(t *testing.T) {
+	labels := map[string]string{"env": "prod"}
+	c := cluster("a")
+	c.Labels = labels
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{c}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	labels["env"] = "changed by the source afterwards"
+	assert.Equal(t, "prod", inv.Snapshot().Clusters[0].Labels["env"])
+}
+
+func TestListingTimeout(t *testing.T) {
+	src := &scripted{steps: []step{{block: true}}}
+	sp := spec("slow", src)
+	sp.Timeout = 50 * time.Millisecond
+	inv, err := New([]SourceSpec{sp}, Options{})
+	require.NoError(t, err)
+	err = inv.RefreshAll(context.Background())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "timed out after 50ms")
+}
+
+func TestRunLoopRefreshesSubscribesAndStops(t *testing.T) {
+	src := &scripted{steps: []step{
+		{clusters: []sources.Cluster{cluster("a")}},
+		{clusters: []sources.Cluster{cluster("a"), cluster("b")}},
+	}}
+	sp := spec("s1", src)
+	sp.Interval = 20 * time.Millisecond
+	inv, err := New([]SourceSpec{sp}, Options{Jitter: -1})
+	require.NoError(t, err)
+	ch, unsubscribe := inv.Subscribe()
+	defer unsubscribe()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inv.Run(ctx); close(done) }()
+
+	require.Eventually(t, func() bool { return len(inv.Snapshot().Clusters) == 2 }, 5*time.Second, 5*time.Millisecond)
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+		t.Fatal("subscriber was not told about the change")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	calls := src.Calls()
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, calls, src.Calls(), "no listing after Run returned")
+}
+
+func TestTriggerRefreshesBeforeTheInterval(t *testing.T) {
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}, {clusters: []sources.Cluster{cluster("b")}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{}) // interval: 1h
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inv.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	require.Eventually(t, func() bool { return inv.Snapshot().Version == 1 }, 5*time.Second, 5*time.Millisecond)
+	assert.True(t, inv.Trigger("s1"))
+	assert.False(t, inv.Trigger("nope"))
+	require.Eventually(t, func() bool { return len(names(inv.Snapshot())) == 1 && names(inv.Snapshot())[0] == "b" }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestShutdownDuringListingIsNotAFailure(t *testing.T) {
+	src := &scripted{steps: []step{{block: true}}}
+	sp := spec("s1", src)
+	sp.Timeout = time.Minute
+	inv, err := New([]SourceSpec{sp}, Options{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inv.Run(ctx); close(done) }()
+	require.Eventually(t, func() bool { return src.Calls() == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+	<-done
+	st := inv.Status().Sources[0]
+	assert.Equal(t, 0, st.ConsecutiveFailures)
+	assert.Empty(t, st.LastError)
+}
+
+func TestNewRejectsBadSpecs(t *testing.T) {
+	ok := &scripted{steps: []step{{}}}
+	cases := []struct {
+		name  string
+		specs []SourceSpec
+		opts  Options
+		want  string
+	}{
+		{"no name", []SourceSpec{spec("", ok)}, Options{}, "no name"},
+		{"duplicate", []SourceSpec{spec("a", ok), spec("a", ok)}, Options{}, "used twice"},
+		{"provider", []SourceSpec{{Name: "a", Provider: "gke", Source: ok, Interval: time.Second, Timeout: time.Second}}, Options{}, "unknown provider"},
+		{"no source", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Interval: time.Second, Timeout: time.Second}}, Options{}, "no implementation"},
+		{"interval", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Timeout: time.Second}}, Options{}, "interval"},
+		{"timeout", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Interval: time.Second}}, Options{}, "timeout"},
+		{"jitter", []SourceSpec{spec("a", ok)}, Options{Jitter: 1}, "jitter"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.specs, tc.opts)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestJitterStaysInRange(t *testing.T) {
+	inv, err := New(nil, Options{Jitter: 0.2})
+	require.NoError(t, err)
+	for range 1000 {
+		d := inv.jittered(10 * time.Second)
+		require.GreaterOrEqual(t, d, 8*time.Second)
+		require.LessOrEqual(t, d, 12*time.Second)
+	}
+}
+
+func TestMetricsExposeEverySource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := New([]SourceSpec{spec("a", &scripted{steps: []step{{}}})}, Options{Registerer: reg})
+	require.NoError(t, err)
+	n, err := testutil.GatherAndCount(reg, "argocd_cluster_discovery_source_synced")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "series exist before the first listing")
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP argocd_cluster_discovery_source_synced 1 once a source has completed a listing.
+# TYPE argocd_cluster_discovery_source_synced gauge
+argocd_cluster_discovery_source_synced{source="a"} 0
+`), "argocd_cluster_discovery_source_synced")
+	require.NoError(t, err)
+}
