@@ -76,27 +76,39 @@ type Source struct {
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s").
-type Duration time.Duration
+// A value that does not parse is kept and reported by Validate, so that the
+// error names its field.
+type Duration struct {
+	d   time.Duration
+	bad string
+}
+
+// D makes a Duration.
+func D(d time.Duration) Duration { return Duration{d: d} }
 
 // MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.d.String()) }
 
 // UnmarshalJSON reads a Go duration string.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"30s\"")
+		*d = Duration{bad: string(b)}
+		return nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration %q: %w", s, err)
+		*d = Duration{bad: s}
+		return nil
 	}
-	*d = Duration(v)
+	*d = Duration{d: v}
 	return nil
 }
 
 // Std returns the time.Duration.
-func (d Duration) Std() time.Duration { return time.Duration(d) }
+func (d Duration) Std() time.Duration { return d.d }
+
+func (d Duration) unset() bool { return d.d == 0 && d.bad == "" }
 
 // Default returns the configuration with every default set and no source.
 func Default() Config {
@@ -104,10 +116,10 @@ func Default() Config {
 		Log: Log{Level: "info", Format: "json"},
 		Server: Server{
 			Listen:              ":8080",
-			TokenReloadInterval: Duration(10 * time.Second),
-			ShutdownTimeout:     Duration(25 * time.Second),
+			TokenReloadInterval: D(10 * time.Second),
+			ShutdownTimeout:     D(25 * time.Second),
 		},
-		Inventory: Inventory{Interval: Duration(time.Minute), Timeout: Duration(30 * time.Second), Jitter: 0.1},
+		Inventory: Inventory{Interval: D(time.Minute), Timeout: D(30 * time.Second), Jitter: 0.1},
 	}
 }
 
@@ -133,10 +145,10 @@ func Parse(raw []byte, dir string) (*Config, error) {
 	cfg.Dir = dir
 	for i := range cfg.Sources {
 		s := &cfg.Sources[i]
-		if s.Interval == 0 {
+		if s.Interval.unset() {
 			s.Interval = cfg.Inventory.Interval
 		}
-		if s.Timeout == 0 {
+		if s.Timeout.unset() {
 			s.Timeout = cfg.Inventory.Timeout
 		}
 	}
@@ -157,6 +169,14 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	// duration reports an unparsable duration and returns false.
+	duration := func(field string, d Duration) bool {
+		if d.bad != "" {
+			bad(field, "%s is not a duration such as \"30s\" or \"5m\"", d.bad)
+			return false
+		}
+		return true
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -185,11 +205,17 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("server.tokens[%d]", i), "%v", err)
 		}
 	}
-	if c.Server.TokenReloadInterval.Std() < time.Second {
+	if duration("server.tokenReloadInterval", c.Server.TokenReloadInterval) && c.Server.TokenReloadInterval.Std() < time.Second {
 		bad("server.tokenReloadInterval", "must be at least 1s")
 	}
-	if c.Server.ShutdownTimeout.Std() <= 0 {
+	if duration("server.shutdownTimeout", c.Server.ShutdownTimeout) && c.Server.ShutdownTimeout.Std() <= 0 {
 		bad("server.shutdownTimeout", "must be positive")
+	}
+	if duration("inventory.interval", c.Inventory.Interval) && c.Inventory.Interval.Std() < time.Second {
+		bad("inventory.interval", "must be at least 1s")
+	}
+	if duration("inventory.timeout", c.Inventory.Timeout) && c.Inventory.Timeout.Std() <= 0 {
+		bad("inventory.timeout", "must be positive")
 	}
 	if c.Inventory.Jitter < 0 || c.Inventory.Jitter >= 1 {
 		bad("inventory.jitter", "must be in [0, 1)")
@@ -208,10 +234,10 @@ func (c *Config) Validate() error {
 			bad(at+".name", "%q is already used by sources[%d]", s.Name, j)
 		}
 		names[s.Name] = i
-		if s.Interval.Std() < time.Second {
+		if duration(at+".interval", s.Interval) && s.Interval.Std() < time.Second {
 			bad(at+".interval", "must be at least 1s")
 		}
-		if s.Timeout.Std() <= 0 {
+		if duration(at+".timeout", s.Timeout) && s.Timeout.Std() <= 0 {
 			bad(at+".timeout", "must be positive")
 		}
 		switch s.Provider {

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const demoConfig = "../../testdata/demo/config.yaml"
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDemo runs `serve` on the demo configuration on a free port, as
+// `make run` does, and returns its base URL and a stop function that
+// returns the exit code.
+func startDemo(t *testing.T, extraArgs ...string) (string, *syncBuffer, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	logs := &syncBuffer{}
+	code := make(chan int, 1)
+	args := append([]string{"--config", demoConfig, "--listen", "127.0.0.1:0"}, extraArgs...)
+	go func() {
+		code <- cmdServe(ctx, args, logs, &serveHooks{listening: func(api, _ string) { addr <- api }})
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case c := <-code:
+		cancel()
+		t.Fatalf("serve exited with %d:\n%s", c, logs.String())
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("serve did not start")
+	}
+	stop := func() int {
+		cancel()
+		select {
+		case c := <-code:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not stop")
+			return -1
+		}
+	}
+	t.Cleanup(func() { cancel() })
+	return base, logs, stop
+}
+
+// waitReady polls /readyz until every source has listed once.
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+func post(t *testing.T, url, token, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
+}
+
+// TestServeDemo is the README's demo: make run, then its curl.
+func TestServeDemo(t *testing.T) {
+	base, logs, stop := startDemo(t)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	waitReady(t, base)
+
+	resp, body := post(t, base+"/api/v1/getparams.execute", "demo-token", `{"applicationSetName":"demo","input":{"parameters":{"tenant":"acme"}}}`)
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	var out struct {
+		Output struct {
+			Parameters []map[string]any `json:"parameters"`
+		} `json:"output"`
+	}
+	require.NoError(t, json.Unmarshal(body, &out))
+	var names []string
+	for _, p := range out.Output.Parameters {
+		names = append(names, p["name"].(string))
+		assert.Equal(t, "acme", p["tenant"])
+	}
+	assert.Equal(t, []string{"acme-dev-weu", "acme-prod-eu", "acme-prod-us", "acme-staging-eu"}, names)
+
+	resp, _ = post(t, base+"/api/v1/getparams.execute", "wrong", `{}`)
+	assert.Equal(t, 401, resp.StatusCode)
+
+	mresp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, m := range []string{
+		`argocd_cluster_discovery_http_requests_total{code="200",route="/api/v1/getparams.execute"} 1`,
+		`argocd_cluster_discovery_http_requests_total{code="401",route="/api/v1/getparams.execute"} 1`,
+		`argocd_cluster_discovery_source_clusters{ready="true",source="demo-aws"} 6`,
+		`argocd_cluster_discovery_source_synced{source="demo-azure"} 1`,
+		"argocd_cluster_discovery_source_listing_duration_seconds_bucket",
+		"argocd_cluster_discovery_source_last_success_timestamp_seconds",
+		"argocd_cluster_discovery_http_request_duration_seconds_bucket",
+		"go_goroutines",
+	} {
+		assert.Contains(t, string(metrics), m)
+	}
+
+	assert.Equal(t, 0, stop(), "SIGTERM (context cancel) is a clean exit")
+	assert.Contains(t, logs.String(), "shutting down")
+	assert.NotContains(t, logs.String(), "demo-token", "the token is never logged")
+}
+
+// TestStaticFileChangeIsServed: editing the clusters file changes the
+// answer without a restart.
+func TestStaticFileChangeIsServed(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	write("token", "t0ken\n")
+	write("clusters.yaml", "clusters:\n  - name: one\n    server: https://one.example.com\n")
+	write("config.yaml", `
+server:
+  listen: 127.0.0.1:0
+  tokens: [{file: token}]
+sources:
+  - name: files
+    provider: static
+    interval: 1s
+    static: {file: clusters.yaml}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan int, 1)
+	go func() {
+		done <- cmdServe(ctx, []string{"--config", filepath.Join(dir, "config.yaml")}, io.Discard,
+			&serveHooks{listening: func(api, _ string) { addr <- api }})
+	}()
+	defer func() { cancel(); <-done; http.DefaultClient.CloseIdleConnections() }()
+	url := "http://" + <-addr + "/api/v1/getparams.execute"
+	names := func() string {
+		resp, body := post(t, url, "t0ken", `{"input":{}}`)
+		if resp.StatusCode != 200 {
+			return resp.Status
+		}
+		var out struct {
+			Output struct {
+				Parameters []struct{ Name string } `json:"parameters"`
+			} `json:"output"`
+		}
+		require.NoError(t, json.Unmarshal(body, &out))
+		var n []string
+		for _, p := range out.Output.Parameters {
+			n = append(n, p.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	require.Eventually(t, func() bool { return names() == "one" }, 10*time.Second, 50*time.Millisecond)
+	write("clusters.yaml", "clusters:\n  - name: one\n    server: https://one.example.com\n  - name: two\n    server: https://two.example.com\n")
+	require.Eventually(t, func() bool { return names() == "one,two" }, 10*time.Second, 50*time.Millisecond)
+	write("clusters.yaml", "clusters: [ this is not valid")
+	time.Sleep(2500 * time.Millisecond) // two refreshes fail
+	assert.Equal(t, "one,two", names(), "a broken file keeps the last good listing")
+}
+
+func TestDiscoverPrintsWhatTheAPIServes(t *testing.T) {
+	base, _, stop := startDemo(t)
+	defer stop()
+	defer http.DefaultClient.CloseIdleConnections()
+	input := `{"parameters":{"tenant":["globex"],"labelSelector":"env=prod"}}`
+	waitReady(t, base)
+	_, api := post(t, base+"/api/v1/getparams.execute", "demo-token", `{"applicationSetName":"x","input":`+input+`}`)
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"discover", "--config", demoConfig, "--input", input}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, string(api)+"\n", stdout.String())
+	assert.Contains(t, stdout.String(), "globex-prod-us")
+}
+
+func TestCLIErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("server:\n  listen: ''\nsources: []\n"), 0o600))
+	unknown := filepath.Join(dir, "unknown.yaml")
+	require.NoError(t, os.WriteFile(unknown, []byte("sever: {}\n"), 0o600))
+
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+		stdout string
+	}{
+		{"no command", nil, 2, []string{"usage:"}, ""},
+		{"unknown command", []string{"serv"}, 2, []string{`unknown command "serv"`}, ""},
+		{"version", []string{"version"}, 0, nil, "argocd-cluster-discovery dev"},
+		{"serve without config", []string{"serve"}, 2, []string{"--config is required"}, ""},
+		{"invalid config names fields", []string{"serve", "--config", bad}, 2, []string{"server.listen: required", "server.tokens:", "sources: at least one source"}, ""},
+		{"unknown key", []string{"discover", "--config", unknown}, 2, []string{`unknown field "sever"`}, ""},
+		{"missing file", []string{"serve", "--config", filepath.Join(dir, "nope.yaml")}, 2, []string{"read config"}, ""},
+		{"discover bad input", []string{"discover", "--config", demoConfig, "--input", `{"parameters":{"tennant":"x"}}`}, 2, []string{`unknown key "tennant"`}, ""},
+		{"discover unknown source", []string{"discover", "--config", demoConfig, "--input", `{"parameters":{"source":"x"}}`}, 2, []string{`no source named "x"`}, ""},
+		{"discover not json", []string{"discover", "--config", demoConfig, "--input", `tenant=acme`}, 2, []string{"--input must be a JSON object"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			assert.Equal(t, tc.code, code, stderr.String())
+			for _, s := range tc.stderr {
+				assert.Contains(t, stderr.String(), s)
+			}
+			assert.Contains(t, stdout.String(), tc.stdout)
+		})
+	}
+}
+
+// TestDiscoverEmptyVersusBroken: a complete listing with no clusters is a
+// true empty answer; a source that cannot be listed makes discover fail and
+// print nothing on stdout, never an empty list.
+func TestDiscoverEmptyVersusBroken(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("x"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: []\n"), 0o600))
+	cfg := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("server: {tokens: [{file: token}]}\nsources: [{name: s, provider: static, static: {file: clusters.yaml}}]\n"), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"discover", "--config", cfg}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, `{"output":{"parameters":[]}}`+"\n", stdout.String(), "an empty but complete listing is a true empty answer")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: {not: a list}\n"), 0o600))
+	stdout.Reset()
+	stderr.Reset()
+	code = run(context.Background(), []string{"discover", "--config", cfg}, &stdout, &stderr)
+	assert.NotEqual(t, 0, code)
+	assert.Empty(t, stdout.String())
+}
