@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -91,6 +92,9 @@ type Result struct {
 	// Stale names the selected sources whose latest listing failed; their
 	// last complete listing was used.
 	Stale string
+
+	// header values prepared once, shared read-only by every answer.
+	contentLength, stale []string
 }
 
 // Render answers a filter from a snapshot. It fails with *InputError when
@@ -138,7 +142,12 @@ func Render(snap *inventory.Snapshot, f *Filter) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("encode parameters: %w", err)
 	}
-	return Result{Body: body, Count: len(resp.Output.Parameters), Stale: strings.Join(stale, ",")}, nil
+	res := Result{Body: body, Count: len(resp.Output.Parameters), Stale: strings.Join(stale, ",")}
+	res.contentLength = []string{strconv.Itoa(len(body))}
+	if res.Stale != "" {
+		res.stale = []string{res.Stale}
+	}
+	return res, nil
 }
 
 func sourceNames(snap *inventory.Snapshot) string {

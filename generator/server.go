@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -140,7 +139,11 @@ type message struct {
 }
 
 func writeMessage(c echo.Context, code int, msg string) error {
-	return c.JSON(code, message{Message: msg})
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(message{Message: msg}) // a struct of one string cannot fail
+	return c.JSONBlob(code, b.Bytes())
 }
 
 // errorHandler renders echo's own errors (404, 405) as {"message": ...}.
@@ -195,7 +198,7 @@ func (s *Server) authorize(c echo.Context) bool {
 	const scheme = "bearer "
 	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="argocd-cluster-discovery"`)
-		_ = writeMessage(c, http.StatusUnauthorized, "missing bearer token: set token in the plugin ConfigMap to a reference of the token Secret key")
+		_ = writeMessage(c, http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>): set token in the plugin ConfigMap to a reference of the token Secret key")
 		return false
 	}
 	token := strings.TrimSpace(h[len(scheme):])
@@ -273,12 +276,15 @@ func (s *Server) fail(c echo.Context, appSet string, err error) error {
 	return err
 }
 
+// jsonContentType is shared read-only by every answer.
+var jsonContentType = []string{echo.MIMEApplicationJSON}
+
 func (s *Server) writeResult(c echo.Context, res Result) error {
 	h := c.Response().Header()
-	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	h.Set(echo.HeaderContentLength, strconv.Itoa(len(res.Body)))
-	if res.Stale != "" {
-		h.Set(StaleHeader, res.Stale)
+	h[echo.HeaderContentType] = jsonContentType
+	h[echo.HeaderContentLength] = res.contentLength
+	if res.stale != nil {
+		h[StaleHeader] = res.stale
 	}
 	c.Response().WriteHeader(http.StatusOK)
 	_, err := c.Response().Write(res.Body)

@@ -1,0 +1,165 @@
+package generator
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// TestSanitizeName uses the cases of Argo CD's own utils.SanitizeName
+// tests plus the edges of its rule.
+func TestSanitizeName(t *testing.T) {
+	cases := map[string]string{
+		"in-cluster":                    "in-cluster",
+		"In-Cluster":                    "in-cluster",
+		"cluster_with_underscores":      "cluster-with-underscores",
+		"my cluster (prod)":             "my-cluster--prod",
+		"-leading.and.trailing-.":       "leading.and.trailing",
+		"c-m-2x7kqz4b":                  "c-m-2x7kqz4b",
+		"arn:aws:eks:eu-west-1:1:cl":    "arn-aws-eks-eu-west-1-1-cl",
+		"Ünïcödé":                       "n-c-d",
+		strings.Repeat("a", 300):        strings.Repeat("a", 253),
+		strings.Repeat("a", 252) + "-b": strings.Repeat("a", 252),
+	}
+	for in, want := range cases {
+		t.Run(in[:min(len(in), 30)], func(t *testing.T) {
+			assert.Equal(t, want, SanitizeName(in))
+		})
+	}
+}
+
+func TestParseParameters(t *testing.T) {
+	raw := func(s string) map[string]json.RawMessage {
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(s), &m))
+		return m
+	}
+	c := func(name, source, tenant, region string, labels map[string]string) *sources.Cluster {
+		return &sources.Cluster{Name: name, Source: source, Provider: sources.ProviderStatic, Tenant: tenant, Region: region, Labels: labels}
+	}
+	prodEU := c("acme-prod-eu", "aws", "acme", "eu-west-1", map[string]string{"env": "prod"})
+	devUS := c("globex-dev-us", "azure", "globex", "us-east-1", map[string]string{"env": "dev", "team": "x"})
+	noTenant := c("shared", "aws", "", "eu-west-1", nil)
+
+	cases := []struct {
+		name    string
+		params  string
+		matches []*sources.Cluster
+		misses  []*sources.Cluster
+		err     string
+	}{
+		{name: "empty", params: `{}`, matches: []*sources.Cluster{prodEU, devUS, noTenant}},
+		{name: "tenant", params: `{"tenant":"acme"}`, matches: []*sources.Cluster{prodEU}, misses: []*sources.Cluster{devUS, noTenant}},
+		{name: "empty tenant selects clusters without one", params: `{"tenant":""}`, matches: []*sources.Cluster{noTenant}, misses: []*sources.Cluster{prodEU, devUS}},
+		{name: "tenant list is OR", params: `{"tenant":["globex","acme"]}`, matches: []*sources.Cluster{prodEU, devUS}, misses: []*sources.Cluster{noTenant}},
+		{name: "fields are AND", params: `{"tenant":"acme","region":"us-east-1"}`, misses: []*sources.Cluster{prodEU, devUS, noTenant}},
+		{name: "source", params: `{"source":"azure"}`, matches: []*sources.Cluster{devUS}, misses: []*sources.Cluster{prodEU}},
+		{name: "provider", params: `{"provider":"static"}`, matches: []*sources.Cluster{prodEU, devUS}},
+		{name: "selector", params: `{"labelSelector":"env=dev,team"}`, matches: []*sources.Cluster{devUS}, misses: []*sources.Cluster{prodEU, noTenant}},
+		{name: "selector notin matches missing label", params: `{"labelSelector":"env notin (dev)"}`, matches: []*sources.Cluster{prodEU, noTenant}, misses: []*sources.Cluster{devUS}},
+		{name: "empty selector matches all", params: `{"labelSelector":""}`, matches: []*sources.Cluster{prodEU, devUS, noTenant}},
+		{name: "regex unanchored", params: `{"nameRegex":"prod"}`, matches: []*sources.Cluster{prodEU}, misses: []*sources.Cluster{devUS}},
+		{name: "unknown key", params: `{"tenants":"acme"}`, err: `unknown key "tenants" (accepted keys: labelSelector, nameRegex, provider, region, source, tenant)`},
+		{name: "number", params: `{"region":1}`, err: "must be a string or a list of strings, got a number"},
+		{name: "mixed list", params: `{"region":["a",1]}`, err: "got a list with non-string values"},
+		{name: "selector list", params: `{"labelSelector":["a=b"]}`, err: "must be a string, got a list"},
+		{name: "regex bad", params: `{"nameRegex":"a(b"}`, err: "invalid regular expression"},
+		{name: "selector bad", params: `{"labelSelector":"=x"}`, err: "invalid label selector"},
+		{name: "provider bad", params: `{"provider":["eks","openshift"]}`, err: `unknown provider "openshift"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := ParseParameters(raw(tc.params))
+			if tc.err != "" {
+				require.Error(t, err)
+				var ie *InputError
+				require.ErrorAs(t, err, &ie)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			for _, m := range tc.matches {
+				assert.True(t, f.Match(m), "should match %s", m.Name)
+			}
+			for _, m := range tc.misses {
+				assert.False(t, f.Match(m), "should not match %s", m.Name)
+			}
+		})
+	}
+}
+
+func TestFilterKeyIsCanonical(t *testing.T) {
+	key := func(s string) string {
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(s), &m))
+		f, err := ParseParameters(m)
+		require.NoError(t, err)
+		return f.Key()
+	}
+	assert.Equal(t, key(`{"tenant":"a","region":"x"}`), key(`{"region":["x"],"tenant":["a","a"]}`))
+	assert.Equal(t, key(`{"labelSelector":"b=2,a=1"}`), key(`{"labelSelector":"a=1, b=2"}`))
+	assert.NotEqual(t, key(`{}`), key(`{"tenant":""}`), "tenant \"\" is a filter, not an absent key")
+	assert.NotEqual(t, key(`{}`), key(`{"labelSelector":""}`))
+	assert.NotEqual(t, key(`{"tenant":"a"}`), key(`{"region":"a"}`))
+}
+
+func TestTokenRotation(t *testing.T) {
+	dir := t.TempDir()
+	oldFile, newFile := filepath.Join(dir, "old"), filepath.Join(dir, "new")
+	require.NoError(t, os.WriteFile(oldFile, []byte("old-token\n"), 0o600))
+	require.NoError(t, os.WriteFile(newFile, []byte("new-token"), 0o600))
+	t.Setenv("ACD_TEST_TOKEN", "env-token")
+	ts, err := NewTokenSet([]sources.SecretRef{{File: oldFile}, {File: newFile}, {Env: "ACD_TEST_TOKEN"}}, nil)
+	require.NoError(t, err)
+
+	assert.True(t, ts.Valid("old-token"), "trailing newline of a mounted file is ignored")
+	assert.True(t, ts.Valid("new-token"), "two tokens at once during a rotation")
+	assert.True(t, ts.Valid("env-token"))
+	assert.False(t, ts.Valid("old-token\n"))
+	assert.False(t, ts.Valid(""))
+	assert.False(t, ts.Valid("old"))
+
+	require.NoError(t, os.WriteFile(oldFile, []byte("rotated-token"), 0o600))
+	require.NoError(t, ts.Reload())
+	assert.False(t, ts.Valid("old-token"), "the replaced token stops working after a reload")
+	assert.True(t, ts.Valid("rotated-token"))
+
+	require.NoError(t, os.Remove(newFile))
+	err = ts.Reload()
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "new-token", "errors never carry token values")
+	assert.True(t, ts.Valid("new-token"), "an unreadable file keeps its last value")
+
+	require.NoError(t, os.WriteFile(newFile, []byte("  \n"), 0o600))
+	require.Error(t, ts.Reload(), "an empty file is an error, not an empty token")
+	assert.True(t, ts.Valid("new-token"))
+	assert.False(t, ts.Valid(""))
+}
+
+func TestNewTokenSetErrors(t *testing.T) {
+	_, err := NewTokenSet(nil, nil)
+	assert.ErrorContains(t, err, "no token")
+	_, err = NewTokenSet([]sources.SecretRef{{File: filepath.Join(t.TempDir(), "missing")}}, nil)
+	assert.ErrorContains(t, err, "read file:")
+	t.Setenv("ACD_EMPTY", "")
+	_, err = NewTokenSet([]sources.SecretRef{{Env: "ACD_EMPTY"}}, nil)
+	assert.ErrorContains(t, err, "env:ACD_EMPTY is empty")
+	_, err = NewTokenSet([]sources.SecretRef{{Secret: &sources.SecretKeyRef{Name: "a", Key: "b"}}}, nil)
+	assert.ErrorContains(t, err, "mount it as a file")
+}
+
+func TestMethodNotAllowedSaysAllow(t *testing.T) {
+	h := newServer(t, demoInventory(t)).Handler()
+	for _, m := range []string{"GET", "PUT", "DELETE", "PATCH"} {
+		rec := do(h, rawRequest(m, GetParamsPath, nil, "Bearer "+demoToken))
+		assert.Equal(t, 405, rec.Code, m)
+		assert.Contains(t, rec.Header().Get("Allow"), "POST", m)
+	}
+}
