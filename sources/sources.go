@@ -72,6 +72,10 @@ type Cluster struct {
 	CAData string `json:"caData,omitempty"`
 	// Auth describes how Argo CD authenticates to the cluster.
 	Auth Auth `json:"auth"`
+	// ProxyURL, when set, is the proxy Argo CD must use to reach Server
+	// (the proxyUrl of the cluster Secret's config), e.g. for private
+	// endpoints.
+	ProxyURL string `json:"proxyUrl,omitempty"`
 	// Labels and Annotations are propagated to parameters and Secrets.
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
