@@ -72,6 +72,10 @@ type Cluster struct {
 	CAData string `json:"caData,omitempty"`
 	// Auth describes how Argo CD authenticates to the cluster.
 	Auth Auth `json:"auth"`
+	// CloudID identifies the cloud cluster behind this one (see EKSCloudID
+	// and AKSCloudID), so that a cluster found both through Rancher (hosted
+	// EKS/AKS) and through the EKS or AKS source is recognised as one.
+	CloudID string `json:"cloudID,omitempty"`
 	// ProxyURL, when set, is the proxy Argo CD must use to reach Server
 	// (the proxyUrl of the cluster Secret's config), e.g. for private
 	// endpoints.
@@ -274,6 +278,16 @@ func (c *Cluster) Validate() error {
 		return fmt.Errorf("cluster %s: auth: %w", c.Name, err)
 	}
 	return nil
+}
+
+// EKSCloudID is the CloudID of an EKS cluster.
+func EKSCloudID(account, region, name string) string {
+	return strings.ToLower("eks/" + account + "/" + region + "/" + name)
+}
+
+// AKSCloudID is the CloudID of an AKS cluster (ARM ids are case-insensitive).
+func AKSCloudID(subscription, resourceGroup, name string) string {
+	return strings.ToLower("aks/" + subscription + "/" + resourceGroup + "/" + name)
 }
 
 // SortByName sorts clusters by name, then by source, in place.

@@ -51,7 +51,22 @@ type Options struct {
 	// Jitter spreads refreshes: each wait is Interval × (1 ± Jitter).
 	// Default 0.1; negative means none.
 	Jitter float64
+	// Prefer decides which of two listings of one cluster is served (see
+	// Duplicate): PreferCloud (the default) or PreferRancher.
+	Prefer Preference
 }
+
+// Preference says which source wins when one cluster is listed twice.
+type Preference string
+
+// The preferences.
+const (
+	// PreferCloud serves the EKS/AKS listing of a cluster also found in
+	// Rancher: Argo CD then talks to the cloud endpoint directly.
+	PreferCloud Preference = "cloud"
+	// PreferRancher serves the Rancher listing (through Rancher's proxy).
+	PreferRancher Preference = "rancher"
+)
 
 // SourceState is what a snapshot says about one source.
 type SourceState struct {
@@ -73,6 +88,19 @@ type Conflict struct {
 	Sources []string `json:"sources"`
 }
 
+// Duplicate is a cluster listed under another name by a second source: the
+// same server URL, or the same cloud cluster (CloudID). Only the preferred
+// listing (Kept) is in the snapshot's Clusters; the duplicate is neither
+// served nor given a Secret, and is not treated as gone either.
+type Duplicate struct {
+	Name       string `json:"name"`
+	Source     string `json:"source"`
+	KeptName   string `json:"keptName"`
+	KeptSource string `json:"keptSource"`
+	// Reason is "server" or "cloudID".
+	Reason string `json:"reason"`
+}
+
 // Snapshot is an immutable view of the merged inventory. Callers must not
 // modify it or anything it points to.
 type Snapshot struct {
@@ -85,6 +113,29 @@ type Snapshot struct {
 	Sources []SourceState
 	// Conflicts sorted by name.
 	Conflicts []Conflict
+	// Duplicates sorted by name.
+	Duplicates []Duplicate
+}
+
+// Present reports whether a cluster of that name is known to the snapshot
+// in any form: served, not ready, in a name conflict or a duplicate. A
+// cluster that is not present has left its source's last listing.
+func (s *Snapshot) Present(name string) bool {
+	i := sort.Search(len(s.Clusters), func(i int) bool { return s.Clusters[i].Name >= name })
+	if i < len(s.Clusters) && s.Clusters[i].Name == name {
+		return true
+	}
+	for _, c := range s.Conflicts {
+		if c.Name == name {
+			return true
+		}
+	}
+	for _, d := range s.Duplicates {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Source returns the state of the named source.
@@ -127,6 +178,7 @@ type Status struct {
 	Clusters        int            `json:"clusters"`
 	Sources         []SourceStatus `json:"sources"`
 	Conflicts       []Conflict     `json:"conflicts"`
+	Duplicates      []Duplicate    `json:"duplicates"`
 }
 
 type sourceState struct {
@@ -141,6 +193,7 @@ type sourceState struct {
 type Inventory struct {
 	logger  *slog.Logger
 	jitter  float64
+	prefer  Preference
 	metrics *metrics
 
 	mu     sync.Mutex
@@ -166,11 +219,18 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 	if opts.Jitter >= 1 {
 		return nil, fmt.Errorf("jitter %v: must be below 1", opts.Jitter)
 	}
+	switch opts.Prefer {
+	case "":
+		opts.Prefer = PreferCloud
+	case PreferCloud, PreferRancher:
+	default:
+		return nil, fmt.Errorf("prefer %q: must be %s or %s", opts.Prefer, PreferCloud, PreferRancher)
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, metrics: m, subs: map[int]chan struct{}{}}
+	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, metrics: m, subs: map[int]chan struct{}{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -237,12 +297,15 @@ func (inv *Inventory) Status() Status {
 	snap := inv.Snapshot()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	out := Status{SnapshotVersion: snap.Version, Clusters: len(snap.Clusters), Conflicts: snap.Conflicts}
+	out := Status{SnapshotVersion: snap.Version, Clusters: len(snap.Clusters), Conflicts: snap.Conflicts, Duplicates: snap.Duplicates}
 	for _, st := range inv.states {
 		out.Sources = append(out.Sources, st.status)
 	}
 	if out.Conflicts == nil {
 		out.Conflicts = []Conflict{}
+	}
+	if out.Duplicates == nil {
+		out.Duplicates = []Duplicate{}
 	}
 	return out
 }
@@ -398,6 +461,7 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 		inv.snap.Store(next)
 		inv.metrics.version.Set(float64(next.Version))
 		inv.metrics.conflicts.Set(float64(len(next.Conflicts)))
+		inv.metrics.duplicates.Set(float64(len(next.Duplicates)))
 		for _, ch := range inv.subs {
 			select {
 			case ch <- struct{}{}:
@@ -418,7 +482,12 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 		for _, c := range newConflicts(prev, next) {
 			inv.logger.Error("cluster name listed more than once; serving none of them", "cluster", c.Name, "sources", strings.Join(c.Sources, ","))
 		}
-		inv.logger.Info("snapshot changed", "version", next.Version, "clusters", len(next.Clusters), "conflicts", len(next.Conflicts))
+		for _, d := range newDuplicates(prev, next) {
+			inv.logger.Warn("cluster listed twice; serving one listing", "cluster", d.Name, "source", d.Source,
+				"served", d.KeptName, "servedSource", d.KeptSource, "sameBy", d.Reason)
+		}
+		inv.logger.Info("snapshot changed", "version", next.Version, "clusters", len(next.Clusters),
+			"conflicts", len(next.Conflicts), "duplicates", len(next.Duplicates))
 	}
 }
 
@@ -445,14 +514,64 @@ func (inv *Inventory) merge(version uint64) *Snapshot {
 		sort.Strings(conflict.Sources)
 		snap.Conflicts = append(snap.Conflicts, conflict)
 	}
+	snap.Clusters, snap.Duplicates = dedupe(snap.Clusters, inv.prefer)
 	sources.SortByName(snap.Clusters)
 	sort.Slice(snap.Conflicts, func(i, j int) bool { return snap.Conflicts[i].Name < snap.Conflicts[j].Name })
 	return snap
 }
 
+// dedupe keeps one listing per cluster: clusters sharing a server URL or a
+// CloudID are one cluster, and the listing of the preferred kind of source
+// is kept (then the first by source and name, so the choice is stable).
+func dedupe(cs []sources.Cluster, prefer Preference) ([]sources.Cluster, []Duplicate) {
+	rank := func(c *sources.Cluster) int {
+		cloud := c.Provider == sources.ProviderEKS || c.Provider == sources.ProviderAKS
+		switch {
+		case prefer == PreferCloud && cloud, prefer == PreferRancher && c.Provider == sources.ProviderRancher:
+			return 0
+		case c.Provider == sources.ProviderStatic:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		ri, rj := rank(&cs[i]), rank(&cs[j])
+		if ri != rj {
+			return ri < rj
+		}
+		if cs[i].Source != cs[j].Source {
+			return cs[i].Source < cs[j].Source
+		}
+		return cs[i].Name < cs[j].Name
+	})
+	byServer := map[string]*sources.Cluster{}
+	byCloud := map[string]*sources.Cluster{}
+	kept := make([]sources.Cluster, 0, len(cs))
+	var dups []Duplicate
+	for i := range cs {
+		c := &cs[i]
+		first, reason := byServer[c.Server], "server"
+		if first == nil && c.CloudID != "" {
+			first, reason = byCloud[c.CloudID], "cloudID"
+		}
+		if first != nil {
+			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, KeptName: first.Name, KeptSource: first.Source, Reason: reason})
+			continue
+		}
+		byServer[c.Server] = c
+		if c.CloudID != "" {
+			byCloud[c.CloudID] = c
+		}
+		kept = append(kept, *c)
+	}
+	sort.Slice(dups, func(i, j int) bool { return dups[i].Name < dups[j].Name })
+	return kept, dups
+}
+
 func sameContent(a, b *Snapshot) bool {
 	return reflect.DeepEqual(a.Sources, b.Sources) &&
 		reflect.DeepEqual(a.Conflicts, b.Conflicts) &&
+		reflect.DeepEqual(a.Duplicates, b.Duplicates) &&
 		len(a.Clusters) == len(b.Clusters) &&
 		(len(a.Clusters) == 0 || reflect.DeepEqual(a.Clusters, b.Clusters))
 }
@@ -462,6 +581,16 @@ func newConflicts(prev, next *Snapshot) []Conflict {
 	for _, c := range next.Conflicts {
 		if !slices.ContainsFunc(prev.Conflicts, func(p Conflict) bool { return p.Name == c.Name }) {
 			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func newDuplicates(prev, next *Snapshot) []Duplicate {
+	var out []Duplicate
+	for _, d := range next.Duplicates {
+		if !slices.Contains(prev.Duplicates, d) {
+			out = append(out, d)
 		}
 	}
 	return out

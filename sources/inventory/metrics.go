@@ -15,6 +15,7 @@ type metrics struct {
 	synced      *prometheus.GaugeVec
 	stale       *prometheus.GaugeVec
 	conflicts   prometheus.Gauge
+	duplicates  prometheus.Gauge
 	version     prometheus.Gauge
 }
 
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: namespace, Name: "cluster_name_conflicts",
 			Help: "Cluster names listed more than once; none of those clusters is served.",
 		}),
+		duplicates: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "cluster_duplicates",
+			Help: "Clusters listed twice (same server or cloud cluster); only the preferred listing is served.",
+		}),
 		version: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "snapshot_version",
 			Help: "Version of the current inventory snapshot.",
@@ -61,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.conflicts, m.version} {
+	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.conflicts, m.duplicates, m.version} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
