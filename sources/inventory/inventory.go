@@ -292,6 +292,22 @@ func (inv *Inventory) Trigger(name string) bool {
 	return false
 }
 
+// SnapshotAndListings returns the current snapshot together with, per
+// source, the start time of the successful listing it holds. Both are read
+// at once, so a consumer counting listings (the Secret reconciler's prune
+// countdown) never counts a listing the snapshot does not reflect.
+func (inv *Inventory) SnapshotAndListings() (*Snapshot, map[string]time.Time) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	listings := make(map[string]time.Time, len(inv.states))
+	for _, st := range inv.states {
+		if st.status.Synced {
+			listings[st.spec.Name] = st.status.LastSuccess
+		}
+	}
+	return inv.snap.Load(), listings
+}
+
 // Status returns the live status of every source.
 func (inv *Inventory) Status() Status {
 	snap := inv.Snapshot()

@@ -1,0 +1,373 @@
+// Package clustersecret keeps Argo CD cluster Secrets in step with the
+// inventory: Cluster → desired Secret (this file, pure), desired vs current
+// → a plan (plan.go, pure), and the reconciler that applies a plan through
+// the Kubernetes API (reconciler.go), only in Argo CD's namespace, only on
+// Secrets it owns, and only while it holds the leader lease.
+package clustersecret
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"text/template"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Labels and annotations this package writes.
+const (
+	// LabelSecretType makes Argo CD read the Secret as a cluster.
+	LabelSecretType = "argocd.argoproj.io/secret-type"
+	// LabelManagedBy marks every Secret we write.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is LabelManagedBy's value.
+	ManagedByValue = "argocd-cluster-discovery"
+	// LabelOwner holds the owner id of the deployment that wrote the
+	// Secret; a Secret without our owner id is never updated or deleted.
+	LabelOwner = "argocd-cluster-discovery.io/owner"
+	// LabelSource names the source that listed the cluster.
+	LabelSource = "argocd-cluster-discovery.io/source"
+	// LabelPin, set to "true" by a person, exempts a Secret from pruning.
+	LabelPin = "argocd-cluster-discovery.io/pin"
+
+	// AnnotationCluster holds the cluster name (names may exceed a label's
+	// 63 characters).
+	AnnotationCluster = "argocd-cluster-discovery.io/cluster"
+	// AnnotationLabels and AnnotationAnnotations list the label and
+	// annotation keys we propagated, so that keys that disappear upstream
+	// are removed while keys added by people are kept.
+	AnnotationLabels      = "argocd-cluster-discovery.io/propagated-labels"
+	AnnotationAnnotations = "argocd-cluster-discovery.io/propagated-annotations"
+	// The prune countdown of a Secret whose cluster left its source.
+	AnnotationMissingSince    = "argocd-cluster-discovery.io/missing-since"
+	AnnotationMissingListings = "argocd-cluster-discovery.io/missing-listings"
+	AnnotationMissingListing  = "argocd-cluster-discovery.io/missing-last-listing"
+)
+
+// Data keys of an Argo CD cluster Secret that we own. Other keys (e.g.
+// shard, set by a person) are left alone.
+var ownedDataKeys = []string{"name", "server", "config", "project", "namespaces", "clusterResources"}
+
+// TenantRule scopes the clusters of a tenant in Argo CD. When a rule exists
+// for a cluster's tenant, its non-empty fields win over what the source
+// said: the platform team's configuration is the authority on scoping.
+type TenantRule struct {
+	Project          string   `json:"project,omitempty"`
+	Namespaces       []string `json:"namespaces,omitempty"`
+	ClusterResources *bool    `json:"clusterResources,omitempty"`
+}
+
+// CredentialOverride replaces the credentials a source describes, for all
+// clusters of that source: at most one field.
+type CredentialOverride struct {
+	// Exec is an exec provider whose command, args and env values are Go
+	// templates over ClusterFields ({{.Name}}, {{.Server}}, {{.Region}},
+	// {{.Account}}, {{.Tenant}}, {{.Source}}), for token brokers that mint
+	// short-lived tokens.
+	Exec *sources.ExecProvider `json:"exec,omitempty"`
+	// BearerToken is read from a reference (typically a key of a Secret in
+	// Argo CD's namespace), for clusters that cannot use exec plugins.
+	BearerToken *sources.SecretRef `json:"bearerToken,omitempty"`
+}
+
+// Options shape the desired Secrets.
+type Options struct {
+	// Namespace is Argo CD's namespace.
+	Namespace string
+	// OwnerID identifies this deployment; required.
+	OwnerID string
+	// Prefix starts every Secret name (default "cluster").
+	Prefix string
+	// Tenants maps a tenant to its Argo CD scope.
+	Tenants map[string]TenantRule
+	// Credentials maps a source name to a credential override.
+	Credentials map[string]CredentialOverride
+}
+
+// ClusterFields are the values credential templates can use.
+type ClusterFields struct {
+	Name, Server, Region, Account, Tenant, Source, Provider string
+}
+
+// Desired is the Secret a cluster should have. Secret.Data["config"] holds
+// the bearer token in clear when the cluster uses one: never log a Desired.
+type Desired struct {
+	Cluster string
+	Source  string
+	Secret  *corev1.Secret
+}
+
+// TokenResolver reads the value behind a secret reference.
+type TokenResolver func(ref sources.SecretRef) (string, error)
+
+// clusterConfig is the config key of an Argo CD cluster Secret
+// (ClusterConfig in argo-cd pkg/apis/application/v1alpha1/types.go).
+type clusterConfig struct {
+	BearerToken        string              `json:"bearerToken,omitempty"`
+	TLSClientConfig    tlsClientConfig     `json:"tlsClientConfig"`
+	AWSAuthConfig      *awsAuthConfig      `json:"awsAuthConfig,omitempty"`
+	ExecProviderConfig *execProviderConfig `json:"execProviderConfig,omitempty"`
+	ProxyURL           string              `json:"proxyUrl,omitempty"`
+}
+
+type tlsClientConfig struct {
+	Insecure bool `json:"insecure"`
+	// CAData is base64 PEM ([]byte in Argo CD, so base64 in JSON).
+	CAData string `json:"caData,omitempty"`
+}
+
+type awsAuthConfig struct {
+	ClusterName string `json:"clusterName"`
+	RoleARN     string `json:"roleARN,omitempty"`
+}
+
+type execProviderConfig struct {
+	Command    string            `json:"command"`
+	Args       []string          `json:"args,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	APIVersion string            `json:"apiVersion,omitempty"`
+}
+
+// Validate checks the options once, before anything runs.
+func (o *Options) Validate() error {
+	if o.OwnerID == "" {
+		return fmt.Errorf("ownerID: required (two deployments with different owner ids never touch each other's Secrets)")
+	}
+	if errs := validation.IsValidLabelValue(o.OwnerID); len(errs) > 0 {
+		return fmt.Errorf("ownerID: %s", strings.Join(errs, "; "))
+	}
+	if o.Namespace == "" {
+		return fmt.Errorf("namespace: required")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "cluster"
+	}
+	if errs := validation.IsDNS1123Label(o.Prefix); len(errs) > 0 || len(o.Prefix) > 40 {
+		return fmt.Errorf("prefix %q: must be a DNS label of at most 40 characters", o.Prefix)
+	}
+	for src, ov := range o.Credentials {
+		if ov.Exec != nil && ov.BearerToken != nil {
+			return fmt.Errorf("credentials.%s: set exec or bearerToken, not both", src)
+		}
+		if ov.Exec != nil {
+			if _, err := renderExec(ov.Exec, ClusterFields{}); err != nil {
+				return fmt.Errorf("credentials.%s.exec: %w", src, err)
+			}
+		}
+		if ov.BearerToken != nil {
+			if err := ov.BearerToken.Validate(); err != nil {
+				return fmt.Errorf("credentials.%s.bearerToken: %w", src, err)
+			}
+		}
+	}
+	return nil
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// SecretName is deterministic, DNS-safe and unique per (source, cluster):
+// <prefix>-<source>-<cluster>, lower-cased, other characters replaced by
+// '-'; when that changed the name or it is too long, a short hash of the
+// original keeps it unique.
+func SecretName(prefix, source, cluster string) string {
+	raw := prefix + "-" + source + "-" + cluster
+	name := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(raw), "-"), "-")
+	const max = 253
+	if name == raw && len(name) <= max {
+		return name
+	}
+	sum := sha256.Sum256([]byte(raw))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8]
+	if len(name) > max-len(suffix) {
+		name = strings.TrimRight(name[:max-len(suffix)], "-")
+	}
+	return name + suffix
+}
+
+// Build returns the desired Secret of a ready cluster. resolve reads token
+// references; it is called only for clusters that use a bearer token.
+func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, error) {
+	cfg := clusterConfig{TLSClientConfig: tlsClientConfig{CAData: c.CAData}, ProxyURL: c.ProxyURL}
+	fields := ClusterFields{Name: c.Name, Server: c.Server, Region: c.Region, Account: c.Account, Tenant: c.Tenant, Source: c.Source, Provider: string(c.Provider)}
+	auth := c.Auth
+	if ov, ok := o.Credentials[c.Source]; ok {
+		switch {
+		case ov.Exec != nil:
+			auth = sources.Auth{Kind: sources.AuthExec, Exec: ov.Exec}
+		case ov.BearerToken != nil:
+			auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: ov.BearerToken}
+		}
+	}
+	switch auth.Kind {
+	case sources.AuthBearerToken:
+		token, err := resolve(*auth.TokenRef)
+		if err != nil {
+			return Desired{}, fmt.Errorf("cluster %s: read token %s: %w", c.Name, auth.TokenRef.String(), err)
+		}
+		cfg.BearerToken = token
+	case sources.AuthAWS:
+		cfg.AWSAuthConfig = &awsAuthConfig{ClusterName: auth.AWS.ClusterName, RoleARN: auth.AWS.RoleARN}
+	case sources.AuthExec:
+		e, err := renderExec(auth.Exec, fields)
+		if err != nil {
+			return Desired{}, fmt.Errorf("cluster %s: exec provider: %w", c.Name, err)
+		}
+		cfg.ExecProviderConfig = e
+	}
+	configJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return Desired{}, fmt.Errorf("cluster %s: encode config: %w", c.Name, err)
+	}
+
+	project, namespaces, clusterResources := c.Project, c.Namespaces, c.ClusterResources
+	if rule, ok := o.Tenants[c.Tenant]; ok && c.Tenant != "" {
+		if rule.Project != "" {
+			project = rule.Project
+		}
+		if len(rule.Namespaces) > 0 {
+			namespaces = rule.Namespaces
+		}
+		if rule.ClusterResources != nil {
+			clusterResources = *rule.ClusterResources
+		}
+	}
+	data := map[string][]byte{"name": []byte(c.Name), "server": []byte(c.Server), "config": configJSON}
+	if project != "" {
+		data["project"] = []byte(project)
+	}
+	if len(namespaces) > 0 {
+		data["namespaces"] = []byte(strings.Join(namespaces, ","))
+	}
+	if clusterResources {
+		data["clusterResources"] = []byte("true")
+	}
+
+	labels := propagatedLabels(c)
+	annotations := maps.Clone(c.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	for k := range annotations {
+		if strings.HasPrefix(k, "argocd-cluster-discovery.io/") || strings.HasPrefix(k, "kubectl.kubernetes.io/") {
+			delete(annotations, k)
+		}
+	}
+	propagated := sortedKeys(annotations)
+	annotations[AnnotationLabels] = strings.Join(sortedKeys(labels), ",")
+	annotations[AnnotationAnnotations] = strings.Join(propagated, ",")
+	annotations[AnnotationCluster] = c.Name
+	labels[LabelSecretType] = "cluster"
+	labels[LabelManagedBy] = ManagedByValue
+	labels[LabelOwner] = o.OwnerID
+	labels[LabelSource] = c.Source
+
+	return Desired{Cluster: c.Name, Source: c.Source, Secret: &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(o.Prefix, c.Source, c.Name), Namespace: o.Namespace, Labels: labels, Annotations: annotations},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}}, nil
+}
+
+// reservedLabel reports label keys that only this package or Argo CD set.
+func reservedLabel(k string) bool {
+	return k == LabelSecretType || k == LabelManagedBy || strings.HasPrefix(k, "argocd-cluster-discovery.io/") ||
+		strings.HasPrefix(k, "argocd.argoproj.io/")
+}
+
+// propagatedLabels are the cluster's labels plus tenant, provider and
+// region, so that Argo CD's cluster generator can select on them. Keys or
+// values Kubernetes would reject are left out.
+func propagatedLabels(c *sources.Cluster) map[string]string {
+	out := map[string]string{}
+	for k, v := range c.Labels {
+		out[k] = v
+	}
+	for k, v := range map[string]string{"tenant": c.Tenant, "provider": string(c.Provider), "region": c.Region} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	for k, v := range out {
+		if reservedLabel(k) || len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+func renderExec(e *sources.ExecProvider, f ClusterFields) (*execProviderConfig, error) {
+	render := func(s string) (string, error) {
+		if !strings.Contains(s, "{{") {
+			return s, nil
+		}
+		t, err := template.New("").Option("missingkey=error").Parse(s)
+		if err != nil {
+			return "", err
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, f); err != nil {
+			return "", err
+		}
+		return b.String(), nil
+	}
+	out := &execProviderConfig{APIVersion: e.APIVersion}
+	if out.APIVersion == "" {
+		out.APIVersion = "client.authentication.k8s.io/v1beta1"
+	}
+	var err error
+	if out.Command, err = render(e.Command); err != nil {
+		return nil, fmt.Errorf("command: %w", err)
+	}
+	for i, a := range e.Args {
+		v, err := render(a)
+		if err != nil {
+			return nil, fmt.Errorf("args[%d]: %w", i, err)
+		}
+		out.Args = append(out.Args, v)
+	}
+	if len(e.Env) > 0 {
+		out.Env = map[string]string{}
+		for _, k := range sortedKeys(e.Env) {
+			v, err := render(e.Env[k])
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", k, err)
+			}
+			out.Env[k] = v
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := slices.Collect(maps.Keys(m))
+	sort.Strings(keys)
+	return keys
+}
+
+// Redacted returns a copy of s whose config has its bearer token replaced,
+// for dry-run output and logs.
+func Redacted(s *corev1.Secret) *corev1.Secret {
+	out := s.DeepCopy()
+	var cfg map[string]any
+	if err := json.Unmarshal(out.Data["config"], &cfg); err == nil {
+		if _, ok := cfg["bearerToken"]; ok {
+			cfg["bearerToken"] = "<redacted>"
+		}
+		out.Data["config"], _ = json.Marshal(cfg)
+	} else if len(out.Data["config"]) > 0 {
+		out.Data["config"] = []byte("<redacted>")
+	}
+	return out
+}

@@ -1,0 +1,361 @@
+package clustersecret
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// Policy limits what a plan may do, as external-dns's policies do.
+type Policy string
+
+// The policies.
+const (
+	// PolicySync creates, updates and prunes.
+	PolicySync Policy = "sync"
+	// PolicyUpsertOnly creates and updates, never deletes (the default).
+	PolicyUpsertOnly Policy = "upsert-only"
+	// PolicyCreateOnly only creates missing Secrets.
+	PolicyCreateOnly Policy = "create-only"
+)
+
+// Valid reports whether p is a known policy.
+func (p Policy) Valid() bool {
+	return p == PolicySync || p == PolicyUpsertOnly || p == PolicyCreateOnly
+}
+
+// PruneOptions make deletion slow and bounded.
+type PruneOptions struct {
+	// AfterListings is how many consecutive complete listings of its
+	// source a cluster must be absent from before its Secret is deleted.
+	AfterListings int
+	// GracePeriod, when set, must also have passed since the cluster was
+	// first seen missing.
+	GracePeriod time.Duration
+	// MaxDeletions and MaxDeletionsPercent form the breaker: a pass that
+	// would delete more than max(MaxDeletions, MaxDeletionsPercent% of our
+	// Secrets) deletes nothing and reports the deletions as blocked.
+	MaxDeletions        int
+	MaxDeletionsPercent float64
+}
+
+// Input is everything a plan is computed from; no I/O happens in Plan.
+type Input struct {
+	// Desired Secrets of the served, ready clusters.
+	Desired []Desired
+	// Current holds every cluster Secret of the namespace, ours or not.
+	Current []corev1.Secret
+	// Snapshot tells which clusters are still listed (served or not) and
+	// which sources completed their latest listing.
+	Snapshot *inventory.Snapshot
+	// Listings maps a source to the start of its last successful listing;
+	// a new value is one more complete listing.
+	Listings map[string]time.Time
+	// Held names clusters that are listed but got no desired Secret this
+	// pass (their token could not be read, ...): neither created nor
+	// deleted.
+	Held    map[string]bool
+	OwnerID string
+	Policy  Policy
+	Prune   PruneOptions
+	Now     time.Time
+}
+
+// Update replaces Old by New.
+type Update struct {
+	Old, New *corev1.Secret
+	// Reason is "content" or "countdown".
+	Reason string
+}
+
+// Clash is a desired Secret that would touch a Secret we do not own.
+type Clash struct {
+	Cluster string `json:"cluster"`
+	Secret  string `json:"secret"`
+	// By is "name" or "server".
+	By string `json:"by"`
+}
+
+// Pending is a Secret counting down to its deletion.
+type Pending struct {
+	Secret   string    `json:"secret"`
+	Cluster  string    `json:"cluster"`
+	Source   string    `json:"source"`
+	Missed   int       `json:"missedListings"`
+	Needed   int       `json:"neededListings"`
+	Since    time.Time `json:"missingSince"`
+	DeleteAt time.Time `json:"deleteNotBefore,omitzero"`
+	// Held says why the countdown does not advance, if it does not.
+	Held string `json:"held,omitempty"`
+}
+
+// Changes is the outcome of Plan.
+type Changes struct {
+	Create  []*corev1.Secret
+	Update  []Update
+	Delete  []*corev1.Secret
+	Blocked []*corev1.Secret
+	Clashes []Clash
+	Pending []Pending
+	// Unchanged counts our Secrets that need no write.
+	Unchanged int
+}
+
+// Writes is the number of API writes the changes need.
+func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.Delete) }
+
+// Plan compares desired and current Secrets. It is pure.
+//
+//	current (ours unless said)          cluster                         action
+//	none                                served                          create (unless a foreign Secret has its name or server: clash)
+//	same name, content differs          served                          update owned keys/labels (not under create-only)
+//	same name, content equal            served                          nothing
+//	foreign Secret, same name/server    served                          clash: reported, never written
+//	any                                 listed but not ready, duplicate,
+//	                                    in a name conflict, or held     nothing (countdown cleared)
+//	any                                 gone, source failed/unsynced/
+//	                                    not configured                  nothing: countdown frozen
+//	any                                 gone, pinned                    nothing
+//	any                                 gone, policy is not sync        nothing
+//	no countdown                        gone from a complete listing    update: start countdown (1 listing missed)
+//	countdown, new complete listing     gone                            update: count it
+//	countdown reached AfterListings     gone, grace period passed       delete (unless the breaker trips: blocked)
+//	ours, other name, same cluster      served under its new name       delete (sync only)
+func Plan(in Input) Changes {
+	var ch Changes
+	owned := map[string]*corev1.Secret{}
+	foreignByName := map[string]*corev1.Secret{}
+	foreignByServer := map[string]*corev1.Secret{}
+	for i := range in.Current {
+		s := &in.Current[i]
+		if Owned(s, in.OwnerID) {
+			owned[s.Name] = s
+			continue
+		}
+		foreignByName[s.Name] = s
+		if srv := strings.TrimRight(string(s.Data["server"]), "/"); srv != "" && s.Labels[LabelSecretType] == "cluster" {
+			foreignByServer[srv] = s
+		}
+	}
+
+	served := map[string]bool{}
+	for _, d := range in.Desired {
+		served[d.Cluster] = true
+		want := d.Secret
+		if f := foreignByName[want.Name]; f != nil {
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "name"})
+			continue
+		}
+		if f := foreignByServer[string(want.Data["server"])]; f != nil {
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
+			continue
+		}
+		cur := owned[want.Name]
+		if cur == nil {
+			ch.Create = append(ch.Create, want)
+			continue
+		}
+		delete(owned, want.Name)
+		next := merge(cur, want)
+		switch {
+		case sameContent(cur, next):
+			ch.Unchanged++
+		case in.Policy == PolicyCreateOnly:
+			ch.Unchanged++
+		default:
+			ch.Update = append(ch.Update, Update{Old: cur, New: next, Reason: "content"})
+		}
+	}
+
+	total := len(in.Current) - len(foreignByName)
+	var deletions []*corev1.Secret
+	for _, name := range sortedSecretNames(owned) {
+		s := owned[name]
+		cluster := s.Annotations[AnnotationCluster]
+		source := s.Labels[LabelSource]
+		switch {
+		case served[cluster]:
+			// the cluster has a Secret under another name now
+			if in.Policy == PolicySync {
+				deletions = append(deletions, s)
+			} else {
+				ch.Unchanged++
+			}
+			continue
+		case in.Snapshot.Present(cluster) || in.Held[cluster]:
+			clearCountdown(&ch, s)
+			continue
+		}
+		p := countdown(s, cluster, source, in)
+		st, configured := in.Snapshot.Source(source)
+		switch {
+		case !configured:
+			p.Held = "source not configured"
+		case !st.Synced:
+			p.Held = "source has not completed a listing"
+		case st.Stale:
+			p.Held = "latest listing of the source failed"
+		case s.Labels[LabelPin] == "true":
+			p.Held = "pinned"
+		case in.Policy != PolicySync:
+			p.Held = "policy " + string(in.Policy) + " never deletes"
+		}
+		if p.Held != "" {
+			if p.Missed > 0 {
+				ch.Pending = append(ch.Pending, p)
+			}
+			ch.Unchanged++
+			continue
+		}
+		if p.Missed >= p.Needed && !in.Now.Before(p.DeleteAt) {
+			deletions = append(deletions, s)
+			continue
+		}
+		ch.Pending = append(ch.Pending, p)
+		if next := withCountdown(s, p, in.Listings[source]); !sameContent(s, next) {
+			ch.Update = append(ch.Update, Update{Old: s, New: next, Reason: "countdown"})
+		} else {
+			ch.Unchanged++
+		}
+	}
+	limit := max(in.Prune.MaxDeletions, int(math.Ceil(float64(total)*in.Prune.MaxDeletionsPercent/100)))
+	if len(deletions) > limit {
+		ch.Blocked = deletions
+	} else {
+		ch.Delete = deletions
+	}
+	return ch
+}
+
+// Owned reports whether s carries our managed-by label and owner id.
+func Owned(s *corev1.Secret, ownerID string) bool {
+	return s.Labels[LabelManagedBy] == ManagedByValue && s.Labels[LabelOwner] == ownerID && ownerID != ""
+}
+
+// countdown reads the countdown of s as it would be after this pass.
+func countdown(s *corev1.Secret, cluster, source string, in Input) Pending {
+	p := Pending{Secret: s.Name, Cluster: cluster, Source: source, Needed: max(in.Prune.AfterListings, 1)}
+	since, err := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationMissingSince])
+	missed, _ := strconv.Atoi(s.Annotations[AnnotationMissingListings])
+	last, _ := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationMissingListing])
+	listing, ok := in.Listings[source]
+	st, _ := in.Snapshot.Source(source)
+	advancing := ok && st.Synced && !st.Stale
+	switch {
+	case err != nil || missed < 1:
+		p.Since, p.Missed = in.Now, 0
+		if advancing {
+			p.Missed = 1
+		}
+	default:
+		p.Since, p.Missed = since, missed
+		if advancing && listing.After(last) {
+			p.Missed++
+		}
+	}
+	if in.Prune.GracePeriod > 0 {
+		p.DeleteAt = p.Since.Add(in.Prune.GracePeriod)
+	}
+	return p
+}
+
+func withCountdown(s *corev1.Secret, p Pending, listing time.Time) *corev1.Secret {
+	out := s.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[AnnotationMissingSince] = p.Since.UTC().Format(time.RFC3339Nano)
+	out.Annotations[AnnotationMissingListings] = strconv.Itoa(p.Missed)
+	out.Annotations[AnnotationMissingListing] = listing.UTC().Format(time.RFC3339Nano)
+	return out
+}
+
+func clearCountdown(ch *Changes, s *corev1.Secret) {
+	if _, ok := s.Annotations[AnnotationMissingSince]; !ok {
+		ch.Unchanged++
+		return
+	}
+	out := s.DeepCopy()
+	delete(out.Annotations, AnnotationMissingSince)
+	delete(out.Annotations, AnnotationMissingListings)
+	delete(out.Annotations, AnnotationMissingListing)
+	ch.Update = append(ch.Update, Update{Old: s, New: out, Reason: "countdown"})
+}
+
+// merge returns cur with the keys, labels and annotations we own set as in
+// want: propagated labels and annotations that left upstream are removed,
+// anything a person added is kept, and a prune countdown is cleared.
+func merge(cur, want *corev1.Secret) *corev1.Secret {
+	out := cur.DeepCopy()
+	if out.Data == nil {
+		out.Data = map[string][]byte{}
+	}
+	for _, k := range ownedDataKeys {
+		if v, ok := want.Data[k]; ok {
+			out.Data[k] = v
+		} else {
+			delete(out.Data, k)
+		}
+	}
+	out.Labels = mergeMap(out.Labels, want.Labels, cur.Annotations[AnnotationLabels])
+	out.Annotations = mergeMap(out.Annotations, want.Annotations, cur.Annotations[AnnotationAnnotations])
+	delete(out.Annotations, AnnotationMissingSince)
+	delete(out.Annotations, AnnotationMissingListings)
+	delete(out.Annotations, AnnotationMissingListing)
+	return out
+}
+
+func mergeMap(cur, want map[string]string, previouslyPropagated string) map[string]string {
+	out := maps.Clone(cur)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, k := range strings.Split(previouslyPropagated, ",") {
+		if _, keep := want[k]; !keep && k != "" {
+			delete(out, k)
+		}
+	}
+	maps.Copy(out, want)
+	return out
+}
+
+// sameContent compares what we write, not resourceVersion: a pass that
+// changes nothing makes no write.
+func sameContent(a, b *corev1.Secret) bool {
+	return maps.EqualFunc(a.Data, b.Data, func(x, y []byte) bool { return string(x) == string(y) }) &&
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+}
+
+func sortedSecretNames(m map[string]*corev1.Secret) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// String summarizes changes for logs: names and counts, never content.
+func (c *Changes) String() string {
+	names := func(ss []*corev1.Secret) string {
+		var n []string
+		for _, s := range ss {
+			n = append(n, s.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	var upd []string
+	for _, u := range c.Update {
+		upd = append(upd, u.New.Name+"("+u.Reason+")")
+	}
+	return fmt.Sprintf("create=[%s] update=[%s] delete=[%s] blocked=[%s] clashes=%d pending=%d unchanged=%d",
+		names(c.Create), strings.Join(upd, ","), names(c.Delete), names(c.Blocked), len(c.Clashes), len(c.Pending), c.Unchanged)
+}

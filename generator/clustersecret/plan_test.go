@@ -1,0 +1,385 @@
+package clustersecret
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+const owner = "fleet-a"
+
+var (
+	t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	// caA and caB are two different base64 PEM bundles (content does not
+	// matter to the plan).
+	caA = "Q0EtQQ=="
+	caB = "Q0EtQg=="
+)
+
+func opts() *Options {
+	return &Options{Namespace: "argocd", OwnerID: owner, Prefix: "cluster"}
+}
+
+func cl(name string, mut ...func(*sources.Cluster)) sources.Cluster {
+	c := sources.Cluster{Source: "fleet", Provider: sources.ProviderStatic, Name: name, Server: "https://" + name + ".example.com",
+		CAData: caA, Tenant: "acme", Region: "eu-west-1", Labels: map[string]string{"env": "prod"}, Ready: true,
+		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: name, RoleARN: "arn:aws:iam::1:role/argocd"}}}
+	for _, m := range mut {
+		m(&c)
+	}
+	return c
+}
+
+func noToken(sources.SecretRef) (string, error) { return "", errors.New("no token in this test") }
+
+func desired(t *testing.T, cs ...sources.Cluster) []Desired {
+	t.Helper()
+	var out []Desired
+	for i := range cs {
+		d, err := Build(&cs[i], opts(), noToken)
+		require.NoError(t, err)
+		out = append(out, d)
+	}
+	return out
+}
+
+// current returns the Secret the cluster's desired Secret would be once
+// written (what the API server would give back), optionally changed.
+func current(t *testing.T, c sources.Cluster, mut ...func(*corev1.Secret)) corev1.Secret {
+	t.Helper()
+	s := *desired(t, c)[0].Secret.DeepCopy()
+	s.UID, s.ResourceVersion = types.UID("uid-"+c.Name), "1"
+	for _, m := range mut {
+		m(&s)
+	}
+	return s
+}
+
+func snapshot(cs []sources.Cluster, states ...inventory.SourceState) *inventory.Snapshot {
+	if len(states) == 0 {
+		states = []inventory.SourceState{{Name: "fleet", Provider: sources.ProviderStatic, Synced: true}}
+	}
+	sources.SortByName(cs)
+	return &inventory.Snapshot{Version: 1, Clusters: cs, Sources: states}
+}
+
+func countdownAt(since time.Time, missed int, listing time.Time) func(*corev1.Secret) {
+	return func(s *corev1.Secret) {
+		s.Annotations[AnnotationMissingSince] = since.Format(time.RFC3339Nano)
+		s.Annotations[AnnotationMissingListings] = fmt.Sprint(missed)
+		s.Annotations[AnnotationMissingListing] = listing.Format(time.RFC3339Nano)
+	}
+}
+
+func names(ss []*corev1.Secret) []string {
+	out := []string{}
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	listing1, listing2 := t0.Add(-time.Minute), t0
+	prune := PruneOptions{AfterListings: 3, MaxDeletions: 5, MaxDeletionsPercent: 10}
+	foreign := func(s *corev1.Secret) {
+		s.Labels[LabelOwner] = "someone-else"
+	}
+	type want struct {
+		create, delete, blocked []string
+		update                  map[string]string // name → reason
+		clashes                 []Clash
+		pending                 []string // "secret:missed/needed[:held]"
+		unchanged               int
+	}
+	cases := []struct {
+		name     string
+		served   []sources.Cluster // in the snapshot and desired
+		listed   []sources.Cluster // in the snapshot only (not ready, ...)
+		current  []corev1.Secret
+		states   []inventory.SourceState
+		policy   Policy
+		prune    *PruneOptions
+		listings map[string]time.Time
+		held     map[string]bool
+		want     want
+	}{
+		{name: "new cluster", served: []sources.Cluster{cl("a")}, want: want{create: []string{"cluster-fleet-a"}}},
+		{name: "steady state", served: []sources.Cluster{cl("a")}, current: []corev1.Secret{current(t, cl("a"))}, want: want{unchanged: 1}},
+		{name: "changed CA", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CAData = caB })},
+			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{"cluster-fleet-a": "content"}}},
+		{name: "changed CA under create-only", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CAData = caB })},
+			current: []corev1.Secret{current(t, cl("a"))}, policy: PolicyCreateOnly, want: want{unchanged: 1}},
+		{name: "changed labels", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.Labels = map[string]string{"env": "staging"} })},
+			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{"cluster-fleet-a": "content"}}},
+		{name: "label added by a person is not a change", served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("a"), func(s *corev1.Secret) {
+				s.Labels["team"] = "sre"
+				s.Data["shard"] = []byte("1")
+			})}, want: want{unchanged: 1}},
+		{name: "foreign secret with the same name", served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("a"), foreign, func(s *corev1.Secret) { s.Data["server"] = []byte("https://elsewhere") })},
+			want:    want{clashes: []Clash{{Cluster: "a", Secret: "cluster-fleet-a", By: "name"}}}},
+		{name: "foreign secret with the same server", served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("a"), foreign, func(s *corev1.Secret) { s.Name = "hand-made" })},
+			want:    want{clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "server"}}}},
+		{name: "foreign secret of a gone cluster is never deleted", policy: PolicySync,
+			current: []corev1.Secret{current(t, cl("gone"), foreign, countdownAt(t0.Add(-time.Hour), 5, listing1))},
+			want:    want{}},
+		{name: "vanished under upsert-only", current: []corev1.Secret{current(t, cl("gone"))},
+			want: want{pending: []string{"cluster-fleet-gone:1/3:policy upsert-only never deletes"}, unchanged: 1}},
+		{name: "vanished under create-only", policy: PolicyCreateOnly, current: []corev1.Secret{current(t, cl("gone"))},
+			want: want{pending: []string{"cluster-fleet-gone:1/3:policy create-only never deletes"}, unchanged: 1}},
+		{name: "vanished under sync starts the countdown", policy: PolicySync, current: []corev1.Secret{current(t, cl("gone"))},
+			want: want{update: map[string]string{"cluster-fleet-gone": "countdown"}, pending: []string{"cluster-fleet-gone:1/3"}}},
+		{name: "countdown counts a new listing", policy: PolicySync,
+			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 1, listing1))},
+			want:    want{update: map[string]string{"cluster-fleet-gone": "countdown"}, pending: []string{"cluster-fleet-gone:2/3"}}},
+		{name: "countdown waits for a new listing", policy: PolicySync, listings: map[string]time.Time{"fleet": listing1},
+			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{pending: []string{"cluster-fleet-gone:2/3"}, unchanged: 1}},
+		{name: "countdown reached: delete", policy: PolicySync,
+			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{delete: []string{"cluster-fleet-gone"}}},
+		{name: "countdown reached but grace period not passed", policy: PolicySync,
+			prune:   &PruneOptions{AfterListings: 3, GracePeriod: time.Hour, MaxDeletions: 5},
+			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{update: map[string]string{"cluster-fleet-gone": "countdown"}, pending: []string{"cluster-fleet-gone:3/3"}}},
+		{name: "countdown frozen while the source fails", policy: PolicySync,
+			states:  []inventory.SourceState{{Name: "fleet", Synced: true, Stale: true}},
+			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{pending: []string{"cluster-fleet-gone:2/3:latest listing of the source failed"}, unchanged: 1}},
+		{name: "nothing deleted before the source synced", policy: PolicySync,
+			states:  []inventory.SourceState{{Name: "fleet"}},
+			current: []corev1.Secret{current(t, cl("gone"))},
+			want:    want{unchanged: 1}},
+		{name: "source no longer configured", policy: PolicySync, states: []inventory.SourceState{{Name: "other", Synced: true}},
+			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{pending: []string{"cluster-fleet-gone:2/3:source not configured"}, unchanged: 1}},
+		{name: "pinned", policy: PolicySync,
+			current: []corev1.Secret{current(t, cl("gone"), func(s *corev1.Secret) { s.Labels[LabelPin] = "true" }, countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{pending: []string{"cluster-fleet-gone:3/3:pinned"}, unchanged: 1}},
+		{name: "not ready cluster is neither created nor deleted", policy: PolicySync,
+			listed:  []sources.Cluster{cl("waiting", func(c *sources.Cluster) { c.Ready = false })},
+			current: []corev1.Secret{current(t, cl("waiting"))}, want: want{unchanged: 1}},
+		{name: "held cluster (token unreadable) is kept", policy: PolicySync, held: map[string]bool{"tok": true},
+			current: []corev1.Secret{current(t, cl("tok"))}, want: want{unchanged: 1}},
+		{name: "cluster back during countdown", policy: PolicySync, served: []sources.Cluster{cl("back")},
+			current: []corev1.Secret{current(t, cl("back"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{update: map[string]string{"cluster-fleet-back": "content"}}},
+		{name: "not-ready cluster back during countdown clears it", policy: PolicySync,
+			listed:  []sources.Cluster{cl("back", func(c *sources.Cluster) { c.Ready = false })},
+			current: []corev1.Secret{current(t, cl("back"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
+			want:    want{update: map[string]string{"cluster-fleet-back": "countdown"}}},
+		{name: "our secret of another owner id is foreign", policy: PolicySync, served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("a"), func(s *corev1.Secret) { s.Labels[LabelOwner] = "fleet-b" })},
+			want:    want{clashes: []Clash{{Cluster: "a", Secret: "cluster-fleet-a", By: "name"}}}},
+	}
+	// breaker: 10 of our 12 Secrets would go at once
+	var many []corev1.Secret
+	for i := range 12 {
+		many = append(many, current(t, cl(fmt.Sprintf("g%02d", i)), countdownAt(t0.Add(-time.Minute), 2, listing1)))
+	}
+	cases = append(cases, struct {
+		name     string
+		served   []sources.Cluster
+		listed   []sources.Cluster
+		current  []corev1.Secret
+		states   []inventory.SourceState
+		policy   Policy
+		prune    *PruneOptions
+		listings map[string]time.Time
+		held     map[string]bool
+		want     want
+	}{name: "breaker", policy: PolicySync, served: []sources.Cluster{cl("g00"), cl("g01")}, current: many,
+		want: want{blocked: []string{"cluster-fleet-g02", "cluster-fleet-g03", "cluster-fleet-g04", "cluster-fleet-g05", "cluster-fleet-g06",
+			"cluster-fleet-g07", "cluster-fleet-g08", "cluster-fleet-g09", "cluster-fleet-g10", "cluster-fleet-g11"},
+			update: map[string]string{"cluster-fleet-g00": "content", "cluster-fleet-g01": "content"}}})
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := prune
+			if tc.prune != nil {
+				p = *tc.prune
+			}
+			policy := tc.policy
+			if policy == "" {
+				policy = PolicyUpsertOnly
+			}
+			listings := tc.listings
+			if listings == nil {
+				listings = map[string]time.Time{"fleet": listing2}
+			}
+			all := append(append([]sources.Cluster{}, tc.served...), tc.listed...)
+			ch := Plan(Input{Desired: desired(t, tc.served...), Current: tc.current, Snapshot: snapshot(all, tc.states...),
+				Listings: listings, Held: tc.held, OwnerID: owner, Policy: policy, Prune: p, Now: t0})
+
+			assert.Equal(t, orEmpty(tc.want.create), names(ch.Create), "create")
+			assert.Equal(t, orEmpty(tc.want.delete), names(ch.Delete), "delete")
+			assert.Equal(t, orEmpty(tc.want.blocked), names(ch.Blocked), "blocked")
+			gotUpd := map[string]string{}
+			for _, u := range ch.Update {
+				gotUpd[u.New.Name] = u.Reason
+				assert.Equal(t, u.Old.ResourceVersion, u.New.ResourceVersion, "updates carry the version read")
+			}
+			if tc.want.update == nil {
+				tc.want.update = map[string]string{}
+			}
+			assert.Equal(t, tc.want.update, gotUpd, "update")
+			assert.Equal(t, tc.want.clashes, ch.Clashes, "clashes")
+			var pend []string
+			for _, pe := range ch.Pending {
+				s := fmt.Sprintf("%s:%d/%d", pe.Secret, pe.Missed, pe.Needed)
+				if pe.Held != "" {
+					s += ":" + pe.Held
+				}
+				pend = append(pend, s)
+			}
+			assert.Equal(t, tc.want.pending, pend, "pending")
+			assert.Equal(t, tc.want.unchanged, ch.Unchanged, "unchanged")
+		})
+	}
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// TestUpdateTouchesOnlyWhatWeOwn: labels we propagated and that left
+// upstream are removed; labels, annotations and data keys added by people
+// stay.
+func TestUpdateTouchesOnlyWhatWeOwn(t *testing.T) {
+	before := cl("a", func(c *sources.Cluster) {
+		c.Labels = map[string]string{"env": "prod", "team": "payments"}
+		c.Annotations = map[string]string{"owner": "x@example.com"}
+	})
+	after := cl("a", func(c *sources.Cluster) { c.Labels = map[string]string{"env": "staging"}; c.CAData = caB })
+	cur := current(t, before, func(s *corev1.Secret) {
+		s.Labels["added-by-hand"] = "yes"
+		s.Annotations["note"] = "keep me"
+		s.Data["shard"] = []byte("2")
+	})
+	ch := Plan(Input{Desired: desired(t, after), Current: []corev1.Secret{cur}, Snapshot: snapshot([]sources.Cluster{after}),
+		OwnerID: owner, Policy: PolicySync, Prune: PruneOptions{AfterListings: 3}, Now: t0})
+	require.Len(t, ch.Update, 1)
+	got := ch.Update[0].New
+	assert.Equal(t, "staging", got.Labels["env"])
+	assert.NotContains(t, got.Labels, "team", "propagated earlier, gone upstream")
+	assert.Equal(t, "yes", got.Labels["added-by-hand"])
+	assert.NotContains(t, got.Annotations, "owner", "propagated annotation gone upstream")
+	assert.Equal(t, "keep me", got.Annotations["note"])
+	assert.Equal(t, "2", string(got.Data["shard"]))
+	assert.Contains(t, string(got.Data["config"]), caB)
+}
+
+func TestBuild(t *testing.T) {
+	tokenFor := func(ref sources.SecretRef) (string, error) {
+		if ref.Env == "RANCHER_TOKEN" {
+			return "token-abcde:s3cr3t", nil
+		}
+		return "", errors.New("unreadable")
+	}
+	bearer := cl("rancher-prod", func(c *sources.Cluster) {
+		c.Source, c.Provider = "rancher-eu", sources.ProviderRancher
+		c.Server = "https://rancher.example.com/k8s/clusters/c-m-2x7kqz4b"
+		c.Auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: &sources.SecretRef{Env: "RANCHER_TOKEN"}}
+		c.Labels = map[string]string{"env": "prod", "bad key!": "x", "long": strings.Repeat("v", 64), LabelOwner: "spoofed"}
+		c.Namespaces = []string{"a", "b"}
+		c.Project = "from-source"
+	})
+	o := opts()
+	o.Tenants = map[string]TenantRule{"acme": {Project: "acme", ClusterResources: ptr(true)}}
+	d, err := Build(&bearer, o, tokenFor)
+	require.NoError(t, err)
+	s := d.Secret
+	assert.Equal(t, "cluster-rancher-eu-rancher-prod", s.Name)
+	assert.Equal(t, "argocd", s.Namespace)
+	assert.Equal(t, map[string]string{
+		LabelSecretType: "cluster", LabelManagedBy: ManagedByValue, LabelOwner: owner, LabelSource: "rancher-eu",
+		"env": "prod", "tenant": "acme", "provider": "rancher", "region": "eu-west-1",
+	}, s.Labels, "invalid and reserved labels are not propagated")
+	assert.Equal(t, "rancher-prod", string(s.Data["name"]))
+	assert.Equal(t, "acme", string(s.Data["project"]), "the tenant rule wins")
+	assert.Equal(t, "a,b", string(s.Data["namespaces"]))
+	assert.Equal(t, "true", string(s.Data["clusterResources"]))
+	assert.JSONEq(t, `{"bearerToken":"token-abcde:s3cr3t","tlsClientConfig":{"insecure":false,"caData":"`+caA+`"}}`, string(s.Data["config"]))
+	red := Redacted(s)
+	assert.NotContains(t, string(red.Data["config"]), "s3cr3t")
+	assert.Contains(t, string(s.Data["config"]), "s3cr3t", "Redacted copies")
+
+	_, err = Build(&bearer, opts(), noToken)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "env:RANCHER_TOKEN")
+
+	aws := cl("payments", func(c *sources.Cluster) { c.ProxyURL = "http://proxy:3128" })
+	d, err = Build(&aws, opts(), noToken)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"awsAuthConfig":{"clusterName":"payments","roleARN":"arn:aws:iam::1:role/argocd"},"tlsClientConfig":{"insecure":false,"caData":"`+caA+`"},"proxyUrl":"http://proxy:3128"}`,
+		string(d.Secret.Data["config"]))
+	assert.NotContains(t, d.Secret.Data, "project")
+
+	o = opts()
+	o.Credentials = map[string]CredentialOverride{"fleet": {Exec: &sources.ExecProvider{Command: "token-broker",
+		Args: []string{"--cluster", "{{.Name}}", "--server={{.Server}}"}, Env: map[string]string{"REGION": "{{.Region}}"}}}}
+	require.NoError(t, o.Validate())
+	d, err = Build(&aws, o, noToken)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(d.Secret.Data["config"], &cfg))
+	assert.Equal(t, map[string]any{"command": "token-broker", "args": []any{"--cluster", "payments", "--server=https://payments.example.com"},
+		"env": map[string]any{"REGION": "eu-west-1"}, "apiVersion": "client.authentication.k8s.io/v1beta1"}, cfg["execProviderConfig"])
+	assert.NotContains(t, cfg, "awsAuthConfig")
+
+	o.Credentials["fleet"] = CredentialOverride{Exec: &sources.ExecProvider{Command: "x", Args: []string{"{{.Nope}}"}}}
+	assert.ErrorContains(t, o.Validate(), "credentials.fleet.exec")
+}
+
+func TestSecretName(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	cases := map[[2]string]string{
+		{"demo-aws", "acme-prod-eu"}: "cluster-demo-aws-acme-prod-eu",
+		{"rancher", "Prod_EU"}:       "cluster-rancher-prod-eu-",
+		{"rancher", "prod-eu"}:       "cluster-rancher-prod-eu",
+	}
+	for in, want := range cases {
+		got := SecretName("cluster", in[0], in[1])
+		assert.True(t, strings.HasPrefix(got, want), "%v → %s", in, got)
+		assert.LessOrEqual(t, len(got), 253)
+	}
+	assert.NotEqual(t, SecretName("cluster", "rancher", "Prod_EU"), SecretName("cluster", "rancher", "prod-eu"), "a hash keeps sanitized names unique")
+	a, b := SecretName("cluster", "s", long+"a"), SecretName("cluster", "s", long+"b")
+	assert.Len(t, a, 253)
+	assert.NotEqual(t, a, b)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Namespace: "argocd"}, "ownerID: required"},
+		{Options{Namespace: "argocd", OwnerID: "has space"}, "ownerID"},
+		{Options{OwnerID: "a"}, "namespace: required"},
+		{Options{Namespace: "argocd", OwnerID: "a", Prefix: "Bad_Prefix"}, "prefix"},
+		{Options{Namespace: "argocd", OwnerID: "a", Credentials: map[string]CredentialOverride{"s": {Exec: &sources.ExecProvider{Command: "x"}, BearerToken: &sources.SecretRef{Env: "X"}}}}, "not both"},
+	} {
+		assert.ErrorContains(t, tc.o.Validate(), tc.want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+

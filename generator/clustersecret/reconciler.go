@@ -1,0 +1,417 @@
+package clustersecret
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// Config of the reconciler.
+type Config struct {
+	Options
+	Policy Policy
+	// DryRun computes and logs every plan and writes nothing.
+	DryRun bool
+	// Resync is the period of passes without a snapshot change (drift
+	// repair: someone edited or deleted one of our Secrets).
+	Resync time.Duration
+	// Debounce waits this long after a snapshot change before a pass, so
+	// that a burst of changes makes one pass.
+	Debounce time.Duration
+	// Concurrency bounds the writes in flight.
+	Concurrency int
+	Prune       PruneOptions
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.Policy == "" {
+		c.Policy = PolicyUpsertOnly
+	}
+	if c.Resync == 0 {
+		c.Resync = 5 * time.Minute
+	}
+	if c.Debounce == 0 {
+		c.Debounce = time.Second
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 8
+	}
+	if c.Prune.AfterListings == 0 {
+		c.Prune.AfterListings = 3
+	}
+	if c.Prune.MaxDeletions == 0 {
+		c.Prune.MaxDeletions = 5
+	}
+	if c.Prune.MaxDeletionsPercent == 0 {
+		c.Prune.MaxDeletionsPercent = 10
+	}
+}
+
+// Validate checks the configuration; field names are those of the
+// secrets section of the configuration file.
+func (c *Config) Validate() error {
+	if err := c.Options.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case !c.Policy.Valid():
+		return fmt.Errorf("policy %q: must be sync, upsert-only or create-only", c.Policy)
+	case c.Resync < time.Second:
+		return fmt.Errorf("resync: must be at least 1s")
+	case c.Concurrency < 1:
+		return fmt.Errorf("concurrency: must be at least 1")
+	case c.Prune.AfterListings < 1:
+		return fmt.Errorf("prune.afterListings: must be at least 1")
+	case c.Prune.MaxDeletions < 0 || c.Prune.MaxDeletionsPercent < 0 || c.Prune.MaxDeletionsPercent > 100:
+		return fmt.Errorf("prune.maxDeletions/maxDeletionsPercent: out of range")
+	}
+	return nil
+}
+
+// Inventory is what the reconciler reads from sources/inventory.
+type Inventory interface {
+	SnapshotAndListings() (*inventory.Snapshot, map[string]time.Time)
+	Subscribe() (<-chan struct{}, func())
+}
+
+// Status is what /status shows of the reconciler.
+type Status struct {
+	Enabled      bool      `json:"enabled"`
+	DryRun       bool      `json:"dryRun"`
+	Policy       Policy    `json:"policy"`
+	OwnerID      string    `json:"ownerID"`
+	Leader       bool      `json:"leader"`
+	LastPass     time.Time `json:"lastPass,omitzero"`
+	LastDuration string    `json:"lastDuration,omitempty"`
+	LastError    string    `json:"lastError,omitempty"`
+	Created      int       `json:"created"`
+	Updated      int       `json:"updated"`
+	Deleted      int       `json:"deleted"`
+	Unchanged    int       `json:"unchanged"`
+	Held         []string  `json:"held"`
+	Blocked      []string  `json:"blockedDeletions"`
+	Clashes      []Clash   `json:"clashes"`
+	Pending      []Pending `json:"pendingDeletions"`
+}
+
+// Reconciler applies plans to the Kubernetes API.
+type Reconciler struct {
+	cfg     Config
+	secrets secretsClient
+	inv     Inventory
+	logger  *slog.Logger
+	metrics *metrics
+	leader  atomic.Bool
+
+	mu     sync.Mutex
+	status Status
+}
+
+// secretsClient is the part of client-go we use.
+type secretsClient interface {
+	Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error)
+	Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error)
+}
+
+// New returns a reconciler writing in cfg.Namespace through client.
+func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer) (*Reconciler, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	r := &Reconciler{cfg: cfg, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m}
+	r.status = Status{Enabled: true, DryRun: cfg.DryRun, Policy: cfg.Policy, OwnerID: cfg.OwnerID}
+	return r, nil
+}
+
+// Status returns the reconciler's status.
+func (r *Reconciler) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.status
+	st.Leader = r.leader.Load()
+	return st
+}
+
+// Run makes a pass now, after every snapshot change (debounced) and every
+// Resync, until ctx ends. Run it only while holding the leader lease: when
+// ctx is cancelled, writes in flight are abandoned and no new one starts.
+func (r *Reconciler) Run(ctx context.Context) {
+	changes, cancel := r.inv.Subscribe()
+	defer cancel()
+	resync := time.NewTicker(r.cfg.Resync)
+	defer resync.Stop()
+	for {
+		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.logger.Error("reconcile pass failed; nothing was deleted", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-resync.C:
+		case <-changes:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(r.cfg.Debounce):
+			}
+		}
+	}
+}
+
+// Pass reconciles once and returns the changes it planned.
+func (r *Reconciler) Pass(ctx context.Context) (Changes, error) {
+	start := time.Now()
+	ch, held, err := r.pass(ctx)
+	took := time.Since(start)
+	r.metrics.passDuration.Observe(took.Seconds())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &r.status
+	st.LastPass, st.LastDuration = start, took.Round(time.Millisecond).String()
+	if err != nil {
+		st.LastError = err.Error()
+		r.metrics.passes.WithLabelValues("error").Inc()
+		return ch, err
+	}
+	r.metrics.passes.WithLabelValues("success").Inc()
+	r.metrics.lastSuccess.Set(float64(start.Unix()))
+	st.LastError = ""
+	st.Created, st.Updated, st.Deleted, st.Unchanged = len(ch.Create), len(ch.Update), len(ch.Delete), ch.Unchanged
+	st.Held, st.Clashes, st.Pending = held, ch.Clashes, ch.Pending
+	st.Blocked = nil
+	for _, s := range ch.Blocked {
+		st.Blocked = append(st.Blocked, s.Name)
+	}
+	r.metrics.clashes.Set(float64(len(ch.Clashes)))
+	r.metrics.blocked.Set(float64(len(ch.Blocked)))
+	r.metrics.pending.Set(float64(len(ch.Pending)))
+	return ch, nil
+}
+
+func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
+	snap, listings := r.inv.SnapshotAndListings()
+	resolve := r.tokenResolver(ctx)
+	var desired []Desired
+	held := map[string]bool{}
+	var heldNames []string
+	for i := range snap.Clusters {
+		c := &snap.Clusters[i]
+		if !c.Ready {
+			continue
+		}
+		d, err := Build(c, &r.cfg.Options, resolve)
+		if err != nil {
+			held[c.Name] = true
+			heldNames = append(heldNames, c.Name)
+			r.logger.Warn("cluster Secret not written this pass", "cluster", c.Name, "error", err.Error())
+			continue
+		}
+		desired = append(desired, d)
+	}
+	list, err := r.secrets.List(ctx, metav1.ListOptions{LabelSelector: LabelSecretType + "=cluster"})
+	if err != nil {
+		return Changes{}, heldNames, fmt.Errorf("list cluster secrets in %s: %w", r.cfg.Namespace, err)
+	}
+	ch := Plan(Input{
+		Desired: desired, Current: list.Items, Snapshot: snap, Listings: listings, Held: held,
+		OwnerID: r.cfg.OwnerID, Policy: r.cfg.Policy, Prune: r.cfg.Prune, Now: time.Now(),
+	})
+	r.report(&ch)
+	if r.cfg.DryRun {
+		r.logger.Info("dry run: plan computed, nothing written", "plan", ch.String())
+		return ch, heldNames, nil
+	}
+	if ch.Writes() > 0 {
+		r.logger.Info("applying plan", "plan", ch.String())
+	}
+	return ch, heldNames, r.apply(ctx, &ch, desired)
+}
+
+func (r *Reconciler) report(ch *Changes) {
+	for _, c := range ch.Clashes {
+		r.logger.Warn("a Secret we do not own has this cluster's "+c.By+"; leaving it alone", "cluster", c.Cluster, "secret", c.Secret)
+	}
+	if len(ch.Blocked) > 0 {
+		r.logger.Error("deletion breaker tripped: deleting nothing this pass", "wouldDelete", len(ch.Blocked),
+			"maxDeletions", r.cfg.Prune.MaxDeletions, "maxDeletionsPercent", r.cfg.Prune.MaxDeletionsPercent)
+	}
+}
+
+// tokenResolver reads token references, each once per pass. A Secret
+// reference is read from Argo CD's namespace.
+func (r *Reconciler) tokenResolver(ctx context.Context) TokenResolver {
+	cache := map[string]string{}
+	return func(ref sources.SecretRef) (string, error) {
+		key := ref.String()
+		if v, ok := cache[key]; ok {
+			return v, nil
+		}
+		var v string
+		switch {
+		case ref.File != "":
+			b, err := os.ReadFile(ref.File)
+			if err != nil {
+				return "", err
+			}
+			v = string(b)
+		case ref.Env != "":
+			v = os.Getenv(ref.Env)
+		case ref.Secret != nil:
+			s, err := r.secrets.Get(ctx, ref.Secret.Name, metav1.GetOptions{})
+			if err != nil {
+				return "", fmt.Errorf("get secret %s: %w", ref.Secret.Name, err)
+			}
+			b, ok := s.Data[ref.Secret.Key]
+			if !ok {
+				return "", fmt.Errorf("secret %s has no key %s", ref.Secret.Name, ref.Secret.Key)
+			}
+			v = string(b)
+		}
+		v = strings.TrimSpace(v)
+		if v == "" {
+			return "", fmt.Errorf("empty token")
+		}
+		cache[key] = v
+		return v, nil
+	}
+}
+
+// apply writes the changes with bounded concurrency. It stops starting
+// writes as soon as ctx ends (for example when the leader lease is lost).
+func (r *Reconciler) apply(ctx context.Context, ch *Changes, desired []Desired) error {
+	want := map[string]*corev1.Secret{}
+	for _, d := range desired {
+		want[d.Secret.Name] = d.Secret
+	}
+	var ops []func(context.Context) error
+	for _, s := range ch.Create {
+		ops = append(ops, func(ctx context.Context) error { return r.create(ctx, s) })
+	}
+	for _, u := range ch.Update {
+		ops = append(ops, func(ctx context.Context) error { return r.update(ctx, u, want[u.New.Name]) })
+	}
+	for _, s := range ch.Delete {
+		ops = append(ops, func(ctx context.Context) error { return r.delete(ctx, s) })
+	}
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	errs := make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if ctx.Err() != nil {
+				errs[i] = ctx.Err()
+				return
+			}
+			errs[i] = op(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) create(ctx context.Context, s *corev1.Secret) error {
+	_, err := r.secrets.Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := r.secrets.Get(ctx, s.Name, metav1.GetOptions{})
+		if gerr == nil && !Owned(cur, r.cfg.OwnerID) {
+			r.metrics.writes.WithLabelValues("skipped_foreign").Inc()
+			r.logger.Warn("a Secret we do not own has this name; leaving it alone", "secret", s.Name, "cluster", s.Annotations[AnnotationCluster])
+			r.mu.Lock()
+			r.status.Clashes = append(r.status.Clashes, Clash{Cluster: s.Annotations[AnnotationCluster], Secret: s.Name, By: "name"})
+			r.mu.Unlock()
+		}
+		return nil // ours (another writer was faster) or foreign: nothing to do now
+	}
+	if err != nil {
+		return fmt.Errorf("create secret %s: %w", s.Name, err)
+	}
+	r.metrics.writes.WithLabelValues("created").Inc()
+	return nil
+}
+
+// update writes u.New; on a conflict it re-reads the Secret and, for a
+// content update, merges want into the fresh copy again.
+func (r *Reconciler) update(ctx context.Context, u Update, want *corev1.Secret) error {
+	next := u.New
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			fresh, err := r.secrets.Get(ctx, u.New.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if !Owned(fresh, r.cfg.OwnerID) || want == nil {
+				next = nil // no longer ours, or a countdown: the next pass decides
+				return nil
+			}
+			next = merge(fresh, want)
+			if sameContent(fresh, next) {
+				next = nil
+				return nil
+			}
+		}
+		first = false
+		_, err := r.secrets.Update(ctx, next, metav1.UpdateOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // deleted meanwhile; the next pass recreates it
+	case err != nil:
+		return fmt.Errorf("update secret %s: %w", u.New.Name, err)
+	case next != nil:
+		r.metrics.writes.WithLabelValues("updated").Inc()
+	}
+	return nil
+}
+
+// delete removes s only if it is still exactly the Secret the plan saw.
+func (r *Reconciler) delete(ctx context.Context, s *corev1.Secret) error {
+	uid, rv := s.UID, s.ResourceVersion
+	err := r.secrets.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil // gone already, or changed since we looked: the next pass decides
+	case err != nil:
+		return fmt.Errorf("delete secret %s: %w", s.Name, err)
+	}
+	r.metrics.writes.WithLabelValues("deleted").Inc()
+	r.logger.Info("deleted cluster Secret", "secret", s.Name, "cluster", s.Annotations[AnnotationCluster])
+	return nil
+}
