@@ -382,4 +382,3 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

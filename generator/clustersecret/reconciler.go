@@ -244,15 +244,17 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 		Desired: desired, Current: list.Items, Snapshot: snap, Listings: listings, Held: held,
 		OwnerID: r.cfg.OwnerID, Policy: r.cfg.Policy, Prune: r.cfg.Prune, Now: time.Now(),
 	})
-	r.report(&ch)
 	if r.cfg.DryRun {
+		r.report(&ch)
 		r.logger.Info("dry run: plan computed, nothing written", "plan", ch.String())
 		return ch, heldNames, nil
 	}
 	if ch.Writes() > 0 {
 		r.logger.Info("applying plan", "plan", ch.String())
 	}
-	return ch, heldNames, r.apply(ctx, &ch, desired)
+	err = r.apply(ctx, &ch, desired)
+	r.report(&ch)
+	return ch, heldNames, err
 }
 
 func (r *Reconciler) report(ch *Changes) {
@@ -311,9 +313,15 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes, desired []Desired) 
 	for _, d := range desired {
 		want[d.Secret.Name] = d.Secret
 	}
+	var mu sync.Mutex
+	clash := func(c Clash) {
+		mu.Lock()
+		defer mu.Unlock()
+		ch.Clashes = append(ch.Clashes, c)
+	}
 	var ops []func(context.Context) error
 	for _, s := range ch.Create {
-		ops = append(ops, func(ctx context.Context) error { return r.create(ctx, s) })
+		ops = append(ops, func(ctx context.Context) error { return r.create(ctx, s, clash) })
 	}
 	for _, u := range ch.Update {
 		ops = append(ops, func(ctx context.Context) error { return r.update(ctx, u, want[u.New.Name]) })
@@ -345,16 +353,17 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes, desired []Desired) 
 	return errors.Join(errs...)
 }
 
-func (r *Reconciler) create(ctx context.Context, s *corev1.Secret) error {
+// create writes s. A Secret of that name that the plan did not see (it is
+// not labelled as a cluster Secret) makes the API refuse the create; if it
+// is not ours it is reported through clash and left alone.
+func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Clash)) error {
 	_, err := r.secrets.Create(ctx, s, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		cur, gerr := r.secrets.Get(ctx, s.Name, metav1.GetOptions{})
 		if gerr == nil && !Owned(cur, r.cfg.OwnerID) {
 			r.metrics.writes.WithLabelValues("skipped_foreign").Inc()
 			r.logger.Warn("a Secret we do not own has this name; leaving it alone", "secret", s.Name, "cluster", s.Annotations[AnnotationCluster])
-			r.mu.Lock()
-			r.status.Clashes = append(r.status.Clashes, Clash{Cluster: s.Annotations[AnnotationCluster], Secret: s.Name, By: "name"})
-			r.mu.Unlock()
+			clash(Clash{Cluster: s.Annotations[AnnotationCluster], Secret: s.Name, By: "name"})
 		}
 		return nil // ours (another writer was faster) or foreign: nothing to do now
 	}

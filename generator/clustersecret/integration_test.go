@@ -1,0 +1,419 @@
+package clustersecret
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
+)
+
+// restConfig points at the real kube-apiserver + etcd shared by the tests
+// of this package (started in TestMain).
+var restConfig *rest.Config
+
+// TestMain starts one control plane from the binaries `make testbin`
+// builds. Missing binaries fail the run: these tests are never skipped.
+func TestMain(m *testing.M) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets, _ = filepath.Abs(filepath.Join("..", "..", "bin", "testbin"))
+	}
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %s not found in %s: run `make testbin` (builds kube-apiserver and etcd offline)\n", b, assets)
+			os.Exit(1)
+		}
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: start kube-apiserver and etcd: %v\n", err)
+		os.Exit(1)
+	}
+	restConfig = cfg
+	// stop the control plane on SIGTERM/SIGINT too, so that an interrupted
+	// run does not leave kube-apiserver and etcd behind
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		if _, ok := <-sig; ok {
+			_ = env.Stop()
+			os.Exit(1)
+		}
+	}()
+	code := m.Run()
+	signal.Stop(sig)
+	close(sig)
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// writeCounter counts the requests that change something on the server.
+type writeCounter struct {
+	rt     http.RoundTripper
+	writes atomic.Int64
+	lists  atomic.Int64
+}
+
+func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		if strings.Contains(r.URL.Path, "/secrets") {
+			w.writes.Add(1)
+		}
+	case http.MethodGet:
+		if strings.HasSuffix(r.URL.Path, "/secrets") {
+			w.lists.Add(1)
+		}
+	}
+	return w.rt.RoundTrip(r)
+}
+
+// env is one test's namespace on the shared control plane.
+type env struct {
+	t       testing.TB
+	ns      string
+	client  kubernetes.Interface // counted
+	admin   kubernetes.Interface // what people and Argo CD do, not counted
+	counter *writeCounter
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	admin, err := kubernetes.NewForConfig(restConfig)
+	require.NoError(t, err)
+	ns := fmt.Sprintf("argocd-%d", time.Now().UnixNano()%1_000_000_000)
+	_, err = admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS, cfg.Burst = 500, 1000
+	counter := &writeCounter{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return &env{t: t, ns: ns, client: client, admin: admin, counter: counter}
+}
+
+func (e *env) secrets() []corev1.Secret {
+	e.t.Helper()
+	l, err := e.admin.CoreV1().Secrets(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelSecretType + "=cluster"})
+	require.NoError(e.t, err)
+	return l.Items
+}
+
+func (e *env) secretNames() []string {
+	var out []string
+	for _, s := range e.secrets() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// fleet is a static source backed by a file the test rewrites, behind a
+// real inventory.
+type fleet struct {
+	t    testing.TB
+	path string
+	inv  *inventory.Inventory
+}
+
+func newFleet(t testing.TB, clusters ...string) *fleet {
+	t.Helper()
+	f := &fleet{t: t, path: filepath.Join(t.TempDir(), "clusters.yaml")}
+	f.write(clusters...)
+	src, err := static.New(static.Config{File: f.path}, "")
+	require.NoError(t, err)
+	f.inv, err = inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{})
+	require.NoError(t, err)
+	require.NoError(t, f.inv.RefreshAll(context.Background()))
+	return f
+}
+
+func (f *fleet) write(clusters ...string) {
+	var b strings.Builder
+	b.WriteString("clusters:\n")
+	for _, c := range clusters {
+		fmt.Fprintf(&b, "  - name: %s\n    server: https://%s.example.com\n    tenant: acme\n    labels: {env: prod}\n    auth: {aws: {clusterName: %s, roleARN: 'arn:aws:iam::1:role/argocd'}}\n", c, c, c)
+	}
+	if len(clusters) == 0 {
+		b.WriteString("  []\n")
+	}
+	require.NoError(f.t, os.WriteFile(f.path, []byte(b.String()), 0o600))
+}
+
+func (f *fleet) refresh() error { return f.inv.RefreshAll(context.Background()) }
+
+func newReconciler(t testing.TB, e *env, f *fleet, mut ...func(*Config)) *Reconciler {
+	t.Helper()
+	cfg := Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync,
+		Prune: PruneOptions{AfterListings: 2, MaxDeletions: 5, MaxDeletionsPercent: 10}, Concurrency: 4, Debounce: 10 * time.Millisecond}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	r, err := New(cfg, e.client, f.inv, nil, nil)
+	require.NoError(t, err)
+	return r
+}
+
+func pass(t testing.TB, r *Reconciler) Changes {
+	t.Helper()
+	ch, err := r.Pass(context.Background())
+	require.NoError(t, err)
+	return ch
+}
+
+func TestColdCreateSteadyStateAndDrift(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a", "b", "c")
+	r := newReconciler(t, e, f)
+
+	pass(t, r)
+	assert.Equal(t, []string{"cluster-fleet-a", "cluster-fleet-b", "cluster-fleet-c"}, e.secretNames())
+	assert.Equal(t, int64(3), e.counter.writes.Load())
+	s := e.secrets()[0]
+	assert.Equal(t, "cluster", s.Labels[LabelSecretType])
+	assert.Equal(t, "test-owner", s.Labels[LabelOwner])
+	assert.Equal(t, "acme", s.Labels["tenant"])
+	assert.Equal(t, "https://a.example.com", string(s.Data["server"]))
+	assert.JSONEq(t, `{"awsAuthConfig":{"clusterName":"a","roleARN":"arn:aws:iam::1:role/argocd"},"tlsClientConfig":{"insecure":false}}`, string(s.Data["config"]))
+
+	// steady state: one list, zero writes
+	e.counter.writes.Store(0)
+	e.counter.lists.Store(0)
+	ch := pass(t, r)
+	assert.Equal(t, int64(0), e.counter.writes.Load(), "a pass with nothing to change writes nothing")
+	assert.Equal(t, int64(1), e.counter.lists.Load())
+	assert.Equal(t, 3, ch.Unchanged)
+
+	// drift: a person edits our server and deletes another Secret
+	ctx := context.Background()
+	edited := s.DeepCopy()
+	edited.Data["server"] = []byte("https://hijacked.example.com")
+	edited.Labels["added-by-hand"] = "kept"
+	_, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx, edited, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(ctx, "cluster-fleet-b", metav1.DeleteOptions{}))
+	e.counter.writes.Store(0)
+	pass(t, r)
+	assert.Equal(t, int64(2), e.counter.writes.Load(), "one update, one create")
+	got, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "https://a.example.com", string(got.Data["server"]), "drift repaired")
+	assert.Equal(t, "kept", got.Labels["added-by-hand"], "a person's label is kept")
+	assert.Contains(t, e.secretNames(), "cluster-fleet-b", "deleted Secret recreated")
+}
+
+func TestUpstreamRemovalThroughCountdown(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "stays", "leaves")
+	r := newReconciler(t, e, f) // AfterListings: 2
+	pass(t, r)
+	require.Len(t, e.secrets(), 2)
+
+	f.write("stays")
+	require.NoError(t, f.refresh())
+	ch := pass(t, r)
+	require.Len(t, ch.Pending, 1)
+	assert.Equal(t, 1, ch.Pending[0].Missed)
+	assert.Len(t, e.secrets(), 2, "one missed listing is not enough")
+	st := r.Status()
+	require.Len(t, st.Pending, 1, "/status shows the countdown")
+
+	pass(t, r) // no new listing: the countdown does not advance
+	assert.Len(t, e.secrets(), 2)
+
+	time.Sleep(5 * time.Millisecond) // a later listing start time
+	require.NoError(t, f.refresh())
+	ch = pass(t, r)
+	assert.Equal(t, []string{"cluster-fleet-leaves"}, names(ch.Delete))
+	assert.Equal(t, []string{"cluster-fleet-stays"}, e.secretNames())
+}
+
+func TestFailingSourceDeletesNothing(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a", "b")
+	r := newReconciler(t, e, f, func(c *Config) { c.Prune.AfterListings = 1 })
+	pass(t, r)
+	require.Len(t, e.secrets(), 2)
+
+	require.NoError(t, os.WriteFile(f.path, []byte("clusters: [ broken"), 0o600))
+	for range 5 {
+		require.Error(t, f.refresh())
+		time.Sleep(2 * time.Millisecond)
+		pass(t, r)
+	}
+	assert.Len(t, e.secrets(), 2, "a failing source never prunes")
+
+	// a truncated file (no clusters key) is a failure too, not "no clusters"
+	require.NoError(t, os.WriteFile(f.path, nil, 0o600))
+	require.Error(t, f.refresh())
+	pass(t, r)
+	assert.Len(t, e.secrets(), 2)
+}
+
+func TestForeignSecretsUntouched(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sameName := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cluster-fleet-a", Namespace: e.ns,
+		Labels: map[string]string{LabelSecretType: "cluster"}},
+		StringData: map[string]string{"name": "hand-made-a", "server": "https://elsewhere.example.com", "config": "{}"}}
+	sameServer := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hand-made-b", Namespace: e.ns,
+		Labels: map[string]string{LabelSecretType: "cluster"}},
+		StringData: map[string]string{"name": "b", "server": "https://b.example.com", "config": "{}"}}
+	unlabelledSameName := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cluster-fleet-c", Namespace: e.ns},
+		StringData: map[string]string{"note": "not a cluster Secret at all"}}
+	for _, s := range []*corev1.Secret{sameName, sameServer, unlabelledSameName} {
+		_, err := e.admin.CoreV1().Secrets(e.ns).Create(ctx, s, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	before := map[string]string{}
+	for _, s := range e.secrets() {
+		before[s.Name] = s.ResourceVersion
+	}
+
+	f := newFleet(t, "a", "b", "c", "d")
+	r := newReconciler(t, e, f, func(c *Config) { c.Prune.AfterListings = 1 })
+	ch := pass(t, r)
+	assert.ElementsMatch(t, []Clash{{Cluster: "a", Secret: "cluster-fleet-a", By: "name"}, {Cluster: "b", Secret: "hand-made-b", By: "server"},
+		{Cluster: "c", Secret: "cluster-fleet-c", By: "name"}}, ch.Clashes)
+	for _, s := range e.secrets() {
+		if rv, ok := before[s.Name]; ok {
+			assert.Equal(t, rv, s.ResourceVersion, "%s untouched", s.Name)
+		}
+	}
+	c, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-c", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "not a cluster Secret at all", string(c.Data["note"]), "create over a foreign Secret is refused by the API and we leave it")
+	assert.Contains(t, e.secretNames(), "cluster-fleet-d")
+	assert.Len(t, r.Status().Clashes, 3, "a name clash found at create time is reported too")
+
+	// everything gone upstream, sync policy, countdown of 1: still only ours go
+	f.write()
+	require.NoError(t, f.refresh())
+	pass(t, r)
+	assert.ElementsMatch(t, []string{"cluster-fleet-a", "hand-made-b"}, e.secretNames())
+}
+
+func TestTwoOwnersSideBySide(t *testing.T) {
+	e := newEnv(t)
+	fa, fb := newFleet(t, "shared", "only-a"), newFleet(t, "only-b")
+	ra := newReconciler(t, e, fa, func(c *Config) { c.OwnerID, c.Prefix, c.Prune.AfterListings = "owner-a", "a", 1 })
+	rb := newReconciler(t, e, fb, func(c *Config) { c.OwnerID, c.Prefix, c.Prune.AfterListings = "owner-b", "b", 1 })
+	pass(t, ra)
+	pass(t, rb)
+	assert.ElementsMatch(t, []string{"a-fleet-shared", "a-fleet-only-a", "b-fleet-only-b"}, e.secretNames())
+
+	// b now lists "shared" too: same server as a's Secret → b skips it
+	fb.write("only-b", "shared")
+	require.NoError(t, fb.refresh())
+	ch := pass(t, rb)
+	assert.Equal(t, []Clash{{Cluster: "shared", Secret: "a-fleet-shared", By: "server"}}, ch.Clashes)
+
+	// a's fleet empties: a deletes its own Secrets only
+	fa.write()
+	require.NoError(t, fa.refresh())
+	pass(t, ra)
+	assert.Equal(t, []string{"b-fleet-only-b"}, e.secretNames())
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a", "b")
+	r := newReconciler(t, e, f, func(c *Config) { c.DryRun = true })
+	ch := pass(t, r)
+	assert.Len(t, ch.Create, 2, "the plan is computed")
+	assert.Equal(t, int64(0), e.counter.writes.Load())
+	assert.Empty(t, e.secrets())
+}
+
+func TestLeaderHandover(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a")
+	le := func(id string) LeaderElection {
+		return LeaderElection{LeaseName: "argocd-cluster-discovery", Identity: id,
+			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+	}
+	r1 := newReconciler(t, e, f)
+	r2 := newReconciler(t, e, f)
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = r1.RunLeading(ctx1, e.client, le("one")) }()
+	require.Eventually(t, func() bool { return r1.Status().Leader }, 10*time.Second, 20*time.Millisecond)
+	go func() { defer wg.Done(); _ = r2.RunLeading(ctx2, e.client, le("two")) }()
+	require.Eventually(t, func() bool { return len(e.secrets()) == 1 }, 10*time.Second, 20*time.Millisecond)
+	time.Sleep(time.Second)
+	assert.False(t, r2.Status().Leader, "one leader at a time")
+	assert.True(t, r2.Status().LastPass.IsZero(), "the follower made no pass")
+
+	cancel1() // the leader stops and releases the lease
+	require.Eventually(t, func() bool { return r2.Status().Leader }, 15*time.Second, 50*time.Millisecond)
+	assert.False(t, r1.Status().Leader)
+	f.write("a", "new")
+	require.NoError(t, f.refresh())
+	require.Eventually(t, func() bool { return len(e.secrets()) == 2 }, 10*time.Second, 20*time.Millisecond, "the new leader writes")
+	cancel2()
+	wg.Wait()
+}
+
+func TestLostLeaseStopsWrites(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a")
+	r := newReconciler(t, e, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as OnStoppedLeading's context is when the lease is lost
+	_, err := r.Pass(ctx)
+	require.Error(t, err)
+	assert.Empty(t, e.secrets())
+	assert.Equal(t, int64(0), e.counter.writes.Load())
+}
+
+func TestBearerTokenFromSecretReference(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.admin.CoreV1().Secrets(e.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "aro-token", Namespace: e.ns},
+		StringData: map[string]string{"token": "sha256~openshift-token\n"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f := newFleet(t, "aro")
+	r := newReconciler(t, e, f, func(c *Config) {
+		c.Credentials = map[string]CredentialOverride{"fleet": {BearerToken: &sources.SecretRef{Secret: &sources.SecretKeyRef{Name: "aro-token", Key: "token"}}}}
+	})
+	pass(t, r)
+	s, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-aro", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"bearerToken":"sha256~openshift-token","tlsClientConfig":{"insecure":false}}`, string(s.Data["config"]))
+
+	// a missing token Secret holds the cluster: not created, not deleted
+	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(ctx, "aro-token", metav1.DeleteOptions{}))
+	_, err = e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-aro", metav1.GetOptions{})
+	require.NoError(t, err)
+	ch := pass(t, r)
+	assert.Empty(t, ch.Delete)
+	assert.Equal(t, []string{"aro"}, r.Status().Held)
+	_, err = e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-aro", metav1.GetOptions{})
+	assert.False(t, apierrors.IsNotFound(err))
+}
