@@ -1,0 +1,274 @@
+package eks
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"text/template"
+	"unicode"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Labels and annotations this source sets. Tags cannot write keys with
+// this prefix.
+const (
+	reservedPrefix = "eks.argocd-cluster-discovery.io/"
+	// LabelPrivateEndpoint is "true" on clusters without a public endpoint.
+	LabelPrivateEndpoint = reservedPrefix + "private-endpoint"
+	// AnnotationARN holds the cluster ARN.
+	AnnotationARN = reservedPrefix + "arn"
+	// ExecAPIVersion is the client.authentication API of the exec form.
+	ExecAPIVersion = "client.authentication.k8s.io/v1beta1"
+)
+
+// mapper turns described EKS clusters into model clusters. It holds only
+// validated configuration and does no I/O.
+type mapper struct {
+	statuses      []string
+	allow, deny   []string
+	tenantTag     string
+	projectTag    string
+	namespacesTag string
+	auth          AuthConfig
+	private       PrivateEndpoints
+	name          *template.Template
+}
+
+func newMapper(c Config) (*mapper, error) {
+	tmpl, err := parseNameTemplate(c.NameTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("nameTemplate: %w", err)
+	}
+	return &mapper{
+		statuses: c.Statuses, allow: c.Tags.Allow, deny: c.Tags.Deny,
+		tenantTag: c.TenantTag, projectTag: c.ProjectTag, namespacesTag: c.NamespacesTag,
+		auth: c.Auth, private: c.PrivateEndpoints, name: tmpl,
+	}, nil
+}
+
+// mapped is the outcome of mapping one cluster.
+type mapped struct {
+	Cluster sources.Cluster
+	// Skip says why the cluster is left out of the listing; empty when it
+	// is listed.
+	Skip string
+	// Dropped says which tags did not become labels and why, for a debug
+	// log.
+	Dropped []string
+}
+
+// toCluster maps a described cluster of account in region. An error means
+// the answer cannot be trusted (it belongs to another account) or the name
+// cannot be made.
+func (m *mapper) toCluster(c *types.Cluster, account Account, region string) (mapped, error) {
+	eksName := aws.ToString(c.Name)
+	if a, err := arn.Parse(aws.ToString(c.Arn)); err == nil && a.AccountID != account.ID {
+		return mapped{}, fmt.Errorf("cluster %s belongs to account %s: the credentials used are not account %s's", eksName, a.AccountID, account.ID)
+	}
+	if !slices.Contains(m.statuses, string(c.Status)) {
+		return mapped{Skip: fmt.Sprintf("status %s is not one of %s", c.Status, strings.Join(m.statuses, ", "))}, nil
+	}
+	private := c.ResourcesVpcConfig != nil && !c.ResourcesVpcConfig.EndpointPublicAccess
+	if private && m.private.Policy == PrivateExclude {
+		return mapped{Skip: "private endpoint excluded by policy"}, nil
+	}
+	var name strings.Builder
+	if err := m.name.Execute(&name, nameData{Name: eksName, Account: account.ID, Region: region}); err != nil {
+		return mapped{}, fmt.Errorf("cluster %s: name template: %w", eksName, err)
+	}
+	if strings.TrimSpace(name.String()) == "" {
+		return mapped{}, fmt.Errorf("cluster %s: name template renders an empty name", eksName)
+	}
+	out := mapped{Cluster: sources.Cluster{
+		Provider:          sources.ProviderEKS,
+		Name:              name.String(),
+		CloudID:           sources.EKSCloudID(account.ID, region, eksName),
+		Account:           account.ID,
+		Region:            region,
+		KubernetesVersion: aws.ToString(c.Version),
+		State:             string(c.Status),
+		Ready:             true,
+		Auth:              m.authFor(eksName, account, region),
+	}}
+	cl := &out.Cluster
+	if a := aws.ToString(c.Arn); a != "" {
+		cl.Annotations = map[string]string{AnnotationARN: a}
+	}
+	cl.Labels, out.Dropped = m.labels(c.Tags)
+	if private {
+		cl.Labels[LabelPrivateEndpoint] = "true"
+		if m.private.Policy == PrivateProxy {
+			cl.ProxyURL = m.private.ProxyURL
+		}
+	}
+	if len(cl.Labels) == 0 {
+		cl.Labels = nil
+	}
+	cl.Tenant = c.Tags[m.tenantTag]
+	cl.Project = c.Tags[m.projectTag]
+
+	notReady := func(reason string) {
+		if cl.Ready {
+			cl.Ready, cl.NotReadyReason = false, reason
+		}
+	}
+	endpoint := aws.ToString(c.Endpoint)
+	cl.Server = endpoint
+	if endpoint == "" {
+		notReady(fmt.Sprintf("EKS reports no endpoint yet (status %s)", c.Status))
+	} else if srv, err := sources.NormalizeServer(endpoint); err != nil {
+		notReady("invalid endpoint: " + err.Error())
+	} else {
+		cl.Server = srv
+	}
+	if c.CertificateAuthority != nil {
+		cl.CAData = aws.ToString(c.CertificateAuthority.Data)
+	}
+	if cl.CAData == "" {
+		notReady(fmt.Sprintf("EKS reports no certificate authority yet (status %s)", c.Status))
+	} else if err := sources.ValidateCAData(cl.CAData); err != nil {
+		notReady("invalid certificate authority data: " + err.Error())
+	}
+	if v, ok := c.Tags[m.namespacesTag]; ok {
+		ns, err := parseNamespaces(v)
+		if err != nil {
+			// Namespaces left empty would mean every namespace: never widen.
+			notReady(fmt.Sprintf("tag %s: %v", m.namespacesTag, err))
+		}
+		cl.Namespaces = ns
+	}
+	return out, nil
+}
+
+func (m *mapper) authFor(eksName string, account Account, region string) sources.Auth {
+	if m.auth.Mode == AuthModeExec {
+		args := []string{"aws", "--cluster-name", eksName}
+		if account.ArgocdRoleARN != "" {
+			args = append(args, "--role-arn", account.ArgocdRoleARN)
+		}
+		return sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{
+			Command: m.auth.Command, Args: args, Env: map[string]string{"AWS_REGION": region}, APIVersion: ExecAPIVersion,
+		}}
+	}
+	return sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: eksName, RoleARN: account.ArgocdRoleARN, Region: region}}
+}
+
+// labels turns the tags that pass the allow and deny lists into labels,
+// sanitizing keys and values. Tags are taken in key order, so that when two
+// keys sanitize to the same label the first one wins, always.
+func (m *mapper) labels(tags map[string]string) (map[string]string, []string) {
+	out := make(map[string]string, len(tags)+1)
+	from := map[string]string{}
+	var dropped []string
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if !m.tagAllowed(k) {
+			continue
+		}
+		key, err := labelKey(k)
+		if err == nil && strings.HasPrefix(key, reservedPrefix) {
+			err = fmt.Errorf("prefix %s is reserved", reservedPrefix)
+		}
+		if err == nil && from[key] != "" {
+			err = fmt.Errorf("label %s already comes from tag %q", key, from[key])
+		}
+		if err != nil {
+			dropped = append(dropped, fmt.Sprintf("tag %q: %v", k, err))
+			continue
+		}
+		val, err := labelValue(tags[k])
+		if err != nil {
+			dropped = append(dropped, fmt.Sprintf("tag %q value: %v", k, err))
+			continue
+		}
+		out[key], from[key] = val, k
+	}
+	return out, dropped
+}
+
+func (m *mapper) tagAllowed(k string) bool {
+	match := func(patterns []string) bool {
+		return slices.ContainsFunc(patterns, func(p string) bool { ok, _ := path.Match(p, k); return ok })
+	}
+	return (len(m.allow) == 0 || match(m.allow)) && !match(m.deny)
+}
+
+// labelKey makes a valid label key from an AWS tag key: the part before the
+// first "/" becomes a lower-case DNS prefix, and characters a label cannot
+// hold become "-".
+func labelKey(tag string) (string, error) {
+	prefix, name, hasPrefix := strings.Cut(tag, "/")
+	if !hasPrefix {
+		prefix, name = "", tag
+	}
+	prefix = strings.Trim(replaceInvalid(strings.ToLower(prefix), func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-'
+	}), "-.")
+	name = trimToAlnum(replaceInvalid(name, isLabelChar))
+	key := name
+	if prefix != "" {
+		key = prefix + "/" + name
+	}
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		return "", fmt.Errorf("no valid label key: %s", errs[0])
+	}
+	return key, nil
+}
+
+// labelValue makes a valid label value: invalid characters become "-" and
+// the ends are trimmed to letters or digits. Values too long are dropped
+// rather than cut, so that two values never collide.
+func labelValue(v string) (string, error) {
+	v = trimToAlnum(replaceInvalid(v, isLabelChar))
+	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+		return "", fmt.Errorf("no valid label value: %s", errs[0])
+	}
+	return v, nil
+}
+
+func isLabelChar(r rune) bool {
+	return r < unicode.MaxASCII && (isAlnum(r) || r == '-' || r == '_' || r == '.')
+}
+
+func isAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+func replaceInvalid(s string, ok func(rune) bool) string {
+	return strings.Map(func(r rune) rune {
+		if ok(r) {
+			return r
+		}
+		return '-'
+	}, s)
+}
+
+func trimToAlnum(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool { return !isAlnum(r) })
+}
+
+// parseNamespaces splits a tag value on whitespace and commas (AWS tag
+// values cannot hold commas, so whitespace is the usual separator). Every
+// entry must be a namespace name; an empty value is an error.
+func parseNamespaces(v string) ([]string, error) {
+	var out []string
+	for _, ns := range strings.FieldsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == ',' }) {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name", ns)
+		}
+		if !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no namespace listed")
+	}
+	return out, nil
+}
