@@ -7,7 +7,9 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 PKGS      := ./...
 BENCHTIME ?= 1s
 
-.PHONY: all build run test unit lint bench clean
+TESTBIN   := $(CURDIR)/bin/testbin
+
+.PHONY: all build run test unit lint bench testbin clean clean-all
 
 all: lint test build
 
@@ -19,11 +21,16 @@ build:
 run:
 	$(GO) run ./cmd/argocd-cluster-discovery serve --config testdata/demo/config.yaml
 
-## test: lint, then every test with the race detector
-test: lint unit
+## test: lint, then every test with the race detector, against a real
+## kube-apiserver + etcd (built offline into bin/testbin on first use)
+test: lint testbin unit
 
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 $(PKGS)
+
+## testbin: build kube-apiserver and etcd from the Go module proxy into bin/testbin (skips what is there)
+testbin:
+	TESTBIN=$(TESTBIN) bash .ci/testbin
 
 ## lint: gofmt check and go vet
 lint:
@@ -32,8 +39,12 @@ lint:
 	$(GO) vet $(PKGS)
 
 ## bench: performance figures (getparams vs pre-encoded bytes at 100/1k/10k clusters)
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./generator/... ./sources/...
+bench: testbin
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./generator/... ./sources/...
 
+## clean: remove the binary; keeps bin/testbin (slow to rebuild), see clean-all
 clean:
+	rm -f $(BINARY)
+
+clean-all:
 	rm -rf $(BIN)

@@ -54,6 +54,8 @@ type Options struct {
 	Gatherer   prometheus.Gatherer
 	// Version is shown on /status.
 	Version string
+	// SecretsStatus, when set, is shown on /status under "secrets".
+	SecretsStatus func() any
 }
 
 // Server is the plugin API and the operations endpoints.
@@ -311,8 +313,13 @@ func (s *Server) status(c echo.Context) error {
 	c.Response().WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(c.Response())
 	enc.SetIndent("", "  ")
+	var secrets any
+	if s.opts.SecretsStatus != nil {
+		secrets = s.opts.SecretsStatus()
+	}
 	return enc.Encode(struct {
 		Version string `json:"version"`
 		inventory.Status
-	}{s.opts.Version, st})
+		Secrets any `json:"secrets,omitempty"`
+	}{s.opts.Version, st, secrets})
 }

@@ -18,6 +18,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	input := fs.String("input", "{}", `the plugin input as Argo CD sends it, e.g. '{"parameters":{"tenant":"acme"}}'`)
+	secrets := fs.Bool("secrets", false, "print the cluster Secrets that would be written (credentials redacted) instead of parameters")
 	cfg, ok := loadConfig(fs, args, stderr)
 	if !ok {
 		return 2
@@ -61,6 +62,13 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if listErr != nil { // only sources the input cannot select failed
 		fmt.Fprintf(stderr, "warning: listing errors in sources this input does not select:\n%v\n", listErr)
+	}
+	if *secrets {
+		if err := printSecrets(stdout, cfg, inv.Snapshot()); err != nil {
+			fmt.Fprintf(stderr, "error: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	stdout.Write(res.Body)
 	fmt.Fprintln(stdout)

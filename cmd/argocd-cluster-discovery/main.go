@@ -113,7 +113,7 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 		}
 		specs = append(specs, spec)
 	}
-	return inventory.New(specs, inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter})
+	return inventory.New(specs, inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter, Prefer: cfg.Inventory.Prefer})
 }
 
 // serveHooks let tests learn the bound addresses.
@@ -125,12 +125,16 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serve
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "override server.listen")
+	dryRun := fs.Bool("dry-run", false, "compute and log cluster Secret plans, write nothing (sets secrets.dryRun)")
 	cfg, ok := loadConfig(fs, args, stderr)
 	if !ok {
 		return 2
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen
+	}
+	if *dryRun {
+		cfg.Secrets.DryRun = true
 	}
 	logger := newLogger(cfg.Log, stderr)
 	if err := serve(ctx, cfg, logger, hooks); err != nil {
@@ -153,10 +157,20 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *
 	if err != nil {
 		return fmt.Errorf("server.tokens: %w", err)
 	}
-	srv, err := generator.New(generator.Options{
+	opts := generator.Options{
 		Inventory: inv, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
 		Registerer: reg, Gatherer: reg, Version: version,
-	})
+	}
+	var runSecrets func(context.Context)
+	if cfg.Secrets.Enabled {
+		rec, run, err := newReconciler(cfg, inv, logger, reg)
+		if err != nil {
+			return err
+		}
+		opts.SecretsStatus = func() any { return rec.Status() }
+		runSecrets = run
+	}
+	srv, err := generator.New(opts)
 	if err != nil {
 		return err
 	}
@@ -191,6 +205,10 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *
 	wg.Add(2)
 	go func() { defer wg.Done(); inv.Run(runCtx) }()
 	go func() { defer wg.Done(); tokens.Run(runCtx, cfg.Server.TokenReloadInterval.Std()) }()
+	if runSecrets != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); runSecrets(runCtx) }()
+	}
 
 	errc := make(chan error, len(servers))
 	for i, hs := range servers {

@@ -279,3 +279,33 @@ func TestDiscoverEmptyVersusBroken(t *testing.T) {
 	assert.NotEqual(t, 0, code)
 	assert.Empty(t, stdout.String())
 }
+
+func TestDiscoverSecretsRedacts(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"discover", "--config", demoConfig, "--secrets"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, 12, strings.Count(stdout.String(), "kind: Secret"))
+	assert.Contains(t, stdout.String(), "argocd.argoproj.io/secret-type: cluster")
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("plugin-token"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rancher-token"), []byte("token-abcde:s3cr3t"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(`
+server: {tokens: [{file: token}]}
+sources:
+  - name: one
+    provider: static
+    static:
+      clusters:
+        - name: with-token
+          server: https://k8s.example.com
+          auth: {bearerToken: {file: `+filepath.Join(dir, "rancher-token")+`}}
+secrets: {ownerID: fleet-a}
+`), 0o600))
+	stdout.Reset()
+	code = run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Contains(t, stdout.String(), `"bearerToken":"<redacted>"`)
+	assert.NotContains(t, stdout.String(), "s3cr3t")
+	assert.Contains(t, stdout.String(), "argocd-cluster-discovery.io/owner: fleet-a")
+}

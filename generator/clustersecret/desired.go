@@ -365,7 +365,11 @@ func Redacted(s *corev1.Secret) *corev1.Secret {
 		if _, ok := cfg["bearerToken"]; ok {
 			cfg["bearerToken"] = "<redacted>"
 		}
-		out.Data["config"], _ = json.Marshal(cfg)
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(cfg) // decoded from JSON: encodes again
+		out.Data["config"] = bytes.TrimSpace(b.Bytes())
 	} else if len(out.Data["config"]) > 0 {
 		out.Data["config"] = []byte("<redacted>")
 	}

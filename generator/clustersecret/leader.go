@@ -67,3 +67,11 @@ func (r *Reconciler) setLeader(b bool) {
 		r.metrics.leader.Set(0)
 	}
 }
+
+// RunWithoutElection runs the reconciler as the only writer, for a single
+// replica with leader election disabled.
+func (r *Reconciler) RunWithoutElection(ctx context.Context) {
+	r.setLeader(true)
+	defer r.setLeader(false)
+	r.Run(ctx)
+}

@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
 
@@ -26,6 +28,7 @@ type Config struct {
 	Server    Server    `json:"server"`
 	Inventory Inventory `json:"inventory"`
 	Sources   []Source  `json:"sources"`
+	Secrets   Secrets   `json:"secrets"`
 
 	// Dir is the directory of the file; relative paths are taken from it.
 	Dir string `json:"-"`
@@ -62,6 +65,62 @@ type Inventory struct {
 	Timeout  Duration `json:"timeout"`
 	// Jitter spreads refreshes by ± this fraction of the interval.
 	Jitter float64 `json:"jitter"`
+	// Prefer says which listing is served when a cluster is found twice
+	// (through Rancher and through EKS/AKS): cloud or rancher.
+	Prefer inventory.Preference `json:"prefer"`
+}
+
+// Secrets configures the Argo CD cluster Secret reconciler.
+type Secrets struct {
+	Enabled bool `json:"enabled"`
+	// Namespace is Argo CD's namespace; we write only there.
+	Namespace string `json:"namespace"`
+	// OwnerID identifies this deployment on every Secret it writes.
+	OwnerID string `json:"ownerID"`
+	Prefix  string `json:"prefix"`
+	// Policy is sync, upsert-only or create-only.
+	Policy string `json:"policy"`
+	DryRun bool   `json:"dryRun"`
+	// Resync is the period of drift repair passes.
+	Resync      Duration `json:"resync"`
+	Concurrency int      `json:"concurrency"`
+	Prune       Prune    `json:"prune"`
+	// Tenants maps a tenant to its AppProject and namespaces.
+	Tenants map[string]clustersecret.TenantRule `json:"tenants,omitempty"`
+	// Credentials overrides, per source name.
+	Credentials    map[string]clustersecret.CredentialOverride `json:"credentials,omitempty"`
+	LeaderElection LeaderElection                              `json:"leaderElection"`
+	// Kubeconfig is used outside a cluster; empty means in-cluster
+	// configuration, or $KUBECONFIG when set.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+}
+
+// Prune bounds deletions.
+type Prune struct {
+	AfterListings       int      `json:"afterListings"`
+	GracePeriod         Duration `json:"gracePeriod"`
+	MaxDeletions        int      `json:"maxDeletions"`
+	MaxDeletionsPercent float64  `json:"maxDeletionsPercent"`
+}
+
+// LeaderElection lets several replicas serve the API while one writes.
+type LeaderElection struct {
+	Enabled       bool     `json:"enabled"`
+	LeaseName     string   `json:"leaseName"`
+	LeaseDuration Duration `json:"leaseDuration"`
+	RenewDeadline Duration `json:"renewDeadline"`
+	RetryPeriod   Duration `json:"retryPeriod"`
+}
+
+// Reconciler returns the reconciler's configuration.
+func (s *Secrets) Reconciler() clustersecret.Config {
+	return clustersecret.Config{
+		Options: clustersecret.Options{Namespace: s.Namespace, OwnerID: s.OwnerID, Prefix: s.Prefix,
+			Tenants: s.Tenants, Credentials: s.Credentials},
+		Policy: clustersecret.Policy(s.Policy), DryRun: s.DryRun, Resync: s.Resync.Std(), Concurrency: s.Concurrency,
+		Prune: clustersecret.PruneOptions{AfterListings: s.Prune.AfterListings, GracePeriod: s.Prune.GracePeriod.Std(),
+			MaxDeletions: s.Prune.MaxDeletions, MaxDeletionsPercent: s.Prune.MaxDeletionsPercent},
+	}
 }
 
 // Source is one source instance. Exactly the section named by Provider is
@@ -119,7 +178,13 @@ func Default() Config {
 			TokenReloadInterval: D(10 * time.Second),
 			ShutdownTimeout:     D(25 * time.Second),
 		},
-		Inventory: Inventory{Interval: D(time.Minute), Timeout: D(30 * time.Second), Jitter: 0.1},
+		Inventory: Inventory{Interval: D(time.Minute), Timeout: D(30 * time.Second), Jitter: 0.1, Prefer: inventory.PreferCloud},
+		Secrets: Secrets{
+			Namespace: "argocd", Prefix: "cluster", Policy: string(clustersecret.PolicyUpsertOnly), Resync: D(5 * time.Minute),
+			Concurrency: 8, Prune: Prune{AfterListings: 3, MaxDeletions: 5, MaxDeletionsPercent: 10},
+			LeaderElection: LeaderElection{Enabled: true, LeaseName: "argocd-cluster-discovery",
+				LeaseDuration: D(15 * time.Second), RenewDeadline: D(10 * time.Second), RetryPeriod: D(2 * time.Second)},
+		},
 	}
 }
 
@@ -220,6 +285,9 @@ func (c *Config) Validate() error {
 	if c.Inventory.Jitter < 0 || c.Inventory.Jitter >= 1 {
 		bad("inventory.jitter", "must be in [0, 1)")
 	}
+	if c.Inventory.Prefer != inventory.PreferCloud && c.Inventory.Prefer != inventory.PreferRancher {
+		bad("inventory.prefer", "%q is not one of cloud, rancher", c.Inventory.Prefer)
+	}
 	if len(c.Sources) == 0 {
 		bad("sources", "at least one source is required")
 	}
@@ -254,7 +322,37 @@ func (c *Config) Validate() error {
 			bad(at+".static", "only allowed with provider static")
 		}
 	}
+	c.validateSecrets(bad, duration, names)
 	return errors.Join(errs...)
+}
+
+func (c *Config) validateSecrets(bad func(field, format string, args ...any), duration func(string, Duration) bool, sourceNames map[string]int) {
+	s := &c.Secrets
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"secrets.resync", s.Resync}, {"secrets.prune.gracePeriod", s.Prune.GracePeriod},
+		{"secrets.leaderElection.leaseDuration", s.LeaderElection.LeaseDuration},
+		{"secrets.leaderElection.renewDeadline", s.LeaderElection.RenewDeadline},
+		{"secrets.leaderElection.retryPeriod", s.LeaderElection.RetryPeriod}} {
+		duration(f.name, f.d)
+	}
+	for name := range s.Credentials {
+		if _, ok := sourceNames[name]; !ok {
+			bad("secrets.credentials."+name, "no source of that name is configured")
+		}
+	}
+	if !s.Enabled {
+		return
+	}
+	rc := s.Reconciler()
+	if err := rc.Validate(); err != nil {
+		bad("secrets", "%v", err)
+	}
+	le := s.LeaderElection
+	if le.Enabled && (le.LeaseName == "" || le.RenewDeadline.Std() >= le.LeaseDuration.Std() || le.RetryPeriod.Std() <= 0) {
+		bad("secrets.leaderElection", "needs a leaseName and retryPeriod < renewDeadline < leaseDuration")
+	}
 }
 
 func sourceNameOK(s string) bool {

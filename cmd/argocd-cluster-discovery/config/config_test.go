@@ -552,3 +552,43 @@ func TestDurationJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestSecretsSection(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: []\n"), 0o600))
+	parse := func(secrets string) (*Config, error) {
+		return Parse([]byte(okServer+okSources+secrets), dir)
+	}
+	cfg, err := parse("")
+	require.NoError(t, err)
+	assert.False(t, cfg.Secrets.Enabled, "off unless enabled")
+	assert.Equal(t, "upsert-only", cfg.Secrets.Policy, "never deletes by default")
+	assert.Equal(t, 3, cfg.Secrets.Prune.AfterListings)
+	assert.True(t, cfg.Secrets.LeaderElection.Enabled)
+	assert.Equal(t, "cloud", string(cfg.Inventory.Prefer))
+
+	cfg, err = parse("secrets:\n  enabled: true\n  ownerID: fleet-a\n  policy: sync\n  prune: {afterListings: 5, gracePeriod: 1h}\n" +
+		"  tenants: {acme: {project: acme, namespaces: [a, b]}}\n  credentials:\n    one:\n      bearerToken: {secret: {name: aro, key: token}}\n")
+	require.NoError(t, err)
+	rc := cfg.Secrets.Reconciler()
+	assert.Equal(t, "fleet-a", rc.OwnerID)
+	assert.Equal(t, time.Hour, rc.Prune.GracePeriod)
+	assert.Equal(t, 5, rc.Prune.AfterListings)
+	assert.Equal(t, "acme", rc.Tenants["acme"].Project)
+	assert.Equal(t, "aro", rc.Credentials["one"].BearerToken.Secret.Name)
+
+	for _, tc := range []struct{ doc, want string }{
+		{"secrets: {enabled: true}", "ownerID: required"},
+		{"secrets: {enabled: true, ownerID: a, policy: mirror}", `policy "mirror"`},
+		{"secrets: {enabled: true, ownerID: a, resync: soon}", "secrets.resync: soon is not a duration"},
+		{"secrets: {enabled: true, ownerID: a, leaderElection: {enabled: true, leaseName: l, leaseDuration: 5s, renewDeadline: 10s, retryPeriod: 1s}}", "secrets.leaderElection"},
+		{"secrets: {credentials: {nope: {exec: {command: x}}}}", "secrets.credentials.nope: no source of that name"},
+		{"secrets: {enabled: true, ownerID: a, prune: {maxDeletionsPercent: 200}}", "maxDeletions"},
+		{"secrets: {enabled: true, ownerID: a, prune: {after: 2}}", `unknown field "after"`},
+		{"inventory: {prefer: both}", `inventory.prefer: "both"`},
+	} {
+		_, err := parse(tc.doc + "\n")
+		require.Error(t, err, tc.doc)
+		assert.Contains(t, err.Error(), tc.want, tc.doc)
+	}
+}
