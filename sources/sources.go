@@ -299,3 +299,25 @@ func SortByName(cs []Cluster) {
 		return cs[i].Source < cs[j].Source
 	})
 }
+
+// ValidateProxyURL accepts http, https and socks5 URLs with a host and no
+// user info (the configuration holds no secrets). Errors never quote the
+// URL.
+func ValidateProxyURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.User != nil {
+		return errors.New("must not carry user info (the configuration holds no secrets)")
+	}
+	switch u.Scheme {
+	case "http", "https", "socks5":
+	default:
+		return errors.New("scheme must be http, https or socks5")
+	}
+	if u.Hostname() == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}

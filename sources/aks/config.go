@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // Config is the aks section of a source. Zero values are replaced by
@@ -290,7 +292,7 @@ func (c Config) Validate() error {
 		bad("privateClusters", "%q is not one of exclude, privateFQDN, publicFQDN", c.PrivateClusters)
 	}
 	if c.PrivateProxyURL != "" {
-		if err := validateProxyURL(c.PrivateProxyURL); err != nil {
+		if err := sources.ValidateProxyURL(c.PrivateProxyURL); err != nil {
 			bad("privateProxyURL", "%v", err)
 		}
 	}
@@ -376,25 +378,6 @@ func (a AuthConfig) validate(field string) []error {
 func isSecretEnv(k string) bool {
 	k = strings.ToUpper(k)
 	return secretEnvRE.MatchString(k) && !secretEnvAllowed[k]
-}
-
-func validateProxyURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return errors.New("not a URL")
-	}
-	if u.User != nil {
-		return errors.New("must not carry user info")
-	}
-	switch u.Scheme {
-	case "http", "https", "socks5":
-	default:
-		return errors.New("scheme must be http, https or socks5")
-	}
-	if u.Hostname() == "" {
-		return errors.New("has no host")
-	}
-	return nil
 }
 
 func isBadNameRune(r rune) bool {

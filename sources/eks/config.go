@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/service/eks/types"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // Defaults of Config, applied by Default.
@@ -69,8 +71,9 @@ type Config struct {
 	// every listing. Default 1h.
 	DescribeTTL string `json:"describeTTL,omitempty"`
 	// Statuses are the EKS statuses whose clusters are listed; the others
-	// are left out. Default [ACTIVE]. Note that a cluster left out is taken
-	// to have left: add UPDATING to keep clusters during version upgrades.
+	// are left out. Default [ACTIVE, UPDATING]: a cluster left out is taken
+	// to have left (Argo CD removes its Applications), and a cluster in a
+	// version upgrade keeps serving workloads.
 	Statuses []string `json:"statuses,omitempty"`
 	// Tags choose which EKS tags become labels.
 	Tags TagFilter `json:"tags,omitzero"`
@@ -155,7 +158,7 @@ func (c *Config) Default() {
 		c.DescribeTTL = DefaultDescribeTTL
 	}
 	if len(c.Statuses) == 0 {
-		c.Statuses = []string{string(types.ClusterStatusActive)}
+		c.Statuses = []string{string(types.ClusterStatusActive), string(types.ClusterStatusUpdating)}
 	}
 	if c.Tags.Deny == nil {
 		c.Tags.Deny = []string{"aws:*"}
@@ -328,28 +331,12 @@ func roleAccount(s string) (string, error) {
 	return a.AccountID, nil
 }
 
-// validateProxyURL accepts http, https and socks5 URLs with a host. The URL
-// is never quoted: it might carry a password, which is refused.
+// validateProxyURL is sources.ValidateProxyURL, required with policy proxy.
 func validateProxyURL(s string) error {
 	if s == "" {
 		return fmt.Errorf("required with policy %s", PrivateProxy)
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("not a URL")
-	}
-	if u.User != nil {
-		return fmt.Errorf("must not carry user info (the configuration holds no secrets)")
-	}
-	switch u.Scheme {
-	case "http", "https", "socks5":
-	default:
-		return fmt.Errorf("scheme must be http, https or socks5")
-	}
-	if u.Hostname() == "" {
-		return fmt.Errorf("has no host")
-	}
-	return nil
+	return sources.ValidateProxyURL(s)
 }
 
 // nameData is what NameTemplate sees.

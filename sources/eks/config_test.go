@@ -39,7 +39,7 @@ eks:
 	require.NoError(t, c.Validate())
 	assert.Equal(t, "30m", c.DescribeTTL)
 	assert.Equal(t, DefaultConcurrency, c.Concurrency)
-	assert.Equal(t, []string{"ACTIVE"}, c.Statuses)
+	assert.Equal(t, []string{"ACTIVE", "UPDATING"}, c.Statuses)
 	assert.Equal(t, []string{"aws:*"}, c.Tags.Deny)
 	assert.Equal(t, DefaultSessionName, c.Accounts[1].SessionName)
 	assert.Equal(t, AuthModeAWS, c.Auth.Mode)

@@ -82,8 +82,8 @@ func TestToCluster(t *testing.T) {
 		}},
 		{name: "private, policy exclude", cfg: func(c *Config) { c.PrivateEndpoints.Policy = PrivateExclude },
 			cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false }, skip: "private endpoint excluded by policy"},
-		{name: "status not listed", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusUpdating },
-			skip: "status UPDATING is not one of ACTIVE"},
+		{name: "status not listed", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusDeleting },
+			skip: "status DELETING is not one of ACTIVE, UPDATING"},
 		{name: "CREATING without endpoint or CA yet", cfg: func(c *Config) { c.Statuses = []string{"ACTIVE", "CREATING"} },
 			cluster: func(c *types.Cluster) {
 				c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusCreating, nil, &types.Certificate{}
