@@ -27,6 +27,9 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/eks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
@@ -101,15 +104,26 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 	var specs []inventory.SourceSpec
 	for i, sc := range cfg.Sources {
 		spec := inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Interval: sc.Interval.Std(), Timeout: sc.Timeout.Std()}
-		switch {
-		case sc.Static != nil:
-			src, err := static.New(*sc.Static, cfg.Dir)
-			if err != nil {
-				return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
-			}
-			spec.Source = src
+		log := logger.With("source", sc.Name)
+		// each instance registers the same metric names under its own
+		// constant source label
+		var sreg prometheus.Registerer
+		if reg != nil {
+			sreg = prometheus.WrapRegistererWith(prometheus.Labels{"source": sc.Name}, reg)
+		}
+		var err error
+		switch sc.Provider {
+		case sources.ProviderStatic:
+			spec.Source, err = static.New(*sc.Static, cfg.Dir)
+		case sources.ProviderEKS:
+			spec.Source, err = eks.New(sc.Name, *sc.EKS, eks.Options{Logger: log, Registerer: sreg})
+		case sources.ProviderAKS:
+			spec.Source, err = aks.New(sc.Name, *sc.AKS, aks.Options{Logger: log, Registerer: sreg})
 		default:
-			return nil, fmt.Errorf("sources[%d] (%s): provider %s is not available", i, sc.Name, sc.Provider)
+			err = fmt.Errorf("provider %s is not available", sc.Provider)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
 		}
 		specs = append(specs, spec)
 	}

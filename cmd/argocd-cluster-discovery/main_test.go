@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -308,4 +309,68 @@ secrets: {ownerID: fleet-a}
 	assert.Contains(t, stdout.String(), `"bearerToken":"<redacted>"`)
 	assert.NotContains(t, stdout.String(), "s3cr3t")
 	assert.Contains(t, stdout.String(), "argocd-cluster-discovery.io/owner: fleet-a")
+}
+
+// TestDiscoverEKSThroughTheRealSDK wires an eks source from the
+// configuration file to an HTTP fake of the EKS API serving the upstream
+// fixtures, and prints what the plugin API would answer.
+func TestDiscoverEKSThroughTheRealSDK(t *testing.T) {
+	describe, err := os.ReadFile("../../testdata/fixtures/eks/eks-describe-cluster.json")
+	require.NoError(t, err)
+	var calls sync.Map
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Store(r.Method+" "+r.URL.Path, true)
+		assert.Contains(t, r.Header.Get("Authorization"), "AKIDEXAMPLE/", "signed with the configured credentials")
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/clusters":
+			_, _ = io.WriteString(w, `{"clusters":["payments-prod"]}`)
+		case "/clusters/payments-prod":
+			_, _ = w.Write(describe)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer fake.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("x"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(`
+server: {tokens: [{file: token}]}
+sources:
+  - name: aws-prod
+    provider: eks
+    eks:
+      regions: [eu-west-1]
+      accounts: [{id: "123456789012", argocdRoleARN: "arn:aws:iam::123456789012:role/argocd-deployer"}]
+      endpoint: `+fake.URL+`
+      maxAttempts: 1
+`), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml")}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	var out struct {
+		Output struct {
+			Parameters []map[string]any `json:"parameters"`
+		} `json:"output"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	require.Len(t, out.Output.Parameters, 1)
+	p := out.Output.Parameters[0]
+	assert.Equal(t, "payments-prod", p["name"])
+	assert.Equal(t, "eks", p["provider"])
+	assert.Equal(t, "aws-prod", p["source"])
+	assert.Equal(t, "eu-west-1", p["region"])
+	_, listed := calls.Load("GET /clusters")
+	assert.True(t, listed)
+
+	stdout.Reset()
+	code = run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Contains(t, stdout.String(), `"awsAuthConfig":{"clusterName":"payments-prod","roleARN":"arn:aws:iam::123456789012:role/argocd-deployer"}`)
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/eks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
@@ -132,6 +134,8 @@ type Source struct {
 	Interval Duration       `json:"interval,omitempty"`
 	Timeout  Duration       `json:"timeout,omitempty"`
 	Static   *static.Config `json:"static,omitempty"`
+	EKS      *eks.Config    `json:"eks,omitempty"`
+	AKS      *aks.Config    `json:"aks,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s").
@@ -308,19 +312,7 @@ func (c *Config) Validate() error {
 		if duration(at+".timeout", s.Timeout) && s.Timeout.Std() <= 0 {
 			bad(at+".timeout", "must be positive")
 		}
-		switch s.Provider {
-		case sources.ProviderStatic:
-			if s.Static == nil {
-				bad(at+".static", "required for provider static")
-			}
-		case sources.ProviderRancher, sources.ProviderEKS, sources.ProviderAKS:
-			bad(at+".provider", "%q is not available in this version yet (available: static)", s.Provider)
-		default:
-			bad(at+".provider", "%q is not one of static, rancher, eks, aks", s.Provider)
-		}
-		if s.Provider != sources.ProviderStatic && s.Static != nil {
-			bad(at+".static", "only allowed with provider static")
-		}
+		c.validateSection(bad, at, &c.Sources[i])
 	}
 	c.validateSecrets(bad, duration, names)
 	return errors.Join(errs...)
@@ -352,6 +344,54 @@ func (c *Config) validateSecrets(bad func(field, format string, args ...any), du
 	le := s.LeaderElection
 	if le.Enabled && (le.LeaseName == "" || le.RenewDeadline.Std() >= le.LeaseDuration.Std() || le.RetryPeriod.Std() <= 0) {
 		bad("secrets.leaderElection", "needs a leaseName and retryPeriod < renewDeadline < leaseDuration")
+	}
+}
+
+// validateSection checks that exactly the provider's section is set, and
+// validates it (after its defaults) with errors named from the file's root.
+func (c *Config) validateSection(bad func(field, format string, args ...any), at string, s *Source) {
+	sections := map[sources.Provider]bool{
+		sources.ProviderStatic: s.Static != nil, sources.ProviderEKS: s.EKS != nil, sources.ProviderAKS: s.AKS != nil,
+	}
+	for p, set := range sections {
+		if set && p != s.Provider {
+			bad(at+"."+string(p), "only allowed with provider %s", p)
+		}
+	}
+	var err error
+	switch s.Provider {
+	case sources.ProviderStatic:
+		if s.Static == nil {
+			bad(at+".static", "required for provider static")
+		}
+		return // the static source validates its clusters when it is built
+	case sources.ProviderEKS:
+		if s.EKS == nil {
+			bad(at+".eks", "required for provider eks")
+			return
+		}
+		s.EKS.Default()
+		err = s.EKS.Validate()
+	case sources.ProviderAKS:
+		if s.AKS == nil {
+			bad(at+".aks", "required for provider aks")
+			return
+		}
+		s.AKS.Default()
+		err = s.AKS.Validate()
+	case sources.ProviderRancher:
+		bad(at+".provider", "%q is not available in this version yet (available: static, eks, aks)", s.Provider)
+		return
+	default:
+		bad(at+".provider", "%q is not one of static, rancher, eks, aks", s.Provider)
+		return
+	}
+	if err == nil {
+		return
+	}
+	// the section names fields relative to itself: root them here
+	for _, line := range strings.Split(err.Error(), "\n") {
+		bad(at+"."+string(s.Provider)+"."+strings.SplitN(line, ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(line+":", ":", 2)[1]))
 	}
 }
 

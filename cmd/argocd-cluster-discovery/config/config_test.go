@@ -374,8 +374,11 @@ func TestParseInvalid(t *testing.T) {
 		{name: "provider missing", yaml: tokens + src(""), wantErr: []string{"sources[0].provider: ", "not one of"}, wantCount: 1},
 		{name: "provider wrong case", yaml: tokens + src("    provider: Static\n    static: {file: a.yaml}\n"), wantErr: []string{"sources[0].provider: ", "sources[0].static: only allowed"}, wantCount: 2},
 		{name: "provider rancher not yet available", yaml: tokens + src("    provider: rancher\n"), wantErr: []string{"sources[0].provider: ", `"rancher" is not available in this version`}, wantCount: 1},
-		{name: "provider eks not yet available", yaml: tokens + src("    provider: eks\n"), wantErr: []string{"sources[0].provider: ", "not available"}, wantCount: 1},
-		{name: "provider aks not yet available", yaml: tokens + src("    provider: aks\n"), wantErr: []string{"sources[0].provider: ", "not available"}, wantCount: 1},
+		{name: "provider eks without its section", yaml: tokens + src("    provider: eks\n"), wantErr: []string{"sources[0].eks: required for provider eks"}, wantCount: 1},
+		{name: "provider aks without its section", yaml: tokens + src("    provider: aks\n"), wantErr: []string{"sources[0].aks: required for provider aks"}, wantCount: 1},
+		{name: "eks section errors are rooted", yaml: tokens + src("    provider: eks\n    eks: {accounts: [{id: '12'}]}\n"), wantErr: []string{"sources[0].eks.regions"}},
+		{name: "aks section errors are rooted", yaml: tokens + src("    provider: aks\n    aks: {tenantID: nope}\n"), wantErr: []string{"sources[0].aks.tenantID"}},
+		{name: "section of another provider", yaml: tokens + src("    provider: static\n    static: {file: x}\n    eks: {regions: [eu-west-1]}\n"), wantErr: []string{"sources[0].eks: only allowed with provider eks"}, wantCount: 1},
 		{
 			name:      "static section with another provider",
 			yaml:      tokens + src("    provider: rancher\n    static: {file: a.yaml}\n"),
