@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 
 TESTBIN   := $(CURDIR)/bin/testbin
 
-.PHONY: all build run test unit lint bench testbin clean clean-all
+.PHONY: all build run test unit e2e lint bench testbin clean clean-all
 
 all: lint test build
 
@@ -27,6 +27,10 @@ test: lint testbin unit
 
 unit:
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 $(PKGS)
+
+## e2e: only the end-to-end suite (real ApplicationSet controller, kube-apiserver, our binary)
+e2e: testbin
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -v ./cmd/e2e/...
 
 ## testbin: build kube-apiserver and etcd from the Go module proxy into bin/testbin (skips what is there)
 testbin:
