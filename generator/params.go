@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -93,8 +92,9 @@ type Result struct {
 	// last complete listing was used.
 	Stale string
 
-	// header values prepared once, shared read-only by every answer.
-	contentLength, stale []string
+	// stale is the header value prepared once, shared read-only by every
+	// answer.
+	stale []string
 }
 
 // Render answers a filter from a snapshot. It fails with *InputError when
@@ -143,7 +143,6 @@ func Render(snap *inventory.Snapshot, f *Filter) (Result, error) {
 		return Result{}, fmt.Errorf("encode parameters: %w", err)
 	}
 	res := Result{Body: body, Count: len(resp.Output.Parameters), Stale: strings.Join(stale, ",")}
-	res.contentLength = []string{strconv.Itoa(len(body))}
 	if res.Stale != "" {
 		res.stale = []string{res.Stale}
 	}
