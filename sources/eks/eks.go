@@ -24,7 +24,7 @@
 //	      regions: []                              # overrides regions
 //	  concurrency: 8                               # API calls in flight, whole source
 //	  describeTTL: 1h
-//	  statuses: [ACTIVE]                           # add UPDATING to keep clusters during upgrades
+//	  statuses: [ACTIVE, UPDATING]                 # a cluster left out is taken to have left
 //	  tags: {allow: [], deny: ["aws:*"]}           # path.Match patterns on tag keys
 //	  tenantTag: tenant
 //	  projectTag: argocd-project
