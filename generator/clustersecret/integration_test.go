@@ -35,6 +35,11 @@ var restConfig *rest.Config
 // TestMain starts one control plane from the binaries `make testbin`
 // builds. Missing binaries fail the run: these tests are never skipped.
 func TestMain(m *testing.M) {
+	if os.Getenv("ACD_HELPER_KUBECONFIG") != "" {
+		// a child process of TestKilledMidReconcileAndRestarted: it uses the
+		// parent's control plane and must not start one it cannot stop
+		os.Exit(m.Run())
+	}
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		assets, _ = filepath.Abs(filepath.Join("..", "..", "bin", "testbin"))
@@ -144,6 +149,13 @@ func newFleet(t testing.TB, clusters ...string) *fleet {
 	t.Helper()
 	f := &fleet{t: t, path: filepath.Join(t.TempDir(), "clusters.yaml")}
 	f.write(clusters...)
+	return fleetAt(t, f.path)
+}
+
+// fleetAt is a fleet over an existing clusters file.
+func fleetAt(t testing.TB, path string) *fleet {
+	t.Helper()
+	f := &fleet{t: t, path: path}
 	src, err := static.New(static.Config{File: f.path}, "")
 	require.NoError(t, err)
 	f.inv, err = inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{})
