@@ -1,0 +1,261 @@
+package rancher
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Defaults of Config, applied by Default.
+const (
+	DefaultPageLimit            = 1000
+	DefaultRequestTimeout       = "30s"
+	DefaultACELabel             = "argocd-cluster-discovery.io/ace"
+	DefaultTenantLabel          = "tenant"
+	DefaultProjectLabel         = "argocd-project"
+	DefaultNamespacesAnnotation = "argocd-namespaces"
+	// MaxPageLimit is the largest page norman serves (a larger limit is
+	// cut to it).
+	MaxPageLimit = 10000
+)
+
+// DefaultDropPrefixes are the label and annotation key prefixes that
+// Rancher and its controllers write for their own use. They are left out
+// of the clusters' labels and annotations by default: they say nothing a
+// user selects on, and some change on every refresh (ke-last-refresh), which
+// would make every listing a new snapshot.
+func DefaultDropPrefixes() []string {
+	return []string{
+		"objectset.rio.cattle.io/",
+		"field.cattle.io/",
+		"lifecycle.cattle.io/",
+		"authz.management.cattle.io/",
+		"management.cattle.io/",
+		"clusters.management.cattle.io/",
+		"provisioning.cattle.io/",
+		"rancher.io/imported-cluster-version-management",
+		"cattle.io/creator",
+		"cattle.io/status",
+		"kubectl.kubernetes.io/last-applied-configuration",
+	}
+}
+
+// Config is the `rancher:` section of a source: one Rancher server. Call
+// Default, then Validate (New does both).
+type Config struct {
+	// URL is the Rancher server, e.g. https://rancher.example.com, without
+	// /v3 or any other path. Clusters are served through its auth proxy,
+	// <url>/k8s/clusters/<id>.
+	URL string `json:"url"`
+	// Token is the Rancher API token (token-xxxxx:secret), from a file or
+	// an environment variable. A file is re-read at every listing, so a
+	// rotated token is used without a restart. The same reference is the
+	// clusters' bearer token for Argo CD.
+	Token sources.SecretRef `json:"token"`
+	// CAFile is a PEM bundle that Rancher's certificate chains to. When set
+	// it is used both to trust Rancher and as the proxied clusters' caData,
+	// and /v3/settings/cacerts is not read. Without it the system roots
+	// are trusted and caData is Rancher's cacerts setting (none when that
+	// is empty, i.e. Rancher has a publicly trusted certificate). The file
+	// is re-read at every listing.
+	CAFile string `json:"caFile,omitempty"`
+	// PageLimit is the page size of the cluster list, 1 to 10000. Default
+	// 1000.
+	PageLimit int `json:"pageLimit,omitempty"`
+	// States are the Rancher states whose clusters are listed. Default
+	// [active]. A cluster left out is taken to have left; clusters of a
+	// listed state other than active and updating are listed as not ready
+	// (neither served nor given or deprived of a Secret).
+	States []string `json:"states,omitempty"`
+	// IncludeLocal lists Rancher's own cluster (id local, internal).
+	// Default false.
+	IncludeLocal bool `json:"includeLocal,omitempty"`
+	// LabelSelector and NameRegex keep only the clusters they match;
+	// ExcludeLabelSelector and ExcludeNameRegex drop the clusters they
+	// match. Selectors are Kubernetes label selectors over the Rancher
+	// cluster's labels (before dropping); regexes match the Rancher display
+	// name (unanchored: write ^...$ for a whole name).
+	LabelSelector        string `json:"labelSelector,omitempty"`
+	NameRegex            string `json:"nameRegex,omitempty"`
+	ExcludeLabelSelector string `json:"excludeLabelSelector,omitempty"`
+	ExcludeNameRegex     string `json:"excludeNameRegex,omitempty"`
+	// DropLabelPrefixes and DropAnnotationPrefixes are key prefixes left
+	// out of the clusters' labels and annotations. Default
+	// DefaultDropPrefixes; write [] to keep everything.
+	DropLabelPrefixes      []string `json:"dropLabelPrefixes"`
+	DropAnnotationPrefixes []string `json:"dropAnnotationPrefixes"`
+	// ACE serves every cluster through its authorized cluster endpoint
+	// (https://<localClusterAuthEndpoint.fqdn>, with its caCerts) instead of
+	// Rancher's proxy. A cluster requested this way without an enabled
+	// endpoint is listed as not ready. Default false.
+	ACE bool `json:"ace,omitempty"`
+	// ACELabel is the cluster label that chooses per cluster: "true" for
+	// the authorized cluster endpoint, "false" for Rancher's proxy. Default
+	// argocd-cluster-discovery.io/ace.
+	ACELabel string `json:"aceLabel,omitempty"`
+	// TenantLabel and ProjectLabel name the cluster labels read into the
+	// cluster's tenant and Argo CD project; NamespacesAnnotation names the
+	// annotation that lists its namespaces (comma- or whitespace-separated).
+	// Defaults tenant, argocd-project, argocd-namespaces.
+	TenantLabel          string `json:"tenantLabel,omitempty"`
+	ProjectLabel         string `json:"projectLabel,omitempty"`
+	NamespacesAnnotation string `json:"namespacesAnnotation,omitempty"`
+	// Tenant, Project and Namespaces apply to clusters without the label or
+	// annotation above.
+	Tenant     string   `json:"tenant,omitempty"`
+	Project    string   `json:"project,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	// NamePrefix is put before the Rancher display name to make the Argo CD
+	// cluster name. Default none. Names must be unique across all sources,
+	// and display names (and ids, and the local cluster) repeat from one
+	// Rancher server to the next: give each Rancher source its own prefix
+	// when several are configured (e.g. "eu-" and "us-"). A name listed
+	// twice is served for neither cluster and reported as a conflict.
+	NamePrefix string `json:"namePrefix,omitempty"`
+	// RequestTimeout bounds each HTTP request to Rancher. Default 30s.
+	RequestTimeout string `json:"requestTimeout,omitempty"`
+}
+
+// Default fills every unset field with its default.
+func (c *Config) Default() {
+	if c.PageLimit == 0 {
+		c.PageLimit = DefaultPageLimit
+	}
+	if len(c.States) == 0 {
+		c.States = []string{"active"}
+	}
+	if c.DropLabelPrefixes == nil {
+		c.DropLabelPrefixes = DefaultDropPrefixes()
+	}
+	if c.DropAnnotationPrefixes == nil {
+		c.DropAnnotationPrefixes = DefaultDropPrefixes()
+	}
+	if c.ACELabel == "" {
+		c.ACELabel = DefaultACELabel
+	}
+	if c.TenantLabel == "" {
+		c.TenantLabel = DefaultTenantLabel
+	}
+	if c.ProjectLabel == "" {
+		c.ProjectLabel = DefaultProjectLabel
+	}
+	if c.NamespacesAnnotation == "" {
+		c.NamespacesAnnotation = DefaultNamespacesAnnotation
+	}
+	if c.RequestTimeout == "" {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+}
+
+// Validate checks a defaulted Config. Messages name the field relative to
+// the section.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(field string, err error) { errs = append(errs, fmt.Errorf("%s: %w", field, err)) }
+	if _, err := parseURL(c.URL); err != nil {
+		add("url", err)
+	}
+	if err := validateTokenRef(c.Token); err != nil {
+		add("token", err)
+	}
+	if c.PageLimit < 1 || c.PageLimit > MaxPageLimit {
+		add("pageLimit", fmt.Errorf("must be between 1 and %d", MaxPageLimit))
+	}
+	if len(c.States) == 0 {
+		add("states", errors.New("list at least one state"))
+	}
+	for i, s := range c.States {
+		if strings.TrimSpace(s) == "" {
+			add(fmt.Sprintf("states[%d]", i), errors.New("empty"))
+		}
+	}
+	for field, sel := range map[string]string{"labelSelector": c.LabelSelector, "excludeLabelSelector": c.ExcludeLabelSelector} {
+		if _, err := parseSelector(sel); err != nil {
+			add(field, err)
+		}
+	}
+	for field, re := range map[string]string{"nameRegex": c.NameRegex, "excludeNameRegex": c.ExcludeNameRegex} {
+		if _, err := parseRegex(re); err != nil {
+			add(field, err)
+		}
+	}
+	for field, key := range map[string]string{"aceLabel": c.ACELabel, "tenantLabel": c.TenantLabel,
+		"projectLabel": c.ProjectLabel, "namespacesAnnotation": c.NamespacesAnnotation} {
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			add(field, fmt.Errorf("%q is not a valid key: %s", key, strings.Join(errs, "; ")))
+		}
+	}
+	for i, ns := range c.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			add(fmt.Sprintf("namespaces[%d]", i), fmt.Errorf("%q is not a namespace name", ns))
+		}
+	}
+	if d, err := time.ParseDuration(c.RequestTimeout); err != nil {
+		add("requestTimeout", err)
+	} else if d <= 0 {
+		add("requestTimeout", errors.New("must be positive"))
+	}
+	if errs != nil {
+		// Stable order: the maps above are iterated randomly.
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// validateTokenRef accepts a file or an environment variable: the source
+// reads the token itself and has no access to Kubernetes Secrets.
+func validateTokenRef(r sources.SecretRef) error {
+	if r.File == "" && r.Env == "" && r.Secret == nil {
+		return errors.New("required (set file or env)")
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if r.Secret != nil {
+		return errors.New("a Kubernetes Secret reference is not supported here: set file or env")
+	}
+	return nil
+}
+
+// parseURL checks the server URL and returns it without a trailing slash.
+func parseURL(s string) (*url.URL, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("required")
+	}
+	n, err := sources.NormalizeServer(s)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(n)
+	if err != nil {
+		return nil, errors.New("invalid url")
+	}
+	if u.Path != "" {
+		return nil, errors.New("must be the server's base URL, without a path (no /v3)")
+	}
+	return u, nil
+}
+
+func parseSelector(s string) (labels.Selector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	return labels.Parse(s)
+}
+
+func parseRegex(s string) (*regexp.Regexp, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return regexp.Compile(s)
+}

@@ -1,0 +1,486 @@
+package rancher
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/rancher/norman/types"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Labels this source sets on every cluster, under a prefix of its own.
+// Rancher labels and annotations with this prefix are dropped, so a cluster
+// cannot fake them.
+const (
+	reservedPrefix = "rancher.argocd-cluster-discovery.io/"
+	// LabelClusterID is the Rancher cluster id (c-xxxxx, c-m-xxxxxxxx).
+	LabelClusterID = reservedPrefix + "cluster-id"
+	// LabelDriver and LabelProvider are Rancher's driver (imported, k3s,
+	// rke2, EKS, AKS, ...) and detected provider (rke2, k3s, eks, ...).
+	LabelDriver   = reservedPrefix + "driver"
+	LabelProvider = reservedPrefix + "provider"
+	// LabelEndpoint is "proxy" (Rancher's /k8s/clusters proxy) or "ace"
+	// (the authorized cluster endpoint).
+	LabelEndpoint = reservedPrefix + "endpoint"
+)
+
+// Identity of the cloud cluster behind a hosted EKS or AKS cluster, so that
+// the same cluster found by the EKS or AKS source is recognised (the model's
+// CloudID is set too when the identity is complete). A value that is not a
+// valid label value (e.g. an EKS name over 63 characters) is written as an
+// annotation with the same key instead.
+const (
+	LabelEKSName          = reservedPrefix + "eks-cluster-name"
+	LabelEKSRegion        = reservedPrefix + "eks-region"
+	LabelEKSAccount       = reservedPrefix + "eks-account"
+	LabelAKSName          = reservedPrefix + "aks-cluster-name"
+	LabelAKSResourceGroup = reservedPrefix + "aks-resource-group"
+	LabelAKSLocation      = reservedPrefix + "aks-location"
+	LabelAKSSubscription  = reservedPrefix + "aks-subscription"
+)
+
+// Endpoint kinds, the values of LabelEndpoint.
+const (
+	EndpointProxy = "proxy"
+	EndpointACE   = "ace"
+)
+
+// Cluster is the part of a Rancher v3 cluster object this source reads
+// (rancher/rancher pkg/client/generated/management/v3 Cluster, trimmed).
+// Status is embedded at the top level by Rancher's schema.
+type Cluster struct {
+	ID                       string                    `json:"id"`
+	Name                     string                    `json:"name,omitempty"`
+	State                    string                    `json:"state,omitempty"`
+	TransitioningMessage     string                    `json:"transitioningMessage,omitempty"`
+	Labels                   map[string]string         `json:"labels,omitempty"`
+	Annotations              map[string]string         `json:"annotations,omitempty"`
+	Provider                 string                    `json:"provider,omitempty"`
+	Driver                   string                    `json:"driver,omitempty"`
+	Internal                 bool                      `json:"internal,omitempty"`
+	Version                  *Version                  `json:"version,omitempty"`
+	LocalClusterAuthEndpoint *LocalClusterAuthEndpoint `json:"localClusterAuthEndpoint,omitempty"`
+	EKSConfig                *EKSConfig                `json:"eksConfig,omitempty"`
+	EKSStatus                *EKSStatus                `json:"eksStatus,omitempty"`
+	AKSConfig                *AKSConfig                `json:"aksConfig,omitempty"`
+	AKSStatus                *AKSStatus                `json:"aksStatus,omitempty"`
+}
+
+// Version is the cluster's Kubernetes version info.
+type Version struct {
+	GitVersion string `json:"gitVersion,omitempty"`
+}
+
+// LocalClusterAuthEndpoint is the authorized cluster endpoint (ACE).
+// CACerts is PEM, not base64.
+type LocalClusterAuthEndpoint struct {
+	Enabled bool   `json:"enabled,omitempty"`
+	FQDN    string `json:"fqdn,omitempty"`
+	CACerts string `json:"caCerts,omitempty"`
+}
+
+// EKSConfig is the part of eksConfig (and eksStatus.upstreamSpec) that
+// identifies the EKS cluster: DisplayName is the EKS cluster name.
+type EKSConfig struct {
+	DisplayName string `json:"displayName,omitempty"`
+	Region      string `json:"region,omitempty"`
+	ServiceRole string `json:"serviceRole,omitempty"`
+}
+
+// EKSStatus holds the spec read back from EKS.
+type EKSStatus struct {
+	UpstreamSpec *EKSConfig `json:"upstreamSpec,omitempty"`
+}
+
+// AKSConfig is the part of aksConfig (and aksStatus.upstreamSpec) that
+// identifies the AKS cluster. Current Rancher versions keep the
+// subscription in the cloud credential, not here; older ones had
+// subscriptionId.
+type AKSConfig struct {
+	ClusterName      string `json:"clusterName,omitempty"`
+	ResourceGroup    string `json:"resourceGroup,omitempty"`
+	ResourceLocation string `json:"resourceLocation,omitempty"`
+	SubscriptionID   string `json:"subscriptionId,omitempty"`
+}
+
+// AKSStatus holds the spec read back from AKS.
+type AKSStatus struct {
+	UpstreamSpec *AKSConfig `json:"upstreamSpec,omitempty"`
+}
+
+// clusterCollection is one page of GET /v3/clusters.
+type clusterCollection struct {
+	types.Collection
+	Data []Cluster `json:"data"`
+}
+
+// displayName is the cluster's Rancher name, or its id when it has none.
+func (c *Cluster) displayName() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return c.ID
+}
+
+// Reasons a listed cluster is left out, for the debug log.
+const (
+	skipState  = "state"
+	skipLocal  = "local"
+	skipName   = "name"
+	skipLabels = "labels"
+)
+
+// filter chooses the clusters to list. It holds only validated
+// configuration.
+type filter struct {
+	states                map[string]bool
+	includeLocal          bool
+	include, exclude      labels.Selector
+	nameRe, excludeNameRe *regexp.Regexp
+}
+
+func newFilter(c Config) (*filter, error) {
+	f := &filter{states: map[string]bool{}, includeLocal: c.IncludeLocal}
+	for _, s := range c.States {
+		f.states[strings.TrimSpace(s)] = true
+	}
+	var err error
+	if f.include, err = parseSelector(c.LabelSelector); err != nil {
+		return nil, fmt.Errorf("labelSelector: %w", err)
+	}
+	if f.exclude, err = parseSelector(c.ExcludeLabelSelector); err != nil {
+		return nil, fmt.Errorf("excludeLabelSelector: %w", err)
+	}
+	if f.nameRe, err = parseRegex(c.NameRegex); err != nil {
+		return nil, fmt.Errorf("nameRegex: %w", err)
+	}
+	if f.excludeNameRe, err = parseRegex(c.ExcludeNameRegex); err != nil {
+		return nil, fmt.Errorf("excludeNameRegex: %w", err)
+	}
+	return f, nil
+}
+
+// skip returns why c is left out, or "" when it is listed.
+func (f *filter) skip(c *Cluster) string {
+	switch {
+	case !f.states[c.State]:
+		return skipState
+	case !f.includeLocal && (c.Internal || c.ID == "local"):
+		return skipLocal
+	case f.nameRe != nil && !f.nameRe.MatchString(c.displayName()),
+		f.excludeNameRe != nil && f.excludeNameRe.MatchString(c.displayName()):
+		return skipName
+	case f.include != nil && !f.include.Matches(labels.Set(c.Labels)),
+		f.exclude != nil && f.exclude.Matches(labels.Set(c.Labels)):
+		return skipLabels
+	}
+	return ""
+}
+
+// serverFilters are the filters Rancher applies itself (norman filters on
+// the server before paging); labels cannot be filtered in v3. The client
+// filter is applied as well, so an older server that ignores one is safe.
+func (f *filter) serverFilters(limit int) map[string]any {
+	out := map[string]any{"limit": limit}
+	if len(f.states) == 1 {
+		for s := range f.states {
+			out["state"] = s
+		}
+	}
+	if !f.includeLocal {
+		out["internal"] = "false"
+	}
+	return out
+}
+
+// rancherCA is the caData source of clusters served through Rancher's
+// proxy: the PEM that Rancher's certificate chains to (empty for a publicly
+// trusted one), or why it cannot be used.
+type rancherCA struct {
+	PEM     string
+	Problem string
+}
+
+// mapper turns Rancher clusters into model clusters. It holds only
+// validated configuration and does no I/O.
+type mapper struct {
+	source          string
+	server          string // the configured URL, without trailing slash
+	tokenRef        *sources.SecretRef
+	namePrefix      string
+	ace             bool
+	aceLabel        string
+	dropLabels      []string
+	dropAnnotations []string
+	tenantLabel     string
+	projectLabel    string
+	namespacesAnn   string
+	tenant          string
+	project         string
+	namespaces      []string
+}
+
+func newMapper(name, server string, c Config) *mapper {
+	ref := c.Token
+	return &mapper{
+		source:          name,
+		server:          server,
+		tokenRef:        &ref,
+		namePrefix:      c.NamePrefix,
+		ace:             c.ACE,
+		aceLabel:        c.ACELabel,
+		dropLabels:      slices.Concat(c.DropLabelPrefixes, []string{reservedPrefix}),
+		dropAnnotations: slices.Concat(c.DropAnnotationPrefixes, []string{reservedPrefix}),
+		tenantLabel:     c.TenantLabel,
+		projectLabel:    c.ProjectLabel,
+		namespacesAnn:   c.NamespacesAnnotation,
+		tenant:          c.Tenant,
+		project:         c.Project,
+		namespaces:      c.Namespaces,
+	}
+}
+
+// usable reports the Rancher states in which the cluster answers through
+// Rancher; a cluster listed in another state is not ready.
+func usable(state string) bool { return state == "active" || state == "updating" }
+
+// toCluster maps one Rancher cluster. It never fails: a cluster that cannot
+// be used is returned not ready, with the reason.
+func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
+	out := sources.Cluster{
+		Source:   m.source,
+		Provider: sources.ProviderRancher,
+		Name:     m.namePrefix + c.displayName(),
+		Auth:     sources.Auth{Kind: sources.AuthBearerToken, TokenRef: m.tokenRef},
+		State:    c.State,
+		Ready:    true,
+		Labels:   keep(c.Labels, m.dropLabels),
+		Tenant:   m.tenant,
+		Project:  m.project,
+	}
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	out.Annotations = keep(c.Annotations, m.dropAnnotations)
+	if c.Version != nil {
+		out.KubernetesVersion = c.Version.GitVersion
+	}
+	notReady := func(format string, args ...any) {
+		if out.Ready {
+			out.Ready, out.NotReadyReason = false, fmt.Sprintf(format, args...)
+		}
+	}
+	if !usable(c.State) {
+		msg := ""
+		if c.TransitioningMessage != "" {
+			msg = ": " + truncate(c.TransitioningMessage, 200)
+		}
+		notReady("rancher state is %s%s", c.State, msg)
+	}
+
+	setLabel(&out, LabelClusterID, c.ID)
+	setLabel(&out, LabelDriver, c.Driver)
+	setLabel(&out, LabelProvider, c.Provider)
+	m.hostedIdentity(&out, c)
+
+	useACE := m.ace
+	if v, ok := c.Labels[m.aceLabel]; ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true":
+			useACE = true
+		case "false":
+			useACE = false
+		default:
+			notReady("label %s is %q, neither true nor false", m.aceLabel, v)
+		}
+	}
+	// The proxy server is set even when the cluster is not ready, so the
+	// listing always carries a valid server. apiEndpoint is never used: it
+	// is the in-cluster address.
+	out.Server = m.server + "/k8s/clusters/" + url.PathEscape(c.ID)
+	if useACE {
+		out.Labels[LabelEndpoint] = EndpointACE
+		m.aceEndpoint(&out, c.LocalClusterAuthEndpoint, notReady)
+	} else {
+		out.Labels[LabelEndpoint] = EndpointProxy
+		switch {
+		case ca.Problem != "":
+			notReady("%s", ca.Problem)
+		case ca.PEM != "":
+			out.CAData = base64.StdEncoding.EncodeToString([]byte(ca.PEM))
+		}
+	}
+
+	if v, ok := c.Labels[m.tenantLabel]; ok && v != "" {
+		out.Tenant = v
+	}
+	if v, ok := c.Labels[m.projectLabel]; ok && v != "" {
+		out.Project = v
+	}
+	out.Namespaces = slices.Clone(m.namespaces)
+	if v, ok := c.Annotations[m.namespacesAnn]; ok {
+		ns, err := parseNamespaces(v)
+		if err != nil {
+			// Namespaces left empty would mean every namespace: never widen.
+			notReady("annotation %s: %v", m.namespacesAnn, err)
+		}
+		out.Namespaces = ns
+	}
+	if len(out.Annotations) == 0 {
+		out.Annotations = nil
+	}
+	return out
+}
+
+// aceEndpoint points out at the cluster's authorized cluster endpoint.
+func (m *mapper) aceEndpoint(out *sources.Cluster, e *LocalClusterAuthEndpoint, notReady func(string, ...any)) {
+	if e == nil || !e.Enabled || strings.TrimSpace(e.FQDN) == "" {
+		notReady("authorized cluster endpoint requested (%s or source ace) but not enabled with an fqdn in Rancher", m.aceLabel)
+		return
+	}
+	srv, err := sources.NormalizeServer("https://" + strings.TrimSpace(e.FQDN))
+	if err != nil {
+		notReady("authorized cluster endpoint fqdn: %v", err)
+		return
+	}
+	out.Server = srv
+	if e.CACerts == "" {
+		// As Rancher's own kubeconfig: the endpoint has a publicly trusted
+		// certificate.
+		return
+	}
+	if err := sources.ValidatePEM([]byte(e.CACerts)); err != nil {
+		notReady("authorized cluster endpoint caCerts: %v", err)
+		return
+	}
+	out.CAData = base64.StdEncoding.EncodeToString([]byte(e.CACerts))
+}
+
+// hostedIdentity sets the identity of the EKS or AKS cluster behind a
+// hosted cluster, and its CloudID when the identity is complete.
+func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster) {
+	switch strings.ToUpper(c.Driver) {
+	case "EKS":
+		var cfg, up EKSConfig
+		if c.EKSConfig != nil {
+			cfg = *c.EKSConfig
+		}
+		if c.EKSStatus != nil && c.EKSStatus.UpstreamSpec != nil {
+			up = *c.EKSStatus.UpstreamSpec
+		}
+		name := first(cfg.DisplayName, up.DisplayName)
+		region := first(cfg.Region, up.Region)
+		account := accountFromARN(first(cfg.ServiceRole, up.ServiceRole))
+		setLabel(out, LabelEKSName, name)
+		setLabel(out, LabelEKSRegion, region)
+		setLabel(out, LabelEKSAccount, account)
+		out.Region, out.Account = region, account
+		if name != "" && region != "" && account != "" {
+			out.CloudID = sources.EKSCloudID(account, region, name)
+		}
+	case "AKS":
+		var cfg, up AKSConfig
+		if c.AKSConfig != nil {
+			cfg = *c.AKSConfig
+		}
+		if c.AKSStatus != nil && c.AKSStatus.UpstreamSpec != nil {
+			up = *c.AKSStatus.UpstreamSpec
+		}
+		name := first(cfg.ClusterName, up.ClusterName)
+		group := first(cfg.ResourceGroup, up.ResourceGroup)
+		sub := first(cfg.SubscriptionID, up.SubscriptionID)
+		location := first(cfg.ResourceLocation, up.ResourceLocation)
+		setLabel(out, LabelAKSName, name)
+		setLabel(out, LabelAKSResourceGroup, group)
+		setLabel(out, LabelAKSLocation, location)
+		setLabel(out, LabelAKSSubscription, sub)
+		out.Region, out.Account = location, sub
+		if name != "" && group != "" && sub != "" {
+			out.CloudID = sources.AKSCloudID(sub, group, name)
+		}
+	}
+}
+
+// accountFromARN returns the account of an IAM ARN
+// (arn:aws:iam::123456789012:role/x), or "". The EKS cluster role belongs
+// to the cluster's account.
+func accountFromARN(arn string) string {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" {
+		return ""
+	}
+	a := parts[4]
+	if len(a) != 12 || strings.IndexFunc(a, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+		return ""
+	}
+	return a
+}
+
+// setLabel sets key to v as a label, or as an annotation when v is not a
+// valid label value; an empty v sets nothing.
+func setLabel(c *sources.Cluster, key, v string) {
+	if v == "" {
+		return
+	}
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		c.Labels[key] = v
+		return
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[key] = v
+}
+
+// keep copies in without the keys that have one of the prefixes.
+func keep(in map[string]string, drop []string) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(k, p) }) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(in))
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func parseNamespaces(v string) ([]string, error) {
+	var out []string
+	for _, ns := range strings.FieldsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == ',' }) {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name", ns)
+		}
+		if !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no namespace listed")
+	}
+	return out, nil
+}
+
+func first(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

@@ -1,0 +1,377 @@
+package rancher
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+const (
+	rancherCAPEM = "-----BEGIN CERTIFICATE-----\nMIIB8TCCAZegAwIBAgIUW1ye16ly1TonmyAbTJwGKrCqWOEwCgYIKoZIzj0EAwIw\nRjEcMBoGA1UECgwTZHluYW1pY2xpc3RlbmVyLW9yZzEmMCQGA1UEAwwdZHluYW1p\nY2xpc3RlbmVyLWNhQDE3MTU2NzcwMDAwHhcNMjYxMTIxMTI1OTAwWhcNMzYxMTE4\nMTI1OTAwWjBGMRwwGgYDVQQKDBNkeW5hbWljbGlzdGVuZXItb3JnMSYwJAYDVQQD\nDB1keW5hbWljbGlzdGVuZXItY2FAMTcxNTY3NzAwMDBZMBMGByqGSM49AgEGCCqG\nSM49AwEHA0IABHzWOihjuZC+1q7C/0d0DSrDSxqHSO6LXAcddLLtVb8IiW/LfLhc\noiyCkuaLfdqVCV2d/gCFZUrO80GkkEriFWmjYzBhMB0GA1UdDgQWBBTxe9/NI8zY\nQ8TczbBtan05U9H0KzAfBgNVHSMEGDAWgBTxe9/NI8zYQ8TczbBtan05U9H0KzAP\nBgNVHRMBAf8EBTADAQH/MA4GA1UdDwEB/wQEAwICpDAKBggqhkjOPQQDAgNIADBF\nAiEA5uSL/JVq/heFo2s/Asqz7HkXNhlM3XS+bzZd/1nekp0CID8FHOHj/rkIXKsY\nJHWfKyH4D9jxB/7NfbeDQDeRPN8t\n-----END CERTIFICATE-----\n"
+	server       = "https://rancher.example.com"
+)
+
+// fixtureCluster decodes one cluster of the fixture pages.
+func fixtureCluster(t *testing.T, id string) Cluster {
+	t.Helper()
+	for _, name := range []string{"rancher-clusters-page1.json", "rancher-clusters-page2.json"} {
+		var col clusterCollection
+		require.NoError(t, json.Unmarshal(fixture(t, name, fixtureHost), &col))
+		for _, c := range col.Data {
+			if c.ID == id {
+				return c
+			}
+		}
+	}
+	t.Fatalf("no fixture cluster %s", id)
+	return Cluster{}
+}
+
+func testMapper(change func(c *Config)) *mapper {
+	c := Config{URL: server, Token: sources.SecretRef{File: "/var/run/rancher/token"}}
+	if change != nil {
+		change(&c)
+	}
+	c.Default()
+	return newMapper("rancher-a", server, c)
+}
+
+func TestToCluster(t *testing.T) {
+	prod := fixtureCluster(t, "c-m-2x7kqz4b") // ACE enabled with caCerts
+	aceCA := prod.LocalClusterAuthEndpoint.CACerts
+	eks := fixtureCluster(t, "c-7qgnz")
+	okCA := rancherCA{PEM: rancherCAPEM}
+	tokenRef := &sources.SecretRef{File: "/var/run/rancher/token"}
+	const (
+		proxySrv = server + "/k8s/clusters/c-m-2x7kqz4b"
+		aceSrv   = "https://prod-eu-west.k8s.example.com"
+		noACE    = "authorized cluster endpoint requested (argocd-cluster-discovery.io/ace or source ace) but not enabled with an fqdn in Rancher"
+	)
+	aceOn := func(c *Config) { c.ACE = true }
+	// viaACE expects the ACE endpoint chosen, with that server and caData,
+	// not ready when notReady is set.
+	viaACE := func(srv, caData, notReady string) func(w *sources.Cluster) {
+		return func(w *sources.Cluster) {
+			w.Server, w.CAData, w.Labels[LabelEndpoint] = srv, caData, EndpointACE
+			if notReady != "" {
+				w.Ready, w.NotReadyReason = false, notReady
+			}
+		}
+	}
+	proxyLabels := func(extra map[string]string) map[string]string {
+		out := map[string]string{
+			"env": "prod", "provider.cattle.io": "rke2", "region": "eu-west", "team": "payments",
+			LabelClusterID: "c-m-2x7kqz4b", LabelDriver: "imported", LabelProvider: "rke2", LabelEndpoint: EndpointProxy,
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+
+	for _, tc := range []struct {
+		name    string
+		config  func(c *Config)
+		cluster func(c *Cluster)
+		from    *Cluster // default prod
+		ca      *rancherCA
+		want    func(w *sources.Cluster)
+	}{
+		{name: "proxy with rancher's private CA", want: func(*sources.Cluster) {}},
+		{name: "proxy with a publicly trusted rancher", ca: &rancherCA{}, want: func(w *sources.Cluster) { w.CAData = "" }},
+		{name: "proxy with an unusable cacerts", ca: &rancherCA{Problem: "rancher's cacerts setting is not a usable CA bundle: x"},
+			want: func(w *sources.Cluster) {
+				w.CAData, w.Ready, w.NotReadyReason = "", false, "rancher's cacerts setting is not a usable CA bundle: x"
+			}},
+		{name: "ace for the source", config: aceOn, want: viaACE(aceSrv, b64(aceCA), "")},
+		{name: "ace by label", cluster: func(c *Cluster) { c.Labels[DefaultACELabel] = "True" }, want: func(w *sources.Cluster) {
+			viaACE(aceSrv, b64(aceCA), "")(w)
+			w.Labels[DefaultACELabel] = "True"
+		}},
+		{name: "ace without caCerts: public certificate", config: aceOn,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "" }, want: viaACE(aceSrv, "", "")},
+		{name: "ace with a port", config: aceOn,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.FQDN = "ace.example.com:6443" },
+			want:    viaACE("https://ace.example.com:6443", b64(aceCA), "")},
+		{name: "ace requested but disabled", config: aceOn,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.Enabled = false }, want: viaACE(proxySrv, "", noACE)},
+		{name: "ace requested without fqdn", config: aceOn,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.FQDN = " " }, want: viaACE(proxySrv, "", noACE)},
+		{name: "ace with a bad fqdn", config: aceOn,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.FQDN = "ace.example.com/x?y" },
+			want:    viaACE(proxySrv, "", "authorized cluster endpoint fqdn: server url must not have a query or fragment")},
+		{name: "ace with bad caCerts", config: aceOn,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "junk" },
+			want:    viaACE(aceSrv, "", "authorized cluster endpoint caCerts: no PEM certificate found")},
+		{name: "ace label neither true nor false", cluster: func(c *Cluster) { c.Labels[DefaultACELabel] = "yes" },
+			want: func(w *sources.Cluster) {
+				w.Ready = false
+				w.NotReadyReason = `label argocd-cluster-discovery.io/ace is "yes", neither true nor false`
+				w.Labels[DefaultACELabel] = "yes"
+			}},
+		{name: "updating is usable", cluster: func(c *Cluster) { c.State = "updating" }, want: func(w *sources.Cluster) { w.State = "updating" }},
+		{name: "error state is not ready", cluster: func(c *Cluster) {
+			c.State, c.TransitioningMessage = "error", strings.Repeat("x", 300)
+		}, want: func(w *sources.Cluster) {
+			w.State, w.Ready = "error", false
+			w.NotReadyReason = "rancher state is error: " + strings.Repeat("x", 200) + "…"
+		}},
+		{name: "no display name: the id", config: func(c *Config) { c.NamePrefix = "eu-" },
+			cluster: func(c *Cluster) { c.Name = "" }, want: func(w *sources.Cluster) { w.Name = "eu-c-m-2x7kqz4b" }},
+		{name: "tenant, project and namespaces from the cluster", cluster: func(c *Cluster) {
+			c.Labels["tenant"], c.Labels["argocd-project"] = "payments", "payments-prod"
+			c.Annotations["argocd-namespaces"] = "pay, pay-jobs\npay"
+		}, want: func(w *sources.Cluster) {
+			w.Labels["tenant"], w.Labels["argocd-project"] = "payments", "payments-prod"
+			w.Annotations = map[string]string{"argocd-namespaces": "pay, pay-jobs\npay"}
+			w.Tenant, w.Project, w.Namespaces = "payments", "payments-prod", []string{"pay", "pay-jobs"}
+		}},
+		{name: "per-source defaults", config: func(c *Config) {
+			c.Tenant, c.Project, c.Namespaces = "platform", "fleet", []string{"apps"}
+		}, want: func(w *sources.Cluster) { w.Tenant, w.Project, w.Namespaces = "platform", "fleet", []string{"apps"} }},
+		{name: "bad namespaces never widen", config: func(c *Config) { c.Namespaces = []string{"apps"} },
+			cluster: func(c *Cluster) { c.Annotations["argocd-namespaces"] = "ok, Not_OK" },
+			want: func(w *sources.Cluster) {
+				w.Annotations = map[string]string{"argocd-namespaces": "ok, Not_OK"}
+				w.Ready, w.Namespaces = false, nil
+				w.NotReadyReason = `annotation argocd-namespaces: "Not_OK" is not a namespace name`
+			}},
+		{name: "reserved prefix cannot be faked, custom drop list", config: func(c *Config) {
+			c.DropLabelPrefixes, c.DropAnnotationPrefixes = []string{"team"}, []string{}
+		}, cluster: func(c *Cluster) {
+			c.Labels[LabelEKSAccount] = "999999999999"
+			c.Annotations = map[string]string{"lifecycle.cattle.io/x": "true", reservedPrefix + "x": "y"}
+		}, want: func(w *sources.Cluster) {
+			w.Labels = proxyLabels(map[string]string{"objectset.rio.cattle.io/hash": "9c1e4f2d7b0a8e6c3f5d1b9a7e2c4d6f8a0b1c3e"})
+			delete(w.Labels, "team")
+			w.Annotations = map[string]string{"lifecycle.cattle.io/x": "true"}
+		}},
+		{name: "hosted EKS: identity from upstreamSpec, CloudID", from: &eks, want: func(w *sources.Cluster) {
+			w.Name, w.Server = "staging-eks", server+"/k8s/clusters/c-7qgnz"
+			w.KubernetesVersion = "v1.32.9-eks-113cf36"
+			w.Labels = map[string]string{
+				"env": "staging", "provider.cattle.io": "eks",
+				LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
+				LabelEKSName: "staging-eks", LabelEKSRegion: "eu-west-1", LabelEKSAccount: "210987654321",
+			}
+			w.Region, w.Account = "eu-west-1", "210987654321"
+			w.CloudID = "eks/210987654321/eu-west-1/staging-eks"
+		}},
+		{name: "hosted EKS without a role: no account, no CloudID; long name as annotation", from: &eks,
+			cluster: func(c *Cluster) {
+				c.EKSStatus = nil
+				c.EKSConfig.DisplayName = strings.Repeat("n", 70)
+			}, want: func(w *sources.Cluster) {
+				w.Name, w.Server = "staging-eks", server+"/k8s/clusters/c-7qgnz"
+				w.KubernetesVersion = "v1.32.9-eks-113cf36"
+				w.Labels = map[string]string{
+					"env": "staging", "provider.cattle.io": "eks",
+					LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
+					LabelEKSRegion: "eu-west-1",
+				}
+				w.Annotations = map[string]string{LabelEKSName: strings.Repeat("n", 70)}
+				w.Region = "eu-west-1"
+			}},
+		{name: "hosted AKS: no subscription in Rancher, no CloudID", cluster: func(c *Cluster) {
+			c.Driver, c.Provider = "AKS", "aks"
+			c.AKSConfig = &AKSConfig{ClusterName: "aks-payments", ResourceGroup: "rg-payments", ResourceLocation: "westeurope"}
+		}, want: func(w *sources.Cluster) {
+			w.Labels[LabelDriver], w.Labels[LabelProvider] = "AKS", "aks"
+			w.Labels[LabelAKSName], w.Labels[LabelAKSResourceGroup], w.Labels[LabelAKSLocation] = "aks-payments", "rg-payments", "westeurope"
+			w.Region = "westeurope"
+		}},
+		{name: "hosted AKS with a subscription (older Rancher): CloudID", cluster: func(c *Cluster) {
+			c.Driver = "AKS"
+			c.AKSStatus = &AKSStatus{UpstreamSpec: &AKSConfig{ClusterName: "aks-payments", ResourceGroup: "RG-Payments",
+				SubscriptionID: "00000000-1111-2222-3333-444444444444"}}
+		}, want: func(w *sources.Cluster) {
+			w.Labels[LabelDriver] = "AKS"
+			w.Labels[LabelAKSName], w.Labels[LabelAKSResourceGroup] = "aks-payments", "RG-Payments"
+			w.Labels[LabelAKSSubscription] = "00000000-1111-2222-3333-444444444444"
+			w.Account = "00000000-1111-2222-3333-444444444444"
+			w.CloudID = "aks/00000000-1111-2222-3333-444444444444/rg-payments/aks-payments"
+		}},
+		{name: "no version", cluster: func(c *Cluster) { c.Version = nil }, want: func(w *sources.Cluster) { w.KubernetesVersion = "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := prod
+			if tc.from != nil {
+				in = *tc.from
+			}
+			// Deep enough copies for the changes above.
+			in.Labels = clone(in.Labels)
+			in.Annotations = clone(in.Annotations)
+			if in.LocalClusterAuthEndpoint != nil {
+				e := *in.LocalClusterAuthEndpoint
+				in.LocalClusterAuthEndpoint = &e
+			}
+			if in.EKSConfig != nil {
+				e := *in.EKSConfig
+				in.EKSConfig = &e
+			}
+			if tc.cluster != nil {
+				tc.cluster(&in)
+			}
+			ca := okCA
+			if tc.ca != nil {
+				ca = *tc.ca
+			}
+			want := sources.Cluster{
+				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west",
+				Server: proxySrv, CAData: b64(rancherCAPEM),
+				Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: tokenRef},
+				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,
+			}
+			tc.want(&want)
+			got := testMapper(tc.config).toCluster(&in, ca)
+			assert.Equal(t, want, got)
+			if got.Ready {
+				require.NoError(t, got.Validate())
+				if got.CAData != "" {
+					require.NoError(t, sources.ValidateCAData(got.CAData))
+				}
+			}
+		})
+	}
+}
+
+func clone(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func TestFilter(t *testing.T) {
+	base := Cluster{ID: "c-abcde", Name: "prod-eu", State: "active", Labels: map[string]string{"env": "prod", "team": "payments"}}
+	for _, tc := range []struct {
+		name    string
+		config  func(c *Config)
+		cluster func(c *Cluster)
+		want    string
+	}{
+		{name: "active", want: ""},
+		{name: "unavailable", cluster: func(c *Cluster) { c.State = "unavailable" }, want: skipState},
+		{name: "listed state", config: func(c *Config) { c.States = []string{"active", "unavailable"} },
+			cluster: func(c *Cluster) { c.State = "unavailable" }, want: ""},
+		{name: "local by id", cluster: func(c *Cluster) { c.ID = "local" }, want: skipLocal},
+		{name: "internal", cluster: func(c *Cluster) { c.Internal = true }, want: skipLocal},
+		{name: "local included", config: func(c *Config) { c.IncludeLocal = true },
+			cluster: func(c *Cluster) { c.ID, c.Internal = "local", true }, want: ""},
+		{name: "name regex matches", config: func(c *Config) { c.NameRegex = "^prod-" }, want: ""},
+		{name: "name regex misses", config: func(c *Config) { c.NameRegex = "^dev-" }, want: skipName},
+		{name: "name regex on the id without a name", config: func(c *Config) { c.NameRegex = "^c-" },
+			cluster: func(c *Cluster) { c.Name = "" }, want: ""},
+		{name: "exclude name", config: func(c *Config) { c.ExcludeNameRegex = "eu$" }, want: skipName},
+		{name: "selector matches", config: func(c *Config) { c.LabelSelector = "env in (prod,staging),team" }, want: ""},
+		{name: "selector misses", config: func(c *Config) { c.LabelSelector = "env=dev" }, want: skipLabels},
+		{name: "exclude selector", config: func(c *Config) { c.ExcludeLabelSelector = "team=payments" }, want: skipLabels},
+		{name: "exclude selector misses", config: func(c *Config) { c.ExcludeLabelSelector = "team=search" }, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{}
+			if tc.config != nil {
+				tc.config(&cfg)
+			}
+			cfg.Default()
+			f, err := newFilter(cfg)
+			require.NoError(t, err)
+			c := base
+			c.Labels = clone(base.Labels)
+			if tc.cluster != nil {
+				tc.cluster(&c)
+			}
+			assert.Equal(t, tc.want, f.skip(&c))
+		})
+	}
+}
+
+func TestServerFilters(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		config Config
+		want   map[string]any
+	}{
+		{name: "defaults", want: map[string]any{"limit": 1000, "state": "active", "internal": "false"}},
+		{name: "several states are filtered here", config: Config{States: []string{"active", "updating"}, PageLimit: 50},
+			want: map[string]any{"limit": 50, "internal": "false"}},
+		{name: "local included", config: Config{IncludeLocal: true}, want: map[string]any{"limit": 1000, "state": "active"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.config.Default()
+			f, err := newFilter(tc.config)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, f.serverFilters(tc.config.PageLimit))
+		})
+	}
+}
+
+func TestAccountFromARN(t *testing.T) {
+	for in, want := range map[string]string{
+		"arn:aws:iam::210987654321:role/staging-eks-cluster-role": "210987654321",
+		"arn:aws-cn:iam::210987654321:role/x":                     "210987654321",
+		"arn:aws:iam::21098765432:role/x":                         "",
+		"arn:aws:iam::abcdefghijkl:role/x":                        "",
+		"staging-eks-cluster-role":                                "",
+		"":                                                        "",
+	} {
+		assert.Equal(t, want, accountFromARN(in), in)
+	}
+}
+
+func TestOnOrigin(t *testing.T) {
+	s := &Source{origin: &url.URL{Scheme: "https", Host: "rancher.example.com"}, log: slog.New(slog.DiscardHandler)}
+	l := &listing{s: s}
+	for in, want := range map[string]string{
+		"https://rancher.example.com/v3/clusters?limit=2&marker=c-1":     "https://rancher.example.com/v3/clusters?limit=2&marker=c-1",
+		"https://rancher.example.com:443/v3/clusters?marker=c-1":         "https://rancher.example.com:443/v3/clusters?marker=c-1",
+		"https://RANCHER.example.com/v3/clusters":                        "https://RANCHER.example.com/v3/clusters",
+		"http://rancher.example.com/v3/clusters?marker=c-1":              "https://rancher.example.com/v3/clusters?marker=c-1",
+		"https://rancher.cattle-system.svc/v3/clusters?marker=c-1":       "https://rancher.example.com/v3/clusters?marker=c-1",
+		"https://user:pw@rancher.example.com/v3/clusters":                "https://rancher.example.com/v3/clusters",
+		"/v3/clusters?marker=c-1":                                        "https://rancher.example.com/v3/clusters?marker=c-1",
+		"https://rancher.example.com:8443/v3/clusters?limit=2&marker=c1": "https://rancher.example.com/v3/clusters?limit=2&marker=c1",
+	} {
+		got, err := l.onOrigin(in)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, in)
+	}
+	_, err := l.onOrigin("https://[::1")
+	require.Error(t, err)
+	assert.True(t, s.warnedOrigin)
+}
+
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content, want, err string
+	}{
+		{name: "trailing newline", content: "token-abcde:xyz\n", want: "token-abcde:xyz"},
+		{name: "empty", content: " \n", err: "empty"},
+		{name: "two lines", content: "token-abcde:xyz\ntoken-fghij:uvw\n", err: "contains whitespace or control characters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := sources.SecretRef{File: writeToken(t, dir, "")}
+			require.NoError(t, os.WriteFile(ref.File, []byte(tc.content), 0o600))
+			got, err := readToken(ref)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				assert.NotContains(t, err.Error(), "xyz")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	_, err := readToken(sources.SecretRef{Env: "RANCHER_TEST_UNSET_TOKEN"})
+	require.EqualError(t, err, "token env:RANCHER_TEST_UNSET_TOKEN: not set")
+}
