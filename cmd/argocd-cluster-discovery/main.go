@@ -31,6 +31,7 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/eks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
 
@@ -119,6 +120,8 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 			spec.Source, err = eks.New(sc.Name, *sc.EKS, eks.Options{Logger: log, Registerer: sreg})
 		case sources.ProviderAKS:
 			spec.Source, err = aks.New(sc.Name, *sc.AKS, aks.Options{Logger: log, Registerer: sreg})
+		case sources.ProviderRancher:
+			spec.Source, err = rancher.New(sc.Name, *sc.Rancher, rancher.Options{Logger: log, Registerer: sreg})
 		default:
 			err = fmt.Errorf("provider %s is not available", sc.Provider)
 		}

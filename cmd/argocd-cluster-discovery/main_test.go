@@ -374,3 +374,90 @@ sources:
 	require.Equal(t, 0, code, stderr.String())
 	assert.Contains(t, stdout.String(), `"awsAuthConfig":{"clusterName":"payments-prod","roleARN":"arn:aws:iam::123456789012:role/argocd-deployer"}`)
 }
+
+// fakeRancher serves the upstream-shaped /v3 fixtures: the API root with
+// X-Api-Schemas, the schemas, two pages of clusters and the cacerts
+// setting, with the fixtures' absolute links pointing at the fake.
+func fakeRancher(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("../../testdata/fixtures/rancher", name))
+		require.NoError(t, err)
+		return b
+	}
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v3/settings/cacerts" && r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"type":"error","status":"401","message":"must authenticate"}`)
+			return
+		}
+		serve := func(name string) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(bytes.ReplaceAll(read(name), []byte("https://rancher.example.com"), []byte(srv.URL)))
+		}
+		switch {
+		case r.URL.Path == "/v3":
+			w.Header().Set("X-Api-Schemas", srv.URL+"/v3/schemas")
+			_, _ = io.WriteString(w, `{"type":"apiRoot"}`)
+		case r.URL.Path == "/v3/schemas":
+			serve("rancher-schemas-min.json")
+		case r.URL.Path == "/v3/settings/cacerts":
+			serve("rancher-settings-cacerts.json")
+		case r.URL.Path == "/v3/clusters" && r.URL.Query().Get("marker") == "c-m-2x7kqz4b":
+			serve("rancher-clusters-page2.json")
+		case r.URL.Path == "/v3/clusters":
+			serve("rancher-clusters-page1.json")
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestDiscoverRancherThroughNorman wires a rancher source from the
+// configuration file to a fake Rancher serving the upstream fixtures.
+func TestDiscoverRancherThroughNorman(t *testing.T) {
+	const token = "token-abcde:k8vq5x2m9lzt7wbr4c6nhp8sd2jfk4gqx9mt5vwl2rzc7b8nq4xsdh"
+	fake := fakeRancher(t, token)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("x"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rancher-token"), []byte(token+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(`
+server: {tokens: [{file: token}]}
+sources:
+  - name: rancher-eu
+    provider: rancher
+    rancher:
+      url: `+fake.URL+`
+      token: {file: rancher-token}
+      namePrefix: eu-
+secrets: {ownerID: fleet-a}
+`), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml")}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	var out struct {
+		Output struct {
+			Parameters []map[string]any `json:"parameters"`
+		} `json:"output"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	var got []string
+	for _, p := range out.Output.Parameters {
+		got = append(got, p["name"].(string)+" "+p["server"].(string))
+		assert.Equal(t, "rancher", p["provider"])
+	}
+	assert.Equal(t, []string{
+		"eu-prod-eu-west " + fake.URL + "/k8s/clusters/c-m-2x7kqz4b",
+		"eu-staging-eks " + fake.URL + "/k8s/clusters/c-7qgnz",
+	}, got, "active clusters across both pages; the unavailable and local ones are left out")
+	assert.NotContains(t, stdout.String()+stderr.String(), "k8vq5x2m9", "the Rancher token is in no output")
+
+	stdout.Reset()
+	code = run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Contains(t, stdout.String(), `"bearerToken":"<redacted>"`)
+	assert.NotContains(t, stdout.String(), "k8vq5x2m9")
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/eks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
 
@@ -131,11 +132,12 @@ type Source struct {
 	Name     string           `json:"name"`
 	Provider sources.Provider `json:"provider"`
 	// Interval and Timeout override the inventory defaults.
-	Interval Duration       `json:"interval,omitempty"`
-	Timeout  Duration       `json:"timeout,omitempty"`
-	Static   *static.Config `json:"static,omitempty"`
-	EKS      *eks.Config    `json:"eks,omitempty"`
-	AKS      *aks.Config    `json:"aks,omitempty"`
+	Interval Duration        `json:"interval,omitempty"`
+	Timeout  Duration        `json:"timeout,omitempty"`
+	Static   *static.Config  `json:"static,omitempty"`
+	EKS      *eks.Config     `json:"eks,omitempty"`
+	AKS      *aks.Config     `json:"aks,omitempty"`
+	Rancher  *rancher.Config `json:"rancher,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s").
@@ -314,6 +316,16 @@ func (c *Config) Validate() error {
 		}
 		c.validateSection(bad, at, &c.Sources[i])
 	}
+	prefixes := map[string]int{}
+	for i, s := range c.Sources {
+		if s.Provider != sources.ProviderRancher || s.Rancher == nil {
+			continue
+		}
+		if j, dup := prefixes[s.Rancher.NamePrefix]; dup {
+			bad(fmt.Sprintf("sources[%d].rancher.namePrefix", i), "%q is also the prefix of sources[%d]: Rancher display names and ids repeat across servers, give each Rancher source its own namePrefix", s.Rancher.NamePrefix, j)
+		}
+		prefixes[s.Rancher.NamePrefix] = i
+	}
 	c.validateSecrets(bad, duration, names)
 	return errors.Join(errs...)
 }
@@ -352,6 +364,7 @@ func (c *Config) validateSecrets(bad func(field, format string, args ...any), du
 func (c *Config) validateSection(bad func(field, format string, args ...any), at string, s *Source) {
 	sections := map[sources.Provider]bool{
 		sources.ProviderStatic: s.Static != nil, sources.ProviderEKS: s.EKS != nil, sources.ProviderAKS: s.AKS != nil,
+		sources.ProviderRancher: s.Rancher != nil,
 	}
 	for p, set := range sections {
 		if set && p != s.Provider {
@@ -380,8 +393,18 @@ func (c *Config) validateSection(bad func(field, format string, args ...any), at
 		s.AKS.Default()
 		err = s.AKS.Validate()
 	case sources.ProviderRancher:
-		bad(at+".provider", "%q is not available in this version yet (available: static, eks, aks)", s.Provider)
-		return
+		if s.Rancher == nil {
+			bad(at+".rancher", "required for provider rancher")
+			return
+		}
+		s.Rancher.Default()
+		if s.Rancher.Token.File != "" && !filepath.IsAbs(s.Rancher.Token.File) {
+			s.Rancher.Token.File = filepath.Join(c.Dir, s.Rancher.Token.File)
+		}
+		if s.Rancher.CAFile != "" && !filepath.IsAbs(s.Rancher.CAFile) {
+			s.Rancher.CAFile = filepath.Join(c.Dir, s.Rancher.CAFile)
+		}
+		err = s.Rancher.Validate()
 	default:
 		bad(at+".provider", "%q is not one of static, rancher, eks, aks", s.Provider)
 		return

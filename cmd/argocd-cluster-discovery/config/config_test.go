@@ -373,7 +373,12 @@ func TestParseInvalid(t *testing.T) {
 		{name: "provider unknown", yaml: tokens + src("    provider: gke\n"), wantErr: []string{"sources[0].provider: ", `"gke"`, "not one of"}, wantCount: 1},
 		{name: "provider missing", yaml: tokens + src(""), wantErr: []string{"sources[0].provider: ", "not one of"}, wantCount: 1},
 		{name: "provider wrong case", yaml: tokens + src("    provider: Static\n    static: {file: a.yaml}\n"), wantErr: []string{"sources[0].provider: ", "sources[0].static: only allowed"}, wantCount: 2},
-		{name: "provider rancher not yet available", yaml: tokens + src("    provider: rancher\n"), wantErr: []string{"sources[0].provider: ", `"rancher" is not available in this version`}, wantCount: 1},
+		{name: "provider rancher without its section", yaml: tokens + src("    provider: rancher\n"), wantErr: []string{"sources[0].rancher: required for provider rancher"}, wantCount: 1},
+		{name: "rancher section errors are rooted", yaml: tokens + src("    provider: rancher\n    rancher: {token: {env: T}}\n"), wantErr: []string{"sources[0].rancher.url"}},
+		{name: "two rancher sources need distinct prefixes", yaml: tokens + "sources:\n" +
+			"  - {name: eu, provider: rancher, rancher: {url: 'https://r1.example.com', token: {env: T}}}\n" +
+			"  - {name: us, provider: rancher, rancher: {url: 'https://r2.example.com', token: {env: T}}}\n",
+			wantErr: []string{"sources[1].rancher.namePrefix", "its own namePrefix"}, wantCount: 1},
 		{name: "provider eks without its section", yaml: tokens + src("    provider: eks\n"), wantErr: []string{"sources[0].eks: required for provider eks"}, wantCount: 1},
 		{name: "provider aks without its section", yaml: tokens + src("    provider: aks\n"), wantErr: []string{"sources[0].aks: required for provider aks"}, wantCount: 1},
 		{name: "eks section errors are rooted", yaml: tokens + src("    provider: eks\n    eks: {accounts: [{id: '12'}]}\n"), wantErr: []string{"sources[0].eks.regions"}},
@@ -382,7 +387,7 @@ func TestParseInvalid(t *testing.T) {
 		{
 			name:      "static section with another provider",
 			yaml:      tokens + src("    provider: rancher\n    static: {file: a.yaml}\n"),
-			wantErr:   []string{"sources[0].provider: ", "sources[0].static: only allowed with provider static"},
+			wantErr:   []string{"sources[0].static: only allowed with provider static", "sources[0].rancher: required for provider rancher"},
 			wantCount: 2,
 		},
 		{name: "static provider without static section", yaml: tokens + src("    provider: static\n"), wantErr: []string{"sources[0].static: required for provider static"}, wantCount: 1},
