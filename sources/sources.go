@@ -10,8 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
+	"unicode"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Source lists the clusters of one upstream (a Rancher server, a set of AWS
@@ -320,4 +324,24 @@ func ValidateProxyURL(s string) error {
 		return errors.New("has no host")
 	}
 	return nil
+}
+
+// ParseNamespaces reads a namespace list written in a tag, label or
+// annotation ("a,b" or "a b"): each must be a valid namespace name, and an
+// empty list is an error, because an empty Namespaces means every namespace
+// and a broken value must never widen access.
+func ParseNamespaces(v string) ([]string, error) {
+	var out []string
+	for _, ns := range strings.FieldsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == ',' }) {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name", ns)
+		}
+		if !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no namespace listed")
+	}
+	return out, nil
 }

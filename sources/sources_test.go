@@ -474,3 +474,15 @@ func TestNormalizeServerErrorsNeverQuoteTheURL(t *testing.T) {
 		assert.NotContains(t, err.Error(), "pa ss", in)
 	}
 }
+
+func TestParseNamespaces(t *testing.T) {
+	for in, want := range map[string][]string{"a,b": {"a", "b"}, " a  b,a ": {"a", "b"}, "team-x": {"team-x"}} {
+		got, err := sources.ParseNamespaces(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", " , ", "Upper", "a,b_c", "-a"} {
+		_, err := sources.ParseNamespaces(bad)
+		assert.Error(t, err, "%q must not widen access to every namespace", bad)
+	}
+}

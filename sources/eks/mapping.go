@@ -138,7 +138,7 @@ func (m *mapper) toCluster(c *types.Cluster, account Account, region string) (ma
 		notReady("invalid certificate authority data: " + err.Error())
 	}
 	if v, ok := c.Tags[m.namespacesTag]; ok {
-		ns, err := parseNamespaces(v)
+		ns, err := sources.ParseNamespaces(v)
 		if err != nil {
 			// Namespaces left empty would mean every namespace: never widen.
 			notReady(fmt.Sprintf("tag %s: %v", m.namespacesTag, err))
@@ -252,23 +252,4 @@ func replaceInvalid(s string, ok func(rune) bool) string {
 
 func trimToAlnum(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return !isAlnum(r) })
-}
-
-// parseNamespaces splits a tag value on whitespace and commas (AWS tag
-// values cannot hold commas, so whitespace is the usual separator). Every
-// entry must be a namespace name; an empty value is an error.
-func parseNamespaces(v string) ([]string, error) {
-	var out []string
-	for _, ns := range strings.FieldsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == ',' }) {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return nil, fmt.Errorf("%q is not a namespace name", ns)
-		}
-		if !slices.Contains(out, ns) {
-			out = append(out, ns)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no namespace listed")
-	}
-	return out, nil
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/rancher/norman/types"
 	"k8s.io/apimachinery/pkg/labels"
@@ -327,7 +326,7 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	}
 	out.Namespaces = slices.Clone(m.namespaces)
 	if v, ok := c.Annotations[m.namespacesAnn]; ok {
-		ns, err := parseNamespaces(v)
+		ns, err := sources.ParseNamespaces(v)
 		if err != nil {
 			// Namespaces left empty would mean every namespace: never widen.
 			notReady("annotation %s: %v", m.namespacesAnn, err)
@@ -453,22 +452,6 @@ func keep(in map[string]string, drop []string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-func parseNamespaces(v string) ([]string, error) {
-	var out []string
-	for _, ns := range strings.FieldsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == ',' }) {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return nil, fmt.Errorf("%q is not a namespace name", ns)
-		}
-		if !slices.Contains(out, ns) {
-			out = append(out, ns)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no namespace listed")
-	}
-	return out, nil
 }
 
 func first(a, b string) string {
