@@ -1,0 +1,267 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
+)
+
+// reconcilerSecretVerbs are the calls generator/clustersecret makes on
+// Secrets (secretsClient): nothing more may be granted.
+var reconcilerSecretVerbs = []string{"create", "delete", "get", "list", "update"}
+
+// TestRoleIsNamespacedAndMinimal reads the rendered RBAC objects: one Role
+// and its RoleBinding in Argo CD's namespace, nothing cluster-wide, no
+// wildcard, Secret verbs exactly the reconciler's.
+func TestRoleIsNamespacedAndMinimal(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ms := render(t, c)
+			assert.Empty(t, ms.all("ClusterRole"))
+			assert.Empty(t, ms.all("ClusterRoleBinding"))
+			role := into[rbacv1.Role](t, ms.one(t, "Role"))
+			rb := into[rbacv1.RoleBinding](t, ms.one(t, "RoleBinding"))
+			assert.Equal(t, c.argocdNS, role.Namespace, "the Role is in Argo CD's namespace")
+			assert.Equal(t, c.argocdNS, rb.Namespace)
+			assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, rb.RoleRef)
+			sa := ms.one(t, "ServiceAccount")
+			assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.GetName(), Namespace: c.ns}}, rb.Subjects)
+
+			raw, _ := configOf(t, ms, c)
+			var cfg struct {
+				Secrets struct {
+					LeaderElection struct {
+						LeaseName string `json:"leaseName"`
+					} `json:"leaderElection"`
+				} `json:"secrets"`
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(raw), &cfg))
+			require.NotEmpty(t, cfg.Secrets.LeaderElection.LeaseName)
+
+			granted := map[string][]string{} // group/resource → verbs
+			for _, r := range role.Rules {
+				assert.Empty(t, r.NonResourceURLs)
+				for _, list := range [][]string{r.Verbs, r.Resources, r.APIGroups, r.ResourceNames} {
+					assert.NotContains(t, list, "*", "no wildcard in %+v", r)
+				}
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						key := g + "/" + res
+						if res == "leases" && len(r.ResourceNames) > 0 {
+							assert.Equal(t, []string{cfg.Secrets.LeaderElection.LeaseName}, r.ResourceNames)
+							key += "@named"
+						}
+						granted[key] = append(granted[key], r.Verbs...)
+					}
+				}
+			}
+			for k := range granted {
+				sort.Strings(granted[k])
+			}
+			assert.Equal(t, map[string][]string{
+				"/secrets":                         reconcilerSecretVerbs,
+				"coordination.k8s.io/leases":       {"create"},
+				"coordination.k8s.io/leases@named": {"get", "update"},
+				"argoproj.io/applicationsets":      {"get", "list", "patch"},
+			}, granted)
+		})
+	}
+}
+
+var applicationSetGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
+
+// serviceAccount is the chart's ServiceAccount as the API server sees it.
+func serviceAccount(c chartCase) (string, []string) {
+	return fmt.Sprintf("system:serviceaccount:%s:%s", c.ns, release),
+		[]string{"system:serviceaccounts", "system:serviceaccounts:" + c.ns, "system:authenticated"}
+}
+
+// TestRoleAsAuthorized asks the API server (SubjectAccessReview, RBAC) what
+// the chart's ServiceAccount may do once the manifests are applied.
+func TestRoleAsAuthorized(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ensureApplied(t, c)
+			user, groups := serviceAccount(c)
+			can := func(verb, group, resource, ns, name string) bool {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Name: name}}}
+				res, err := kube(t).AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+				require.NoError(t, err)
+				return res.Status.Allowed
+			}
+			for _, v := range reconcilerSecretVerbs {
+				assert.True(t, can(v, "", "secrets", c.argocdNS, ""), "secrets %s in Argo CD's namespace", v)
+			}
+			assert.True(t, can("create", "coordination.k8s.io", "leases", c.argocdNS, ""))
+			assert.True(t, can("update", "coordination.k8s.io", "leases", c.argocdNS, "argocd-cluster-discovery"))
+			for _, v := range []string{"get", "list", "patch"} {
+				assert.True(t, can(v, "argoproj.io", "applicationsets", c.argocdNS, ""), "applicationsets %s", v)
+			}
+
+			denied := []struct{ verb, group, resource, ns, name string }{
+				{"list", "", "secrets", "", ""}, // cluster-wide
+				{"get", "", "secrets", "kube-system", "x"},
+				{"list", "", "secrets", "default", ""},
+				{"watch", "", "secrets", c.argocdNS, ""},
+				{"patch", "", "secrets", c.argocdNS, "x"},
+				{"deletecollection", "", "secrets", c.argocdNS, ""},
+				{"get", "", "configmaps", c.argocdNS, "argocd-cm"},
+				{"update", "coordination.k8s.io", "leases", c.argocdNS, "58ac56fa.applicationsets.argoproj.io"}, // Argo CD's own lease
+				{"delete", "coordination.k8s.io", "leases", c.argocdNS, "argocd-cluster-discovery"},
+				{"delete", "argoproj.io", "applicationsets", c.argocdNS, "x"},
+				{"create", "argoproj.io", "applications", c.argocdNS, ""},
+				{"patch", "argoproj.io", "applicationsets", "other", "x"},
+				{"list", "", "pods", c.ns, ""},
+			}
+			if c.ns != c.argocdNS {
+				denied = append(denied, struct{ verb, group, resource, ns, name string }{"get", "", "secrets", c.ns, "x"})
+			}
+			for _, d := range denied {
+				assert.False(t, can(d.verb, d.group, d.resource, d.ns, d.name), "%s %s/%s in %q must be denied", d.verb, d.group, d.resource, d.ns)
+			}
+		})
+	}
+}
+
+// TestReconcilerRunsUnderChartRBAC runs the real cluster Secret reconciler,
+// leader election and an ApplicationSet refresh patch as the chart's
+// ServiceAccount (impersonated): the Role is enough, not only not too much.
+func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
+	c := caseNamed(t, "aks") // the release and Argo CD in different namespaces
+	require.NotEqual(t, c.ns, c.argocdNS)
+	ms := ensureApplied(t, c)
+	raw, _ := configOf(t, ms, c)
+	cfg, err := config.Parse([]byte(raw), "/")
+	require.NoError(t, err)
+
+	user, groups := serviceAccount(c)
+	asSA := rest.CopyConfig(restConfig)
+	asSA.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	saKube := kubernetes.NewForConfigOrDie(asSA)
+	ctx := context.Background()
+
+	// a static source behind a real inventory
+	dir := t.TempDir()
+	write := func(servers ...string) { // cluster name = first label of the server's host
+		s := "clusters:\n"
+		for _, srv := range servers {
+			n := strings.SplitN(srv, "-", 2)[0]
+			s += fmt.Sprintf("  - {name: %s, server: 'https://%s.example.com', tenant: acme, auth: {aws: {clusterName: %s}}}\n", n, srv, n)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte(s), 0o600))
+	}
+	write("one", "two")
+	src, err := static.New(static.Config{File: "clusters.yaml"}, dir)
+	require.NoError(t, err)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src,
+		Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(ctx))
+
+	rc := cfg.Secrets.Reconciler()
+	rc.Policy = clustersecret.PolicySync
+	rc.Prune = clustersecret.PruneOptions{AfterListings: 1, MaxDeletions: 5, MaxDeletionsPercent: 100}
+	rec, err := clustersecret.New(rc, saKube, inv, nil, nil)
+	require.NoError(t, err)
+	owned := func() []string {
+		l, err := kube(t).CoreV1().Secrets(c.argocdNS).List(ctx, metav1.ListOptions{LabelSelector: clustersecret.LabelOwner + "=" + cfg.Secrets.OwnerID})
+		require.NoError(t, err)
+		var out []string
+		for _, s := range l.Items {
+			out = append(out, s.Name)
+		}
+		sort.Strings(out)
+		return out
+	}
+
+	_, err = rec.Pass(ctx) // list + create
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cluster-fleet-one", "cluster-fleet-two"}, owned())
+
+	write("one-moved") // cluster one moves to a new server (update), two leaves (delete) ...
+	require.NoError(t, inv.RefreshAll(ctx))
+	deadline := time.Now().Add(10 * time.Second)
+	for { // ... and delete (policy sync, after one complete listing without it)
+		_, err = rec.Pass(ctx)
+		require.NoError(t, err)
+		if len(owned()) == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, inv.RefreshAll(ctx))
+	}
+	assert.Equal(t, []string{"cluster-fleet-one"}, owned())
+	s, err := kube(t).CoreV1().Secrets(c.argocdNS).Get(ctx, "cluster-fleet-one", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "https://one-moved.example.com", string(s.Data["server"]))
+
+	// leader election on the chart's Lease
+	le := cfg.Secrets.LeaderElection
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rec.RunLeading(runCtx, saKube, clustersecret.LeaderElection{LeaseName: le.LeaseName, Identity: "chart-test",
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond})
+	}()
+	var renewed bool
+	var first *metav1.MicroTime
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end) && !renewed; time.Sleep(100 * time.Millisecond) {
+		l, err := kube(t).CoordinationV1().Leases(c.argocdNS).Get(ctx, le.LeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "chart-test" || l.Spec.RenewTime == nil {
+			continue
+		}
+		if first == nil {
+			first = l.Spec.RenewTime // created and acquired
+		} else if !l.Spec.RenewTime.Equal(first) {
+			renewed = true // renewed: get + update
+		}
+	}
+	cancel()
+	<-done
+	assert.NotNil(t, first, "the Lease was created and acquired as the ServiceAccount")
+	assert.True(t, renewed, "the Lease was renewed as the ServiceAccount")
+
+	// the refresh trigger's calls on an ApplicationSet of Argo CD's namespace
+	as := withNamespace(t, readExample(t, "applicationset-per-tenant.yaml").one(t, "ApplicationSet"), c.argocdNS)
+	applyObjects(t, manifests{as})
+	saDyn := dynamic.NewForConfigOrDie(asSA)
+	res := saDyn.Resource(applicationSetGVR).Namespace(c.argocdNS)
+	l, err := res.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.True(t, slices.ContainsFunc(l.Items, func(i unstructured.Unstructured) bool { return i.GetName() == as.GetName() }))
+	_, err = res.Get(ctx, as.GetName(), metav1.GetOptions{})
+	require.NoError(t, err)
+	patched, err := res.Patch(ctx, as.GetName(), types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"argocd.argoproj.io/application-set-refresh":"true"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "true", patched.GetAnnotations()["argocd.argoproj.io/application-set-refresh"])
+	err = res.Delete(ctx, as.GetName(), metav1.DeleteOptions{})
+	require.Error(t, err, "the ServiceAccount cannot delete ApplicationSets")
+}
