@@ -187,6 +187,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *
 		opts.SecretsStatus = func() any { return rec.Status() }
 		runSecrets = run
 	}
+	var runRefresh func(context.Context)
+	if cfg.ApplicationSetRefresh.Enabled {
+		if runRefresh, err = newAppSetRefresh(cfg, inv, logger, reg); err != nil {
+			return err
+		}
+	}
 	srv, err := generator.New(opts)
 	if err != nil {
 		return err
@@ -225,6 +231,10 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *
 	if runSecrets != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); runSecrets(runCtx) }()
+	}
+	if runRefresh != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); runRefresh(runCtx) }()
 	}
 
 	errc := make(chan error, len(servers))

@@ -13,9 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
@@ -32,6 +34,8 @@ type Config struct {
 	Inventory Inventory `json:"inventory"`
 	Sources   []Source  `json:"sources"`
 	Secrets   Secrets   `json:"secrets"`
+	// ApplicationSetRefresh wakes the ApplicationSets using our plugin.
+	ApplicationSetRefresh ApplicationSetRefresh `json:"applicationSetRefresh"`
 
 	// Dir is the directory of the file; relative paths are taken from it.
 	Dir string `json:"-"`
@@ -115,6 +119,23 @@ type LeaderElection struct {
 	RetryPeriod   Duration `json:"retryPeriod"`
 }
 
+// ApplicationSetRefresh configures the trigger that patches the
+// ApplicationSets using our plugin with Argo CD's refresh annotation when
+// the inventory or our cluster Secrets change. It reaches Kubernetes as the
+// Secret reconciler does (secrets.kubeconfig), takes secrets.namespace as
+// Argo CD's namespace, and elects a leader with secrets.leaderElection's
+// settings on a Lease of its own, <leaseName>-appset-refresh.
+type ApplicationSetRefresh struct {
+	Enabled bool `json:"enabled"`
+	// PluginConfigMap is the configMapRef.name of our plugin generator.
+	PluginConfigMap string `json:"pluginConfigMap"`
+	// Namespaces holding ApplicationSets: empty means secrets.namespace
+	// (Argo CD's), ["*"] every namespace.
+	Namespaces []string `json:"namespaces"`
+	// Debounce is waited after a change before refreshing.
+	Debounce Duration `json:"debounce"`
+}
+
 // Reconciler returns the reconciler's configuration.
 func (s *Secrets) Reconciler() clustersecret.Config {
 	return clustersecret.Config{
@@ -191,6 +212,7 @@ func Default() Config {
 			LeaderElection: LeaderElection{Enabled: true, LeaseName: "argocd-cluster-discovery",
 				LeaseDuration: D(15 * time.Second), RenewDeadline: D(10 * time.Second), RetryPeriod: D(2 * time.Second)},
 		},
+		ApplicationSetRefresh: ApplicationSetRefresh{PluginConfigMap: "argocd-cluster-discovery", Debounce: D(2 * time.Second)},
 	}
 }
 
@@ -327,6 +349,7 @@ func (c *Config) Validate() error {
 		prefixes[s.Rancher.NamePrefix] = i
 	}
 	c.validateSecrets(bad, duration, names)
+	c.validateAppSetRefresh(bad, duration)
 	return errors.Join(errs...)
 }
 
@@ -356,6 +379,39 @@ func (c *Config) validateSecrets(bad func(field, format string, args ...any), du
 	le := s.LeaderElection
 	if le.Enabled && (le.LeaseName == "" || le.RenewDeadline.Std() >= le.LeaseDuration.Std() || le.RetryPeriod.Std() <= 0) {
 		bad("secrets.leaderElection", "needs a leaseName and retryPeriod < renewDeadline < leaseDuration")
+	}
+}
+
+func (c *Config) validateAppSetRefresh(bad func(field, format string, args ...any), duration func(string, Duration) bool) {
+	r := &c.ApplicationSetRefresh
+	if duration("applicationSetRefresh.debounce", r.Debounce) && (r.Debounce.Std() < 100*time.Millisecond || r.Debounce.Std() > 10*time.Minute) {
+		bad("applicationSetRefresh.debounce", "must be between 100ms and 10m")
+	}
+	if !r.Enabled {
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(r.PluginConfigMap); len(errs) > 0 {
+		bad("applicationSetRefresh.pluginConfigMap", "%q is not a ConfigMap name", r.PluginConfigMap)
+	}
+	for i, ns := range r.Namespaces {
+		at := fmt.Sprintf("applicationSetRefresh.namespaces[%d]", i)
+		if ns == appsetrefresh.AllNamespaces {
+			if len(r.Namespaces) > 1 {
+				bad(at, "%q (every namespace) must be the only entry", ns)
+			}
+		} else if len(validation.IsDNS1123Label(ns)) > 0 {
+			bad(at, "%q is not a namespace name", ns)
+		}
+	}
+	if c.Secrets.Enabled {
+		return // the settings below were checked as the reconciler's
+	}
+	if len(validation.IsDNS1123Label(c.Secrets.Namespace)) > 0 {
+		bad("secrets.namespace", "%q is not a namespace name (applicationSetRefresh takes it as Argo CD's namespace)", c.Secrets.Namespace)
+	}
+	le := c.Secrets.LeaderElection
+	if le.Enabled && (le.LeaseName == "" || le.RenewDeadline.Std() >= le.LeaseDuration.Std() || le.RetryPeriod.Std() <= 0) {
+		bad("secrets.leaderElection", "needs a leaseName and retryPeriod < renewDeadline < leaseDuration (applicationSetRefresh uses it)")
 	}
 }
 

@@ -600,3 +600,38 @@ func TestSecretsSection(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want, tc.doc)
 	}
 }
+
+func TestAppSetRefreshSection(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: []\n"), 0o600))
+	parse := func(doc string) (*Config, error) {
+		return Parse([]byte(okServer+okSources+doc), dir)
+	}
+	cfg, err := parse("")
+	require.NoError(t, err)
+	r := cfg.ApplicationSetRefresh
+	assert.False(t, r.Enabled, "off unless enabled")
+	assert.Equal(t, "argocd-cluster-discovery", r.PluginConfigMap)
+	assert.Empty(t, r.Namespaces, "Argo CD's namespace (secrets.namespace)")
+	assert.Equal(t, 2*time.Second, r.Debounce.Std())
+
+	cfg, err = parse("applicationSetRefresh: {enabled: true, pluginConfigMap: discovery-eu, namespaces: ['*'], debounce: 500ms}\n")
+	require.NoError(t, err, "valid without the secrets section: it takes secrets' namespace and leader election defaults")
+	assert.Equal(t, []string{"*"}, cfg.ApplicationSetRefresh.Namespaces)
+	assert.Equal(t, 500*time.Millisecond, cfg.ApplicationSetRefresh.Debounce.Std())
+
+	for _, tc := range []struct{ doc, want string }{
+		{"applicationSetRefresh: {debounce: soon}", "applicationSetRefresh.debounce: soon is not a duration"},
+		{"applicationSetRefresh: {debounce: 1ms}", "applicationSetRefresh.debounce: must be between 100ms and 10m"},
+		{"applicationSetRefresh: {enabled: true, pluginConfigMap: ''}", `applicationSetRefresh.pluginConfigMap: "" is not a ConfigMap name`},
+		{"applicationSetRefresh: {enabled: true, namespaces: [argocd, '*']}", `applicationSetRefresh.namespaces[1]: "*" (every namespace) must be the only entry`},
+		{"applicationSetRefresh: {enabled: true, namespaces: [Team_A]}", `applicationSetRefresh.namespaces[0]: "Team_A" is not a namespace name`},
+		{"applicationSetRefresh: {enabled: true}\nsecrets: {namespace: ''}", `secrets.namespace: "" is not a namespace name (applicationSetRefresh`},
+		{"applicationSetRefresh: {enabled: true}\nsecrets: {leaderElection: {renewDeadline: 1m}}", "secrets.leaderElection: needs a leaseName"},
+		{"applicationSetRefresh: {enabled: true, namespace: argocd}", `unknown field "namespace"`},
+	} {
+		_, err := parse(tc.doc + "\n")
+		require.Error(t, err, tc.doc)
+		assert.Contains(t, err.Error(), tc.want, tc.doc)
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// refreshConfig turns the applicationSetRefresh section into the trigger's
+// configuration: no namespace means Argo CD's, and with the Secret
+// reconciler on, our Secrets wake the trigger too.
+func refreshConfig(cfg *config.Config) appsetrefresh.Config {
+	r := cfg.ApplicationSetRefresh
+	out := appsetrefresh.Config{
+		PluginConfigMap: r.PluginConfigMap, Namespaces: r.Namespaces, Debounce: r.Debounce.Std(),
+		DryRun: cfg.Secrets.DryRun, // --dry-run promises no write at all
+	}
+	if len(out.Namespaces) == 0 {
+		out.Namespaces = []string{cfg.Secrets.Namespace}
+	}
+	if cfg.Secrets.Enabled {
+		out.SecretsNamespace = cfg.Secrets.Namespace
+		out.SecretsSelector = clustersecret.LabelSecretType + "=cluster," + clustersecret.LabelManagedBy + "=" + clustersecret.ManagedByValue +
+			"," + clustersecret.LabelOwner + "=" + cfg.Secrets.OwnerID
+	}
+	return out
+}
+
+// newAppSetRefresh builds the ApplicationSet refresh trigger and the
+// function that runs it: under its own leader election, or directly when
+// secrets.leaderElection is disabled.
+func newAppSetRefresh(cfg *config.Config, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (func(context.Context), error) {
+	rc, err := kubeConfig(cfg.Secrets.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("applicationSetRefresh: %w", err)
+	}
+	rc.UserAgent = "argocd-cluster-discovery/" + version
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("applicationSetRefresh: dynamic client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("applicationSetRefresh: kubernetes client: %w", err)
+	}
+	tr, err := appsetrefresh.New(refreshConfig(cfg), dyn, kube, inv, logger, reg)
+	if err != nil {
+		return nil, fmt.Errorf("applicationSetRefresh: %w", err)
+	}
+	le := cfg.Secrets.LeaderElection
+	if !le.Enabled {
+		return tr.RunWithoutElection, nil
+	}
+	host, _ := os.Hostname()
+	election := appsetrefresh.LeaderElection{
+		Namespace: cfg.Secrets.Namespace, LeaseName: le.LeaseName + "-appset-refresh", Identity: host + "_" + uuid.NewString(),
+		LeaseDuration: le.LeaseDuration.Std(), RenewDeadline: le.RenewDeadline.Std(), RetryPeriod: le.RetryPeriod.Std(),
+	}
+	return func(ctx context.Context) {
+		if err := tr.RunLeading(ctx, election); err != nil {
+			logger.Error("applicationSetRefresh: leader election stopped", "error", err.Error())
+		}
+	}, nil
+}

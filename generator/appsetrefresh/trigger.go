@@ -1,0 +1,355 @@
+// Package appsetrefresh wakes the Argo CD ApplicationSets that use our
+// plugin when what they would generate may have changed.
+//
+// Argo CD polls a plugin generator only every requeueAfterSeconds (30
+// minutes by default), and neither our answer changing nor a cluster Secret
+// appearing wakes a plugin ApplicationSet. Its ApplicationSet controller
+// does reconcile an ApplicationSet at once when the annotation
+// argocd.argoproj.io/application-set-refresh is added (that is what its own
+// git webhook handler does), and removes the annotation at the end of a
+// successful reconcile.
+//
+// The Trigger therefore, while it holds its leader lease, and after a
+// debounce:
+//
+//   - on every change of the inventory snapshot (a cluster joined, left or
+//     changed; a source became synced, stale or fresh again), and
+//   - on every change of the cluster Secrets we write (a new Secret makes a
+//     destination valid: Argo CD skips an Application whose destination
+//     cluster has no Secret yet, and a Secret does not wake a plugin
+//     ApplicationSet),
+//
+// lists the ApplicationSets of the configured namespaces, keeps those whose
+// generators (nested matrix and merge ones included) reference our plugin
+// ConfigMap (UsesPlugin), and merge-patches only their metadata.annotations
+// with the refresh annotation. An ApplicationSet that still carries the
+// annotation (a refresh is pending, or its last reconcile failed, for example
+// while we answered 503: Argo CD keeps the annotation then) gets it removed
+// and set again, because setting it to the value it has would be no change
+// and would not wake the controller.
+package appsetrefresh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// AnnotationRefresh is the annotation Argo CD's ApplicationSet controller
+// reacts to (common.AnnotationApplicationSetRefresh).
+const AnnotationRefresh = "argocd.argoproj.io/application-set-refresh"
+
+// AllNamespaces, as the only entry of Config.Namespaces, looks for
+// ApplicationSets in every namespace.
+const AllNamespaces = "*"
+
+// FieldManager is the field manager of our patches.
+const FieldManager = "argocd-cluster-discovery"
+
+// ApplicationSets is the resource the trigger lists and patches.
+var ApplicationSets = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
+
+// Patch outcomes, the values of the metric's outcome label.
+const (
+	// OutcomePatched: the annotation was added.
+	OutcomePatched = "patched"
+	// OutcomeRepatched: the annotation was still there; it was removed and
+	// set again.
+	OutcomeRepatched = "repatched"
+	// OutcomeGone: the ApplicationSet was deleted meanwhile.
+	OutcomeGone = "gone"
+	// OutcomeFailed: the API refused or could not be reached.
+	OutcomeFailed = "failed"
+	// OutcomeDryRun: it would have been patched.
+	OutcomeDryRun = "dry_run"
+)
+
+// Config of a Trigger.
+type Config struct {
+	// PluginConfigMap is the configMapRef.name of our plugin generator.
+	PluginConfigMap string
+	// Namespaces are searched for ApplicationSets: names, or the single
+	// entry AllNamespaces.
+	Namespaces []string
+	// Debounce is waited after a change before a pass, so that a burst of
+	// changes (a listing, then the Secrets written for it) makes one pass.
+	Debounce time.Duration
+	// RetryAfter is waited before trying again after a failed pass.
+	// Default 10s.
+	RetryAfter time.Duration
+	// DryRun logs what would be patched and patches nothing.
+	DryRun bool
+	// SecretsNamespace and SecretsSelector, when the namespace is set, name
+	// the cluster Secrets (those our reconciler writes) whose creation,
+	// deletion, or change of name, server or project wakes a pass too.
+	SecretsNamespace string
+	SecretsSelector  string
+}
+
+// Validate checks the configuration; field names are those of the
+// applicationSetRefresh section of the configuration file.
+func (c *Config) Validate() error {
+	switch {
+	case c.PluginConfigMap == "":
+		return errors.New("pluginConfigMap: required")
+	case len(c.Namespaces) == 0:
+		return errors.New("namespaces: at least one, or " + AllNamespaces)
+	case len(c.Namespaces) > 1 && containsAll(c.Namespaces):
+		return fmt.Errorf("namespaces: %q must be the only entry", AllNamespaces)
+	case c.Debounce <= 0:
+		return errors.New("debounce: must be positive")
+	case c.RetryAfter < 0:
+		return errors.New("retryAfter: must not be negative")
+	}
+	return nil
+}
+
+func containsAll(ns []string) bool {
+	for _, n := range ns {
+		if n == AllNamespaces {
+			return true
+		}
+	}
+	return false
+}
+
+// Inventory is what the trigger reads from sources/inventory.
+type Inventory interface {
+	Snapshot() *inventory.Snapshot
+	Subscribe() (<-chan struct{}, func())
+}
+
+// Result counts the outcomes of one pass.
+type Result struct {
+	// Matched is the number of ApplicationSets that use our plugin.
+	Matched int
+	// Outcomes counts them by outcome.
+	Outcomes map[string]int
+}
+
+// Trigger patches the ApplicationSets that use our plugin.
+type Trigger struct {
+	cfg     Config
+	dyn     dynamic.Interface
+	kube    kubernetes.Interface
+	inv     Inventory
+	logger  *slog.Logger
+	metrics *metrics
+	leader  atomic.Bool
+}
+
+// New returns a trigger. kube is needed only to watch Secrets
+// (SecretsNamespace) and for RunLeading; it may be nil otherwise.
+func New(cfg Config, dyn dynamic.Interface, kube kubernetes.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer) (*Trigger, error) {
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = 10 * time.Second
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.SecretsNamespace != "" && kube == nil {
+		return nil, errors.New("a kubernetes client is needed to watch Secrets")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	return &Trigger{cfg: cfg, dyn: dyn, kube: kube, inv: inv, logger: logger.With("component", "appsetrefresh"), metrics: m}, nil
+}
+
+// Run makes a pass now (after the debounce) if the inventory has a
+// snapshot, then after every snapshot or Secret change, until ctx ends.
+// Run it only while holding the leader lease. A pass that fails is tried
+// again after RetryAfter.
+func (t *Trigger) Run(ctx context.Context) {
+	changes, cancel := t.inv.Subscribe()
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	if t.cfg.SecretsNamespace != "" {
+		stop := t.watchSecrets(ctx, wake)
+		defer stop()
+	}
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	reason := "start"
+	for {
+		if !sleep(ctx, t.cfg.Debounce) {
+			return
+		}
+		drain(changes)
+		drain(wake)
+		if retry != nil {
+			retry.Stop()
+			retry = nil
+		}
+		if t.inv.Snapshot().Version > 0 { // nothing was ever listed: nothing to answer yet
+			if _, err := t.Refresh(ctx, reason); err != nil && ctx.Err() == nil {
+				t.logger.Error("refreshing ApplicationSets failed; trying again", "error", err.Error(), "in", t.cfg.RetryAfter.String())
+				retry = time.NewTimer(t.cfg.RetryAfter)
+			}
+		}
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+			reason = "inventory changed"
+		case <-wake:
+			reason = "cluster Secrets changed"
+		case <-retryC:
+			retry, reason = nil, "retry"
+		}
+	}
+}
+
+// Refresh makes one pass: it patches every ApplicationSet that uses our
+// plugin in the configured namespaces. The error joins the failures; the
+// other ApplicationSets are patched all the same.
+func (t *Trigger) Refresh(ctx context.Context, reason string) (Result, error) {
+	res := Result{Outcomes: map[string]int{}}
+	start := time.Now()
+	sets, err := t.list(ctx)
+	if err != nil {
+		t.metrics.passes.WithLabelValues("error").Inc()
+		return res, err
+	}
+	var errs []error
+	for i := range sets {
+		a := &sets[i]
+		if !UsesPlugin(a.Object, t.cfg.PluginConfigMap) {
+			continue
+		}
+		res.Matched++
+		outcome, err := t.patch(ctx, a)
+		res.Outcomes[outcome]++
+		t.metrics.patches.WithLabelValues(outcome).Inc()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.logger.Debug("ApplicationSet refresh requested", "applicationSet", a.GetNamespace()+"/"+a.GetName(), "outcome", outcome)
+	}
+	err = errors.Join(errs...)
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	t.metrics.passes.WithLabelValues(result).Inc()
+	log := t.logger.Info
+	if res.Matched == 0 {
+		log = t.logger.Debug
+	}
+	log("ApplicationSets refreshed", "reason", reason, "version", t.inv.Snapshot().Version, "matched", res.Matched,
+		"patched", res.Outcomes[OutcomePatched]+res.Outcomes[OutcomeRepatched], "failed", res.Outcomes[OutcomeFailed],
+		"dryRun", t.cfg.DryRun, "took", time.Since(start).Round(time.Millisecond).String())
+	return res, err
+}
+
+// list returns the ApplicationSets of the configured namespaces, page by
+// page.
+func (t *Trigger) list(ctx context.Context) ([]unstructured.Unstructured, error) {
+	namespaces := t.cfg.Namespaces
+	if containsAll(namespaces) {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var out []unstructured.Unstructured
+	for _, ns := range namespaces {
+		opts := metav1.ListOptions{Limit: 500}
+		for {
+			l, err := t.dyn.Resource(ApplicationSets).Namespace(ns).List(ctx, opts)
+			if err != nil {
+				where := "namespace " + ns
+				if ns == metav1.NamespaceAll {
+					where = "all namespaces"
+				}
+				if apierrors.IsNotFound(err) {
+					err = fmt.Errorf("%w (is Argo CD's ApplicationSet CRD installed?)", err)
+				}
+				return nil, fmt.Errorf("list applicationsets in %s: %w", where, err)
+			}
+			out = append(out, l.Items...)
+			if l.GetContinue() == "" {
+				break
+			}
+			opts.Continue = l.GetContinue()
+		}
+	}
+	return out, nil
+}
+
+var (
+	setPatch    = []byte(`{"metadata":{"annotations":{"` + AnnotationRefresh + `":"true"}}}`)
+	removePatch = []byte(`{"metadata":{"annotations":{"` + AnnotationRefresh + `":null}}}`)
+)
+
+// patch adds the refresh annotation to a, removing it first when it is
+// already there.
+func (t *Trigger) patch(ctx context.Context, a *unstructured.Unstructured) (string, error) {
+	if t.cfg.DryRun {
+		t.logger.Info("dry run: would request a refresh", "applicationSet", a.GetNamespace()+"/"+a.GetName())
+		return OutcomeDryRun, nil
+	}
+	client := t.dyn.Resource(ApplicationSets).Namespace(a.GetNamespace())
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	outcome := OutcomePatched
+	if _, pending := a.GetAnnotations()[AnnotationRefresh]; pending {
+		outcome = OutcomeRepatched
+		if _, err := client.Patch(ctx, a.GetName(), types.MergePatchType, removePatch, opts); err != nil {
+			return t.failed(a, err)
+		}
+	}
+	if _, err := client.Patch(ctx, a.GetName(), types.MergePatchType, setPatch, opts); err != nil {
+		return t.failed(a, err)
+	}
+	return outcome, nil
+}
+
+func (t *Trigger) failed(a *unstructured.Unstructured, err error) (string, error) {
+	if apierrors.IsNotFound(err) {
+		return OutcomeGone, nil
+	}
+	return OutcomeFailed, fmt.Errorf("patch applicationset %s/%s: %w", a.GetNamespace(), a.GetName(), err)
+}
+
+// sleep waits d and reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func drain(ch <-chan struct{}) {
+	select {
+	case <-ch:
+	default:
+	}
+}
