@@ -1,0 +1,11 @@
+// Package e2e is the end-to-end suite (tests only): envtest's real
+// kube-apiserver and etcd with Argo CD's CRDs, Argo CD's real
+// argocd-applicationset-controller (v3.2.12, from bin/testbin), and our
+// service as a built binary fed by a fake Rancher and a static source. Every
+// scenario asserts on Applications and Secrets in the API server.
+//
+//	make e2e        # this suite alone, verbose
+//	make test       # every package, this one included
+//
+// Missing binaries fail the run; `make testbin` builds them.
+package e2e

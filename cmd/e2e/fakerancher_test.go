@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// fixtureHost and fixtureID are the base URL and cluster id the
+// upstream-shaped fixtures use; the fake rewrites them.
+const (
+	fixtureHost = "https://rancher.example.com"
+	fixtureID   = "c-m-2x7kqz4b"
+	fixtureName = "prod-eu-west"
+)
+
+// rancherCluster is what a test says about a Rancher cluster; the rest of
+// the object comes from the single-cluster fixture.
+type rancherCluster struct {
+	ID, Name, State string
+	Labels          map[string]string
+}
+
+// fakeRancher serves the parts of Rancher's /v3 API that the rancher source
+// reads, in Rancher's shapes: the API root with X-Api-Schemas, the schemas,
+// the cacerts setting and the cluster collection (filtered by state and
+// internal as Rancher filters them). Down makes every request a 500.
+type fakeRancher struct {
+	srv   *httptest.Server
+	token string
+
+	schemas, cacerts, cluster []byte // fixtures, host rewritten
+
+	mu       sync.Mutex
+	clusters map[string]rancherCluster
+	down     bool
+	served   int // cluster lists answered 200
+}
+
+func newFakeRancher(fixtures, token string) (*fakeRancher, error) {
+	f := &fakeRancher{token: token, clusters: map[string]rancherCluster{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	for name, dst := range map[string]*[]byte{"rancher-schemas-min.json": &f.schemas,
+		"rancher-settings-cacerts.json": &f.cacerts, "rancher-cluster-single.json": &f.cluster} {
+		b, err := os.ReadFile(filepath.Join(fixtures, name))
+		if err != nil {
+			f.srv.Close()
+			return nil, fmt.Errorf("rancher fixture: %w", err)
+		}
+		*dst = bytes.ReplaceAll(b, []byte(fixtureHost), []byte(f.srv.URL))
+	}
+	return f, nil
+}
+
+// URL of the fake Rancher server.
+func (f *fakeRancher) URL() string { return f.srv.URL }
+
+// Server is the URL at which the source serves a cluster (Rancher's proxy).
+func (f *fakeRancher) Server(id string) string { return f.srv.URL + "/k8s/clusters/" + id }
+
+func (f *fakeRancher) Close() { f.srv.Close() }
+
+// Set adds or replaces a cluster.
+func (f *fakeRancher) Set(c rancherCluster) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clusters[c.ID] = c
+}
+
+// Remove deletes a cluster from Rancher.
+func (f *fakeRancher) Remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.clusters, id)
+}
+
+// SetDown makes Rancher answer 500 to everything, or serve again.
+func (f *fakeRancher) SetDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+// Served counts the successful cluster lists.
+func (f *fakeRancher) Served() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.served
+}
+
+func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	writeJSON := func(code int, b []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(b)
+	}
+	if f.down {
+		writeJSON(http.StatusInternalServerError, []byte(`{"type":"error","status":"500","code":"ServerError","message":"Internal error occurred: etcdserver: request timed out"}`))
+		return
+	}
+	if r.URL.Path != "/v3/settings/cacerts" && r.Header.Get("Authorization") != "Bearer "+f.token {
+		writeJSON(http.StatusUnauthorized, []byte(`{"type":"error","status":"401","code":"Unauthorized","message":"must authenticate"}`))
+		return
+	}
+	switch r.URL.Path {
+	case "/v3":
+		w.Header().Set("X-Api-Schemas", f.srv.URL+"/v3/schemas")
+		writeJSON(http.StatusOK, []byte(`{"type":"apiRoot","links":{"self":"`+f.srv.URL+`/v3"}}`))
+	case "/v3/schemas":
+		writeJSON(http.StatusOK, f.schemas)
+	case "/v3/settings/cacerts":
+		writeJSON(http.StatusOK, f.cacerts)
+	case "/v3/clusters":
+		b, err := f.collection(r)
+		if err != nil {
+			writeJSON(http.StatusInternalServerError, []byte(`{"type":"error","status":"500","message":"fake: `+err.Error()+`"}`))
+			return
+		}
+		f.served++
+		writeJSON(http.StatusOK, b)
+	default:
+		writeJSON(http.StatusNotFound, []byte(`{"type":"error","status":"404","code":"NotFound","message":"not found"}`))
+	}
+}
+
+// collection renders the clusters matching the request's state and
+// internal filters, sorted by id, in one page.
+func (f *fakeRancher) collection(r *http.Request) ([]byte, error) {
+	q := r.URL.Query()
+	ids := make([]string, 0, len(f.clusters))
+	for id := range f.clusters {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	data := []any{}
+	for _, id := range ids {
+		c := f.clusters[id]
+		if s := q.Get("state"); s != "" && s != c.State {
+			continue
+		}
+		if q.Get("internal") == "true" {
+			continue // no cluster of ours is Rancher's own
+		}
+		raw := strings.NewReplacer(fixtureID, c.ID, fixtureName, c.Name).Replace(string(f.cluster))
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(raw), &obj); err != nil {
+			return nil, err
+		}
+		obj["state"] = c.State
+		obj["transitioning"] = map[bool]string{true: "no", false: "yes"}[c.State == "active"]
+		obj["labels"] = c.Labels
+		obj["uuid"] = "e2e-" + c.ID
+		data = append(data, obj)
+	}
+	limit := q.Get("limit")
+	if limit == "" {
+		limit = "1000"
+	}
+	return json.Marshal(map[string]any{
+		"type": "collection", "resourceType": "cluster",
+		"links":      map[string]string{"self": f.srv.URL + "/v3/clusters"},
+		"pagination": map[string]any{"limit": json.Number(limit), "total": len(data)},
+		"data":       data,
+	})
+}
