@@ -429,3 +429,32 @@ func TestBearerTokenFromSecretReference(t *testing.T) {
 	_, err = e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-aro", metav1.GetOptions{})
 	assert.False(t, apierrors.IsNotFound(err))
 }
+
+// TestCountdownFollowsListingsNotResyncs: with a long resync, unchanged
+// listings still advance a running prune countdown, so a cluster that left
+// is pruned after AfterListings listings.
+func TestCountdownFollowsListingsNotResyncs(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "stays", "leaves")
+	r := newReconciler(t, e, f, func(c *Config) { c.Prune.AfterListings, c.Resync = 3, time.Hour })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.RunWithoutElection(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return len(e.secrets()) == 2 }, 10*time.Second, 10*time.Millisecond)
+
+	f.write("stays")
+	for i := 1; i <= 3; i++ {
+		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, f.refresh())
+		if i < 3 {
+			require.Eventually(t, func() bool {
+				st := r.Status()
+				return len(st.Pending) == 1 && st.Pending[0].Missed == i
+			}, 10*time.Second, 10*time.Millisecond, "listing %d counted", i)
+			assert.Len(t, e.secrets(), 2)
+		}
+	}
+	require.Eventually(t, func() bool { return len(e.secrets()) == 1 }, 10*time.Second, 10*time.Millisecond, "pruned after 3 listings, long before a resync")
+	assert.Equal(t, []string{"cluster-fleet-stays"}, e.secretNames())
+}

@@ -89,6 +89,7 @@ func (c *Config) Validate() error {
 type Inventory interface {
 	SnapshotAndListings() (*inventory.Snapshot, map[string]time.Time)
 	Subscribe() (<-chan struct{}, func())
+	SubscribeListings() (<-chan struct{}, func())
 }
 
 // Status is what /status shows of the reconciler.
@@ -119,6 +120,9 @@ type Reconciler struct {
 	logger  *slog.Logger
 	metrics *metrics
 	leader  atomic.Bool
+	// countingDown is set when the last pass left a prune countdown that a
+	// new listing would advance.
+	countingDown atomic.Bool
 
 	mu     sync.Mutex
 	status Status
@@ -160,29 +164,51 @@ func (r *Reconciler) Status() Status {
 	return st
 }
 
-// Run makes a pass now, after every snapshot change (debounced) and every
-// Resync, until ctx ends. Run it only while holding the leader lease: when
-// ctx is cancelled, writes in flight are abandoned and no new one starts.
+// Run makes a pass now, after every snapshot change (debounced), after
+// every complete listing while a prune countdown is running (so that it
+// counts listings, not resyncs), and every Resync, until ctx ends. Run it
+// only while holding the leader lease: when ctx is cancelled, writes in
+// flight are abandoned and no new one starts.
 func (r *Reconciler) Run(ctx context.Context) {
-	changes, cancel := r.inv.Subscribe()
-	defer cancel()
+	changes, cancelChanges := r.inv.Subscribe()
+	defer cancelChanges()
+	listings, cancelListings := r.inv.SubscribeListings()
+	defer cancelListings()
 	resync := time.NewTicker(r.cfg.Resync)
 	defer resync.Stop()
 	for {
 		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			r.logger.Error("reconcile pass failed; nothing was deleted", "error", err.Error())
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-resync.C:
-		case <-changes:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-resync.C:
+				break wait
+			case <-changes:
+			case <-listings:
+				if !r.countingDown.Load() {
+					continue // an unchanged listing: nothing to do
+				}
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(r.cfg.Debounce):
 			}
+			drain(changes)
+			drain(listings)
+			break
 		}
+	}
+}
+
+func drain(ch <-chan struct{}) {
+	select {
+	case <-ch:
+	default:
 	}
 }
 
@@ -213,6 +239,11 @@ func (r *Reconciler) Pass(ctx context.Context) (Changes, error) {
 	r.metrics.clashes.Set(float64(len(ch.Clashes)))
 	r.metrics.blocked.Set(float64(len(ch.Blocked)))
 	r.metrics.pending.Set(float64(len(ch.Pending)))
+	advancing := false
+	for _, p := range ch.Pending {
+		advancing = advancing || p.Held == ""
+	}
+	r.countingDown.Store(advancing)
 	return ch, nil
 }
 

@@ -198,7 +198,7 @@ type Inventory struct {
 
 	mu     sync.Mutex
 	states []*sourceState
-	subs   map[int]chan struct{}
+	subs   map[int]subscriber
 	nextID int
 
 	snap atomic.Pointer[Snapshot]
@@ -230,7 +230,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, metrics: m, subs: map[int]chan struct{}{}}
+	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, metrics: m, subs: map[int]subscriber{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -260,16 +260,33 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 // Snapshot returns the current snapshot. It never returns nil.
 func (inv *Inventory) Snapshot() *Snapshot { return inv.snap.Load() }
 
+type subscriber struct {
+	ch chan struct{}
+	// listings: told after every successful listing, changed or not.
+	listings bool
+}
+
 // Subscribe returns a channel that receives a value after the snapshot
 // changes. Notifications coalesce: a slow subscriber sees one value for
 // several changes and should read Snapshot afterwards. Call cancel to stop.
 func (inv *Inventory) Subscribe() (<-chan struct{}, func()) {
+	return inv.subscribe(false)
+}
+
+// SubscribeListings is Subscribe, also told after every successful listing
+// that changed nothing: for consumers that count listings (the Secret
+// reconciler's prune countdown).
+func (inv *Inventory) SubscribeListings() (<-chan struct{}, func()) {
+	return inv.subscribe(true)
+}
+
+func (inv *Inventory) subscribe(listings bool) (<-chan struct{}, func()) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	id := inv.nextID
 	inv.nextID++
 	ch := make(chan struct{}, 1)
-	inv.subs[id] = ch
+	inv.subs[id] = subscriber{ch: ch, listings: listings}
 	return ch, func() {
 		inv.mu.Lock()
 		defer inv.mu.Unlock()
@@ -478,9 +495,11 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 		inv.metrics.version.Set(float64(next.Version))
 		inv.metrics.conflicts.Set(float64(len(next.Conflicts)))
 		inv.metrics.duplicates.Set(float64(len(next.Duplicates)))
-		for _, ch := range inv.subs {
+	}
+	for _, sub := range inv.subs {
+		if changed || (sub.listings && err == nil) {
 			select {
-			case ch <- struct{}{}:
+			case sub.ch <- struct{}{}:
 			default:
 			}
 		}

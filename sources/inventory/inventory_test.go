@@ -385,3 +385,24 @@ func TestOneClusterIsServedOnce(t *testing.T) {
 	_, err := New(nil, Options{Prefer: "both"})
 	assert.ErrorContains(t, err, "prefer")
 }
+
+func TestSubscribeListingsHearsUnchangedListings(t *testing.T) {
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}, {clusters: []sources.Cluster{cluster("a")}}, {err: errors.New("down")}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
+	require.NoError(t, err)
+	changes, c1 := inv.Subscribe()
+	defer c1()
+	listings, c2 := inv.SubscribeListings()
+	defer c2()
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Len(t, changes, 1)
+	require.Len(t, listings, 1)
+	<-changes
+	<-listings
+	require.NoError(t, inv.RefreshAll(context.Background())) // same content
+	assert.Len(t, changes, 0, "no change, no notification")
+	assert.Len(t, listings, 1, "but one more complete listing")
+	<-listings
+	require.Error(t, inv.RefreshAll(context.Background())) // fails: now stale, a change
+	assert.Len(t, changes, 1)
+}
