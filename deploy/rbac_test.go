@@ -59,6 +59,9 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 						LeaseName string `json:"leaseName"`
 					} `json:"leaderElection"`
 				} `json:"secrets"`
+				ApplicationSetRefresh struct {
+					Enabled bool `json:"enabled"`
+				} `json:"applicationSetRefresh"`
 			}
 			require.NoError(t, yaml.Unmarshal([]byte(raw), &cfg))
 			require.NotEmpty(t, cfg.Secrets.LeaderElection.LeaseName)
@@ -73,7 +76,11 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 					for _, res := range r.Resources {
 						key := g + "/" + res
 						if res == "leases" && len(r.ResourceNames) > 0 {
-							assert.Equal(t, []string{cfg.Secrets.LeaderElection.LeaseName}, r.ResourceNames)
+							leases := []string{cfg.Secrets.LeaderElection.LeaseName}
+							if cfg.ApplicationSetRefresh.Enabled {
+								leases = append(leases, cfg.Secrets.LeaderElection.LeaseName+"-appset-refresh")
+							}
+							assert.Equal(t, leases, r.ResourceNames)
 							key += "@named"
 						}
 						granted[key] = append(granted[key], r.Verbs...)
@@ -83,8 +90,14 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 			for k := range granted {
 				sort.Strings(granted[k])
 			}
+			secretVerbs := reconcilerSecretVerbs
+			if cfg.ApplicationSetRefresh.Enabled {
+				// the refresh trigger watches our cluster Secrets
+				secretVerbs = append(slices.Clone(secretVerbs), "list", "watch")
+				sort.Strings(secretVerbs)
+			}
 			assert.Equal(t, map[string][]string{
-				"/secrets":                         reconcilerSecretVerbs,
+				"/secrets":                         secretVerbs,
 				"coordination.k8s.io/leases":       {"create"},
 				"coordination.k8s.io/leases@named": {"get", "update"},
 				"argoproj.io/applicationsets":      {"get", "list", "patch"},
@@ -106,7 +119,15 @@ func serviceAccount(c chartCase) (string, []string) {
 func TestRoleAsAuthorized(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ensureApplied(t, c)
+			ms := ensureApplied(t, c)
+			raw, _ := configOf(t, ms, c)
+			var cfg struct {
+				ApplicationSetRefresh struct {
+					Enabled bool `json:"enabled"`
+				} `json:"applicationSetRefresh"`
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(raw), &cfg))
+			refresh := cfg.ApplicationSetRefresh.Enabled
 			user, groups := serviceAccount(c)
 			can := func(verb, group, resource, ns, name string) bool {
 				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
@@ -128,7 +149,6 @@ func TestRoleAsAuthorized(t *testing.T) {
 				{"list", "", "secrets", "", ""}, // cluster-wide
 				{"get", "", "secrets", "kube-system", "x"},
 				{"list", "", "secrets", "default", ""},
-				{"watch", "", "secrets", c.argocdNS, ""},
 				{"patch", "", "secrets", c.argocdNS, "x"},
 				{"deletecollection", "", "secrets", c.argocdNS, ""},
 				{"get", "", "configmaps", c.argocdNS, "argocd-cm"},
@@ -141,6 +161,11 @@ func TestRoleAsAuthorized(t *testing.T) {
 			}
 			if c.ns != c.argocdNS {
 				denied = append(denied, struct{ verb, group, resource, ns, name string }{"get", "", "secrets", c.ns, "x"})
+			}
+			// only the refresh trigger watches (our cluster Secrets, in Argo CD's namespace)
+			assert.Equal(t, refresh, can("watch", "", "secrets", c.argocdNS, ""), "watch secrets iff applicationSetRefresh")
+			if refresh {
+				assert.True(t, can("update", "coordination.k8s.io", "leases", c.argocdNS, "argocd-cluster-discovery-appset-refresh"))
 			}
 			for _, d := range denied {
 				assert.False(t, can(d.verb, d.group, d.resource, d.ns, d.name), "%s %s/%s in %q must be denied", d.verb, d.group, d.resource, d.ns)

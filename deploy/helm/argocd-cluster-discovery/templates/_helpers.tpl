@@ -135,6 +135,11 @@ namespace, the owner id). It is the input of the config checksum annotation.
 {{- $_ := set $secrets "namespace" (include "acd.argocdNamespace" .) }}
 {{- $_ := set $secrets "ownerID" (include "acd.ownerID" .) }}
 {{- $_ := set $c "secrets" $secrets }}
+{{- $refresh := deepCopy (.Values.config.applicationSetRefresh | default dict) }}
+{{- if $refresh.enabled }}
+{{- $_ := set $refresh "pluginConfigMap" (include "acd.pluginName" .) }}
+{{- $_ := set $c "applicationSetRefresh" $refresh }}
+{{- end }}
 {{- toYaml $c }}
 {{- end }}
 
