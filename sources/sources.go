@@ -266,6 +266,9 @@ func NormalizeServer(s string) (string, error) {
 	if strings.ContainsAny(s, "?#") || u.Opaque != "" {
 		return "", fmt.Errorf("server url must not have a query or fragment")
 	}
+	if strings.ContainsFunc(s, unicode.IsSpace) { // "https://h/ /" would keep a space
+		return "", fmt.Errorf("server url must not contain whitespace")
+	}
 	return s, nil
 }
 

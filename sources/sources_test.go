@@ -44,6 +44,8 @@ func TestNormalizeServer(t *testing.T) {
 		{name: "surrounding whitespace trimmed", in: "  https://k8s.example.com/ \n", want: "https://k8s.example.com"},
 
 		// Rejected.
+		{name: "space before a trailing slash", in: "https://k8s.example.com/ /", wantErr: "must not contain whitespace"},
+		{name: "space in the path", in: "https://rancher.example.com/k8s/clusters/c 1", wantErr: "must not contain whitespace"},
 		{name: "empty", in: "", wantErr: "scheme must be https or http"},
 		{name: "only whitespace", in: "   ", wantErr: "scheme must be https or http"},
 		{name: "no scheme", in: "k8s.example.com", wantErr: "scheme must be https or http"},
