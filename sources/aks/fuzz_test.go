@@ -1,0 +1,187 @@
+package aks
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fuzzseed"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// FuzzManagedCluster decodes any JSON with the SDK's
+// ManagedCluster.UnmarshalJSON, as the managed cluster pager does, and maps
+// it with two configurations (the defaults; every state, private clusters
+// through their private FQDN and a proxy, a name template over tags):
+//   - nothing panics; the mapping is deterministic;
+//   - a listed cluster is an AKS cluster of the subscription, with a name
+//     Argo CD accepts (no spaces or control characters, ≤ 253 bytes), the
+//     resource id annotation, and the configured exec auth, identical for
+//     every cluster and holding no token;
+//   - its labels are valid Kubernetes labels;
+//   - ready means a server in normal form; not ready always has a reason;
+//     namespaces are namespace names;
+//   - the mapping does not depend on the cluster's credentials (service
+//     principal secret, Windows admin password, Linux SSH keys, legacy AAD
+//     server app secret): none of them reaches the model.
+//
+// Run it with: go test ./sources/aks -run '^$' -fuzz '^FuzzManagedCluster$' -fuzztime 1m
+func FuzzManagedCluster(f *testing.F) {
+	fuzzseed.Add(f)
+	// and each cluster of the upstream-shaped list page
+	var page struct{ Value []json.RawMessage }
+	raw, err := os.ReadFile(filepath.Join(fuzzseed.Root(f), "testdata", "fixtures", "aks", "aks-managed-clusters-list.json"))
+	if err != nil || json.Unmarshal(raw, &page) != nil || len(page.Value) == 0 {
+		f.Fatalf("fixture aks-managed-clusters-list.json: %v", err)
+	}
+	for _, mc := range page.Value {
+		f.Add([]byte(mc))
+	}
+	var mappers []*mapper
+	for _, cfg := range []Config{{}, {
+		ProvisioningStates: []string{"*"}, PowerStates: []string{"*"},
+		PrivateClusters: PrivateFQDN, PrivateProxyURL: "socks5://proxy.internal:1080",
+		ExcludeTags: map[string]string{"legacy": "*"}, IgnoreTags: []string{"cost center"},
+		NamePrefix: "az-", NameTemplate: `{{.ResourceGroup}}-{{.Name}}-{{index .Tags "env"}}`,
+	}} {
+		cfg.Default()
+		if err := cfg.Validate(); err != nil {
+			f.Fatal(err)
+		}
+		m, err := newMapper(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			f.Fatal(err)
+		}
+		mappers = append(mappers, m)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var mc armcontainerservice.ManagedCluster
+		if mc.UnmarshalJSON(raw) != nil {
+			return // the pager fails the page, and so the listing
+		}
+		for _, m := range mappers {
+			got, err := m.mapCluster(subA, &mc)
+			if err != nil {
+				continue
+			}
+			again, _ := m.mapCluster(subA, &mc)
+			if !reflect.DeepEqual(got, again) {
+				t.Fatalf("mapping the same cluster twice differs")
+			}
+			withoutCreds, err := m.mapCluster(subA, withoutCredentials(&mc))
+			if err != nil || !reflect.DeepEqual(got, withoutCreds) {
+				t.Fatalf("the mapped cluster depends on the cluster's credentials (error %v)", err)
+			}
+			if got.skip == "" {
+				checkMapped(t, m, &got, &mc)
+			}
+		}
+	})
+}
+
+// withoutCredentials is a copy of mc without any credential field.
+func withoutCredentials(mc *armcontainerservice.ManagedCluster) *armcontainerservice.ManagedCluster {
+	out := *mc
+	if mc.Properties == nil {
+		return &out
+	}
+	p := *mc.Properties
+	p.ServicePrincipalProfile, p.WindowsProfile, p.LinuxProfile = nil, nil, nil
+	if p.AADProfile != nil {
+		aad := *p.AADProfile
+		aad.ServerAppSecret = nil
+		p.AADProfile = &aad
+	}
+	out.Properties = &p
+	return &out
+}
+
+func checkMapped(t *testing.T, m *mapper, got *mapped, mc *armcontainerservice.ManagedCluster) {
+	t.Helper()
+	c := &got.cluster
+	if c.Provider != sources.ProviderAKS || c.Account != subA || !strings.HasPrefix(c.CloudID, "aks/") {
+		t.Fatalf("identity: provider %q, account %q, cloud id %q", c.Provider, c.Account, c.CloudID)
+	}
+	if c.Name == "" || len(c.Name) > 253 || strings.ContainsFunc(c.Name, isBadNameRune) {
+		t.Fatalf("name %q", c.Name)
+	}
+	if c.Annotations[AnnotationResourceID] != *mc.ID {
+		t.Fatalf("resource id annotation %q, id %q", c.Annotations[AnnotationResourceID], *mc.ID)
+	}
+	if err := c.Auth.Validate(); err != nil || c.Auth.Kind != sources.AuthExec || c.Auth.TokenRef != nil ||
+		!reflect.DeepEqual(c.Auth.Exec, m.execProvider()) {
+		t.Fatalf("auth %+v is not the configured exec provider (%v)", c.Auth, err)
+	}
+	for k, v := range c.Labels {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			t.Fatalf("label key %q: %v", k, errs)
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Fatalf("label %s value %q: %v", k, v, errs)
+		}
+	}
+	for _, ns := range c.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			t.Fatalf("namespace %q: %v", ns, errs)
+		}
+	}
+	if !c.Ready {
+		if c.NotReadyReason == "" || got.needCA {
+			t.Fatalf("not ready: reason %q, needCA %v", c.NotReadyReason, got.needCA)
+		}
+		return
+	}
+	if srv, err := sources.NormalizeServer(c.Server); err != nil || srv != c.Server || c.NotReadyReason != "" {
+		t.Fatalf("ready cluster: server %q (%v), reason %q", c.Server, err, c.NotReadyReason)
+	}
+	if !got.needCA {
+		t.Fatal("ready cluster without a CA to fetch")
+	}
+}
+
+// caErrors are every error caFromCredentials may return besides
+// "certificate-authority-data: ..." (about the CA, which is no secret).
+var caErrors = []string{
+	"the response holds no kubeconfig", "the kubeconfig does not parse", "the kubeconfig names no cluster",
+	"the kubeconfig has no certificate-authority-data",
+}
+
+// FuzzCredentialResults decodes any listClusterUserCredential answer with
+// the SDK (which base64-decodes each kubeconfig) and reads the CA from it:
+//   - nothing panics;
+//   - an error is one of the fixed messages or is about the CA data: the
+//     kubeconfig may hold a user's token or key, and no error quotes it;
+//   - a result is base64 of a PEM bundle of certificates only.
+//
+// Run it with: go test ./sources/aks -run '^$' -fuzz '^FuzzCredentialResults$' -fuzztime 1m
+func FuzzCredentialResults(f *testing.F) {
+	fuzzseed.Add(f, "testdata/fixtures/aks/aks-list-cluster-user-credentials.json")
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var res armcontainerservice.CredentialResults
+		if res.UnmarshalJSON(raw) != nil {
+			return
+		}
+		caData, err := caFromCredentials(res)
+		if err != nil {
+			msg := err.Error()
+			if caData != "" {
+				t.Fatal("caData with an error")
+			}
+			if !strings.HasPrefix(msg, "certificate-authority-data: ") && !slices.Contains(caErrors, msg) {
+				t.Fatalf("unexpected error text (it may quote the kubeconfig): %q", msg)
+			}
+			return
+		}
+		if err := sources.ValidateCAData(caData); err != nil {
+			t.Fatalf("caData accepted but invalid: %v", err)
+		}
+	})
+}

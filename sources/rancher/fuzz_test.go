@@ -1,0 +1,145 @@
+package rancher
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fuzzseed"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// ownLabels are the keys under the reserved prefix that the mapper sets.
+var ownLabels = []string{
+	LabelClusterID, LabelDriver, LabelProvider, LabelEndpoint, LabelEKSName, LabelEKSRegion, LabelEKSAccount,
+	LabelAKSName, LabelAKSResourceGroup, LabelAKSLocation, LabelAKSSubscription,
+}
+
+// FuzzClusterCollection decodes any page of GET /v3/clusters as norman
+// does (encoding/json into the collection) and runs the filter and the
+// mapping of every cluster with an id, with two configurations (the
+// defaults with Rancher's CA; ACE for every cluster with a name prefix and
+// default scope) and three CA outcomes (none, a PEM, a problem):
+//   - nothing panics; the mapping is deterministic;
+//   - a mapped cluster is a Rancher cluster of the source, named prefix +
+//     display name, whose server is always valid and in normal form (even
+//     when not ready), and whose auth is the configured token reference:
+//     a reference, never a token value;
+//   - keys under the source's reserved prefix are only its own, with valid
+//     label values; a cluster cannot fake them;
+//   - ready means a usable state and no reason; not ready always has one;
+//   - caData is empty or base64 PEM; namespaces are namespace names, and
+//     an annotation that cannot be read makes the cluster not ready rather
+//     than "every namespace".
+//
+// Run it with: go test ./sources/rancher -run '^$' -fuzz '^FuzzClusterCollection$' -fuzztime 1m
+func FuzzClusterCollection(f *testing.F) {
+	fuzzseed.Add(f, "testdata/fixtures/rancher/rancher-clusters-page1.json", "testdata/fixtures/rancher/rancher-clusters-page2.json")
+	type setup struct {
+		cfg    Config
+		mapper *mapper
+		filter *filter
+	}
+	var setups []setup
+	for _, change := range []func(*Config){
+		func(*Config) {},
+		func(c *Config) {
+			c.ACE, c.NamePrefix, c.Tenant, c.Project, c.Namespaces = true, "eu-", "platform", "platform", []string{"default"}
+			c.States, c.IncludeLocal = []string{"active", "updating", "error", "provisioning", "unavailable"}, true
+			c.LabelSelector, c.ExcludeNameRegex = "!legacy", "^tmp-"
+		},
+	} {
+		c := Config{URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/var/run/rancher/token"}}
+		change(&c)
+		c.Default()
+		if err := c.Validate(); err != nil {
+			f.Fatal(err)
+		}
+		flt, err := newFilter(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		setups = append(setups, setup{cfg: c, mapper: newMapper("rancher-a", c.URL, c), filter: flt})
+	}
+	cas := []rancherCA{{}, {PEM: rancherCAPEM}, {Problem: "the cacerts setting is not PEM"}}
+	f.Fuzz(func(t *testing.T, page []byte) {
+		var col clusterCollection
+		if json.Unmarshal(page, &col) != nil {
+			return
+		}
+		for i := range col.Data {
+			c := &col.Data[i]
+			if c.ID == "" {
+				continue // the listing fails on a cluster without id
+			}
+			for _, s := range setups {
+				_ = s.filter.skip(c)
+				for _, ca := range cas {
+					got := s.mapper.toCluster(c, ca)
+					if again := s.mapper.toCluster(c, ca); !reflect.DeepEqual(got, again) {
+						t.Fatalf("mapping cluster %s twice differs", c.ID)
+					}
+					checkMapped(t, &s.cfg, c, &got)
+				}
+			}
+		}
+	})
+}
+
+func checkMapped(t *testing.T, cfg *Config, in *Cluster, c *sources.Cluster) {
+	t.Helper()
+	if c.Provider != sources.ProviderRancher || c.Source != "rancher-a" || c.Name != cfg.NamePrefix+in.displayName() {
+		t.Fatalf("identity: provider %q, source %q, name %q", c.Provider, c.Source, c.Name)
+	}
+	if srv, err := sources.NormalizeServer(c.Server); err != nil || srv != c.Server {
+		t.Fatalf("cluster %s: server %q not valid and normal (%v)", in.ID, c.Server, err)
+	}
+	if c.Auth.Kind != sources.AuthBearerToken || c.Auth.TokenRef == nil || *c.Auth.TokenRef != cfg.Token ||
+		c.Auth.AWS != nil || c.Auth.Exec != nil {
+		t.Fatalf("auth %+v is not the configured token reference", c.Auth)
+	}
+	for _, m := range []map[string]string{c.Labels, c.Annotations} {
+		for k, v := range m {
+			if !strings.HasPrefix(k, reservedPrefix) {
+				continue
+			}
+			if !slices.Contains(ownLabels, k) {
+				t.Fatalf("key %s under the reserved prefix came from Rancher", k)
+			}
+			if _, isLabel := c.Labels[k]; isLabel && len(validation.IsValidLabelValue(v)) > 0 {
+				t.Fatalf("label %s has invalid value %q", k, v)
+			}
+		}
+	}
+	if c.Labels[LabelEndpoint] != EndpointProxy && c.Labels[LabelEndpoint] != EndpointACE {
+		t.Fatalf("endpoint label %q", c.Labels[LabelEndpoint])
+	}
+	if c.Ready {
+		if c.NotReadyReason != "" || in.State != "active" && in.State != "updating" {
+			t.Fatalf("ready in state %q with reason %q", in.State, c.NotReadyReason)
+		}
+	} else if c.NotReadyReason == "" {
+		t.Fatal("not ready without a reason")
+	}
+	if c.CAData != "" {
+		if err := sources.ValidateCAData(c.CAData); err != nil {
+			t.Fatalf("caData invalid: %v", err)
+		}
+		if _, err := base64.StdEncoding.DecodeString(c.CAData); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range c.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			t.Fatalf("namespace %q: %v", ns, errs)
+		}
+	}
+	if _, ok := in.Annotations[cfg.NamespacesAnnotation]; ok && len(c.Namespaces) == 0 && c.Ready {
+		t.Fatalf("namespaces annotation %q became every namespace", in.Annotations[cfg.NamespacesAnnotation])
+	}
+}
