@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// The synthetic fleet: every cluster has a tenant, an environment, a region
+// and a tier, as labels and fields, and the same realistic CA (RSA 2048,
+// the size EKS and AKS hand out), so that memory is measured with the
+// caData a real inventory holds.
+var (
+	tenantCount = 20
+	envs        = []string{"prod", "staging", "dev"}
+	regions     = []string{"eu-west-1", "eu-central-1", "us-east-1", "westeurope"}
+	tiers       = []string{"gold", "silver", "bronze"}
+	// sourceNames split the fleet in two static sources.
+	sourceNames = []string{"load-a", "load-b"}
+)
+
+type cluster struct {
+	name, source, tenant, env, region, tier string
+}
+
+func tenantName(i int) string { return fmt.Sprintf("tenant-%02d", i) }
+
+func fleet(n int) []cluster {
+	out := make([]cluster, n)
+	for i := range out {
+		out[i] = cluster{
+			tenant: tenantName(i % tenantCount), env: envs[i%len(envs)], region: regions[i%len(regions)],
+			tier: tiers[(i/7)%len(tiers)], source: sourceNames[i%len(sourceNames)],
+		}
+		out[i].name = fmt.Sprintf("%s-%s-%06d", out[i].tenant, out[i].env, i)
+	}
+	return out
+}
+
+// input is one kind of request body and the clusters its answer must hold.
+type input struct {
+	kind  string // all, tenant, selector, source
+	body  []byte
+	match func(*cluster) bool
+	// want is the number of parameter sets in the answer; size is the
+	// length of the verified answer, checked on every response.
+	want, size int
+}
+
+// inputs are the request bodies the connections cycle through, as Argo CD's
+// plugin generator sends them: every cluster, each tenant, a label selector
+// (alone and with a tenant) and one source.
+func inputs() []*input {
+	body := func(params string) []byte {
+		return []byte(`{"applicationSetName":"load","input":{"parameters":` + params + "}}\n")
+	}
+	ins := []*input{{kind: "all", body: []byte(`{"applicationSetName":"load","input":{}}` + "\n"), match: func(*cluster) bool { return true }}}
+	for t := range tenantCount {
+		name := tenantName(t)
+		ins = append(ins, &input{kind: "tenant", body: body(`{"tenant":"` + name + `"}`), match: func(c *cluster) bool { return c.tenant == name }})
+	}
+	prodOrStaging := func(c *cluster) bool { return (c.env == "prod" || c.env == "staging") && c.tier != "bronze" }
+	ins = append(ins,
+		&input{kind: "selector", body: body(`{"labelSelector":"env in (prod,staging),tier!=bronze"}`), match: prodOrStaging},
+		&input{kind: "selector", body: body(`{"tenant":"tenant-03","labelSelector":"env=prod,region notin (us-east-1)"}`),
+			match: func(c *cluster) bool { return c.tenant == "tenant-03" && c.env == "prod" && c.region != "us-east-1" }},
+		&input{kind: "source", body: body(`{"source":"load-b","provider":"static"}`), match: func(c *cluster) bool { return c.source == "load-b" }},
+	)
+	return ins
+}
+
+// kinds lists the input kinds in report order.
+func kinds(ins []*input) []string {
+	var out []string
+	for _, in := range ins {
+		if !slices.Contains(out, in.kind) {
+			out = append(out, in.kind)
+		}
+	}
+	return out
+}
+
+// writeService writes the clusters files, the token and the configuration
+// into dir and returns the configuration's path.
+func writeService(dir string, cs []cluster, listen, token string) (string, error) {
+	caData, err := newCAData()
+	if err != nil {
+		return "", err
+	}
+	for _, src := range sourceNames {
+		if err := writeClusters(filepath.Join(dir, src+".yaml"), cs, src, caData); err != nil {
+			return "", err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	cfg := fmt.Sprintf(`log: {level: info, format: json}
+server:
+  listen: %q
+  tokens: [{file: token}]
+sources:
+`, listen)
+	for _, src := range sourceNames {
+		cfg += fmt.Sprintf("  - {name: %s, provider: static, static: {file: %s.yaml}}\n", src, src)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+func writeClusters(path string, cs []cluster, source, caData string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "clusters:")
+	for i, c := range cs {
+		if c.source != source {
+			continue
+		}
+		fmt.Fprintf(w, `  - name: %s
+    server: https://c%06d.k8s.cluster-discovery.invalid
+    caData: %s
+    tenant: %s
+    project: %s
+    region: %s
+    account: "111111111111"
+    kubernetesVersion: v1.31.4
+    labels: {tenant: %s, env: %s, region: %s, tier: %s}
+    annotations: {owner: team-%s@example.com}
+    auth: {aws: {clusterName: %s, roleARN: "arn:aws:iam::111111111111:role/argocd", region: %s}}
+`, c.name, i, caData, c.tenant, c.tenant, c.region, c.tenant, c.env, c.region, c.tier, c.tenant, c.name, c.region)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// newCAData is base64 of a fresh self-signed RSA 2048 CA certificate.
+func newCAData() (string, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), nil
+}

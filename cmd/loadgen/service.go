@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// buildService builds the service binary into dir from the module that
+// holds this program's source (the current directory's module).
+func buildService(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	bin := filepath.Join(dir, "argocd-cluster-discovery")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/argocd-cluster-discovery")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build: %w", err)
+	}
+	return bin, nil
+}
+
+// freeLoopbackAddr returns a loopback address with a port free right now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// service is the running binary.
+type service struct {
+	cmd  *exec.Cmd
+	base string // http://127.0.0.1:port
+	log  string // its stdout and stderr
+	done chan error
+}
+
+func startService(bin, config, addr, logPath string) (*service, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "serve", "--config", config)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setParentDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	s := &service{cmd: cmd, base: "http://" + addr, log: logPath, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait(); logf.Close() }()
+	return s, nil
+}
+
+// opsClient makes one request per connection, so that scraping leaves no
+// connection (and no server goroutine) behind.
+var opsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// waitReady polls /readyz until 200, the process exits, or timeout.
+func (s *service) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			return fmt.Errorf("service exited before ready (%v); log:\n%s", err, s.logTail())
+		default:
+		}
+		if resp, err := opsClient.Get(s.base + "/readyz"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not ready after %s; log:\n%s", timeout, s.logTail())
+}
+
+// processStats are the figures read from the service.
+type processStats struct {
+	Goroutines int     `json:"goroutines"`
+	RSSBytes   float64 `json:"rssBytes"`
+	HeapInUse  float64 `json:"heapInUseBytes"`
+}
+
+// scrape reads go_goroutines, process_resident_memory_bytes and
+// go_memstats_heap_inuse_bytes from /metrics.
+func (s *service) scrape() (processStats, error) {
+	resp, err := opsClient.Get(s.base + "/metrics")
+	if err != nil {
+		return processStats{}, fmt.Errorf("scrape /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return processStats{}, fmt.Errorf("scrape /metrics: status %d", resp.StatusCode)
+	}
+	vals := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		switch name {
+		case "go_goroutines", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes":
+			if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+				vals[name] = v
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return processStats{}, fmt.Errorf("read /metrics: %w", err)
+	}
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes"} {
+		if _, ok := vals[name]; !ok {
+			return processStats{}, fmt.Errorf("/metrics has no %s", name)
+		}
+	}
+	return processStats{Goroutines: int(vals["go_goroutines"]), RSSBytes: vals["process_resident_memory_bytes"],
+		HeapInUse: vals["go_memstats_heap_inuse_bytes"]}, nil
+}
+
+// peakRSS is the process's high-water mark of resident memory (VmHWM), or 0
+// where /proc is not available.
+func (s *service) peakRSS() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// stop sends SIGTERM and waits for the graceful shutdown, then kills.
+func (s *service) stop(grace time.Duration) error {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("service exited with %v after SIGTERM; log:\n%s", err, s.logTail())
+		}
+		return nil
+	case <-time.After(grace):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		return fmt.Errorf("service did not stop within %s of SIGTERM; killed", grace)
+	}
+}
+
+func (s *service) logTail() string {
+	b, _ := os.ReadFile(s.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(bytes.TrimSpace(b))
+}
