@@ -59,7 +59,7 @@ testbin:
 
 ## lint: gofmt check and go vet
 lint:
-	@out=$$(gofmt -l cmd generator sources internal); \
+	@out=$$(gofmt -l cmd generator sources deploy); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fuzzseed"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 )
 
 // FuzzManagedCluster decodes any JSON with the SDK's

@@ -10,8 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 )
 
 // ownLabels are the keys under the reserved prefix that the mapper sets.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fuzzseed"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 )
 
 // fieldLine is one validation problem: it starts with the field it

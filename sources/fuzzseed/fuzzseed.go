@@ -1,4 +1,4 @@
-// Package fuzzseed gives fuzz targets their seed inputs from the
+// Package fuzzseed is test support (imported only by _test.go files): it gives fuzz targets their seed inputs from the
 // repository's testdata/fuzz/<Target>/ directory, where every seed is a
 // plain file (a request body, a YAML file, an upstream JSON answer) that
 // can be read and reviewed as it is.
