@@ -470,7 +470,12 @@ func (c *Config) validateSection(bad func(field, format string, args ...any), at
 	}
 	// the section names fields relative to itself: root them here
 	for _, line := range strings.Split(err.Error(), "\n") {
-		bad(at+"."+string(s.Provider)+"."+strings.SplitN(line, ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(line+":", ":", 2)[1]))
+		field, msg, ok := strings.Cut(line, ":")
+		if !ok {
+			bad(at+"."+string(s.Provider), "%s", line)
+			continue
+		}
+		bad(at+"."+string(s.Provider)+"."+field, "%s", strings.TrimSpace(msg))
 	}
 }
 

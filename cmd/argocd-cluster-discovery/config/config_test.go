@@ -635,3 +635,12 @@ func TestAppSetRefreshSection(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want, tc.doc)
 	}
 }
+
+func TestRootedSectionErrorsAreClean(t *testing.T) {
+	_, err := Parse([]byte("server: {tokens: [{env: T}]}\nsources:\n  - {name: one, provider: eks, eks: {accounts: [{id: '111111111111'}]}}\n"), t.TempDir())
+	require.Error(t, err)
+	for _, line := range strings.Split(err.Error(), "\n") {
+		assert.True(t, strings.HasPrefix(line, "sources[0].eks."), line)
+		assert.False(t, strings.HasSuffix(line, ":"), "no stray colon: %q", line)
+	}
+}
