@@ -461,3 +461,28 @@ secrets: {ownerID: fleet-a}
 	assert.Contains(t, stdout.String(), `"bearerToken":"<redacted>"`)
 	assert.NotContains(t, stdout.String(), "k8vq5x2m9")
 }
+
+// TestDiscoverUnresolvableUpstream: a source whose host does not resolve
+// fails the listing with a clear error, and nothing is printed as if there
+// were no clusters.
+func TestDiscoverUnresolvableUpstream(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("x"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rancher-token"), []byte("token-abcde:secretvalue"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(`
+server: {tokens: [{file: token}]}
+sources:
+  - name: rancher-gone
+    provider: rancher
+    timeout: 10s
+    rancher: {url: "https://rancher.invalid", token: {file: rancher-token}}
+`), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml")}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout.String(), "no empty answer")
+	assert.Contains(t, stderr.String(), "rancher-gone")
+	assert.Contains(t, stderr.String(), "have not completed a listing")
+	assert.Contains(t, stderr.String(), "rancher.invalid")
+	assert.NotContains(t, stderr.String(), "secretvalue")
+}
