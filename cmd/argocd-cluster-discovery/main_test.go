@@ -351,17 +351,9 @@ sources:
       endpoint: `+fake.URL+`
       maxAttempts: 1
 `), 0o600))
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml")}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	var out struct {
-		Output struct {
-			Parameters []map[string]any `json:"parameters"`
-		} `json:"output"`
-	}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
-	require.Len(t, out.Output.Parameters, 1)
-	p := out.Output.Parameters[0]
+	params, stdout, stderr := discoverParams(t, filepath.Join(dir, "config.yaml"))
+	require.Len(t, params, 1)
+	p := params[0]
 	assert.Equal(t, "payments-prod", p["name"])
 	assert.Equal(t, "eks", p["provider"])
 	assert.Equal(t, "aws-prod", p["source"])
@@ -370,9 +362,25 @@ sources:
 	assert.True(t, listed)
 
 	stdout.Reset()
-	code = run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, &stdout, &stderr)
+	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, stdout, stderr)
 	require.Equal(t, 0, code, stderr.String())
 	assert.Contains(t, stdout.String(), `"awsAuthConfig":{"clusterName":"payments-prod","roleARN":"arn:aws:iam::123456789012:role/argocd-deployer"}`)
+}
+
+// discoverParams runs discover on a configuration file and decodes the
+// parameters it prints; stdout and stderr are returned for more checks.
+func discoverParams(t *testing.T, config string) ([]map[string]any, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"discover", "--config", config}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	var out struct {
+		Output struct {
+			Parameters []map[string]any `json:"parameters"`
+		} `json:"output"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	return out.Output.Parameters, &stdout, &stderr
 }
 
 // fakeRancher serves the upstream-shaped /v3 fixtures: the API root with
@@ -435,17 +443,9 @@ sources:
       namePrefix: eu-
 secrets: {ownerID: fleet-a}
 `), 0o600))
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml")}, &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	var out struct {
-		Output struct {
-			Parameters []map[string]any `json:"parameters"`
-		} `json:"output"`
-	}
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+	params, stdout, stderr := discoverParams(t, filepath.Join(dir, "config.yaml"))
 	var got []string
-	for _, p := range out.Output.Parameters {
+	for _, p := range params {
 		got = append(got, p["name"].(string)+" "+p["server"].(string))
 		assert.Equal(t, "rancher", p["provider"])
 	}
@@ -456,7 +456,7 @@ secrets: {ownerID: fleet-a}
 	assert.NotContains(t, stdout.String()+stderr.String(), "k8vq5x2m9", "the Rancher token is in no output")
 
 	stdout.Reset()
-	code = run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, &stdout, &stderr)
+	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, stdout, stderr)
 	require.Equal(t, 0, code, stderr.String())
 	assert.Contains(t, stdout.String(), `"bearerToken":"<redacted>"`)
 	assert.NotContains(t, stdout.String(), "k8vq5x2m9")
