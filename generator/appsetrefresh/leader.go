@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/internal/lease"
 )
 
 // LeaderElection configures the trigger's own Lease. It is not the Secret
@@ -30,36 +28,16 @@ func (t *Trigger) RunLeading(ctx context.Context, le LeaderElection) error {
 	if t.kube == nil {
 		return fmt.Errorf("leader election: no kubernetes client")
 	}
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: le.LeaseName, Namespace: le.Namespace},
-			Client:     t.kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-		},
-		LeaseDuration:   le.LeaseDuration,
-		RenewDeadline:   le.RenewDeadline,
-		RetryPeriod:     le.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            le.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				t.setLeader(true)
-				t.logger.Info("leader lease acquired; refreshing ApplicationSets on changes", "lease", le.LeaseName, "identity", le.Identity)
-				t.Run(ctx)
-			},
-			OnStoppedLeading: func() {
-				t.setLeader(false)
-				t.logger.Info("not leading; ApplicationSet refreshes are left to the leader", "lease", le.LeaseName, "identity", le.Identity)
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-	for ctx.Err() == nil {
-		elector.Run(ctx) // returns when the lease is lost or ctx ends
-	}
-	return nil
+	cfg := lease.Config{Namespace: le.Namespace, Name: le.LeaseName, Identity: le.Identity,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
+	return lease.RunLeading(ctx, t.kube.CoordinationV1(), cfg, func(leading bool) {
+		t.setLeader(leading)
+		if leading {
+			t.logger.Info("leader lease acquired; refreshing ApplicationSets on changes", "lease", le.LeaseName, "identity", le.Identity)
+		} else {
+			t.logger.Info("not leading; ApplicationSet refreshes are left to the leader", "lease", le.LeaseName, "identity", le.Identity)
+		}
+	}, t.Run)
 }
 
 // RunWithoutElection runs the trigger as the only one, for a single

@@ -2,13 +2,11 @@ package clustersecret
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/internal/lease"
 )
 
 // LeaderElection configures the Lease that lets several replicas serve the
@@ -26,37 +24,16 @@ type LeaderElection struct {
 // context at once, so no new write starts; the process then campaigns
 // again. It returns when ctx ends, releasing the Lease.
 func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface, le LeaderElection) error {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: le.LeaseName, Namespace: r.cfg.Namespace},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-	}
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration,
-		RenewDeadline:   le.RenewDeadline,
-		RetryPeriod:     le.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            le.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				r.setLeader(true)
-				r.logger.Info("leader lease acquired; writing cluster Secrets", "identity", le.Identity)
-				r.Run(ctx)
-			},
-			OnStoppedLeading: func() {
-				r.setLeader(false)
-				r.logger.Info("not leading; cluster Secrets are left to the leader", "identity", le.Identity)
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-	for ctx.Err() == nil {
-		elector.Run(ctx) // returns when the lease is lost or ctx ends
-	}
-	return nil
+	cfg := lease.Config{Namespace: r.cfg.Namespace, Name: le.LeaseName, Identity: le.Identity,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
+	return lease.RunLeading(ctx, client.CoordinationV1(), cfg, func(leading bool) {
+		r.setLeader(leading)
+		if leading {
+			r.logger.Info("leader lease acquired; writing cluster Secrets", "identity", le.Identity)
+		} else {
+			r.logger.Info("not leading; cluster Secrets are left to the leader", "identity", le.Identity)
+		}
+	}, r.Run)
 }
 
 func (r *Reconciler) setLeader(b bool) {
