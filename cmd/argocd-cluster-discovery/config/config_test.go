@@ -562,11 +562,7 @@ func TestDurationJSON(t *testing.T) {
 }
 
 func TestSecretsSection(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: []\n"), 0o600))
-	parse := func(secrets string) (*Config, error) {
-		return Parse([]byte(okServer+okSources+secrets), dir)
-	}
+	parse := sectionParser(t)
 	cfg, err := parse("")
 	require.NoError(t, err)
 	assert.False(t, cfg.Secrets.Enabled, "off unless enabled")
@@ -602,11 +598,7 @@ func TestSecretsSection(t *testing.T) {
 }
 
 func TestAppSetRefreshSection(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: []\n"), 0o600))
-	parse := func(doc string) (*Config, error) {
-		return Parse([]byte(okServer+okSources+doc), dir)
-	}
+	parse := sectionParser(t)
 	cfg, err := parse("")
 	require.NoError(t, err)
 	r := cfg.ApplicationSetRefresh
@@ -642,5 +634,16 @@ func TestRootedSectionErrorsAreClean(t *testing.T) {
 	for _, line := range strings.Split(err.Error(), "\n") {
 		assert.True(t, strings.HasPrefix(line, "sources[0].eks."), line)
 		assert.False(t, strings.HasSuffix(line, ":"), "no stray colon: %q", line)
+	}
+}
+
+// sectionParser returns a Parse of a valid server and static source plus
+// the given extra YAML, as section tests need.
+func sectionParser(t *testing.T) func(extra string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: []\n"), 0o600))
+	return func(extra string) (*Config, error) {
+		return Parse([]byte(okServer+okSources+extra), dir)
 	}
 }
