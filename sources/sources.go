@@ -29,6 +29,12 @@ type Source interface {
 	// failed call is an error, not an empty answer, because callers treat a
 	// successful listing as the complete truth (clusters absent from it are
 	// taken to have left). Clusters must return when ctx is cancelled.
+	//
+	// The returned clusters are shared, not copied: neither the source nor
+	// the caller modifies them, or anything they point to (labels,
+	// annotations, auth, namespaces), once they are returned. A source may
+	// hand out the same maps on every listing, and the caller keeps them as
+	// they are.
 	Clusters(ctx context.Context) ([]Cluster, error)
 }
 

@@ -175,7 +175,7 @@ func (l *listing) cacerts() (rancherCA, error) {
 	if err := sources.ValidatePEM([]byte(setting.Value)); err != nil {
 		return rancherCA{Problem: fmt.Sprintf("rancher's cacerts setting is not a usable CA bundle: %v", err)}, nil
 	}
-	return rancherCA{PEM: setting.Value}, nil
+	return newRancherCA(setting.Value), nil
 }
 
 // clusters fetches every page of /v3/clusters, following pagination.next.

@@ -1,12 +1,14 @@
 package rancher
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -374,4 +376,17 @@ func TestReadToken(t *testing.T) {
 	}
 	_, err := readToken(sources.SecretRef{Env: "RANCHER_TEST_UNSET_TOKEN"})
 	require.EqualError(t, err, "token env:RANCHER_TEST_UNSET_TOKEN: not set")
+}
+
+// TestProxyClustersShareOneCAData checks that every cluster behind Rancher's
+// proxy carries the same caData string, encoded once per listing, instead
+// of ~1.5 KiB of its own (~15 MiB at 10,000 clusters).
+func TestProxyClustersShareOneCAData(t *testing.T) {
+	m := testMapper(nil)
+	ca := newRancherCA(rancherCAPEM)
+	ra, rb := fixtureCluster(t, "c-7qgnz"), fixtureCluster(t, "c-m-2x7kqz4b")
+	a, b := m.toCluster(&ra, ca), m.toCluster(&rb, ca)
+	require.NotEmpty(t, a.CAData)
+	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(rancherCAPEM)), a.CAData)
+	assert.Same(t, unsafe.StringData(a.CAData), unsafe.StringData(b.CAData))
 }

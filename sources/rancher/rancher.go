@@ -182,7 +182,7 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 	if err := s.connect(l, token, caPEM); err != nil {
 		return nil, err
 	}
-	ca := rancherCA{PEM: string(caPEM)}
+	ca := newRancherCA(string(caPEM))
 	if caPEM == nil {
 		if ca, err = l.cacerts(); err != nil {
 			return nil, err
