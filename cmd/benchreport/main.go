@@ -140,6 +140,8 @@ const (
 	verdictOK      = "ok"
 	verdictMissed  = "**missed**"
 	verdictMissing = "missing"
+	// verdictInfo marks a figure reported for sizing, without a target.
+	verdictInfo = "info"
 )
 
 type row struct {
@@ -174,7 +176,8 @@ type loadFigures struct {
 		Goroutines int     `json:"goroutines"`
 		RSS        float64 `json:"rssBytes"`
 	}
-	PeakRSS float64 `json:"peakRSSBytes"`
+	PeakRSS        float64 `json:"peakRSSBytes"`
+	StartupPeakRSS float64 `json:"startupPeakRSSBytes"`
 }
 
 func readLoad(path string, clusters int) *loadFigures {
@@ -264,6 +267,7 @@ func figures(lines []benchLine, load *loadFigures, o options) []row {
 	}
 	rssIdle := "RSS at " + n + " clusters, before the load"
 	rssPeak := fmt.Sprintf("RSS at %s clusters, peak under %d connections for %s", n, o.loadConns, o.loadDuration)
+	rssStart := "RSS at " + n + " clusters, peak during start-up (first listing of the clusters files)"
 	loadFig := fmt.Sprintf("load at %s clusters (%d connections, %s): errors, goroutine growth", n, o.loadConns, o.loadDuration)
 	if load != nil {
 		mib := func(b float64) float64 { return b / (1 << 20) }
@@ -274,6 +278,9 @@ func figures(lines []benchLine, load *loadFigures, o options) []row {
 				load.Errors, load.Requests.N, load.Throughput, float64(load.P99)/1e6, load.Before.Goroutines, load.After.Goroutines),
 				"0 errors, no growth", judge(load.Errors == 0 && load.After.Goroutines <= load.Before.Goroutines+2), false},
 		)
+		if load.StartupPeakRSS > 0 {
+			rows = append(rows, row{rssStart, fmt.Sprintf("%.1f MiB", mib(load.StartupPeakRSS)), "none (for sizing limits)", verdictInfo, false})
+		}
 	} else {
 		for _, f := range []string{rssIdle, rssPeak} {
 			rows = append(rows, missing(f, "≤ 80 MiB", "the load run failed"))

@@ -65,7 +65,7 @@ BenchmarkRefresh/steady-2   18   71922529 ns/op   11.00 calls/refresh   2.000 cr
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := &loadFigures{Clusters: 10000, Errors: 0, PeakRSS: 90 << 20}
+	load := &loadFigures{Clusters: 10000, Errors: 0, PeakRSS: 90 << 20, StartupPeakRSS: 190 << 20}
 	load.Before.RSS, load.Before.Goroutines, load.After.Goroutines = 70<<20, 13, 13
 	rows := figures(lines, load, options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", e2eLog: t.TempDir() + "/none.log"})
 	got := map[string]row{}
@@ -96,8 +96,8 @@ BenchmarkRefresh/steady-2   18   71922529 ns/op   11.00 calls/refresh   2.000 cr
 			rss = append(rss, r.verdict)
 		}
 	}
-	if len(rss) != 2 || rss[0] != verdictOK || rss[1] != verdictMissed {
-		t.Errorf("RSS verdicts %v, want [ok missed] (70 MiB idle, 90 MiB peak)", rss)
+	if len(rss) != 3 || rss[0] != verdictOK || rss[1] != verdictMissed || rss[2] != verdictInfo {
+		t.Errorf("RSS verdicts %v, want [ok missed info] (70 MiB idle, 90 MiB peak under load, start-up peak without target)", rss)
 	}
 }
 

@@ -48,22 +48,27 @@ type options struct {
 
 // result is one fleet size's figures, also written with -json.
 type result struct {
-	Clusters     int           `json:"clusters"`
-	Connections  int           `json:"connections"`
-	Duration     time.Duration `json:"durationNs"`
-	Inputs       int           `json:"inputs"`
-	Load         *loadResult   `json:"load"`
-	Throughput   float64       `json:"requestsPerSecond"`
-	P50          time.Duration `json:"p50Ns"`
-	P99          time.Duration `json:"p99Ns"`
-	Max          time.Duration `json:"maxNs"`
-	Errors       int64         `json:"errors"`
-	Before       processStats  `json:"before"`
-	During       processStats  `json:"during"`
-	After        processStats  `json:"after"`
-	PeakRSSBytes float64       `json:"peakRSSBytes"`
-	ReadyAfter   time.Duration `json:"readyAfterNs"`
-	ByKind       []kindStats   `json:"byInput"`
+	Clusters    int           `json:"clusters"`
+	Connections int           `json:"connections"`
+	Duration    time.Duration `json:"durationNs"`
+	Inputs      int           `json:"inputs"`
+	Load        *loadResult   `json:"load"`
+	Throughput  float64       `json:"requestsPerSecond"`
+	P50         time.Duration `json:"p50Ns"`
+	P99         time.Duration `json:"p99Ns"`
+	Max         time.Duration `json:"maxNs"`
+	Errors      int64         `json:"errors"`
+	Before      processStats  `json:"before"`
+	During      processStats  `json:"during"`
+	After       processStats  `json:"after"`
+	// PeakRSSBytes is the high-water mark of RSS during the load and the
+	// idle pause; StartupPeakRSSBytes is the one before (start-up, first
+	// listing, verification), or 0 when the mark could not be reset and
+	// PeakRSSBytes covers the process's whole life.
+	PeakRSSBytes        float64       `json:"peakRSSBytes"`
+	StartupPeakRSSBytes float64       `json:"startupPeakRSSBytes"`
+	ReadyAfter          time.Duration `json:"readyAfterNs"`
+	ByKind              []kindStats   `json:"byInput"`
 }
 
 type kindStats struct {
@@ -188,6 +193,11 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if r.Before, err = svc.scrape(); err != nil {
 		return nil, err
 	}
+	if peak := svc.peakRSS(); svc.resetPeakRSS() == nil {
+		r.StartupPeakRSSBytes = peak
+	} else {
+		fmt.Fprintln(log, "loadgen: cannot reset the service's peak RSS; the peak reported covers start-up too")
+	}
 
 	fmt.Fprintf(log, "loadgen: %d clusters: ready after %s, answers verified; %d connections for %s\n", n, r.ReadyAfter.Round(time.Millisecond), o.conns, o.duration)
 	during := make(chan processStats, 1)
@@ -245,7 +255,7 @@ func report(w io.Writer, r *result) {
 	fmt.Fprintf(w, "  connections   %d opened for %d connections\n", l.Dials, r.Connections)
 	fmt.Fprintf(w, "  goroutines    before %d   during %d   after %d (growth %+d)\n",
 		r.Before.Goroutines, r.During.Goroutines, r.After.Goroutines, r.After.Goroutines-r.Before.Goroutines)
-	fmt.Fprintf(w, "  RSS           before %s   during %s   after %s   peak %s\n",
-		mib(r.Before.RSSBytes), mib(r.During.RSSBytes), mib(r.After.RSSBytes), mib(r.PeakRSSBytes))
+	fmt.Fprintf(w, "  RSS           before %s   during %s   after %s   peak under load %s   peak at start-up %s\n",
+		mib(r.Before.RSSBytes), mib(r.During.RSSBytes), mib(r.After.RSSBytes), mib(r.PeakRSSBytes), mib(r.StartupPeakRSSBytes))
 	fmt.Fprintf(w, "  heap in use   before %s   during %s   after %s\n", mib(r.Before.HeapInUse), mib(r.During.HeapInUse), mib(r.After.HeapInUse))
 }

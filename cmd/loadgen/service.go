@@ -19,7 +19,10 @@ import (
 )
 
 // buildService builds the service binary into dir from the module that
-// holds this program's source (the current directory's module).
+// holds this program's source (the current directory's module), the way
+// the Dockerfile and `make build` do: without symbol table and DWARF
+// (-s -w), which a shipped binary has no use for and which measured ~9 MiB
+// more resident memory.
 func buildService(ctx context.Context, dir string) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
@@ -27,7 +30,7 @@ func buildService(ctx context.Context, dir string) (string, error) {
 	}
 	root := filepath.Dir(strings.TrimSpace(string(out)))
 	bin := filepath.Join(dir, "argocd-cluster-discovery")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/argocd-cluster-discovery")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./cmd/argocd-cluster-discovery")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if err := cmd.Run(); err != nil {
@@ -156,6 +159,13 @@ func (s *service) peakRSS() float64 {
 		}
 	}
 	return 0
+}
+
+// resetPeakRSS sets the high-water mark of resident memory back to the
+// current RSS (Linux: "5" to /proc/PID/clear_refs), so that peakRSS then
+// reports the peak of what follows, not of start-up.
+func (s *service) resetPeakRSS() error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", s.cmd.Process.Pid), []byte("5"), 0)
 }
 
 // stop sends SIGTERM and waits for the graceful shutdown, then kills.
