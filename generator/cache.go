@@ -1,33 +1,70 @@
 package generator
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
 
 // maxCachedBody bounds the request bodies used as cache keys; larger
 // bodies are still answered from the per-filter cache.
 const maxCachedBody = 4 << 10
 
-// maxCachedBytes bounds the encoded answers held at once: at 10,000
-// clusters a full answer is ~4-5 MiB, so a client sending many distinct
-// filters cannot make the cache grow without bound.
-const maxCachedBytes = 64 << 20
+// maxSelectionBytes bounds the selections held at once (runBytes per
+// run). A selection of n clusters has at most n runs (every other cluster
+// of the snapshot), so at 10,000 clusters one takes at most ~40 KB and a
+// client sending many distinct filters cannot make the cache grow without
+// bound.
+const maxSelectionBytes = 8 << 20
 
-// responseCache holds encoded answers for one snapshot version, keyed both
-// by the raw request body (a hit skips JSON decoding) and by the canonical
-// filter (different ApplicationSets with equal filters share one
-// encoding). A new snapshot version empties it; so does going over max
-// entries or maxBytes of answers.
+// responseCache holds the answers for one snapshot version: the snapshot's
+// encoding, built once by the first request that needs it, and the
+// selections of it, keyed both by the raw request body (a hit skips JSON
+// decoding) and by the canonical filter (different ApplicationSets with
+// equal filters share one selection). A new snapshot version empties it
+// and drops the old encoding; going over max entries or maxBytes of
+// selections empties the selections.
 type responseCache struct {
 	mu       sync.RWMutex
 	version  uint64
+	enc      *lazyEncoding // of version, nil until asked for
 	max      int
 	maxBytes int
-	bytes    int // of the answers in byFilter (byBody shares them)
+	bytes    int // of the selections in byFilter (byBody shares them)
 	byBody   map[string]Result
 	byFilter map[string]Result
 }
 
+// lazyEncoding is a snapshot's encoding, built once however many requests
+// ask for it at the same time.
+type lazyEncoding struct {
+	once sync.Once
+	enc  *encodedSnapshot
+	err  error
+}
+
 func newResponseCache(max int) *responseCache {
-	return &responseCache{max: max, maxBytes: maxCachedBytes, byBody: map[string]Result{}, byFilter: map[string]Result{}}
+	return &responseCache{max: max, maxBytes: maxSelectionBytes, byBody: map[string]Result{}, byFilter: map[string]Result{}}
+}
+
+// encoded returns snap's encoding, building it on the first call for its
+// version; concurrent callers wait for that one build. A snapshot older
+// than the cache's version is encoded but not kept.
+func (c *responseCache) encoded(snap *inventory.Snapshot) (*encodedSnapshot, error) {
+	c.mu.Lock()
+	if snap.Version < c.version {
+		c.mu.Unlock()
+		return encodeSnapshot(snap)
+	}
+	c.advance(snap.Version)
+	e := c.enc
+	if e == nil {
+		e = &lazyEncoding{}
+		c.enc = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.enc, e.err = encodeSnapshot(snap) })
+	return e.enc, e.err
 }
 
 func (c *responseCache) getBody(version uint64, body []byte) (Result, bool) {
@@ -63,19 +100,20 @@ func (c *responseCache) putBody(version uint64, body []byte, r Result) {
 }
 
 func (c *responseCache) putFilter(version uint64, key string, r Result) {
+	size := len(r.runs) * runBytes
 	c.put(version, func() {
-		if len(c.byFilter) >= c.max || c.bytes+len(r.Body) > c.maxBytes {
-			// byBody entries share these answers: drop both, or the memory
-			// would stay referenced
+		if len(c.byFilter) >= c.max || c.bytes+size > c.maxBytes {
+			// byBody entries share these selections: drop both, or the
+			// memory would stay referenced
 			clear(c.byFilter)
 			clear(c.byBody)
 			c.bytes = 0
 		}
-		if len(r.Body) > c.maxBytes {
+		if size > c.maxBytes {
 			return // served, not kept
 		}
 		c.byFilter[key] = r
-		c.bytes += len(r.Body)
+		c.bytes += size
 	})
 }
 
@@ -84,14 +122,21 @@ func (c *responseCache) putFilter(version uint64, key string, r Result) {
 func (c *responseCache) put(version uint64, store func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case version < c.version:
+	if version < c.version {
 		return
-	case version > c.version:
+	}
+	c.advance(version)
+	store()
+}
+
+// advance empties the cache, encoding included, when version is newer than
+// what it holds. c.mu must be held.
+func (c *responseCache) advance(version uint64) {
+	if version > c.version {
 		c.version = version
+		c.enc = nil
 		clear(c.byBody)
 		clear(c.byFilter)
 		c.bytes = 0
 	}
-	store()
 }

@@ -1,7 +1,6 @@
 package generator
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -34,7 +33,8 @@ type Metadata struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-// response is the body Argo CD's plugin generator expects.
+// response is the body Argo CD's plugin generator expects. Answers are
+// not encoded from it but must equal its encoding (see Result).
 type response struct {
 	Output struct {
 		Parameters []Parameters `json:"parameters"`
@@ -82,10 +82,11 @@ func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("source(s) %s have not completed a listing yet; refusing to answer with incomplete parameters (Argo CD will retry)", strings.Join(e.Sources, ", "))
 }
 
-// Result is a rendered, encoded answer.
+// Result is an answer: a selection of the clusters of an encoded snapshot.
+// Write it with WriteTo or get its bytes with Bytes; it is byte for byte
+// what json.Marshal makes of the parameter sets. The zero Result is the
+// empty answer.
 type Result struct {
-	// Body is the encoded response.
-	Body []byte
 	// Count is the number of parameter sets.
 	Count int
 	// Stale names the selected sources whose latest listing failed; their
@@ -95,12 +96,24 @@ type Result struct {
 	// stale is the header value prepared once, shared read-only by every
 	// answer.
 	stale []string
+	// enc is the snapshot's encoding, runs the selected parts of it.
+	enc  *encodedSnapshot
+	runs []run
 }
 
 // Render answers a filter from a snapshot. It fails with *InputError when
 // the filter names a source or provider that is not configured, and with
 // *UnavailableError when a source it could select has not synced.
+//
+// Render encodes the whole snapshot; the server encodes it once per
+// snapshot version and shares that between filters.
 func Render(snap *inventory.Snapshot, f *Filter) (Result, error) {
+	return render(snap, f, encodeSnapshot)
+}
+
+// render is Render with the snapshot's encoding from encode, called only
+// for a filter that may be answered.
+func render(snap *inventory.Snapshot, f *Filter, encode func(*inventory.Snapshot) (*encodedSnapshot, error)) (Result, error) {
 	for _, name := range f.Sources {
 		if _, ok := snap.Source(name); !ok {
 			return Result{}, inputErrorf("input.parameters.source: no source named %q is configured (configured: %s)", name, sourceNames(snap))
@@ -130,19 +143,15 @@ func Render(snap *inventory.Snapshot, f *Filter) (Result, error) {
 	if len(unsynced) > 0 {
 		return Result{}, &UnavailableError{Sources: unsynced}
 	}
-	var resp response
-	resp.Output.Parameters = []Parameters{}
-	for i := range snap.Clusters {
-		c := &snap.Clusters[i]
-		if c.Ready && f.Match(c) {
-			resp.Output.Parameters = append(resp.Output.Parameters, ClusterParameters(c))
-		}
-	}
-	body, err := json.Marshal(&resp)
+	enc, err := encode(snap)
 	if err != nil {
-		return Result{}, fmt.Errorf("encode parameters: %w", err)
+		return Result{}, err
 	}
-	res := Result{Body: body, Count: len(resp.Output.Parameters), Stale: strings.Join(stale, ",")}
+	runs, count, err := enc.selectRuns(snap, f)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Count: count, Stale: strings.Join(stale, ","), enc: enc, runs: runs}
 	if res.Stale != "" {
 		res.stale = []string{res.Stale}
 	}

@@ -70,7 +70,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return 0
 	}
-	stdout.Write(res.Body)
+	res.WriteTo(stdout)
 	fmt.Fprintln(stdout)
 	return 0
 }
