@@ -56,7 +56,8 @@ func TestResponseCacheEncodesOncePerVersion(t *testing.T) {
 	snap := func(version uint64, names ...string) *inventory.Snapshot {
 		s := &inventory.Snapshot{Version: version}
 		for _, n := range names {
-			s.Clusters = append(s.Clusters, testCluster(n, "acme"))
+			c := testCluster(n, "acme")
+			s.Clusters = append(s.Clusters, &c)
 		}
 		return s
 	}

@@ -47,7 +47,7 @@ func encodeSnapshot(snap *inventory.Snapshot) (*encodedSnapshot, error) {
 	off := make([]int32, 0, ready+1)
 	var p Parameters // one, not one per cluster boxed for Encode
 	for i := range snap.Clusters {
-		c := &snap.Clusters[i]
+		c := snap.Clusters[i]
 		if !c.Ready {
 			continue
 		}
@@ -85,7 +85,7 @@ func (e *encodedSnapshot) selectRuns(snap *inventory.Snapshot, f *Filter) ([]run
 	count := 0
 	k := int32(0) // the fragment of the next ready cluster
 	for i := range snap.Clusters {
-		c := &snap.Clusters[i]
+		c := snap.Clusters[i]
 		if !c.Ready {
 			continue
 		}

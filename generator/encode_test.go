@@ -24,7 +24,7 @@ func marshalAnswer(t testing.TB, snap *inventory.Snapshot, f *Filter) []byte {
 	var resp response
 	resp.Output.Parameters = []Parameters{}
 	for i := range snap.Clusters {
-		if c := &snap.Clusters[i]; c.Ready && f.Match(c) {
+		if c := snap.Clusters[i]; c.Ready && f.Match(c) {
 			resp.Output.Parameters = append(resp.Output.Parameters, ClusterParameters(c))
 		}
 	}

@@ -99,7 +99,7 @@ func FuzzParseParameters(f *testing.F) {
 			t.Fatalf("canonical form changes the key: %q → %q", filter.Key(), canon.Key())
 		}
 		for i := range snap.Clusters {
-			c := &snap.Clusters[i]
+			c := snap.Clusters[i]
 			if filter.Match(c) != canon.Match(c) {
 				t.Fatalf("filter %q and its canonical form disagree on cluster %s", filter.Key(), c.Name)
 			}
@@ -194,7 +194,7 @@ func checkAnswer(t *testing.T, snap *inventory.Snapshot, f *Filter, body []byte)
 		t.Fatalf("answer not sorted by name: %v", got)
 	}
 	for i := range snap.Clusters {
-		if c := &snap.Clusters[i]; c.Ready && f.Match(c) {
+		if c := snap.Clusters[i]; c.Ready && f.Match(c) {
 			want = append(want, c.Name)
 		}
 	}

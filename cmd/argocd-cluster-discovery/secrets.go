@@ -88,7 +88,7 @@ func printSecrets(w io.Writer, cfg *config.Config, snap *inventory.Snapshot) err
 	redacted := func(sources.SecretRef) (string, error) { return "<redacted>", nil }
 	var docs []string
 	for i := range snap.Clusters {
-		c := &snap.Clusters[i]
+		c := snap.Clusters[i]
 		if !c.Ready {
 			continue
 		}

@@ -71,7 +71,11 @@ func snapshot(cs []sources.Cluster, states ...inventory.SourceState) *inventory.
 		states = []inventory.SourceState{{Name: "fleet", Provider: sources.ProviderStatic, Synced: true}}
 	}
 	sources.SortByName(cs)
-	return &inventory.Snapshot{Version: 1, Clusters: cs, Sources: states}
+	snap := &inventory.Snapshot{Version: 1, Sources: states}
+	for i := range cs {
+		snap.Clusters = append(snap.Clusters, &cs[i])
+	}
+	return snap
 }
 
 func countdownAt(since time.Time, missed int, listing time.Time) func(*corev1.Secret) {

@@ -254,7 +254,7 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	held := map[string]bool{}
 	var heldNames []string
 	for i := range snap.Clusters {
-		c := &snap.Clusters[i]
+		c := snap.Clusters[i]
 		if !c.Ready {
 			continue
 		}

@@ -106,8 +106,9 @@ type Snapshot struct {
 	// Version grows by one each time the content changes.
 	Version uint64
 	// Clusters from the last complete listing of every synced source, ready
-	// or not, conflicts left out, sorted by name.
-	Clusters []sources.Cluster
+	// or not, conflicts left out, sorted by name. They point into the
+	// sources' listings, shared by the snapshots made from them.
+	Clusters []*sources.Cluster
 	// Sources in configuration order.
 	Sources []SourceState
 	// Conflicts sorted by name.
@@ -525,10 +526,11 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 // The caller holds inv.mu (or is New).
 func (inv *Inventory) merge(version uint64) *Snapshot {
 	snap := &Snapshot{Version: version}
-	byName := map[string][]sources.Cluster{}
+	byName := map[string][]*sources.Cluster{}
 	for _, st := range inv.states {
 		snap.Sources = append(snap.Sources, st.status.SourceState)
-		for _, c := range st.clusters {
+		for i := range st.clusters {
+			c := &st.clusters[i]
 			byName[c.Name] = append(byName[c.Name], c)
 		}
 	}
@@ -545,7 +547,7 @@ func (inv *Inventory) merge(version uint64) *Snapshot {
 		snap.Conflicts = append(snap.Conflicts, conflict)
 	}
 	snap.Clusters, snap.Duplicates = dedupe(snap.Clusters, inv.prefer)
-	sources.SortByName(snap.Clusters)
+	sort.Slice(snap.Clusters, func(i, j int) bool { return snap.Clusters[i].Name < snap.Clusters[j].Name }) // names are unique here
 	sort.Slice(snap.Conflicts, func(i, j int) bool { return snap.Conflicts[i].Name < snap.Conflicts[j].Name })
 	return snap
 }
@@ -553,7 +555,7 @@ func (inv *Inventory) merge(version uint64) *Snapshot {
 // dedupe keeps one listing per cluster: clusters sharing a server URL or a
 // CloudID are one cluster, and the listing of the preferred kind of source
 // is kept (then the first by source and name, so the choice is stable).
-func dedupe(cs []sources.Cluster, prefer Preference) ([]sources.Cluster, []Duplicate) {
+func dedupe(cs []*sources.Cluster, prefer Preference) ([]*sources.Cluster, []Duplicate) {
 	rank := func(c *sources.Cluster) int {
 		cloud := c.Provider == sources.ProviderEKS || c.Provider == sources.ProviderAKS
 		switch {
@@ -565,7 +567,7 @@ func dedupe(cs []sources.Cluster, prefer Preference) ([]sources.Cluster, []Dupli
 		return 2
 	}
 	sort.SliceStable(cs, func(i, j int) bool {
-		ri, rj := rank(&cs[i]), rank(&cs[j])
+		ri, rj := rank(cs[i]), rank(cs[j])
 		if ri != rj {
 			return ri < rj
 		}
@@ -576,10 +578,9 @@ func dedupe(cs []sources.Cluster, prefer Preference) ([]sources.Cluster, []Dupli
 	})
 	byServer := map[string]*sources.Cluster{}
 	byCloud := map[string]*sources.Cluster{}
-	kept := make([]sources.Cluster, 0, len(cs))
+	kept := make([]*sources.Cluster, 0, len(cs))
 	var dups []Duplicate
-	for i := range cs {
-		c := &cs[i]
+	for _, c := range cs {
 		first, reason := byServer[c.Server], "server"
 		if first == nil && c.CloudID != "" {
 			first, reason = byCloud[c.CloudID], "cloudID"
@@ -592,7 +593,7 @@ func dedupe(cs []sources.Cluster, prefer Preference) ([]sources.Cluster, []Dupli
 		if c.CloudID != "" {
 			byCloud[c.CloudID] = c
 		}
-		kept = append(kept, *c)
+		kept = append(kept, c)
 	}
 	sort.Slice(dups, func(i, j int) bool { return dups[i].Name < dups[j].Name })
 	return kept, dups

@@ -177,7 +177,7 @@ func TestNotReadyAndInvalidClusters(t *testing.T) {
 	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
 	require.NoError(t, err)
 	require.NoError(t, inv.RefreshAll(context.Background()))
-	got := map[string]sources.Cluster{}
+	got := map[string]*sources.Cluster{}
 	for _, c := range inv.Snapshot().Clusters {
 		got[c.Name] = c
 	}
@@ -216,6 +216,25 @@ func TestListingSharedNotCopied(t *testing.T) {
 	assert.Equal(t, "https://a.example.com/", listing[0].Server)
 	assert.Equal(t, reflect.ValueOf(listing[0].Labels).UnsafePointer(), reflect.ValueOf(got.Labels).UnsafePointer(),
 		"labels are shared with the source, not copied")
+}
+
+// TestSnapshotsShareListings checks that a snapshot points into the
+// sources' listings: a listing of one source does not copy the clusters of
+// the others into the next snapshot.
+func TestSnapshotsShareListings(t *testing.T) {
+	s1 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
+	s2 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("b")}}, {clusters: []sources.Cluster{cluster("b"), cluster("c")}}}}
+	inv, err := New([]SourceSpec{spec("s1", s1), spec("s2", s2)}, Options{})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	before := inv.Snapshot()
+	require.NoError(t, inv.refresh(context.Background(), inv.states[1])) // s2 only
+	after := inv.Snapshot()
+	require.Equal(t, []string{"a", "b"}, names(before))
+	require.Equal(t, []string{"a", "b", "c"}, names(after))
+	assert.Same(t, before.Clusters[0], after.Clusters[0], "s1's cluster is shared, not copied")
+	assert.NotSame(t, before.Clusters[1], after.Clusters[1], "s2 listed again")
+	assert.Equal(t, *before.Clusters[1], *after.Clusters[1])
 }
 
 func TestListingTimeout(t *testing.T) {

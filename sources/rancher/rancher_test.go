@@ -63,6 +63,14 @@ func names(cs []sources.Cluster) []string {
 	return out
 }
 
+func snapNames(cs []*sources.Cluster) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 // errCount returns the failed listings of s counted under kind.
@@ -483,7 +491,7 @@ func TestTwoRancherServers(t *testing.T) {
 	}
 	t.Run("one hosted EKS cluster in both servers is served once", func(t *testing.T) {
 		snap := run(t, [2]string{"eu-", "us-"})
-		assert.Equal(t, []string{"eu-prod-eu-west", "eu-staging-eks", "us-prod-eu-west"}, names(snap.Clusters))
+		assert.Equal(t, []string{"eu-prod-eu-west", "eu-staging-eks", "us-prod-eu-west"}, snapNames(snap.Clusters))
 		require.Len(t, snap.Duplicates, 1)
 		assert.Equal(t, inventory.Duplicate{Name: "us-staging-eks", Source: "rancher-us",
 			KeptName: "eu-staging-eks", KeptSource: "rancher-eu", Reason: "cloudID"}, snap.Duplicates[0])
@@ -494,7 +502,7 @@ func TestTwoRancherServers(t *testing.T) {
 			c["eksStatus"].(map[string]any)["upstreamSpec"].(map[string]any)["region"] = "us-east-1"
 		})
 		snap := run(t, [2]string{"eu-", "us-"})
-		assert.Equal(t, []string{"eu-prod-eu-west", "eu-staging-eks", "us-prod-eu-west", "us-staging-eks"}, names(snap.Clusters))
+		assert.Equal(t, []string{"eu-prod-eu-west", "eu-staging-eks", "us-prod-eu-west", "us-staging-eks"}, snapNames(snap.Clusters))
 		assert.Empty(t, snap.Conflicts)
 		assert.Empty(t, snap.Duplicates)
 		servers := map[string]bool{}
