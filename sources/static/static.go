@@ -157,11 +157,7 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 func convert(in []Cluster, field string) ([]sources.Cluster, error) {
 	out := make([]sources.Cluster, 0, len(in))
 	seen := map[string]int{}
-	// Clusters often share a CA (every cluster behind one proxy, or one
-	// private CA for a fleet): keep one copy of each distinct caData, as
-	// the decoder gives each cluster its own (~1.5 KiB for an RSA 2048
-	// certificate, ~15 MiB at 10,000 clusters).
-	caData := map[string]string{}
+	strs := interner{}
 	for i, sc := range in {
 		at := fmt.Sprintf("%s[%d]", field, i)
 		if j, dup := seen[sc.Name]; dup && sc.Name != "" {
@@ -172,11 +168,7 @@ func convert(in []Cluster, field string) ([]sources.Cluster, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
-		if shared, ok := caData[c.CAData]; ok {
-			c.CAData = shared
-		} else {
-			caData[c.CAData] = c.CAData
-		}
+		strs.cluster(&c)
 		out = append(out, c)
 	}
 	return out, nil
@@ -220,4 +212,47 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// interner keeps one copy of each distinct string of a listing. The decoder
+// gives every cluster its own copy of every string, but clusters share
+// most of them: a CA (every cluster behind one proxy, or one private CA
+// for a fleet; ~1.5 KiB for an RSA 2048 certificate, ~15 MiB at 10,000
+// clusters), tenants, projects, regions, versions, label keys and values
+// (~3 MiB more at 10,000 clusters).
+type interner map[string]string
+
+func (in interner) str(s *string) {
+	if shared, ok := in[*s]; ok {
+		*s = shared
+	} else {
+		in[*s] = *s
+	}
+}
+
+// strMap returns m with shared keys and values; m itself is not modified.
+func (in interner) strMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		in.str(&k)
+		in.str(&v)
+		out[k] = v
+	}
+	return out
+}
+
+// cluster shares the strings of c that clusters commonly have in common
+// (not names and servers, which are unique).
+func (in interner) cluster(c *sources.Cluster) {
+	for _, s := range []*string{&c.CAData, &c.Region, &c.Account, &c.Tenant, &c.Project, &c.KubernetesVersion, &c.State} {
+		in.str(s)
+	}
+	c.Labels, c.Annotations = in.strMap(c.Labels), in.strMap(c.Annotations)
+	if a := c.Auth.AWS; a != nil {
+		in.str(&a.RoleARN)
+		in.str(&a.Region)
+	}
 }

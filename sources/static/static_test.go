@@ -579,24 +579,28 @@ func TestFileWithoutClustersKeyIsAnError(t *testing.T) {
 	assert.Nil(t, cs)
 }
 
-// TestSharedCADataHeldOnce checks that clusters with the same caData share
-// one string: the decoder gives each its own copy, ~1.5 KiB each for an RSA
-// CA, which at 10,000 clusters is ~15 MiB held for nothing.
-func TestSharedCADataHeldOnce(t *testing.T) {
+// TestSharedStringsHeldOnce checks that strings clusters have in common
+// (caData, tenant, label keys and values, ...) are held once: the decoder
+// gives each cluster its own copy, ~1.5 KiB of caData alone for an RSA CA,
+// which at 10,000 clusters is ~15 MiB held for nothing.
+func TestSharedStringsHeldOnce(t *testing.T) {
 	ca, other := testCAData(t), testCAData(t)
 	path := filepath.Join(t.TempDir(), "clusters.yaml")
 	writeFile(t, path, fmt.Sprintf("clusters:\n"+
-		"  - {name: a, server: https://a.example.com, caData: %s}\n"+
-		"  - {name: b, server: https://b.example.com, caData: %s}\n"+
-		"  - {name: c, server: https://c.example.com, caData: %s}\n", ca, ca, other))
+		"  - {name: a, server: https://a.example.com, caData: %s, tenant: acme, labels: {env: prod}}\n"+
+		"  - {name: b, server: https://b.example.com, caData: %s, tenant: acme, labels: {env: prod}}\n"+
+		"  - {name: c, server: https://c.example.com, caData: %s, tenant: globex, labels: {env: dev}}\n", ca, ca, other))
 	src, err := New(Config{File: path}, "")
 	require.NoError(t, err)
 	cs, err := src.Clusters(context.Background())
 	require.NoError(t, err)
 	require.Len(t, cs, 3)
-	assert.Equal(t, ca, cs[0].CAData)
-	assert.Equal(t, ca, cs[1].CAData)
-	assert.Equal(t, other, cs[2].CAData)
-	assert.Same(t, unsafe.StringData(cs[0].CAData), unsafe.StringData(cs[1].CAData), "one copy of a shared caData")
-	assert.NotSame(t, unsafe.StringData(cs[0].CAData), unsafe.StringData(cs[2].CAData))
+	assert.Equal(t, []string{ca, ca, other}, []string{cs[0].CAData, cs[1].CAData, cs[2].CAData})
+	assert.Equal(t, []string{"acme", "acme", "globex"}, []string{cs[0].Tenant, cs[1].Tenant, cs[2].Tenant})
+	assert.Equal(t, []map[string]string{{"env": "prod"}, {"env": "prod"}, {"env": "dev"}}, []map[string]string{cs[0].Labels, cs[1].Labels, cs[2].Labels})
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	assert.True(t, same(cs[0].CAData, cs[1].CAData), "one copy of a shared caData")
+	assert.False(t, same(cs[0].CAData, cs[2].CAData))
+	assert.True(t, same(cs[0].Tenant, cs[1].Tenant), "one copy of a shared tenant")
+	assert.True(t, same(cs[0].Labels["env"], cs[1].Labels["env"]), "one copy of a shared label value")
 }
