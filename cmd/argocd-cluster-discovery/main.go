@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -163,6 +164,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serve
 
 func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *serveHooks) error {
 	logger.Info("starting", "version", version, "config", cfg.JSON())
+	applyRuntime(cfg.Runtime, logger)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -264,6 +266,16 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *
 	wg.Wait()
 	logger.Info("stopped")
 	return serveErr
+}
+
+// applyRuntime sets the garbage collector's target from the configuration,
+// unless the GOGC environment variable set it already.
+func applyRuntime(rt config.Runtime, logger *slog.Logger) {
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		logger.Info("garbage collector target from the GOGC environment variable; runtime.gcPercent ignored", "GOGC", v)
+		return
+	}
+	debug.SetGCPercent(rt.GCPercent)
 }
 
 func newHTTPServer(h http.Handler) *http.Server {

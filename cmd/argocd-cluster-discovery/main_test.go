@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -485,4 +489,20 @@ sources:
 	assert.Contains(t, stderr.String(), "have not completed a listing")
 	assert.Contains(t, stderr.String(), "rancher.invalid")
 	assert.NotContains(t, stderr.String(), "secretvalue")
+}
+
+func TestApplyRuntimeSetsGCPercent(t *testing.T) {
+	restore := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(restore) })
+
+	t.Setenv("GOGC", "") // restored after the test
+	os.Unsetenv("GOGC")
+	applyRuntime(config.Runtime{GCPercent: 25}, slog.New(slog.DiscardHandler))
+	assert.Equal(t, 25, debug.SetGCPercent(100), "runtime.gcPercent applied")
+
+	var logs bytes.Buffer
+	t.Setenv("GOGC", "80")
+	applyRuntime(config.Runtime{GCPercent: 25}, slog.New(slog.NewTextHandler(&logs, nil)))
+	assert.Equal(t, 100, debug.SetGCPercent(100), "GOGC set in the environment wins")
+	assert.Contains(t, logs.String(), "GOGC=80")
 }

@@ -36,6 +36,7 @@ type Config struct {
 	Secrets   Secrets   `json:"secrets"`
 	// ApplicationSetRefresh wakes the ApplicationSets using our plugin.
 	ApplicationSetRefresh ApplicationSetRefresh `json:"applicationSetRefresh"`
+	Runtime               Runtime               `json:"runtime"`
 
 	// Dir is the directory of the file; relative paths are taken from it.
 	Dir string `json:"-"`
@@ -64,6 +65,17 @@ type Server struct {
 	TokenReloadInterval Duration `json:"tokenReloadInterval"`
 	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM.
 	ShutdownTimeout Duration `json:"shutdownTimeout"`
+}
+
+// Runtime tunes the Go runtime.
+type Runtime struct {
+	// GCPercent is the garbage collector's target (what GOGC sets): how far
+	// the heap may grow beyond the data that survived the last collection
+	// before the next one, in percent. Nearly all of this service's heap is
+	// the inventory and its encoding, which live until the next listing, so
+	// Go's default of 100 would let the process hold twice the inventory;
+	// the default here is 25. The GOGC environment variable, when set, wins.
+	GCPercent int `json:"gcPercent"`
 }
 
 // Inventory holds the defaults of every source's refresh loop.
@@ -213,6 +225,7 @@ func Default() Config {
 				LeaseDuration: D(15 * time.Second), RenewDeadline: D(10 * time.Second), RetryPeriod: D(2 * time.Second)},
 		},
 		ApplicationSetRefresh: ApplicationSetRefresh{PluginConfigMap: "argocd-cluster-discovery", Debounce: D(2 * time.Second)},
+		Runtime:               Runtime{GCPercent: 25},
 	}
 }
 
@@ -281,6 +294,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.Listen == "" {
 		bad("server.listen", "required")
+	}
+	if c.Runtime.GCPercent < 1 || c.Runtime.GCPercent > 1000 {
+		bad("runtime.gcPercent", "%d is not between 1 and 1000 (Go's own default is 100)", c.Runtime.GCPercent)
 	}
 	if c.Server.OpsListen != "" && c.Server.OpsListen == c.Server.Listen {
 		bad("server.opsListen", "must differ from server.listen (leave it empty to serve both on one address)")

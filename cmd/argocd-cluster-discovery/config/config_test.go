@@ -202,6 +202,7 @@ func TestParseDefaults(t *testing.T) {
 			assert.Equal(t, Log{Level: "info", Format: "json"}, cfg.Log)
 			assert.Equal(t, ":8080", cfg.Server.Listen)
 			assert.Equal(t, "/etc/acd", cfg.Dir)
+			assert.Equal(t, 25, cfg.Runtime.GCPercent)
 		})
 	}
 }
@@ -326,6 +327,8 @@ func TestParseInvalid(t *testing.T) {
 		{name: "log level", yaml: "log:\n  level: verbose\n" + okServer + okSources, wantErr: []string{"log.level: ", `"verbose"`}, wantCount: 1},
 		{name: "log level upper case", yaml: "log:\n  level: INFO\n" + okServer + okSources, wantErr: []string{"log.level: "}, wantCount: 1},
 		{name: "log format", yaml: "log:\n  format: xml\n" + okServer + okSources, wantErr: []string{"log.format: ", `"xml"`}, wantCount: 1},
+		{name: "gc percent zero", yaml: "runtime:\n  gcPercent: 0\n" + okServer + okSources, wantErr: []string{"runtime.gcPercent: ", "between 1 and 1000"}, wantCount: 1},
+		{name: "gc percent off", yaml: "runtime:\n  gcPercent: -1\n" + okServer + okSources, wantErr: []string{"runtime.gcPercent: "}, wantCount: 1},
 		{name: "server listen empty", yaml: "server:\n  listen: \"\"\n  tokens: [{env: T}]\n" + okSources, wantErr: []string{"server.listen: required"}, wantCount: 1},
 		{name: "server tokens missing", yaml: okSources, wantErr: []string{"server.tokens: "}, wantCount: 1},
 		{name: "server tokens empty", yaml: "server:\n  tokens: []\n" + okSources, wantErr: []string{"server.tokens: at least one"}, wantCount: 1},
