@@ -257,5 +257,6 @@ func report(w io.Writer, r *result) {
 		r.Before.Goroutines, r.During.Goroutines, r.After.Goroutines, r.After.Goroutines-r.Before.Goroutines)
 	fmt.Fprintf(w, "  RSS           before %s   during %s   after %s   peak under load %s   peak at start-up %s\n",
 		mib(r.Before.RSSBytes), mib(r.During.RSSBytes), mib(r.After.RSSBytes), mib(r.PeakRSSBytes), mib(r.StartupPeakRSSBytes))
+	fmt.Fprintf(w, "  RSS file-backed (the binary) before %s   after %s\n", mib(r.Before.RSSFileBytes), mib(r.After.RSSFileBytes))
 	fmt.Fprintf(w, "  heap in use   before %s   during %s   after %s\n", mib(r.Before.HeapInUse), mib(r.During.HeapInUse), mib(r.After.HeapInUse))
 }

@@ -62,6 +62,10 @@ func startService(bin, config, addr, logPath string) (*service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := evictFromPageCache(bin); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("evict %s from the page cache: %w", bin, err)
+	}
 	cmd := exec.Command(bin, "serve", "--config", config)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	setParentDeathSignal(cmd)
@@ -104,7 +108,9 @@ func (s *service) waitReady(timeout time.Duration) error {
 type processStats struct {
 	Goroutines int     `json:"goroutines"`
 	RSSBytes   float64 `json:"rssBytes"`
-	HeapInUse  float64 `json:"heapInUseBytes"`
+	// RSSFileBytes is the file-backed part of RSS: the binary's pages.
+	RSSFileBytes float64 `json:"rssFileBytes"`
+	HeapInUse    float64 `json:"heapInUseBytes"`
 }
 
 // scrape reads go_goroutines, process_resident_memory_bytes and
@@ -142,24 +148,28 @@ func (s *service) scrape() (processStats, error) {
 		}
 	}
 	return processStats{Goroutines: int(vals["go_goroutines"]), RSSBytes: vals["process_resident_memory_bytes"],
-		HeapInUse: vals["go_memstats_heap_inuse_bytes"]}, nil
+		HeapInUse: vals["go_memstats_heap_inuse_bytes"], RSSFileBytes: s.procStatus("RssFile:")}, nil
 }
 
-// peakRSS is the process's high-water mark of resident memory (VmHWM), or 0
-// where /proc is not available.
-func (s *service) peakRSS() float64 {
+// procStatus reads a "kB" field of /proc/PID/status in bytes, or 0 where
+// /proc is not available.
+func (s *service) procStatus(field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			return kb * 1024
 		}
 	}
 	return 0
 }
+
+// peakRSS is the process's high-water mark of resident memory (VmHWM), or 0
+// where /proc is not available.
+func (s *service) peakRSS() float64 { return s.procStatus("VmHWM:") }
 
 // resetPeakRSS sets the high-water mark of resident memory back to the
 // current RSS (Linux: "5" to /proc/PID/clear_refs), so that peakRSS then
