@@ -85,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return &step{file: file, pkgDir: pkg, args: []string{"test", "-run", "^$", "-bench", pattern, "-benchmem", "-benchtime", benchtime, "./" + pkg}}
 	}
 	loadArgs := []string{"run", "./cmd/loadgen", "-clusters", fmt.Sprint(o.loadClusters), "-conns", fmt.Sprint(o.loadConns),
-		"-duration", o.loadDuration, "-idle", "5s", "-json", loadJSON}
+		"-duration", o.loadDuration, "-settle", "5s", "-idle", "5s", "-json", loadJSON}
 	if o.binary != "" {
 		loadArgs = append(loadArgs, "-binary", o.binary)
 	}
@@ -265,7 +265,7 @@ func figures(lines []benchLine, load *loadFigures, o options) []row {
 	if o.loadClusters == 10000 {
 		n = "10,000"
 	}
-	rssIdle := "RSS at " + n + " clusters, before the load"
+	rssIdle := "RSS at " + n + " clusters, before the load (5 s after start-up)"
 	rssPeak := fmt.Sprintf("RSS at %s clusters, peak under %d connections for %s", n, o.loadConns, o.loadDuration)
 	rssStart := "RSS at " + n + " clusters, peak during start-up (first listing of the clusters files)"
 	loadFig := fmt.Sprintf("load at %s clusters (%d connections, %s): errors, goroutine growth", n, o.loadConns, o.loadDuration)

@@ -1,7 +1,9 @@
 // Command loadgen measures the plugin API under load. For each fleet size
 // it writes that many synthetic clusters into static clusters files,
 // starts the service binary on a loopback port, waits for /readyz, checks
-// that every input is answered with exactly the clusters it selects, then
+// that every input is answered with exactly the clusters it selects, waits
+// -settle (the memory start-up used but no longer holds goes back to the
+// system within seconds) and reads the "before" figures, then
 // drives POST /api/v1/getparams.execute over -conns keep-alive connections
 // for -duration with a mix of inputs (every cluster, each tenant, label
 // selectors, a source). It reports throughput, p50/p99 latency, errors
@@ -40,6 +42,7 @@ type options struct {
 	sizes          []int
 	conns          int
 	duration, idle time.Duration
+	settle         time.Duration
 	binary         string
 	jsonPath       string
 	slack          int
@@ -89,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs.IntVar(&o.conns, "conns", 200, "concurrent keep-alive connections")
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "load duration per fleet size")
+	fs.DurationVar(&o.settle, "settle", 5*time.Second, "pause after start-up and the answers' verification, before reading the figures the load is compared with")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "pause after the load, connections closed, before reading the figures again")
 	fs.StringVar(&o.binary, "binary", "", "service binary (default: go build ./cmd/argocd-cluster-discovery into a temporary directory)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
@@ -190,6 +194,7 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if err := verify(context.Background(), svc.base, token, ins, cs); err != nil {
 		return nil, err
 	}
+	time.Sleep(o.settle)
 	if r.Before, err = svc.scrape(); err != nil {
 		return nil, err
 	}
