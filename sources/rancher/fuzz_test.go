@@ -66,7 +66,7 @@ func FuzzClusterCollection(f *testing.F) {
 		}
 		setups = append(setups, setup{cfg: c, mapper: newMapper("rancher-a", c.URL, c), filter: flt})
 	}
-	cas := []rancherCA{{}, {PEM: rancherCAPEM}, {Problem: "the cacerts setting is not PEM"}}
+	cas := []rancherCA{{}, newRancherCA(rancherCAPEM), {Problem: "the cacerts setting is not PEM"}}
 	f.Fuzz(func(t *testing.T, page []byte) {
 		var col clusterCollection
 		if json.Unmarshal(page, &col) != nil {

@@ -206,9 +206,9 @@ func (f *filter) serverFilters(limit int) map[string]any {
 type rancherCA struct {
 	PEM     string
 	Problem string
-	// Data is base64 of PEM, encoded once per listing so that every
-	// cluster behind the proxy shares one string (at 10,000 clusters a
-	// copy each is ~15 MiB). Empty means encode PEM when needed.
+	// Data is base64 of PEM, encoded once per listing (newRancherCA) so
+	// that every cluster behind the proxy shares one string (at 10,000
+	// clusters a copy each is ~15 MiB).
 	Data string
 }
 
@@ -324,8 +324,6 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 			notReady("%s", ca.Problem)
 		case ca.Data != "":
 			out.CAData = ca.Data
-		case ca.PEM != "":
-			out.CAData = base64.StdEncoding.EncodeToString([]byte(ca.PEM))
 		}
 	}
 

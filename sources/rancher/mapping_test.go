@@ -50,7 +50,7 @@ func TestToCluster(t *testing.T) {
 	prod := fixtureCluster(t, "c-m-2x7kqz4b") // ACE enabled with caCerts
 	aceCA := prod.LocalClusterAuthEndpoint.CACerts
 	eks := fixtureCluster(t, "c-7qgnz")
-	okCA := rancherCA{PEM: rancherCAPEM}
+	okCA := newRancherCA(rancherCAPEM)
 	tokenRef := &sources.SecretRef{File: "/var/run/rancher/token"}
 	const (
 		proxySrv = server + "/k8s/clusters/c-m-2x7kqz4b"
