@@ -106,14 +106,76 @@ type Cluster struct {
 	ClusterResources bool     `json:"clusterResources,omitempty"`
 	// KubernetesVersion as reported upstream, e.g. v1.31.4.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// ID is the cluster's identity in its source, stable across renames:
+	// the Rancher cluster id, the EKS cluster ARN, the AKS resource id
+	// (lower case), the static cluster's name. Empty means Name. The
+	// inventory tracks clusters, and names their Secrets, by source and ID.
+	ID string `json:"id,omitempty"`
 	// State is the upstream state, verbatim (e.g. active, ACTIVE, Succeeded).
 	State string `json:"state,omitempty"`
-	// Ready is false for a cluster that is listed but not usable yet (for
-	// example its CA could not be fetched). Parameters leave it out; the
-	// Secret reconciler neither creates nor deletes its Secret.
+	// Phase is State mapped to the lifecycle every consumer follows (see
+	// Phase). A source sets it from the upstream state; the inventory may
+	// raise pending to degraded (a cluster that was served before) and sets
+	// absent. Empty is read as ready.
+	Phase Phase `json:"phase,omitempty"`
+	// Ready is false when the listing lacks what parameters or a Secret
+	// need (a server, a CA that could be fetched, valid scoping): the
+	// cluster cannot be rendered from this listing. It says nothing about
+	// the upstream lifecycle (that is Phase): a served cluster that cannot
+	// be rendered keeps its last good rendering.
 	Ready bool `json:"ready"`
 	// NotReadyReason says why Ready is false.
 	NotReadyReason string `json:"notReadyReason,omitempty"`
+}
+
+// Key returns the cluster's identity in its source: ID, or Name when the
+// source sets no ID.
+func (c *Cluster) Key() string {
+	if c.ID != "" {
+		return c.ID
+	}
+	return c.Name
+}
+
+// Phase is where a cluster is in its lifecycle, the same for every
+// provider. Each provider maps its upstream states to a phase (the tables
+// are in the providers' package docs); an upstream value a provider does
+// not know is degraded, never absence.
+type Phase string
+
+// The phases.
+const (
+	// PhasePending: never usable yet (being created, waiting for its agent).
+	// A pending cluster is not served until it becomes ready or degraded.
+	PhasePending Phase = "pending"
+	// PhaseReady: usable.
+	PhaseReady Phase = "ready"
+	// PhaseDegraded: the same cluster, not healthy for now (an upgrade, a
+	// disconnected agent, a failed operation, stopped). Served.
+	PhaseDegraded Phase = "degraded"
+	// PhaseLeaving: being deleted upstream. A served cluster stays served
+	// while leaving until its departure is confirmed.
+	PhaseLeaving Phase = "leaving"
+	// PhaseAbsent is set by the inventory only: a served cluster missing
+	// from its source's latest complete listing, served from its last good
+	// rendering until its departure is confirmed.
+	PhaseAbsent Phase = "absent"
+)
+
+// Phases lists every phase, in lifecycle order.
+func Phases() []Phase {
+	return []Phase{PhasePending, PhaseReady, PhaseDegraded, PhaseLeaving, PhaseAbsent}
+}
+
+// Valid reports whether p is a known phase (empty counts as ready).
+func (p Phase) Valid() bool { return p == "" || slices.Contains(Phases(), p) }
+
+// OrReady returns p, or ready when p is empty.
+func (p Phase) OrReady() Phase {
+	if p == "" {
+		return PhaseReady
+	}
+	return p
 }
 
 // AuthKind says which form of credentials a cluster uses.
