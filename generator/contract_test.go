@@ -184,8 +184,8 @@ func TestNeverAnEmpty200ForUnknownData(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "beta could hold acme clusters")
 
 	rec = do(h, argoRequest(t, GetParamsPath, map[string]any{"source": "alpha"}))
-	require.Equal(t, http.StatusOK, rec.Code, "a request that cannot select beta is answered")
-	assert.Equal(t, []string{"a1"}, paramNames(t, rec.Body.Bytes()))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code,
+		"the start-up barrier: until every source has listed once, a source listing later could change any answer (its clusters may be duplicates or name conflicts of alpha's)")
 
 	// readiness says the same
 	rec = do(h, rawRequest("GET", "/readyz", nil, ""))
@@ -220,7 +220,8 @@ func TestStaleSourceKeepsServing(t *testing.T) {
 	require.NoError(t, inv.RefreshAll(context.Background()))
 	rec = do(h, req())
 	require.Equal(t, 200, rec.Code)
-	assert.Equal(t, []string{"a1"}, paramNames(t, rec.Body.Bytes()), "the cache follows the new snapshot")
+	assert.Equal(t, []string{"a1", "a2"}, paramNames(t, rec.Body.Bytes()), "a2 is absent from one listing: not gone yet")
+	assert.Contains(t, rec.Body.String(), `"phase":"absent"`, "the cache follows the new snapshot")
 	assert.Empty(t, rec.Header().Get(StaleHeader))
 }
 

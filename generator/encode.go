@@ -18,7 +18,7 @@ const (
 	answerSuffix = `]}}`
 )
 
-// encodedSnapshot holds every ready cluster of one snapshot encoded once,
+// encodedSnapshot holds every served cluster of one snapshot encoded once,
 // each fragment exactly as json.Marshal encodes it inside a response
 // (HTML escaping on), in snapshot order. It is read-only once built:
 // answers share it.
@@ -33,24 +33,16 @@ type encodedSnapshot struct {
 	off []int32
 }
 
-// encodeSnapshot encodes the ready clusters of snap.
+// encodeSnapshot encodes the served clusters of snap (all its Clusters).
 func encodeSnapshot(snap *inventory.Snapshot) (*encodedSnapshot, error) {
-	ready := 0
-	for i := range snap.Clusters {
-		if snap.Clusters[i].Ready {
-			ready++
-		}
-	}
+	n := len(snap.Clusters)
 	var buf bytes.Buffer
 	buf.WriteString(answerPrefix)
 	enc := json.NewEncoder(&buf) // escapes HTML, as json.Marshal does
-	off := make([]int32, 0, ready+1)
+	off := make([]int32, 0, n+1)
 	var p Parameters // one, not one per cluster boxed for Encode
 	for i := range snap.Clusters {
 		c := snap.Clusters[i]
-		if !c.Ready {
-			continue
-		}
 		off = append(off, int32(buf.Len())) // checked below: buf only grows
 		p = ClusterParameters(c)
 		if err := enc.Encode(&p); err != nil {
@@ -58,7 +50,7 @@ func encodeSnapshot(snap *inventory.Snapshot) (*encodedSnapshot, error) {
 		}
 		buf.Bytes()[buf.Len()-1] = ',' // in place of the newline Encode ends with
 	}
-	if ready > 0 {
+	if n > 0 {
 		buf.Truncate(buf.Len() - 1)
 	}
 	buf.WriteString(answerSuffix)
@@ -78,17 +70,14 @@ type run struct{ start, end int32 }
 // runBytes is the size of a run, for the cache's budget.
 const runBytes = 8
 
-// selectRuns returns the runs of the ready clusters of snap that f
+// selectRuns returns the runs of the served clusters of snap that f
 // matches, and how many clusters they hold. e must be snap's encoding.
 func (e *encodedSnapshot) selectRuns(snap *inventory.Snapshot, f *Filter) ([]run, int, error) {
 	var runs []run
 	count := 0
-	k := int32(0) // the fragment of the next ready cluster
+	k := int32(0) // the fragment of the next cluster
 	for i := range snap.Clusters {
 		c := snap.Clusters[i]
-		if !c.Ready {
-			continue
-		}
 		if f.Match(c) {
 			if n := len(runs); n > 0 && runs[n-1].end == k {
 				runs[n-1].end++
@@ -100,7 +89,7 @@ func (e *encodedSnapshot) selectRuns(snap *inventory.Snapshot, f *Filter) ([]run
 		k++
 	}
 	if int(k) != len(e.off)-1 {
-		return nil, 0, fmt.Errorf("select parameters: snapshot %d has %d ready clusters, its encoding %d", snap.Version, k, len(e.off)-1)
+		return nil, 0, fmt.Errorf("select parameters: snapshot %d has %d clusters, its encoding %d", snap.Version, k, len(e.off)-1)
 	}
 	if len(runs) == 0 {
 		return nil, 0, nil

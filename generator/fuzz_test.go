@@ -155,7 +155,7 @@ func canonicalParameters(t *testing.T, f *Filter) map[string]json.RawMessage {
 
 // answerKeys are the only keys a parameter set may have: nothing from the
 // model's CA or auth may reach Argo CD's templates.
-var answerKeys = []string{"kubernetesVersion", "metadata", "name", "nameNormalized", "project", "provider", "region", "server", "source", "tenant"}
+var answerKeys = []string{"kubernetesVersion", "metadata", "name", "nameNormalized", "phase", "project", "provider", "region", "server", "source", "state", "tenant"}
 
 // checkAnswer checks a 200 body: valid JSON of the documented shape, only
 // the documented keys, sorted by name, and exactly the ready clusters of

@@ -24,6 +24,11 @@ type Parameters struct {
 	Region            string   `json:"region"`
 	Tenant            string   `json:"tenant"`
 	KubernetesVersion string   `json:"kubernetesVersion"`
+	// Phase is the cluster's lifecycle phase (ready, degraded, leaving,
+	// absent) and State the upstream state it was mapped from, so that
+	// templates can react (a served cluster is never left out for them).
+	Phase string `json:"phase"`
+	State string `json:"state"`
 }
 
 // Metadata mirrors the cluster generator's metadata: never null, so that
@@ -62,7 +67,7 @@ func ClusterParameters(c *sources.Cluster) Parameters {
 		Name: c.Name, NameNormalized: SanitizeName(c.Name), Server: c.Server, Project: c.Project,
 		Metadata: Metadata{Labels: c.Labels, Annotations: c.Annotations},
 		Provider: string(c.Provider), Source: c.Source, Region: c.Region, Tenant: c.Tenant,
-		KubernetesVersion: c.KubernetesVersion,
+		KubernetesVersion: c.KubernetesVersion, Phase: string(c.Phase.OrReady()), State: c.State,
 	}
 	if p.Metadata.Labels == nil {
 		p.Metadata.Labels = map[string]string{}
@@ -73,9 +78,10 @@ func ClusterParameters(c *sources.Cluster) Parameters {
 	return p
 }
 
-// UnavailableError means the answer is not known yet: a source the request
-// could match has never completed a listing. It becomes a 503, never an
-// empty 200, because Argo CD deletes Applications on an empty 200.
+// UnavailableError means the answer is not known yet: a configured source
+// has never completed a listing (the start-up barrier: until every source
+// has, a source listing later could change any answer). It becomes a 503,
+// never a 200, because Argo CD deletes the Applications a 200 leaves out.
 type UnavailableError struct{ Sources []string }
 
 func (e *UnavailableError) Error() string {
@@ -103,7 +109,7 @@ type Result struct {
 
 // Render answers a filter from a snapshot. It fails with *InputError when
 // the filter names a source or provider that is not configured, and with
-// *UnavailableError when a source it could select has not synced.
+// *UnavailableError until every source has synced.
 //
 // Render encodes the whole snapshot; the server encodes it once per
 // snapshot version and shares that between filters.
@@ -130,13 +136,10 @@ func render(snap *inventory.Snapshot, f *Filter, encode func(*inventory.Snapshot
 	}
 	var unsynced, stale []string
 	for _, st := range snap.Sources {
-		if !f.MaySelect(st.Name, st.Provider) {
-			continue
-		}
 		if !st.Synced {
 			unsynced = append(unsynced, st.Name)
 		}
-		if st.Stale {
+		if st.Stale && f.MaySelect(st.Name, st.Provider) {
 			stale = append(stale, st.Name)
 		}
 	}

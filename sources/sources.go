@@ -178,6 +178,34 @@ func (p Phase) OrReady() Phase {
 	return p
 }
 
+// TenantRule scopes the clusters of a tenant in Argo CD. When a rule exists
+// for a cluster's tenant, its non-empty fields win over what the source
+// said: the platform team's configuration is the authority on scoping. The
+// inventory applies the rules, so the plugin answer's project and the
+// cluster Secret's project are always the same.
+type TenantRule struct {
+	Project          string   `json:"project,omitempty"`
+	Namespaces       []string `json:"namespaces,omitempty"`
+	ClusterResources *bool    `json:"clusterResources,omitempty"`
+}
+
+// ApplyTenantRule scopes c by the rule of its tenant, if any.
+func (c *Cluster) ApplyTenantRule(rules map[string]TenantRule) {
+	rule, ok := rules[c.Tenant]
+	if !ok || c.Tenant == "" {
+		return
+	}
+	if rule.Project != "" {
+		c.Project = rule.Project
+	}
+	if len(rule.Namespaces) > 0 {
+		c.Namespaces = rule.Namespaces
+	}
+	if rule.ClusterResources != nil {
+		c.ClusterResources = *rule.ClusterResources
+	}
+}
+
 // AuthKind says which form of credentials a cluster uses.
 type AuthKind string
 

@@ -131,7 +131,8 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 		}
 		specs = append(specs, spec)
 	}
-	return inventory.New(specs, inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter, Prefer: cfg.Inventory.Prefer})
+	return inventory.New(specs, inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter, Prefer: cfg.Inventory.Prefer,
+		Departure: cfg.Departure.Inventory(), Tenants: cfg.Secrets.Tenants})
 }
 
 // serveHooks let tests learn the bound addresses.

@@ -59,14 +59,9 @@ const (
 // shard, set by a person) are left alone.
 var ownedDataKeys = []string{"name", "server", "config", "project", "namespaces", "clusterResources"}
 
-// TenantRule scopes the clusters of a tenant in Argo CD. When a rule exists
-// for a cluster's tenant, its non-empty fields win over what the source
-// said: the platform team's configuration is the authority on scoping.
-type TenantRule struct {
-	Project          string   `json:"project,omitempty"`
-	Namespaces       []string `json:"namespaces,omitempty"`
-	ClusterResources *bool    `json:"clusterResources,omitempty"`
-}
+// TenantRule scopes the clusters of a tenant; the inventory applies it
+// (see sources.TenantRule), so the Secret and the plugin answer agree.
+type TenantRule = sources.TenantRule
 
 // CredentialOverride replaces the credentials a source describes, for all
 // clusters of that source: at most one field.
@@ -89,8 +84,6 @@ type Options struct {
 	OwnerID string
 	// Prefix starts every Secret name (default "cluster").
 	Prefix string
-	// Tenants maps a tenant to its Argo CD scope.
-	Tenants map[string]TenantRule
 	// Credentials maps a source name to a credential override.
 	Credentials map[string]CredentialOverride
 }
@@ -231,17 +224,6 @@ func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, erro
 	}
 
 	project, namespaces, clusterResources := c.Project, c.Namespaces, c.ClusterResources
-	if rule, ok := o.Tenants[c.Tenant]; ok && c.Tenant != "" {
-		if rule.Project != "" {
-			project = rule.Project
-		}
-		if len(rule.Namespaces) > 0 {
-			namespaces = rule.Namespaces
-		}
-		if rule.ClusterResources != nil {
-			clusterResources = *rule.ClusterResources
-		}
-	}
 	data := map[string][]byte{"name": []byte(c.Name), "server": []byte(c.Server), "config": configJSON}
 	if project != "" {
 		data["project"] = []byte(project)

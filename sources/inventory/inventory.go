@@ -1,12 +1,21 @@
-// Package inventory keeps the last complete listing of every source and
-// merges them into immutable, versioned snapshots.
+// Package inventory keeps the last complete listing of every source, moves
+// each cluster along one lifecycle, and merges the sources into immutable,
+// versioned snapshots that the plugin answer and the Secret reconciler both
+// follow.
 //
 // Each source has its own refresh loop. A listing that fails leaves the
 // source's previous listing in place (marked stale): it is better to serve
-// stale clusters than partial ones, because consumers take a cluster missing
-// from a successful answer to mean that it has left. A source that has never
-// completed a listing is reported as not synced, and consumers must not
-// answer for it.
+// stale clusters than partial ones. A source that has never completed a
+// listing is reported as not synced, and until every source has, consumers
+// answer nothing (the start-up barrier).
+//
+// The lifecycle (lifecycle.go): a cluster is served once it is ready or
+// degraded with a good rendering, and stays served, with its last good
+// rendering, through every phase but a confirmed departure: absent from (or
+// leaving in) Departure.AfterListings consecutive complete listings and
+// Departure.GracePeriod. A mass drop is held longer. Merging (merge.go)
+// dedupes one cluster listed by two sources before resolving name
+// conflicts, and an established cluster keeps its name against a newcomer.
 package inventory
 
 import (
@@ -15,9 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"reflect"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,8 +57,17 @@ type Options struct {
 	// Default 0.1; negative means none.
 	Jitter float64
 	// Prefer decides which of two listings of one cluster is served (see
-	// Duplicate): PreferCloud (the default) or PreferRancher.
+	// Duplicate): PreferCloud (the default) or PreferRancher. A listing
+	// already served keeps being served whatever the preference.
 	Prefer Preference
+	// Departure decides when a served cluster has left; zero fields take
+	// DefaultDeparture's.
+	Departure Departure
+	// Tenants scope clusters by tenant (project, namespaces, cluster
+	// resources), for the answer and the Secrets alike.
+	Tenants map[string]sources.TenantRule
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
 // Preference says which source wins when one cluster is listed twice.
@@ -67,97 +82,6 @@ const (
 	PreferRancher Preference = "rancher"
 )
 
-// SourceState is what a snapshot says about one source.
-type SourceState struct {
-	Name     string           `json:"name"`
-	Provider sources.Provider `json:"provider"`
-	// Synced is true once the source has completed a listing.
-	Synced bool `json:"synced"`
-	// Stale is true when the latest listing failed and the snapshot holds
-	// the last complete one.
-	Stale bool `json:"stale"`
-}
-
-// Conflict is a cluster name listed more than once; every cluster with that
-// name is kept out of the snapshot.
-type Conflict struct {
-	Name string `json:"name"`
-	// Sources lists the source of each cluster with that name (a source may
-	// appear twice when it listed the name twice).
-	Sources []string `json:"sources"`
-}
-
-// Duplicate is a cluster listed under another name by a second source: the
-// same server URL, or the same cloud cluster (CloudID). Only the preferred
-// listing (Kept) is in the snapshot's Clusters; the duplicate is neither
-// served nor given a Secret, and is not treated as gone either.
-type Duplicate struct {
-	Name       string `json:"name"`
-	Source     string `json:"source"`
-	KeptName   string `json:"keptName"`
-	KeptSource string `json:"keptSource"`
-	// Reason is "server" or "cloudID".
-	Reason string `json:"reason"`
-}
-
-// Snapshot is an immutable view of the merged inventory. Callers must not
-// modify it or anything it points to.
-type Snapshot struct {
-	// Version grows by one each time the content changes.
-	Version uint64
-	// Clusters from the last complete listing of every synced source, ready
-	// or not, conflicts left out, sorted by name. They point into the
-	// sources' listings, shared by the snapshots made from them.
-	Clusters []*sources.Cluster
-	// Sources in configuration order.
-	Sources []SourceState
-	// Conflicts sorted by name.
-	Conflicts []Conflict
-	// Duplicates sorted by name.
-	Duplicates []Duplicate
-}
-
-// Present reports whether a cluster of that name is known to the snapshot
-// in any form: served, not ready, in a name conflict or a duplicate. A
-// cluster that is not present has left its source's last listing.
-func (s *Snapshot) Present(name string) bool {
-	i := sort.Search(len(s.Clusters), func(i int) bool { return s.Clusters[i].Name >= name })
-	if i < len(s.Clusters) && s.Clusters[i].Name == name {
-		return true
-	}
-	for _, c := range s.Conflicts {
-		if c.Name == name {
-			return true
-		}
-	}
-	for _, d := range s.Duplicates {
-		if d.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// Source returns the state of the named source.
-func (s *Snapshot) Source(name string) (SourceState, bool) {
-	for _, st := range s.Sources {
-		if st.Name == name {
-			return st, true
-		}
-	}
-	return SourceState{}, false
-}
-
-// Synced reports whether every source has completed a listing.
-func (s *Snapshot) Synced() bool {
-	for _, st := range s.Sources {
-		if !st.Synced {
-			return false
-		}
-	}
-	return true
-}
-
 // SourceStatus is the live status of one source, for /status and logs.
 type SourceStatus struct {
 	SourceState
@@ -167,9 +91,14 @@ type SourceStatus struct {
 	LastDuration        string    `json:"lastDuration,omitempty"`
 	LastError           string    `json:"lastError,omitempty"`
 	ConsecutiveFailures int       `json:"consecutiveFailures"`
-	// Clusters and NotReady count the last complete listing.
+	// Clusters and NotReady count the last complete listing (NotReady:
+	// listed clusters that could not be rendered from it).
 	Clusters int `json:"clusters"`
 	NotReady int `json:"notReady"`
+	// Served counts the source's served clusters, Absent those of them
+	// served from their last rendering while their departure is counted.
+	Served int `json:"served"`
+	Absent int `json:"absent"`
 }
 
 // Status is the live status of the inventory.
@@ -179,14 +108,20 @@ type Status struct {
 	Sources         []SourceStatus `json:"sources"`
 	Conflicts       []Conflict     `json:"conflicts"`
 	Duplicates      []Duplicate    `json:"duplicates"`
+	// Unserved are listed clusters that are not served (pending, or never
+	// rendered), Kept served clusters whose latest listing could not be
+	// rendered, Departed recently confirmed departures.
+	Unserved []Unserved `json:"unserved"`
+	Kept     []Kept     `json:"kept"`
+	Departed []Departed `json:"departed"`
 }
 
 type sourceState struct {
 	spec   SourceSpec
 	status SourceStatus
-	// clusters is the last complete listing; nil until the first success.
-	clusters []sources.Cluster
-	trigger  chan struct{}
+	// life follows the source's clusters across complete listings.
+	life    lifecycle
+	trigger chan struct{}
 }
 
 // Inventory runs the refresh loops and hands out snapshots.
@@ -194,12 +129,20 @@ type Inventory struct {
 	logger  *slog.Logger
 	jitter  float64
 	prefer  Preference
+	tenants map[string]sources.TenantRule
+	now     func() time.Time
 	metrics *metrics
 
 	mu     sync.Mutex
 	states []*sourceState
 	subs   map[int]subscriber
 	nextID int
+	// established holds when each served cluster (by source and ID) was
+	// first in a snapshot after the barrier: it keeps its name against a
+	// newcomer and its listing against a duplicate.
+	established map[string]time.Time
+	// departed remembers confirmed departures (see Departed).
+	departed map[string]Departed
 
 	snap atomic.Pointer[Snapshot]
 }
@@ -226,11 +169,19 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 	default:
 		return nil, fmt.Errorf("prefer %q: must be %s or %s", opts.Prefer, PreferCloud, PreferRancher)
 	}
+	departure, err := opts.Departure.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, metrics: m, subs: map[int]subscriber{}}
+	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
+		metrics: m, subs: map[int]subscriber{}, established: map[string]time.Time{}, departed: map[string]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -248,12 +199,12 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			return nil, fmt.Errorf("source %s: timeout must be positive", spec.Name)
 		}
 		seen[spec.Name] = true
-		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1)}
+		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, tracked: map[string]*tracked{}}}
 		st.status.Name, st.status.Provider, st.status.Interval = spec.Name, spec.Provider, spec.Interval.String()
 		inv.states = append(inv.states, st)
 		m.initSource(spec.Name)
 	}
-	inv.snap.Store(inv.merge(0))
+	inv.snap.Store(inv.merge(0, opts.Now()))
 	return inv, nil
 }
 
@@ -330,15 +281,12 @@ func (inv *Inventory) Status() Status {
 	snap := inv.Snapshot()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	out := Status{SnapshotVersion: snap.Version, Clusters: len(snap.Clusters), Conflicts: snap.Conflicts, Duplicates: snap.Duplicates}
-	for _, st := range inv.states {
-		out.Sources = append(out.Sources, st.status)
-	}
-	if out.Conflicts == nil {
-		out.Conflicts = []Conflict{}
-	}
-	if out.Duplicates == nil {
-		out.Duplicates = []Duplicate{}
+	out := Status{SnapshotVersion: snap.Version, Clusters: len(snap.Clusters), Conflicts: nonNil(snap.Conflicts),
+		Duplicates: nonNil(snap.Duplicates), Unserved: nonNil(snap.Unserved), Kept: nonNil(snap.Kept), Departed: nonNil(snap.Departed)}
+	for i, st := range inv.states {
+		s := st.status
+		s.SourceState = snap.Sources[i]
+		out.Sources = append(out.Sources, s)
 	}
 	return out
 }
@@ -400,10 +348,10 @@ func (inv *Inventory) jittered(d time.Duration) time.Duration {
 // short because ctx was cancelled (shutdown) is not recorded at all.
 func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 	lctx, cancel := context.WithTimeout(ctx, st.spec.Timeout)
-	start := time.Now()
+	start := inv.now()
 	clusters, err := st.spec.Source.Clusters(lctx)
 	cancel()
-	took := time.Since(start)
+	took := inv.now().Sub(start)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -411,7 +359,7 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 		err = fmt.Errorf("timed out after %s: %w", st.spec.Timeout, err)
 	}
 	if err == nil {
-		clusters, err = prepare(st.spec, clusters)
+		clusters, err = prepare(st.spec, clusters, inv.tenants)
 	}
 	if err != nil {
 		err = fmt.Errorf("source %s: list clusters: %w", st.spec.Name, err)
@@ -420,21 +368,31 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 	return err
 }
 
-// prepare copies a listing's clusters, stamps each with its source,
-// normalizes servers and marks clusters that cannot be used as not ready.
+// prepare copies a listing's clusters, stamps each with its source, applies
+// the tenant rules, normalizes servers and marks clusters that cannot be
+// rendered as not ready. Two clusters with one identity fail the listing.
 // What the clusters point to (labels, annotations, auth, namespaces) is
 // shared with the source, never modified by either side (see
 // sources.Source), so it is not copied: at 10,000 clusters copies would
 // cost ~8 MiB.
-func prepare(spec SourceSpec, in []sources.Cluster) ([]sources.Cluster, error) {
+func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.TenantRule) ([]sources.Cluster, error) {
 	out := make([]sources.Cluster, len(in))
+	keys := make(map[string]bool, len(in))
 	for i := range in {
 		c := &out[i]
 		*c = in[i]
 		if c.Name == "" {
 			return nil, fmt.Errorf("cluster %d has no name", i)
 		}
+		if keys[c.Key()] {
+			return nil, fmt.Errorf("cluster id %q listed twice", c.Key())
+		}
+		keys[c.Key()] = true
+		if !c.Phase.Valid() || c.Phase == sources.PhaseAbsent {
+			c.Phase = sources.PhaseDegraded // unknown is degraded, never absence
+		}
 		c.Source, c.Provider = spec.Name, spec.Provider
+		c.ApplyTenantRule(tenants)
 		if srv, err := sources.NormalizeServer(c.Server); err != nil {
 			c.Ready, c.NotReadyReason = false, "invalid server: "+err.Error()
 		} else {
@@ -454,6 +412,7 @@ func prepare(spec SourceSpec, in []sources.Cluster) ([]sources.Cluster, error) {
 }
 
 func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err error, start time.Time, took time.Duration) {
+	var res listed
 	inv.mu.Lock()
 	s := &st.status
 	s.LastAttempt = start
@@ -465,7 +424,27 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 		s.Stale = s.Synced
 		inv.metrics.errors.WithLabelValues(st.spec.Name).Inc()
 	} else {
-		st.clusters = clusters
+		res = st.life.apply(st.spec.Name, clusters, start)
+		for _, d := range res.departed {
+			inv.departed[clusterKey(d.Source, d.ID)] = d
+			delete(inv.established, clusterKey(d.Source, d.ID))
+		}
+		for i := range clusters {
+			delete(inv.departed, clusterKey(st.spec.Name, clusters[i].Key()))
+		}
+		s.Served, s.Absent = len(st.life.served), 0
+		byPhase := map[sources.Phase]int{}
+		for _, c := range st.life.served {
+			byPhase[c.Phase]++
+		}
+		s.Absent = byPhase[sources.PhaseAbsent] + byPhase[sources.PhaseLeaving]
+		for _, p := range sources.Phases() {
+			if p != sources.PhasePending {
+				inv.metrics.served.WithLabelValues(st.spec.Name, string(p)).Set(float64(byPhase[p]))
+			}
+		}
+		inv.metrics.departures.WithLabelValues(st.spec.Name).Add(float64(len(res.departed)))
+		inv.metrics.held.WithLabelValues(st.spec.Name).Set(float64(st.life.held))
 		s.LastError, s.ConsecutiveFailures, s.Stale = "", 0, false
 		s.Synced, s.LastSuccess = true, start
 		s.Clusters, s.NotReady = len(clusters), 0
@@ -483,7 +462,7 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 	inv.metrics.stale.WithLabelValues(st.spec.Name).Set(boolFloat(s.Stale))
 
 	prev := inv.snap.Load()
-	next := inv.merge(prev.Version)
+	next := inv.merge(prev.Version, start)
 	changed := !sameContent(prev, next)
 	if changed {
 		next.Version = prev.Version + 1
@@ -500,7 +479,7 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 			}
 		}
 	}
-	failures, stale := s.ConsecutiveFailures, s.Stale
+	failures, stale, held, served := s.ConsecutiveFailures, s.Stale, st.life.held, s.Served
 	inv.mu.Unlock()
 
 	log := inv.logger.With("source", st.spec.Name, "provider", string(st.spec.Provider), "took", took.Round(time.Millisecond).String())
@@ -509,9 +488,17 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 	} else {
 		log.Debug("listing complete", "clusters", len(clusters))
 	}
+	if res.newlyHeld > 0 {
+		log.Warn("mass drop: many served clusters missing from one listing; holding their departure",
+			"missing", res.newlyHeld, "share", fraction(res.newlyHeld, served+len(res.departed)), "heldDepartures", held)
+	}
+	for _, d := range res.departed {
+		log.Info("cluster departure confirmed; no longer served", "cluster", d.Name, "id", d.ID)
+	}
 	if changed {
 		for _, c := range newConflicts(prev, next) {
-			inv.logger.Error("cluster name listed more than once; serving none of them", "cluster", c.Name, "sources", strings.Join(c.Sources, ","))
+			inv.logger.Error("cluster name listed more than once; serving only the established cluster, if any",
+				"cluster", c.Name, "sources", strings.Join(c.Sources, ","), "keptSource", c.KeptSource)
 		}
 		for _, d := range newDuplicates(prev, next) {
 			inv.logger.Warn("cluster listed twice; serving one listing", "cluster", d.Name, "source", d.Source,
@@ -522,109 +509,11 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 	}
 }
 
-// merge builds a snapshot from the last complete listing of each source.
-// The caller holds inv.mu (or is New).
-func (inv *Inventory) merge(version uint64) *Snapshot {
-	snap := &Snapshot{Version: version}
-	byName := map[string][]*sources.Cluster{}
-	for _, st := range inv.states {
-		snap.Sources = append(snap.Sources, st.status.SourceState)
-		for i := range st.clusters {
-			c := &st.clusters[i]
-			byName[c.Name] = append(byName[c.Name], c)
-		}
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
 	}
-	for name, cs := range byName {
-		if len(cs) == 1 {
-			snap.Clusters = append(snap.Clusters, cs[0])
-			continue
-		}
-		conflict := Conflict{Name: name}
-		for _, c := range cs {
-			conflict.Sources = append(conflict.Sources, c.Source)
-		}
-		sort.Strings(conflict.Sources)
-		snap.Conflicts = append(snap.Conflicts, conflict)
-	}
-	snap.Clusters, snap.Duplicates = dedupe(snap.Clusters, inv.prefer)
-	sort.Slice(snap.Clusters, func(i, j int) bool { return snap.Clusters[i].Name < snap.Clusters[j].Name }) // names are unique here
-	sort.Slice(snap.Conflicts, func(i, j int) bool { return snap.Conflicts[i].Name < snap.Conflicts[j].Name })
-	return snap
-}
-
-// dedupe keeps one listing per cluster: clusters sharing a server URL or a
-// CloudID are one cluster, and the listing of the preferred kind of source
-// is kept (then the first by source and name, so the choice is stable).
-func dedupe(cs []*sources.Cluster, prefer Preference) ([]*sources.Cluster, []Duplicate) {
-	rank := func(c *sources.Cluster) int {
-		cloud := c.Provider == sources.ProviderEKS || c.Provider == sources.ProviderAKS
-		switch {
-		case prefer == PreferCloud && cloud, prefer == PreferRancher && c.Provider == sources.ProviderRancher:
-			return 0
-		case c.Provider == sources.ProviderStatic:
-			return 1
-		}
-		return 2
-	}
-	sort.SliceStable(cs, func(i, j int) bool {
-		ri, rj := rank(cs[i]), rank(cs[j])
-		if ri != rj {
-			return ri < rj
-		}
-		if cs[i].Source != cs[j].Source {
-			return cs[i].Source < cs[j].Source
-		}
-		return cs[i].Name < cs[j].Name
-	})
-	byServer := map[string]*sources.Cluster{}
-	byCloud := map[string]*sources.Cluster{}
-	kept := make([]*sources.Cluster, 0, len(cs))
-	var dups []Duplicate
-	for _, c := range cs {
-		first, reason := byServer[c.Server], "server"
-		if first == nil && c.CloudID != "" {
-			first, reason = byCloud[c.CloudID], "cloudID"
-		}
-		if first != nil {
-			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, KeptName: first.Name, KeptSource: first.Source, Reason: reason})
-			continue
-		}
-		byServer[c.Server] = c
-		if c.CloudID != "" {
-			byCloud[c.CloudID] = c
-		}
-		kept = append(kept, c)
-	}
-	sort.Slice(dups, func(i, j int) bool { return dups[i].Name < dups[j].Name })
-	return kept, dups
-}
-
-func sameContent(a, b *Snapshot) bool {
-	return reflect.DeepEqual(a.Sources, b.Sources) &&
-		reflect.DeepEqual(a.Conflicts, b.Conflicts) &&
-		reflect.DeepEqual(a.Duplicates, b.Duplicates) &&
-		len(a.Clusters) == len(b.Clusters) &&
-		(len(a.Clusters) == 0 || reflect.DeepEqual(a.Clusters, b.Clusters))
-}
-
-func newConflicts(prev, next *Snapshot) []Conflict {
-	var out []Conflict
-	for _, c := range next.Conflicts {
-		if !slices.ContainsFunc(prev.Conflicts, func(p Conflict) bool { return p.Name == c.Name }) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func newDuplicates(prev, next *Snapshot) []Duplicate {
-	var out []Duplicate
-	for _, d := range next.Duplicates {
-		if !slices.Contains(prev.Duplicates, d) {
-			out = append(out, d)
-		}
-	}
-	return out
+	return s
 }
 
 func boolFloat(b bool) float64 {

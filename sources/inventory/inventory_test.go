@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,14 @@ func (s *scripted) Calls() int {
 
 func cluster(name string) sources.Cluster {
 	return sources.Cluster{Name: name, Server: "https://" + name + ".example.com/", Ready: true, Labels: map[string]string{"env": "prod"}}
+}
+
+func phases(snap *Snapshot) []sources.Phase {
+	out := []sources.Phase{}
+	for _, c := range snap.Clusters {
+		out = append(out, c.Phase)
+	}
+	return out
 }
 
 func names(snap *Snapshot) []string {
@@ -112,7 +121,8 @@ func TestLastGoodListingIsKeptWhileFailing(t *testing.T) {
 
 	require.NoError(t, inv.RefreshAll(ctx))
 	snap = inv.Snapshot()
-	assert.Equal(t, []string{"a"}, names(snap), "a successful smaller listing replaces the old one")
+	assert.Equal(t, []string{"a", "b", "c"}, names(snap), "clusters missing from one listing are still served")
+	assert.Equal(t, []sources.Phase{sources.PhaseReady, sources.PhaseAbsent, sources.PhaseAbsent}, phases(snap))
 	st, _ = snap.Source("s1")
 	assert.False(t, st.Stale)
 	status = inv.Status().Sources[0]
@@ -150,8 +160,12 @@ func TestConflictsAreReportedAndNotServed(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	s1 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("shared"), cluster("only-1")}}}}
-	s2 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("shared"), cluster("only-2")}}}}
-	s3 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("twice"), cluster("twice")}}}}
+	otherShared := cluster("shared")
+	otherShared.Server = "https://another-shared.example.com" // another cluster: same server would be a duplicate
+	s2 := &scripted{steps: []step{{clusters: []sources.Cluster{otherShared, cluster("only-2")}}}}
+	twiceA, twiceB := cluster("twice"), cluster("twice")
+	twiceA.ID, twiceB.ID, twiceB.Server = "id-a", "id-b", "https://twice-b.example.com"
+	s3 := &scripted{steps: []step{{clusters: []sources.Cluster{twiceA, twiceB}}}}
 	reg := prometheus.NewRegistry()
 	inv, err := New([]SourceSpec{spec("s1", s1), spec("s2", s2), spec("s3", s3)}, Options{Logger: logger, Registerer: reg})
 	require.NoError(t, err)
@@ -177,17 +191,19 @@ func TestNotReadyAndInvalidClusters(t *testing.T) {
 	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
 	require.NoError(t, err)
 	require.NoError(t, inv.RefreshAll(context.Background()))
-	got := map[string]*sources.Cluster{}
-	for _, c := range inv.Snapshot().Clusters {
-		got[c.Name] = c
+	snap := inv.Snapshot()
+	assert.Equal(t, []string{"ok"}, names(snap), "a cluster never rendered is not served")
+	got := map[string]Unserved{}
+	for _, u := range snap.Unserved {
+		got[u.Name] = u
 	}
-	require.Len(t, got, 4, "not-ready clusters stay in the snapshot so that nobody prunes them")
-	assert.True(t, got["ok"].Ready)
-	assert.False(t, got["bad-server"].Ready)
-	assert.Contains(t, got["bad-server"].NotReadyReason, "invalid server")
-	assert.Equal(t, "CA not fetched yet", got["no-ca"].NotReadyReason)
-	assert.Contains(t, got["bad-auth"].NotReadyReason, "invalid auth")
+	require.Len(t, got, 3, "clusters that cannot be rendered are reported, and present: nobody prunes them")
+	assert.Contains(t, got["bad-server"].Reason, "invalid server")
+	assert.Equal(t, "CA not fetched yet", got["no-ca"].Reason)
+	assert.Contains(t, got["bad-auth"].Reason, "invalid auth")
+	assert.True(t, snap.Present("no-ca"))
 	assert.Equal(t, 3, inv.Status().Sources[0].NotReady)
+	assert.Len(t, inv.Status().Unserved, 3)
 }
 
 func TestNamelessClusterFailsTheListing(t *testing.T) {
@@ -293,7 +309,7 @@ func TestTriggerRefreshesBeforeTheInterval(t *testing.T) {
 	require.Eventually(t, func() bool { return inv.Snapshot().Version == 1 }, 5*time.Second, 5*time.Millisecond)
 	assert.True(t, inv.Trigger("s1"))
 	assert.False(t, inv.Trigger("nope"))
-	require.Eventually(t, func() bool { return len(names(inv.Snapshot())) == 1 && names(inv.Snapshot())[0] == "b" }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return slices.Equal(names(inv.Snapshot()), []string{"a", "b"}) }, 5*time.Second, 5*time.Millisecond)
 }
 
 func TestShutdownDuringListingIsNotAFailure(t *testing.T) {

@@ -14,6 +14,9 @@ type metrics struct {
 	failures    *prometheus.GaugeVec
 	synced      *prometheus.GaugeVec
 	stale       *prometheus.GaugeVec
+	served      *prometheus.GaugeVec
+	departures  *prometheus.CounterVec
+	held        *prometheus.GaugeVec
 	conflicts   prometheus.Gauge
 	duplicates  prometheus.Gauge
 	version     prometheus.Gauge
@@ -50,9 +53,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: namespace, Name: "source_stale",
 			Help: "1 while a source's latest listing failed and its previous one is served.",
 		}, []string{"source"}),
+		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_served_clusters",
+			Help: "Served clusters of a source, by phase (absent and leaving: kept until their departure is confirmed).",
+		}, []string{"source", "phase"}),
+		departures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "source_departures_total",
+			Help: "Clusters of a source whose departure was confirmed (no longer served).",
+		}, []string{"source"}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_departures_held",
+			Help: "Served clusters of a source missing in a mass drop, whose departure is held.",
+		}, []string{"source"}),
 		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "cluster_name_conflicts",
-			Help: "Cluster names listed more than once; none of those clusters is served.",
+			Help: "Cluster names listed more than once; only the established cluster, if any, is served.",
 		}),
 		duplicates: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "cluster_duplicates",
@@ -66,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.conflicts, m.duplicates, m.version} {
+	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.conflicts, m.duplicates, m.version} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -81,4 +96,6 @@ func (m *metrics) initSource(name string) {
 	m.failures.WithLabelValues(name)
 	m.synced.WithLabelValues(name)
 	m.stale.WithLabelValues(name)
+	m.departures.WithLabelValues(name)
+	m.held.WithLabelValues(name)
 }

@@ -32,6 +32,9 @@ type Config struct {
 	Log       Log       `json:"log"`
 	Server    Server    `json:"server"`
 	Inventory Inventory `json:"inventory"`
+	// Departure decides when a served cluster has left (the answer and the
+	// Secrets follow the same decision).
+	Departure Departure `json:"departure"`
 	Sources   []Source  `json:"sources"`
 	Secrets   Secrets   `json:"secrets"`
 	// ApplicationSetRefresh wakes the ApplicationSets using our plugin.
@@ -89,6 +92,28 @@ type Inventory struct {
 	Prefer inventory.Preference `json:"prefer"`
 }
 
+// Departure is the rule that confirms a cluster's departure: absent from
+// (or leaving in) AfterListings consecutive complete listings of its source
+// and GracePeriod passed. A listing that makes more than MaxFraction of a
+// source's served clusters missing at once (a mass drop: a lost role or
+// subscription, more often than a mass deletion) is held: each of those
+// needs HeldListings listings.
+type Departure struct {
+	AfterListings int      `json:"afterListings"`
+	GracePeriod   Duration `json:"gracePeriod"`
+	MaxFraction   float64  `json:"maxFraction"`
+	HeldListings  int      `json:"heldListings"`
+}
+
+// Inventory returns the inventory's departure rule.
+func (d Departure) Inventory() inventory.Departure {
+	g := d.GracePeriod.Std()
+	if g == 0 {
+		g = -1 // explicitly none
+	}
+	return inventory.Departure{AfterListings: d.AfterListings, GracePeriod: g, MaxFraction: d.MaxFraction, HeldListings: d.HeldListings}
+}
+
 // Secrets configures the Argo CD cluster Secret reconciler.
 type Secrets struct {
 	Enabled bool `json:"enabled"`
@@ -104,8 +129,10 @@ type Secrets struct {
 	Resync      Duration `json:"resync"`
 	Concurrency int      `json:"concurrency"`
 	Prune       Prune    `json:"prune"`
-	// Tenants maps a tenant to its AppProject and namespaces.
-	Tenants map[string]clustersecret.TenantRule `json:"tenants,omitempty"`
+	// Tenants maps a tenant to its AppProject and namespaces. The rules
+	// scope the plugin answer too (its project is the Secret's), whether
+	// Secrets are enabled or not.
+	Tenants map[string]sources.TenantRule `json:"tenants,omitempty"`
 	// Credentials overrides, per source name.
 	Credentials    map[string]clustersecret.CredentialOverride `json:"credentials,omitempty"`
 	LeaderElection LeaderElection                              `json:"leaderElection"`
@@ -152,7 +179,7 @@ type ApplicationSetRefresh struct {
 func (s *Secrets) Reconciler() clustersecret.Config {
 	return clustersecret.Config{
 		Options: clustersecret.Options{Namespace: s.Namespace, OwnerID: s.OwnerID, Prefix: s.Prefix,
-			Tenants: s.Tenants, Credentials: s.Credentials},
+			Credentials: s.Credentials},
 		Policy: clustersecret.Policy(s.Policy), DryRun: s.DryRun, Resync: s.Resync.Std(), Concurrency: s.Concurrency,
 		Prune: clustersecret.PruneOptions{AfterListings: s.Prune.AfterListings, GracePeriod: s.Prune.GracePeriod.Std(),
 			MaxDeletions: s.Prune.MaxDeletions, MaxDeletionsPercent: s.Prune.MaxDeletionsPercent},
@@ -218,6 +245,8 @@ func Default() Config {
 			ShutdownTimeout:     D(25 * time.Second),
 		},
 		Inventory: Inventory{Interval: D(time.Minute), Timeout: D(30 * time.Second), Jitter: 0.1, Prefer: inventory.PreferCloud},
+		Departure: Departure{AfterListings: inventory.DefaultDeparture().AfterListings, GracePeriod: D(inventory.DefaultDeparture().GracePeriod),
+			MaxFraction: inventory.DefaultDeparture().MaxFraction, HeldListings: inventory.DefaultDeparture().HeldListings},
 		Secrets: Secrets{
 			Namespace: "argocd", Prefix: "cluster", Policy: string(clustersecret.PolicyUpsertOnly), Resync: D(5 * time.Minute),
 			Concurrency: 8, Prune: Prune{AfterListings: 3, MaxDeletions: 5, MaxDeletionsPercent: 10},
@@ -332,6 +361,7 @@ func (c *Config) Validate() error {
 	if c.Inventory.Prefer != inventory.PreferCloud && c.Inventory.Prefer != inventory.PreferRancher {
 		bad("inventory.prefer", "%q is not one of cloud, rancher", c.Inventory.Prefer)
 	}
+	c.validateDeparture(bad, duration)
 	if len(c.Sources) == 0 {
 		bad("sources", "at least one source is required")
 	}
@@ -367,6 +397,22 @@ func (c *Config) Validate() error {
 	c.validateSecrets(bad, duration, names)
 	c.validateAppSetRefresh(bad, duration)
 	return errors.Join(errs...)
+}
+
+func (c *Config) validateDeparture(bad func(field, format string, args ...any), duration func(string, Duration) bool) {
+	d := c.Departure
+	if d.AfterListings < 1 {
+		bad("departure.afterListings", "%d: must be at least 1 (one listing is never enough to confirm a departure)", d.AfterListings)
+	}
+	if duration("departure.gracePeriod", d.GracePeriod) && d.GracePeriod.Std() < 0 {
+		bad("departure.gracePeriod", "must not be negative")
+	}
+	if d.MaxFraction <= 0 || d.MaxFraction > 1 {
+		bad("departure.maxFraction", "%v: must be above 0 and at most 1", d.MaxFraction)
+	}
+	if d.HeldListings < d.AfterListings {
+		bad("departure.heldListings", "%d: must be at least departure.afterListings (%d)", d.HeldListings, d.AfterListings)
+	}
 }
 
 func (c *Config) validateSecrets(bad func(field, format string, args ...any), duration func(string, Duration) bool, sourceNames map[string]int) {

@@ -1,0 +1,288 @@
+package inventory
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Departure decides when a served cluster has left. Argo CD deletes the
+// Applications of a cluster as soon as an answer no longer lists it, so a
+// departure is confirmed, never merely observed.
+type Departure struct {
+	// AfterListings is how many consecutive complete listings of its source
+	// a served cluster must be absent from (or leaving in) before it leaves
+	// the answer and its Secret may be pruned. Default 3.
+	AfterListings int
+	// GracePeriod must also have passed since the cluster was first seen
+	// missing. Default 5m; negative means none.
+	GracePeriod time.Duration
+	// MaxFraction bounds a drop: when one complete listing makes more than
+	// this fraction of a source's served clusters (and more than one)
+	// missing at once, their departure is held: each needs HeldListings
+	// listings instead of AfterListings. A mass drop is far more often a
+	// lost role or subscription than a mass deletion. Default 0.25.
+	MaxFraction float64
+	// HeldListings is what a held departure needs. Default 10.
+	HeldListings int
+}
+
+// DefaultDeparture is the departure rule the service ships with.
+func DefaultDeparture() Departure {
+	return Departure{AfterListings: 3, GracePeriod: 5 * time.Minute, MaxFraction: 0.25, HeldListings: 10}
+}
+
+func (d Departure) withDefaults() (Departure, error) {
+	def := DefaultDeparture()
+	if d.AfterListings == 0 {
+		d.AfterListings = def.AfterListings
+	}
+	if d.GracePeriod == 0 {
+		d.GracePeriod = def.GracePeriod
+	}
+	if d.GracePeriod < 0 {
+		d.GracePeriod = 0
+	}
+	if d.MaxFraction == 0 {
+		d.MaxFraction = def.MaxFraction
+	}
+	if d.HeldListings == 0 {
+		d.HeldListings = max(def.HeldListings, d.AfterListings)
+	}
+	switch {
+	case d.AfterListings < 1:
+		return d, fmt.Errorf("departure afterListings %d: must be at least 1", d.AfterListings)
+	case d.MaxFraction <= 0 || d.MaxFraction > 1:
+		return d, fmt.Errorf("departure maxFraction %v: must be above 0 and at most 1", d.MaxFraction)
+	case d.HeldListings < d.AfterListings:
+		return d, fmt.Errorf("departure heldListings %d: must be at least afterListings (%d)", d.HeldListings, d.AfterListings)
+	}
+	return d, nil
+}
+
+// tracked is what the inventory remembers of one cluster of one source
+// across listings.
+type tracked struct {
+	// last is the latest good rendering, served while the cluster is
+	// served; nil when it never had one.
+	last *sources.Cluster
+	// served is set once the cluster was ready or degraded with a good
+	// rendering: from then on it stays served until its departure is
+	// confirmed.
+	served bool
+	// missed counts consecutive complete listings the cluster was absent
+	// from or leaving in, since missingSince.
+	missed       int
+	missingSince time.Time
+	// held: its departure is part of a mass drop and needs HeldListings.
+	held bool
+}
+
+// lifecycle is one source's view of its clusters across listings. It is
+// owned by the inventory and used under its lock.
+type lifecycle struct {
+	rule    Departure
+	tracked map[string]*tracked
+
+	// The outcome of the latest complete listing.
+	served   []*sources.Cluster
+	unserved []Unserved
+	kept     []Kept
+	held     int
+}
+
+// listed is the outcome of one complete listing for a lifecycle.
+type listed struct {
+	departed []Departed
+	// newlyHeld counts departures the mass-drop rule held in this listing.
+	newlyHeld int
+}
+
+// apply takes one complete, prepared listing of the source (sorted by
+// name, keys unique) and moves every cluster along its lifecycle:
+//
+//	listing says                        before          after
+//	pending                             never served    not served (Unserved)
+//	pending                             served          served, degraded (re-provisioning)
+//	ready or degraded, rendered         any             served with this rendering
+//	ready or degraded, not rendered     served          served with its last rendering (Kept)
+//	ready or degraded, not rendered     never served    not served (Unserved, with the reason)
+//	leaving, or absent                  never served    forgotten
+//	leaving, or absent                  served          served with its last rendering, phase leaving
+//	                                                    or absent, one more listing missed; after
+//	                                                    AfterListings (HeldListings in a mass drop)
+//	                                                    and GracePeriod: departed
+func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Time) listed {
+	var out listed
+	l.served, l.unserved, l.kept = l.served[:0:0], nil, nil
+	seen := make(map[string]bool, len(listing))
+	type missing struct {
+		key     string
+		t       *tracked
+		leaving *sources.Cluster
+	}
+	var gone []missing
+	for i := range listing {
+		c := &listing[i]
+		key := c.Key()
+		seen[key] = true
+		t := l.tracked[key]
+		if t == nil {
+			t = &tracked{}
+		}
+		phase := c.Phase.OrReady()
+		if phase == sources.PhaseLeaving {
+			if t.served {
+				gone = append(gone, missing{key, t, c})
+			} else {
+				delete(l.tracked, key)
+				l.unserved = append(l.unserved, unserved(c, phase, ""))
+			}
+			continue
+		}
+		l.tracked[key] = t
+		t.missed, t.missingSince, t.held = 0, time.Time{}, false
+		switch {
+		case phase == sources.PhasePending && !t.served:
+			l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
+			continue
+		case phase == sources.PhasePending:
+			phase = sources.PhaseDegraded // an established cluster re-provisioning has not left
+		case !phase.Valid() || phase == sources.PhaseAbsent:
+			phase = sources.PhaseDegraded // unknown is degraded, never absence
+		}
+		if c.Ready {
+			c.Phase = phase
+			t.last, t.served = c, true
+			l.served = append(l.served, c)
+			continue
+		}
+		if t.last == nil {
+			l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
+			continue
+		}
+		t.last = withPhase(t.last, phase, c.State)
+		l.served = append(l.served, t.last)
+		l.kept = append(l.kept, Kept{Name: t.last.Name, Source: source, Reason: c.NotReadyReason})
+	}
+	for key, t := range l.tracked {
+		switch {
+		case seen[key]:
+		case !t.served:
+			delete(l.tracked, key) // never served: nothing to confirm
+		default:
+			gone = append(gone, missing{key: key, t: t})
+		}
+	}
+
+	servedBefore := 0
+	for _, t := range l.tracked {
+		if t.served {
+			servedBefore++
+		}
+	}
+	newly := 0
+	for _, g := range gone {
+		if g.t.missed == 0 {
+			newly++
+		}
+	}
+	massDrop := newly > 1 && float64(newly) > l.rule.MaxFraction*float64(servedBefore)
+	l.held = 0
+	for _, g := range gone {
+		t := g.t
+		if t.missed == 0 {
+			t.missingSince, t.held = now, massDrop
+			if massDrop {
+				out.newlyHeld++
+			}
+		}
+		t.missed++
+		needed := l.rule.AfterListings
+		if t.held {
+			needed = l.rule.HeldListings
+		}
+		if t.missed >= needed && now.Sub(t.missingSince) >= l.rule.GracePeriod {
+			delete(l.tracked, g.key)
+			out.departed = append(out.departed, Departed{Name: t.last.Name, Source: source, ID: g.key, At: now})
+			continue
+		}
+		if t.held {
+			l.held++
+		}
+		phase, state := sources.PhaseAbsent, t.last.State
+		if g.leaving != nil {
+			phase, state = sources.PhaseLeaving, g.leaving.State
+		}
+		t.last = withPhase(t.last, phase, state)
+		l.served = append(l.served, t.last)
+	}
+	sort.Slice(l.served, func(i, j int) bool { return l.served[i].Name < l.served[j].Name })
+	sort.Slice(l.unserved, func(i, j int) bool { return l.unserved[i].Name < l.unserved[j].Name })
+	return out
+}
+
+// withPhase returns c with another phase and state: c itself when they are
+// the same, else a copy (sharing what c points to), so that the listing c
+// came from is not kept alive by it.
+func withPhase(c *sources.Cluster, phase sources.Phase, state string) *sources.Cluster {
+	if c.Phase == phase && c.State == state {
+		return c
+	}
+	cp := *c
+	cp.Phase, cp.State = phase, state
+	return &cp
+}
+
+func unserved(c *sources.Cluster, phase sources.Phase, reason string) Unserved {
+	return Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: phase, State: c.State, Reason: reason}
+}
+
+// departedTTL is how long a confirmed departure is remembered, for the
+// Secret reconciler to prune its Secret; maxDeparted bounds how many.
+const (
+	departedTTL = 24 * time.Hour
+	maxDeparted = 100_000
+)
+
+// sortedDeparted returns the remembered departures sorted by source, then
+// ID, after forgetting those older than departedTTL and, past maxDeparted,
+// the oldest.
+func sortedDeparted(m map[string]Departed, now time.Time) []Departed {
+	out := make([]Departed, 0, len(m))
+	for k, d := range m {
+		if now.Sub(d.At) >= departedTTL {
+			delete(m, k)
+			continue
+		}
+		out = append(out, d)
+	}
+	if len(out) > maxDeparted {
+		sort.Slice(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
+		for _, d := range out[maxDeparted:] {
+			delete(m, clusterKey(d.Source, d.ID))
+		}
+		out = out[:maxDeparted]
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Source != out[j].Source {
+			return out[i].Source < out[j].Source
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// clusterKey identifies a cluster across sources: its source and ID.
+func clusterKey(source, id string) string { return source + "\x00" + id }
+
+// fraction formats a share for logs.
+func fraction(n, of int) string {
+	if of == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.0f%%", math.Round(100*float64(n)/float64(of)))
+}

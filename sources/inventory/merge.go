@@ -1,0 +1,177 @@
+package inventory
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// merge builds a snapshot from the lifecycle of every source: the served
+// clusters of all sources, one listing kept per cluster (dedupe), then one
+// cluster kept per name (conflicts). The caller holds inv.mu (or is New).
+//
+// Dedupe runs first, so that one cluster listed under one name by Rancher
+// and by EKS is a duplicate, not a name conflict. In both steps an
+// established cluster (served in an earlier snapshot) wins over a
+// newcomer; among newcomers, dedupe follows the preference and a name
+// listed twice is served to none. Once every source has synced, the served
+// clusters become established.
+func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
+	snap := &Snapshot{Version: version}
+	var all []*sources.Cluster
+	for _, st := range inv.states {
+		snap.Sources = append(snap.Sources, st.status.SourceState)
+		snap.Sources[len(snap.Sources)-1].HeldDepartures = st.life.held
+		all = append(all, st.life.served...)
+		snap.Unserved = append(snap.Unserved, st.life.unserved...)
+		snap.Kept = append(snap.Kept, st.life.kept...)
+	}
+	kept, dups := dedupe(all, inv.prefer, inv.established)
+	snap.Duplicates = dups
+	snap.Clusters, snap.Conflicts = inv.resolveNames(kept)
+	snap.Departed = sortedDeparted(inv.departed, now)
+	sort.Slice(snap.Unserved, func(i, j int) bool { return snap.Unserved[i].Name < snap.Unserved[j].Name })
+	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
+	if snap.Synced() {
+		for _, c := range snap.Clusters {
+			if k := clusterKey(c.Source, c.Key()); inv.established[k].IsZero() {
+				inv.established[k] = now
+			}
+		}
+	}
+	return snap
+}
+
+// resolveNames keeps one cluster per name: the only one, or the one
+// established first; a name listed twice with none established is served
+// to none.
+func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, []Conflict) {
+	byName := map[string][]*sources.Cluster{}
+	for _, c := range cs {
+		byName[c.Name] = append(byName[c.Name], c)
+	}
+	served := make([]*sources.Cluster, 0, len(cs))
+	var conflicts []Conflict
+	for name, group := range byName {
+		if len(group) == 1 {
+			served = append(served, group[0])
+			continue
+		}
+		var winner *sources.Cluster
+		var since time.Time
+		for _, c := range group {
+			at := inv.established[clusterKey(c.Source, c.Key())]
+			if !at.IsZero() && (winner == nil || at.Before(since)) {
+				winner, since = c, at
+			}
+		}
+		conflict := Conflict{Name: name}
+		for _, c := range group {
+			conflict.Sources = append(conflict.Sources, c.Source)
+		}
+		sort.Strings(conflict.Sources)
+		if winner != nil {
+			conflict.KeptSource = winner.Source
+			served = append(served, winner)
+		}
+		conflicts = append(conflicts, conflict)
+	}
+	sort.Slice(served, func(i, j int) bool { return served[i].Name < served[j].Name }) // names are unique here
+	sort.Slice(conflicts, func(i, j int) bool { return conflicts[i].Name < conflicts[j].Name })
+	return served, conflicts
+}
+
+// dedupe keeps one listing per cluster: clusters sharing a server URL or a
+// CloudID are one cluster. The listing kept is the established one, else
+// the one of the preferred kind of source, then the first by source and
+// name, so the choice is stable.
+func dedupe(cs []*sources.Cluster, prefer Preference, established map[string]time.Time) ([]*sources.Cluster, []Duplicate) {
+	rank := func(c *sources.Cluster) int {
+		cloud := c.Provider == sources.ProviderEKS || c.Provider == sources.ProviderAKS
+		switch {
+		case !established[clusterKey(c.Source, c.Key())].IsZero():
+			return 0
+		case prefer == PreferCloud && cloud, prefer == PreferRancher && c.Provider == sources.ProviderRancher:
+			return 1
+		case c.Provider == sources.ProviderStatic:
+			return 2
+		}
+		return 3
+	}
+	sort.SliceStable(cs, func(i, j int) bool {
+		ri, rj := rank(cs[i]), rank(cs[j])
+		if ri != rj {
+			return ri < rj
+		}
+		if ri == 0 {
+			ei, ej := established[clusterKey(cs[i].Source, cs[i].Key())], established[clusterKey(cs[j].Source, cs[j].Key())]
+			if !ei.Equal(ej) {
+				return ei.Before(ej)
+			}
+		}
+		if cs[i].Source != cs[j].Source {
+			return cs[i].Source < cs[j].Source
+		}
+		return cs[i].Name < cs[j].Name
+	})
+	byServer := map[string]*sources.Cluster{}
+	byCloud := map[string]*sources.Cluster{}
+	kept := make([]*sources.Cluster, 0, len(cs))
+	var dups []Duplicate
+	for _, c := range cs {
+		first, reason := byServer[c.Server], "server"
+		if first == nil && c.CloudID != "" {
+			first, reason = byCloud[c.CloudID], "cloudID"
+		}
+		if first != nil {
+			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, KeptName: first.Name, KeptSource: first.Source, Reason: reason})
+			continue
+		}
+		byServer[c.Server] = c
+		if c.CloudID != "" {
+			byCloud[c.CloudID] = c
+		}
+		kept = append(kept, c)
+	}
+	sort.Slice(dups, func(i, j int) bool {
+		if dups[i].Name != dups[j].Name {
+			return dups[i].Name < dups[j].Name
+		}
+		return dups[i].Source < dups[j].Source
+	})
+	return kept, dups
+}
+
+func sameContent(a, b *Snapshot) bool {
+	return reflect.DeepEqual(a.Sources, b.Sources) &&
+		reflect.DeepEqual(a.Conflicts, b.Conflicts) &&
+		reflect.DeepEqual(a.Duplicates, b.Duplicates) &&
+		reflect.DeepEqual(a.Unserved, b.Unserved) &&
+		reflect.DeepEqual(a.Kept, b.Kept) &&
+		reflect.DeepEqual(a.Departed, b.Departed) &&
+		len(a.Clusters) == len(b.Clusters) &&
+		(len(a.Clusters) == 0 || reflect.DeepEqual(a.Clusters, b.Clusters))
+}
+
+func newConflicts(prev, next *Snapshot) []Conflict {
+	var out []Conflict
+	for _, c := range next.Conflicts {
+		if !slices.ContainsFunc(prev.Conflicts, func(p Conflict) bool { return p.Name == c.Name }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func newDuplicates(prev, next *Snapshot) []Duplicate {
+	var out []Duplicate
+	for _, d := range next.Duplicates {
+		if !slices.Contains(prev.Duplicates, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}

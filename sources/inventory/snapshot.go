@@ -1,0 +1,162 @@
+package inventory
+
+import (
+	"sort"
+	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// SourceState is what a snapshot says about one source.
+type SourceState struct {
+	Name     string           `json:"name"`
+	Provider sources.Provider `json:"provider"`
+	// Synced is true once the source has completed a listing.
+	Synced bool `json:"synced"`
+	// Stale is true when the latest listing failed and the snapshot holds
+	// the last complete one.
+	Stale bool `json:"stale"`
+	// HeldDepartures counts served clusters of the source whose departure
+	// is held by the mass-drop rule (see Departure.MaxFraction).
+	HeldDepartures int `json:"heldDepartures"`
+}
+
+// Conflict is a cluster name listed more than once. The cluster that was
+// served under that name first (Kept) keeps it; the others (newcomers) are
+// not served. When none was served before, none is served.
+type Conflict struct {
+	Name string `json:"name"`
+	// Sources lists the source of each cluster with that name (a source may
+	// appear twice when it listed the name twice).
+	Sources []string `json:"sources"`
+	// KeptSource is the source of the established cluster that keeps the
+	// name, empty when none is served.
+	KeptSource string `json:"keptSource,omitempty"`
+}
+
+// Duplicate is a cluster listed under another name by a second source: the
+// same server URL, or the same cloud cluster (CloudID). Only the kept
+// listing is in the snapshot's Clusters; the duplicate is neither served
+// nor given a Secret, and is not treated as gone either.
+type Duplicate struct {
+	Name       string `json:"name"`
+	Source     string `json:"source"`
+	KeptName   string `json:"keptName"`
+	KeptSource string `json:"keptSource"`
+	// Reason is "server" or "cloudID".
+	Reason string `json:"reason"`
+}
+
+// Unserved is a listed cluster that is not served: pending (never usable
+// yet), or never rendered (Reason says why).
+type Unserved struct {
+	Name   string        `json:"name"`
+	Source string        `json:"source"`
+	ID     string        `json:"id"`
+	Phase  sources.Phase `json:"phase"`
+	State  string        `json:"state,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+}
+
+// Kept is a served cluster whose latest listing could not be rendered: it
+// is served from its last good rendering.
+type Kept struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Reason string `json:"reason"`
+}
+
+// Departed is a cluster whose departure this process confirmed: it is no
+// longer served and its Secret may be pruned.
+type Departed struct {
+	Name   string    `json:"name"`
+	Source string    `json:"source"`
+	ID     string    `json:"id"`
+	At     time.Time `json:"at"`
+}
+
+// Snapshot is an immutable view of the merged inventory. Callers must not
+// modify it or anything it points to.
+type Snapshot struct {
+	// Version grows by one each time the content changes.
+	Version uint64
+	// Clusters are the served clusters, sorted by name: every cluster in
+	// phase ready, degraded, leaving or absent whose departure is not yet
+	// confirmed, each with its latest good rendering; name conflicts and
+	// duplicates left out. They point into the sources' listings, shared by
+	// the snapshots made from them.
+	Clusters []*sources.Cluster
+	// Unserved lists clusters listed but not served, sorted by name.
+	Unserved []Unserved
+	// Kept lists served clusters whose latest listing could not be
+	// rendered, sorted by name.
+	Kept []Kept
+	// Departed lists the departures this process confirmed recently,
+	// sorted by source and ID.
+	Departed []Departed
+	// Sources in configuration order.
+	Sources []SourceState
+	// Conflicts sorted by name.
+	Conflicts []Conflict
+	// Duplicates sorted by name.
+	Duplicates []Duplicate
+}
+
+// Present reports whether a cluster of that name is known to the snapshot
+// in any form: served, unserved, in a name conflict or a duplicate. A
+// cluster that is not present is unknown to this process (it left before
+// the process started, or its departure was confirmed).
+func (s *Snapshot) Present(name string) bool {
+	i := sort.Search(len(s.Clusters), func(i int) bool { return s.Clusters[i].Name >= name })
+	if i < len(s.Clusters) && s.Clusters[i].Name == name {
+		return true
+	}
+	for _, u := range s.Unserved {
+		if u.Name == name {
+			return true
+		}
+	}
+	for _, c := range s.Conflicts {
+		if c.Name == name {
+			return true
+		}
+	}
+	for _, d := range s.Duplicates {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// HasDeparted reports whether this process confirmed the departure of the
+// cluster with that identity in that source.
+func (s *Snapshot) HasDeparted(source, id string) bool {
+	i := sort.Search(len(s.Departed), func(i int) bool {
+		d := s.Departed[i]
+		return d.Source > source || (d.Source == source && d.ID >= id)
+	})
+	return i < len(s.Departed) && s.Departed[i].Source == source && s.Departed[i].ID == id
+}
+
+// Source returns the state of the named source.
+func (s *Snapshot) Source(name string) (SourceState, bool) {
+	for _, st := range s.Sources {
+		if st.Name == name {
+			return st, true
+		}
+	}
+	return SourceState{}, false
+}
+
+// Synced reports whether every source has completed a listing: the
+// start-up barrier. Until then no answer is given (503) and no Secret is
+// written.
+func (s *Snapshot) Synced() bool {
+	for _, st := range s.Sources {
+		if !st.Synced {
+			return false
+		}
+	}
+	return true
+}
