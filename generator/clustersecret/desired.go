@@ -44,6 +44,15 @@ const (
 	// AnnotationCluster holds the cluster name (names may exceed a label's
 	// 63 characters).
 	AnnotationCluster = "argocd-cluster-discovery.io/cluster"
+	// AnnotationClusterID holds the cluster's identity in its source (see
+	// sources.Cluster.ID): with LabelSource it says which cluster the
+	// Secret is for, across renames. A Secret of ours whose identity
+	// differs from the desired one is never updated.
+	AnnotationClusterID = "argocd-cluster-discovery.io/cluster-id"
+	// LabelPhase and LabelState carry the cluster's lifecycle phase and
+	// upstream state (when it is a valid label value).
+	LabelPhase = "argocd-cluster-discovery.io/phase"
+	LabelState = "argocd-cluster-discovery.io/state"
 	// AnnotationLabels and AnnotationAnnotations list the label and
 	// annotation keys we propagated, so that keys that disappear upstream
 	// are removed while keys added by people are kept.
@@ -98,7 +107,9 @@ type ClusterFields struct {
 type Desired struct {
 	Cluster string
 	Source  string
-	Secret  *corev1.Secret
+	// ID is the cluster's identity in its source (sources.Cluster.Key).
+	ID     string
+	Secret *corev1.Secret
 }
 
 // TokenResolver reads the value behind a secret reference.
@@ -169,19 +180,17 @@ func (o *Options) Validate() error {
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
-// SecretName is deterministic, DNS-safe and unique per (source, cluster):
-// <prefix>-<source>-<cluster>, lower-cased, other characters replaced by
-// '-'; when that changed the name or it is too long, a short hash of the
-// original keeps it unique.
-func SecretName(prefix, source, cluster string) string {
-	raw := prefix + "-" + source + "-" + cluster
-	name := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(raw), "-"), "-")
+// SecretName is deterministic, DNS-safe and unique per cluster identity:
+// <prefix>-<source>-<cluster name>, lower-cased, other characters replaced
+// by '-', cut to fit, then a short hash of (source, id). Two clusters can
+// never map to one name ("aws"+"prod-eu" and "aws-prod"+"eu" differ in
+// the hash), and the name of a cluster's Secret does not change when the
+// cluster is renamed: its Secret is found by identity and updated in place.
+func SecretName(prefix, source, cluster, id string) string {
+	name := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(prefix+"-"+source+"-"+cluster), "-"), "-")
+	sum := sha256.Sum256([]byte(source + "\x00" + id))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
 	const max = 253
-	if name == raw && len(name) <= max {
-		return name
-	}
-	sum := sha256.Sum256([]byte(raw))
-	suffix := "-" + hex.EncodeToString(sum[:])[:8]
 	if len(name) > max-len(suffix) {
 		name = strings.TrimRight(name[:max-len(suffix)], "-")
 	}
@@ -249,14 +258,19 @@ func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, erro
 	annotations[AnnotationLabels] = strings.Join(sortedKeys(labels), ",")
 	annotations[AnnotationAnnotations] = strings.Join(propagated, ",")
 	annotations[AnnotationCluster] = c.Name
+	annotations[AnnotationClusterID] = c.Key()
+	labels[LabelPhase] = string(c.Phase.OrReady())
+	if c.State != "" && len(validation.IsValidLabelValue(c.State)) == 0 {
+		labels[LabelState] = c.State
+	}
 	labels[LabelSecretType] = "cluster"
 	labels[LabelManagedBy] = ManagedByValue
 	labels[LabelOwner] = o.OwnerID
 	labels[LabelSource] = c.Source
 
-	return Desired{Cluster: c.Name, Source: c.Source, Secret: &corev1.Secret{
+	return Desired{Cluster: c.Name, Source: c.Source, ID: c.Key(), Secret: &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: SecretName(o.Prefix, c.Source, c.Name), Namespace: o.Namespace, Labels: labels, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(o.Prefix, c.Source, c.Name, c.Key()), Namespace: o.Namespace, Labels: labels, Annotations: annotations},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}}, nil

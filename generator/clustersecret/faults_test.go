@@ -88,7 +88,7 @@ func TestAPIServerUnavailableDuringReconcile(t *testing.T) {
 	ch, err := r.Pass(context.Background())
 	require.NoError(t, err)
 	assert.Len(t, ch.Create, 2)
-	assert.Equal(t, []string{"cluster-fleet-a", "cluster-fleet-b", "cluster-fleet-c", "cluster-fleet-d"}, e.secretNames())
+	assert.Equal(t, []string{sn("a"), sn("b"), sn("c"), sn("d")}, e.secretNames())
 
 	// the cluster list shrinks, and the API server goes away mid-way: the
 	// listing failure stops the pass before any delete

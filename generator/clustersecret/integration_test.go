@@ -158,7 +158,10 @@ func fleetAt(t testing.TB, path string) *fleet {
 	f := &fleet{t: t, path: path}
 	src, err := static.New(static.Config{File: f.path}, "")
 	require.NoError(t, err)
-	f.inv, err = inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{})
+	// departures are confirmed after two listings; no grace period or
+	// mass-drop hold, so that the tests' small fleets can leave
+	f.inv, err = inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
+		inventory.Options{Departure: inventory.Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}})
 	require.NoError(t, err)
 	require.NoError(t, f.inv.RefreshAll(context.Background()))
 	return f
@@ -203,7 +206,7 @@ func TestColdCreateSteadyStateAndDrift(t *testing.T) {
 	r := newReconciler(t, e, f)
 
 	pass(t, r)
-	assert.Equal(t, []string{"cluster-fleet-a", "cluster-fleet-b", "cluster-fleet-c"}, e.secretNames())
+	assert.Equal(t, []string{sn("a"), sn("b"), sn("c")}, e.secretNames())
 	assert.Equal(t, int64(3), e.counter.writes.Load())
 	s := e.secrets()[0]
 	assert.Equal(t, "cluster", s.Labels[LabelSecretType])
@@ -227,41 +230,44 @@ func TestColdCreateSteadyStateAndDrift(t *testing.T) {
 	edited.Labels["added-by-hand"] = "kept"
 	_, err := e.admin.CoreV1().Secrets(e.ns).Update(ctx, edited, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(ctx, "cluster-fleet-b", metav1.DeleteOptions{}))
+	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(ctx, sn("b"), metav1.DeleteOptions{}))
 	e.counter.writes.Store(0)
 	pass(t, r)
 	assert.Equal(t, int64(2), e.counter.writes.Load(), "one update, one create")
-	got, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-a", metav1.GetOptions{})
+	got, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, sn("a"), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "https://a.example.com", string(got.Data["server"]), "drift repaired")
 	assert.Equal(t, "kept", got.Labels["added-by-hand"], "a person's label is kept")
-	assert.Contains(t, e.secretNames(), "cluster-fleet-b", "deleted Secret recreated")
+	assert.Contains(t, e.secretNames(), sn("b"), "deleted Secret recreated")
 }
 
-func TestUpstreamRemovalThroughCountdown(t *testing.T) {
+// TestUpstreamRemovalFollowsTheInventory: a cluster that left upstream
+// keeps its Secret until the inventory confirms its departure (two
+// listings here), then the Secret goes at the next pass.
+func TestUpstreamRemovalFollowsTheInventory(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "stays", "leaves")
-	r := newReconciler(t, e, f) // AfterListings: 2
+	r := newReconciler(t, e, f)
 	pass(t, r)
 	require.Len(t, e.secrets(), 2)
 
 	f.write("stays")
 	require.NoError(t, f.refresh())
 	ch := pass(t, r)
-	require.Len(t, ch.Pending, 1)
-	assert.Equal(t, 1, ch.Pending[0].Missed)
+	assert.Empty(t, ch.Delete)
 	assert.Len(t, e.secrets(), 2, "one missed listing is not enough")
-	st := r.Status()
-	require.Len(t, st.Pending, 1, "/status shows the countdown")
+	leaves, err := e.admin.CoreV1().Secrets(e.ns).Get(context.Background(), sn("leaves"), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "absent", leaves.Labels[LabelPhase], "served from its last rendering, marked absent")
 
-	pass(t, r) // no new listing: the countdown does not advance
+	pass(t, r) // no new listing: nothing more happens
 	assert.Len(t, e.secrets(), 2)
 
 	time.Sleep(5 * time.Millisecond) // a later listing start time
 	require.NoError(t, f.refresh())
 	ch = pass(t, r)
-	assert.Equal(t, []string{"cluster-fleet-leaves"}, names(ch.Delete))
-	assert.Equal(t, []string{"cluster-fleet-stays"}, e.secretNames())
+	assert.Equal(t, []string{sn("leaves")}, names(ch.Delete), "departure confirmed")
+	assert.Equal(t, []string{sn("stays")}, e.secretNames())
 }
 
 func TestFailingSourceDeletesNothing(t *testing.T) {
@@ -289,13 +295,13 @@ func TestFailingSourceDeletesNothing(t *testing.T) {
 func TestForeignSecretsUntouched(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	sameName := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cluster-fleet-a", Namespace: e.ns,
+	sameName := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sn("a"), Namespace: e.ns,
 		Labels: map[string]string{LabelSecretType: "cluster"}},
 		StringData: map[string]string{"name": "hand-made-a", "server": "https://elsewhere.example.com", "config": "{}"}}
 	sameServer := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hand-made-b", Namespace: e.ns,
 		Labels: map[string]string{LabelSecretType: "cluster"}},
 		StringData: map[string]string{"name": "b", "server": "https://b.example.com", "config": "{}"}}
-	unlabelledSameName := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cluster-fleet-c", Namespace: e.ns},
+	unlabelledSameName := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sn("c"), Namespace: e.ns},
 		StringData: map[string]string{"note": "not a cluster Secret at all"}}
 	for _, s := range []*corev1.Secret{sameName, sameServer, unlabelledSameName} {
 		_, err := e.admin.CoreV1().Secrets(e.ns).Create(ctx, s, metav1.CreateOptions{})
@@ -309,24 +315,25 @@ func TestForeignSecretsUntouched(t *testing.T) {
 	f := newFleet(t, "a", "b", "c", "d")
 	r := newReconciler(t, e, f, func(c *Config) { c.Prune.AfterListings = 1 })
 	ch := pass(t, r)
-	assert.ElementsMatch(t, []Clash{{Cluster: "a", Secret: "cluster-fleet-a", By: "name"}, {Cluster: "b", Secret: "hand-made-b", By: "server"},
-		{Cluster: "c", Secret: "cluster-fleet-c", By: "name"}}, ch.Clashes)
+	assert.ElementsMatch(t, []Clash{{Cluster: "a", Secret: sn("a"), By: "name"}, {Cluster: "b", Secret: "hand-made-b", By: "server"},
+		{Cluster: "c", Secret: sn("c"), By: "name"}}, ch.Clashes)
 	for _, s := range e.secrets() {
 		if rv, ok := before[s.Name]; ok {
 			assert.Equal(t, rv, s.ResourceVersion, "%s untouched", s.Name)
 		}
 	}
-	c, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-c", metav1.GetOptions{})
+	c, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, sn("c"), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "not a cluster Secret at all", string(c.Data["note"]), "create over a foreign Secret is refused by the API and we leave it")
-	assert.Contains(t, e.secretNames(), "cluster-fleet-d")
+	assert.Contains(t, e.secretNames(), sn("d"))
 	assert.Len(t, r.Status().Clashes, 3, "a name clash found at create time is reported too")
 
-	// everything gone upstream, sync policy, countdown of 1: still only ours go
+	// everything gone upstream, sync policy, departure confirmed: still only ours go
 	f.write()
 	require.NoError(t, f.refresh())
+	require.NoError(t, f.refresh())
 	pass(t, r)
-	assert.ElementsMatch(t, []string{"cluster-fleet-a", "hand-made-b"}, e.secretNames())
+	assert.ElementsMatch(t, []string{sn("a"), "hand-made-b"}, e.secretNames())
 }
 
 func TestTwoOwnersSideBySide(t *testing.T) {
@@ -336,19 +343,22 @@ func TestTwoOwnersSideBySide(t *testing.T) {
 	rb := newReconciler(t, e, fb, func(c *Config) { c.OwnerID, c.Prefix, c.Prune.AfterListings = "owner-b", "b", 1 })
 	pass(t, ra)
 	pass(t, rb)
-	assert.ElementsMatch(t, []string{"a-fleet-shared", "a-fleet-only-a", "b-fleet-only-b"}, e.secretNames())
+	an := func(name string) string { return SecretName("a", "fleet", name, name) }
+	bn := func(name string) string { return SecretName("b", "fleet", name, name) }
+	assert.ElementsMatch(t, []string{an("shared"), an("only-a"), bn("only-b")}, e.secretNames())
 
 	// b now lists "shared" too: same server as a's Secret → b skips it
 	fb.write("only-b", "shared")
 	require.NoError(t, fb.refresh())
 	ch := pass(t, rb)
-	assert.Equal(t, []Clash{{Cluster: "shared", Secret: "a-fleet-shared", By: "server"}}, ch.Clashes)
+	assert.Equal(t, []Clash{{Cluster: "shared", Secret: an("shared"), By: "server"}}, ch.Clashes)
 
 	// a's fleet empties: a deletes its own Secrets only
 	fa.write()
 	require.NoError(t, fa.refresh())
+	require.NoError(t, fa.refresh())
 	pass(t, ra)
-	assert.Equal(t, []string{"b-fleet-only-b"}, e.secretNames())
+	assert.Equal(t, []string{bn("only-b")}, e.secretNames())
 }
 
 func TestDryRunWritesNothing(t *testing.T) {
@@ -415,27 +425,32 @@ func TestBearerTokenFromSecretReference(t *testing.T) {
 		c.Credentials = map[string]CredentialOverride{"fleet": {BearerToken: &sources.SecretRef{Secret: &sources.SecretKeyRef{Name: "aro-token", Key: "token"}}}}
 	})
 	pass(t, r)
-	s, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-aro", metav1.GetOptions{})
+	s, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, sn("aro"), metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"bearerToken":"sha256~openshift-token","tlsClientConfig":{"insecure":false}}`, string(s.Data["config"]))
 
 	// a missing token Secret holds the cluster: not created, not deleted
 	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(ctx, "aro-token", metav1.DeleteOptions{}))
-	_, err = e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-aro", metav1.GetOptions{})
+	_, err = e.admin.CoreV1().Secrets(e.ns).Get(ctx, sn("aro"), metav1.GetOptions{})
 	require.NoError(t, err)
 	ch := pass(t, r)
 	assert.Empty(t, ch.Delete)
 	assert.Equal(t, []string{"aro"}, r.Status().Held)
-	_, err = e.admin.CoreV1().Secrets(e.ns).Get(ctx, "cluster-fleet-aro", metav1.GetOptions{})
+	_, err = e.admin.CoreV1().Secrets(e.ns).Get(ctx, sn("aro"), metav1.GetOptions{})
 	assert.False(t, apierrors.IsNotFound(err))
 }
 
-// TestCountdownFollowsListingsNotResyncs: with a long resync, unchanged
-// listings still advance a running prune countdown, so a cluster that left
-// is pruned after AfterListings listings.
+// TestCountdownFollowsListingsNotResyncs: a cluster that left while the
+// service was down is unknown to the new process; its Secret counts down
+// over complete listings, and with a long resync unchanged listings still
+// advance the countdown, so it is pruned after AfterListings listings.
 func TestCountdownFollowsListingsNotResyncs(t *testing.T) {
 	e := newEnv(t)
-	f := newFleet(t, "stays", "leaves")
+	before := newFleet(t, "stays", "leaves")
+	pass(t, newReconciler(t, e, before))
+	require.Len(t, e.secrets(), 2)
+	before.write("stays")
+	f := fleetAt(t, before.path) // a restart: this process never saw "leaves"
 	r := newReconciler(t, e, f, func(c *Config) { c.Prune.AfterListings, c.Resync = 3, time.Hour })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -443,7 +458,6 @@ func TestCountdownFollowsListingsNotResyncs(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	require.Eventually(t, func() bool { return len(e.secrets()) == 2 }, 10*time.Second, 10*time.Millisecond)
 
-	f.write("stays")
 	for i := 1; i <= 3; i++ {
 		time.Sleep(20 * time.Millisecond)
 		require.NoError(t, f.refresh())
@@ -456,5 +470,5 @@ func TestCountdownFollowsListingsNotResyncs(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool { return len(e.secrets()) == 1 }, 10*time.Second, 10*time.Millisecond, "pruned after 3 listings, long before a resync")
-	assert.Equal(t, []string{"cluster-fleet-stays"}, e.secretNames())
+	assert.Equal(t, []string{sn("stays")}, e.secretNames())
 }

@@ -49,38 +49,49 @@ type PruneOptions struct {
 
 // Input is everything a plan is computed from; no I/O happens in Plan.
 type Input struct {
-	// Desired Secrets of the served, ready clusters.
+	// Desired Secrets of the served clusters (in the selection).
 	Desired []Desired
 	// Current holds every cluster Secret of the namespace, ours or not.
 	Current []corev1.Secret
-	// Snapshot tells which clusters are still listed (served or not) and
-	// which sources completed their latest listing.
+	// Snapshot tells which clusters are served, listed, or confirmed
+	// departed, and which sources completed their latest listing.
 	Snapshot *inventory.Snapshot
 	// Listings maps a source to the start of its last successful listing;
 	// a new value is one more complete listing.
 	Listings map[string]time.Time
-	// Held names clusters that are listed but got no desired Secret this
-	// pass (their token could not be read, ...): neither created nor
-	// deleted.
-	Held    map[string]bool
-	OwnerID string
-	Policy  Policy
-	Prune   PruneOptions
-	Now     time.Time
+	// Held names clusters (by Identity) that are served but got no desired
+	// Secret this pass (their token could not be read, ...): neither
+	// created nor deleted.
+	Held map[string]bool
+	// Deselected names served clusters (by Identity) outside the Secrets'
+	// selection: their Secrets count down like those of clusters that left.
+	Deselected map[string]bool
+	OwnerID    string
+	Policy     Policy
+	Prune      PruneOptions
+	Now        time.Time
 }
+
+// Identity is how the plan names a cluster across renames: its source and
+// its ID.
+func Identity(source, id string) string { return source + "/" + id }
 
 // Update replaces Old by New.
 type Update struct {
 	Old, New *corev1.Secret
+	// Want is the desired Secret a content update merged in (nil for a
+	// countdown), to merge again into a fresh copy on a conflict.
+	Want *corev1.Secret
 	// Reason is "content" or "countdown".
 	Reason string
 }
 
-// Clash is a desired Secret that would touch a Secret we do not own.
+// Clash is a desired Secret that would touch a Secret it must not: one we
+// do not own (by name or server), or one of ours for another cluster.
 type Clash struct {
 	Cluster string `json:"cluster"`
 	Secret  string `json:"secret"`
-	// By is "name" or "server".
+	// By is "name", "server" or "identity".
 	By string `json:"by"`
 }
 
@@ -112,32 +123,48 @@ type Changes struct {
 // Writes is the number of API writes the changes need.
 func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.Delete) }
 
-// Plan compares desired and current Secrets. It is pure.
+// Plan compares desired and current Secrets. It is pure. Our Secret of a
+// cluster is found by identity (source label and cluster-id annotation;
+// Secrets written before the annotation existed by source and cluster
+// name), so a rename or an upgrade updates the one Secret in place.
 //
 //	current (ours unless said)          cluster                         action
-//	none                                served                          create (unless a foreign Secret has its name or server: clash)
-//	same name, content differs          served                          update owned keys/labels (not under create-only)
-//	same name, content equal            served                          nothing
-//	foreign Secret, same name/server    served                          clash: reported, never written
-//	any                                 listed but not ready, duplicate,
-//	                                    in a name conflict, or held     nothing (countdown cleared)
-//	any                                 gone, source failed/unsynced/
+//	none                                served                          create (unless a Secret has its name, or a
+//	                                                                    foreign one its server: clash)
+//	found by identity, content differs  served                          update in place (not under create-only)
+//	found by identity, content equal    served                          nothing
+//	foreign Secret, same server         served, ours exists             clash: reported, ours left as it is
+//	any                                 served but held, unserved,
+//	                                    duplicate, in a name conflict   nothing (countdown cleared)
+//	any                                 departure confirmed             delete (sync only, unless pinned or the
+//	                                                                    breaker trips: blocked)
+//	any                                 deselected, or unknown (left
+//	                                    before this process started)    the countdown below
+//	any                                 source failed/unsynced/
 //	                                    not configured                  nothing: countdown frozen
-//	any                                 gone, pinned                    nothing
-//	any                                 gone, policy is not sync        nothing
-//	no countdown                        gone from a complete listing    update: start countdown (1 listing missed)
-//	countdown, new complete listing     gone                            update: count it
-//	countdown reached AfterListings     gone, grace period passed       delete (unless the breaker trips: blocked)
-//	ours, other name, same cluster      served under its new name       delete (sync only)
+//	any                                 pinned, or policy not sync      nothing
+//	no countdown                        missing from a complete listing update: start countdown (1 listing missed)
+//	countdown, new complete listing     missing                         update: count it
+//	countdown reached AfterListings     missing, grace period passed    delete (unless the breaker trips: blocked)
+//
+// A Secret is never deleted because a foreign Secret has its name or
+// server, and never while its cluster is listed in any form.
 func Plan(in Input) Changes {
 	var ch Changes
 	owned := map[string]*corev1.Secret{}
+	byIdentity := map[string]*corev1.Secret{}
+	byLegacyName := map[string]*corev1.Secret{}
 	foreignByName := map[string]*corev1.Secret{}
 	foreignByServer := map[string]*corev1.Secret{}
 	for i := range in.Current {
 		s := &in.Current[i]
 		if Owned(s, in.OwnerID) {
 			owned[s.Name] = s
+			if id := s.Annotations[AnnotationClusterID]; id != "" {
+				byIdentity[Identity(s.Labels[LabelSource], id)] = s
+			} else {
+				byLegacyName[Identity(s.Labels[LabelSource], s.Annotations[AnnotationCluster])] = s
+			}
 			continue
 		}
 		foreignByName[s.Name] = s
@@ -146,24 +173,38 @@ func Plan(in Input) Changes {
 		}
 	}
 
-	served := map[string]bool{}
+	matched := map[string]bool{}
 	for _, d := range in.Desired {
-		served[d.Cluster] = true
 		want := d.Secret
-		if f := foreignByName[want.Name]; f != nil {
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "name"})
+		cur := byIdentity[Identity(d.Source, d.ID)]
+		if cur == nil {
+			cur = byLegacyName[Identity(d.Source, d.Cluster)]
+		}
+		if cur != nil && matched[cur.Name] {
+			cur = nil // a legacy Secret already taken by another cluster of that name
+		}
+		if cur == nil {
+			switch {
+			case foreignByName[want.Name] != nil:
+				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: want.Name, By: "name"})
+			case foreignByServer[string(want.Data["server"])] != nil:
+				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignByServer[string(want.Data["server"])].Name, By: "server"})
+			case owned[want.Name] != nil:
+				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: want.Name, By: "identity"})
+				matched[want.Name] = true // another cluster's: never updated, never pruned for this one
+			default:
+				ch.Create = append(ch.Create, want)
+			}
 			continue
 		}
+		matched[cur.Name] = true
 		if f := foreignByServer[string(want.Data["server"])]; f != nil {
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
+			clearCountdown(&ch, cur)
 			continue
 		}
-		cur := owned[want.Name]
-		if cur == nil {
-			ch.Create = append(ch.Create, want)
-			continue
-		}
-		delete(owned, want.Name)
+		want = want.DeepCopy()
+		want.Name = cur.Name // in place: an upgrade or a rename keeps the Secret
 		next := merge(cur, want)
 		switch {
 		case sameContent(cur, next):
@@ -171,51 +212,53 @@ func Plan(in Input) Changes {
 		case in.Policy == PolicyCreateOnly:
 			ch.Unchanged++
 		default:
-			ch.Update = append(ch.Update, Update{Old: cur, New: next, Reason: "content"})
+			ch.Update = append(ch.Update, Update{Old: cur, New: next, Want: want, Reason: "content"})
 		}
 	}
 
+	listed := listedIdentities(in.Snapshot)
 	total := len(in.Current) - len(foreignByName)
 	var deletions []*corev1.Secret
 	for _, name := range sortedSecretNames(owned) {
 		s := owned[name]
-		cluster := s.Annotations[AnnotationCluster]
-		source := s.Labels[LabelSource]
-		switch {
-		case served[cluster]:
-			// the cluster has a Secret under another name now
-			if in.Policy == PolicySync {
-				deletions = append(deletions, s)
-			} else {
-				ch.Unchanged++
-			}
+		if matched[name] {
 			continue
-		case in.Snapshot.Present(cluster) || in.Held[cluster]:
+		}
+		cluster, source, id := s.Annotations[AnnotationCluster], s.Labels[LabelSource], s.Annotations[AnnotationClusterID]
+		ident := Identity(source, id)
+		if id == "" {
+			ident = ""
+		}
+		departed := id != "" && in.Snapshot.HasDeparted(source, id)
+		switch {
+		case departed:
+		case in.Held[ident], ident != "" && listed[ident] && !in.Deselected[ident], in.Snapshot.Present(cluster) && !in.Deselected[ident]:
 			clearCountdown(&ch, s)
 			continue
 		}
 		p := countdown(s, cluster, source, in)
 		st, configured := in.Snapshot.Source(source)
 		switch {
+		case s.Labels[LabelPin] == "true":
+			p.Held = "pinned"
+		case in.Policy != PolicySync:
+			p.Held = "policy " + string(in.Policy) + " never deletes"
+		case departed:
 		case !configured:
 			p.Held = "source not configured"
 		case !st.Synced:
 			p.Held = "source has not completed a listing"
 		case st.Stale:
 			p.Held = "latest listing of the source failed"
-		case s.Labels[LabelPin] == "true":
-			p.Held = "pinned"
-		case in.Policy != PolicySync:
-			p.Held = "policy " + string(in.Policy) + " never deletes"
 		}
 		if p.Held != "" {
-			if p.Missed > 0 {
+			if p.Missed > 0 || departed {
 				ch.Pending = append(ch.Pending, p)
 			}
 			ch.Unchanged++
 			continue
 		}
-		if p.Missed >= p.Needed && !in.Now.Before(p.DeleteAt) {
+		if departed || p.Missed >= p.Needed && !in.Now.Before(p.DeleteAt) {
 			deletions = append(deletions, s)
 			continue
 		}
@@ -233,6 +276,20 @@ func Plan(in Input) Changes {
 		ch.Delete = deletions
 	}
 	return ch
+}
+
+// listedIdentities are the clusters the snapshot lists in any form, by
+// Identity: served or unserved. (Conflicts and duplicates are found by
+// name, with Snapshot.Present.)
+func listedIdentities(snap *inventory.Snapshot) map[string]bool {
+	out := make(map[string]bool, len(snap.Clusters)+len(snap.Unserved))
+	for _, c := range snap.Clusters {
+		out[Identity(c.Source, c.Key())] = true
+	}
+	for _, u := range snap.Unserved {
+		out[Identity(u.Source, u.ID)] = true
+	}
+	return out
 }
 
 // Owned reports whether s carries our managed-by label and owner id.
@@ -310,6 +367,9 @@ func merge(cur, want *corev1.Secret) *corev1.Secret {
 	delete(out.Annotations, AnnotationMissingSince)
 	delete(out.Annotations, AnnotationMissingListings)
 	delete(out.Annotations, AnnotationMissingListing)
+	if _, ok := want.Labels[LabelState]; !ok {
+		delete(out.Labels, LabelState)
+	}
 	return out
 }
 

@@ -66,7 +66,16 @@ func current(t *testing.T, c sources.Cluster, mut ...func(*corev1.Secret)) corev
 	return s
 }
 
+// sn is the Secret name of cluster name in source fleet (its ID is its
+// name, as for static clusters).
+func sn(name string) string { return SecretName("cluster", "fleet", name, name) }
+
+// snapshot serves cs; listed are listed but not served.
 func snapshot(cs []sources.Cluster, states ...inventory.SourceState) *inventory.Snapshot {
+	return snapshotWith(cs, nil, states...)
+}
+
+func snapshotWith(cs, listed []sources.Cluster, states ...inventory.SourceState) *inventory.Snapshot {
 	if len(states) == 0 {
 		states = []inventory.SourceState{{Name: "fleet", Provider: sources.ProviderStatic, Synced: true}}
 	}
@@ -74,6 +83,9 @@ func snapshot(cs []sources.Cluster, states ...inventory.SourceState) *inventory.
 	snap := &inventory.Snapshot{Version: 1, Sources: states}
 	for i := range cs {
 		snap.Clusters = append(snap.Clusters, &cs[i])
+	}
+	for _, c := range listed {
+		snap.Unserved = append(snap.Unserved, inventory.Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: sources.PhasePending})
 	}
 	return snap
 }
@@ -119,14 +131,14 @@ func TestPlan(t *testing.T) {
 		held     map[string]bool
 		want     want
 	}{
-		{name: "new cluster", served: []sources.Cluster{cl("a")}, want: want{create: []string{"cluster-fleet-a"}}},
+		{name: "new cluster", served: []sources.Cluster{cl("a")}, want: want{create: []string{sn("a")}}},
 		{name: "steady state", served: []sources.Cluster{cl("a")}, current: []corev1.Secret{current(t, cl("a"))}, want: want{unchanged: 1}},
 		{name: "changed CA", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CAData = caB })},
-			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{"cluster-fleet-a": "content"}}},
+			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{sn("a"): "content"}}},
 		{name: "changed CA under create-only", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CAData = caB })},
 			current: []corev1.Secret{current(t, cl("a"))}, policy: PolicyCreateOnly, want: want{unchanged: 1}},
 		{name: "changed labels", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.Labels = map[string]string{"env": "staging"} })},
-			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{"cluster-fleet-a": "content"}}},
+			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{sn("a"): "content"}}},
 		{name: "label added by a person is not a change", served: []sources.Cluster{cl("a")},
 			current: []corev1.Secret{current(t, cl("a"), func(s *corev1.Secret) {
 				s.Labels["team"] = "sre"
@@ -134,7 +146,7 @@ func TestPlan(t *testing.T) {
 			})}, want: want{unchanged: 1}},
 		{name: "foreign secret with the same name", served: []sources.Cluster{cl("a")},
 			current: []corev1.Secret{current(t, cl("a"), foreign, func(s *corev1.Secret) { s.Data["server"] = []byte("https://elsewhere") })},
-			want:    want{clashes: []Clash{{Cluster: "a", Secret: "cluster-fleet-a", By: "name"}}}},
+			want:    want{clashes: []Clash{{Cluster: "a", Secret: sn("a"), By: "name"}}}},
 		{name: "foreign secret with the same server", served: []sources.Cluster{cl("a")},
 			current: []corev1.Secret{current(t, cl("a"), foreign, func(s *corev1.Secret) { s.Name = "hand-made" })},
 			want:    want{clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "server"}}}},
@@ -142,53 +154,53 @@ func TestPlan(t *testing.T) {
 			current: []corev1.Secret{current(t, cl("gone"), foreign, countdownAt(t0.Add(-time.Hour), 5, listing1))},
 			want:    want{}},
 		{name: "vanished under upsert-only", current: []corev1.Secret{current(t, cl("gone"))},
-			want: want{pending: []string{"cluster-fleet-gone:1/3:policy upsert-only never deletes"}, unchanged: 1}},
+			want: want{pending: []string{sn("gone")+":1/3:policy upsert-only never deletes"}, unchanged: 1}},
 		{name: "vanished under create-only", policy: PolicyCreateOnly, current: []corev1.Secret{current(t, cl("gone"))},
-			want: want{pending: []string{"cluster-fleet-gone:1/3:policy create-only never deletes"}, unchanged: 1}},
+			want: want{pending: []string{sn("gone")+":1/3:policy create-only never deletes"}, unchanged: 1}},
 		{name: "vanished under sync starts the countdown", policy: PolicySync, current: []corev1.Secret{current(t, cl("gone"))},
-			want: want{update: map[string]string{"cluster-fleet-gone": "countdown"}, pending: []string{"cluster-fleet-gone:1/3"}}},
+			want: want{update: map[string]string{sn("gone"): "countdown"}, pending: []string{sn("gone")+":1/3"}}},
 		{name: "countdown counts a new listing", policy: PolicySync,
 			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 1, listing1))},
-			want:    want{update: map[string]string{"cluster-fleet-gone": "countdown"}, pending: []string{"cluster-fleet-gone:2/3"}}},
+			want:    want{update: map[string]string{sn("gone"): "countdown"}, pending: []string{sn("gone")+":2/3"}}},
 		{name: "countdown waits for a new listing", policy: PolicySync, listings: map[string]time.Time{"fleet": listing1},
 			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{pending: []string{"cluster-fleet-gone:2/3"}, unchanged: 1}},
+			want:    want{pending: []string{sn("gone")+":2/3"}, unchanged: 1}},
 		{name: "countdown reached: delete", policy: PolicySync,
 			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{delete: []string{"cluster-fleet-gone"}}},
+			want:    want{delete: []string{sn("gone")}}},
 		{name: "countdown reached but grace period not passed", policy: PolicySync,
 			prune:   &PruneOptions{AfterListings: 3, GracePeriod: time.Hour, MaxDeletions: 5},
 			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{update: map[string]string{"cluster-fleet-gone": "countdown"}, pending: []string{"cluster-fleet-gone:3/3"}}},
+			want:    want{update: map[string]string{sn("gone"): "countdown"}, pending: []string{sn("gone")+":3/3"}}},
 		{name: "countdown frozen while the source fails", policy: PolicySync,
 			states:  []inventory.SourceState{{Name: "fleet", Synced: true, Stale: true}},
 			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{pending: []string{"cluster-fleet-gone:2/3:latest listing of the source failed"}, unchanged: 1}},
+			want:    want{pending: []string{sn("gone")+":2/3:latest listing of the source failed"}, unchanged: 1}},
 		{name: "nothing deleted before the source synced", policy: PolicySync,
 			states:  []inventory.SourceState{{Name: "fleet"}},
 			current: []corev1.Secret{current(t, cl("gone"))},
 			want:    want{unchanged: 1}},
 		{name: "source no longer configured", policy: PolicySync, states: []inventory.SourceState{{Name: "other", Synced: true}},
 			current: []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{pending: []string{"cluster-fleet-gone:2/3:source not configured"}, unchanged: 1}},
+			want:    want{pending: []string{sn("gone")+":2/3:source not configured"}, unchanged: 1}},
 		{name: "pinned", policy: PolicySync,
 			current: []corev1.Secret{current(t, cl("gone"), func(s *corev1.Secret) { s.Labels[LabelPin] = "true" }, countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{pending: []string{"cluster-fleet-gone:3/3:pinned"}, unchanged: 1}},
+			want:    want{pending: []string{sn("gone")+":3/3:pinned"}, unchanged: 1}},
 		{name: "not ready cluster is neither created nor deleted", policy: PolicySync,
 			listed:  []sources.Cluster{cl("waiting", func(c *sources.Cluster) { c.Ready = false })},
 			current: []corev1.Secret{current(t, cl("waiting"))}, want: want{unchanged: 1}},
-		{name: "held cluster (token unreadable) is kept", policy: PolicySync, held: map[string]bool{"tok": true},
+		{name: "held cluster (token unreadable) is kept", policy: PolicySync, held: map[string]bool{"fleet/tok": true},
 			current: []corev1.Secret{current(t, cl("tok"))}, want: want{unchanged: 1}},
 		{name: "cluster back during countdown", policy: PolicySync, served: []sources.Cluster{cl("back")},
 			current: []corev1.Secret{current(t, cl("back"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{update: map[string]string{"cluster-fleet-back": "content"}}},
+			want:    want{update: map[string]string{sn("back"): "content"}}},
 		{name: "not-ready cluster back during countdown clears it", policy: PolicySync,
 			listed:  []sources.Cluster{cl("back", func(c *sources.Cluster) { c.Ready = false })},
 			current: []corev1.Secret{current(t, cl("back"), countdownAt(t0.Add(-time.Minute), 2, listing1))},
-			want:    want{update: map[string]string{"cluster-fleet-back": "countdown"}}},
+			want:    want{update: map[string]string{sn("back"): "countdown"}}},
 		{name: "our secret of another owner id is foreign", policy: PolicySync, served: []sources.Cluster{cl("a")},
 			current: []corev1.Secret{current(t, cl("a"), func(s *corev1.Secret) { s.Labels[LabelOwner] = "fleet-b" })},
-			want:    want{clashes: []Clash{{Cluster: "a", Secret: "cluster-fleet-a", By: "name"}}}},
+			want:    want{clashes: []Clash{{Cluster: "a", Secret: sn("a"), By: "name"}}}},
 	}
 	// breaker: 10 of our 12 Secrets would go at once
 	var many []corev1.Secret
@@ -207,9 +219,9 @@ func TestPlan(t *testing.T) {
 		held     map[string]bool
 		want     want
 	}{name: "breaker", policy: PolicySync, served: []sources.Cluster{cl("g00"), cl("g01")}, current: many,
-		want: want{blocked: []string{"cluster-fleet-g02", "cluster-fleet-g03", "cluster-fleet-g04", "cluster-fleet-g05", "cluster-fleet-g06",
-			"cluster-fleet-g07", "cluster-fleet-g08", "cluster-fleet-g09", "cluster-fleet-g10", "cluster-fleet-g11"},
-			update: map[string]string{"cluster-fleet-g00": "content", "cluster-fleet-g01": "content"}}})
+		want: want{blocked: []string{sn("g02"), sn("g03"), sn("g04"), sn("g05"), sn("g06"),
+			sn("g07"), sn("g08"), sn("g09"), sn("g10"), sn("g11")},
+			update: map[string]string{sn("g00"): "content", sn("g01"): "content"}}})
 
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,8 +237,8 @@ func TestPlan(t *testing.T) {
 			if listings == nil {
 				listings = map[string]time.Time{"fleet": listing2}
 			}
-			all := append(append([]sources.Cluster{}, tc.served...), tc.listed...)
-			ch := Plan(Input{Desired: desired(t, tc.served...), Current: tc.current, Snapshot: snapshot(all, tc.states...),
+			snap := snapshotWith(append([]sources.Cluster{}, tc.served...), tc.listed, tc.states...)
+			ch := Plan(Input{Desired: desired(t, tc.served...), Current: tc.current, Snapshot: snap,
 				Listings: listings, Held: tc.held, OwnerID: owner, Policy: policy, Prune: p, Now: t0})
 
 			assert.Equal(t, orEmpty(tc.want.create), names(ch.Create), "create")
@@ -303,21 +315,24 @@ func TestBuild(t *testing.T) {
 		c.Auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: &sources.SecretRef{Env: "RANCHER_TOKEN"}}
 		c.Labels = map[string]string{"env": "prod", "bad key!": "x", "long": strings.Repeat("v", 64), LabelOwner: "spoofed"}
 		c.Namespaces = []string{"a", "b"}
-		c.Project = "from-source"
+		c.Project, c.ClusterResources = "acme", true
+		c.ID, c.Phase, c.State = "c-m-2x7kqz4b", sources.PhaseDegraded, "updating"
 	})
 	o := opts()
-	o.Tenants = map[string]TenantRule{"acme": {Project: "acme", ClusterResources: ptr(true)}}
 	d, err := Build(&bearer, o, tokenFor)
 	require.NoError(t, err)
 	s := d.Secret
-	assert.Equal(t, "cluster-rancher-eu-rancher-prod", s.Name)
+	assert.Equal(t, SecretName("cluster", "rancher-eu", "rancher-prod", "c-m-2x7kqz4b"), s.Name)
+	assert.Regexp(t, `^cluster-rancher-eu-rancher-prod-[0-9a-f]{10}$`, s.Name)
 	assert.Equal(t, "argocd", s.Namespace)
 	assert.Equal(t, map[string]string{
 		LabelSecretType: "cluster", LabelManagedBy: ManagedByValue, LabelOwner: owner, LabelSource: "rancher-eu",
+		LabelPhase: "degraded", LabelState: "updating",
 		"env": "prod", "tenant": "acme", "provider": "rancher", "region": "eu-west-1",
 	}, s.Labels, "invalid and reserved labels are not propagated")
+	assert.Equal(t, "c-m-2x7kqz4b", s.Annotations[AnnotationClusterID])
 	assert.Equal(t, "rancher-prod", string(s.Data["name"]))
-	assert.Equal(t, "acme", string(s.Data["project"]), "the tenant rule wins")
+	assert.Equal(t, "acme", string(s.Data["project"]))
 	assert.Equal(t, "a,b", string(s.Data["namespaces"]))
 	assert.Equal(t, "true", string(s.Data["clusterResources"]))
 	assert.JSONEq(t, `{"bearerToken":"token-abcde:s3cr3t","tlsClientConfig":{"insecure":false,"caData":"`+caA+`"}}`, string(s.Data["config"]))
@@ -354,18 +369,21 @@ func TestBuild(t *testing.T) {
 
 func TestSecretName(t *testing.T) {
 	long := strings.Repeat("x", 300)
-	cases := map[[2]string]string{
-		{"demo-aws", "acme-prod-eu"}: "cluster-demo-aws-acme-prod-eu",
-		{"rancher", "Prod_EU"}:       "cluster-rancher-prod-eu-",
-		{"rancher", "prod-eu"}:       "cluster-rancher-prod-eu",
+	for _, tc := range []struct{ source, cluster, id, prefix string }{
+		{"demo-aws", "acme-prod-eu", "acme-prod-eu", "cluster-demo-aws-acme-prod-eu-"},
+		{"rancher", "Prod_EU", "c-1", "cluster-rancher-prod-eu-"},
+		{"eks", "payments", "arn:aws:eks:eu-west-1:111:cluster/payments", "cluster-eks-payments-"},
+	} {
+		t.Run(tc.cluster, func(t *testing.T) {
+			got := SecretName("cluster", tc.source, tc.cluster, tc.id)
+			assert.Regexp(t, "^"+tc.prefix+"[0-9a-f]{10}$", got)
+			assert.Equal(t, got, SecretName("cluster", tc.source, tc.cluster, tc.id), "deterministic")
+		})
 	}
-	for in, want := range cases {
-		got := SecretName("cluster", in[0], in[1])
-		assert.True(t, strings.HasPrefix(got, want), "%v → %s", in, got)
-		assert.LessOrEqual(t, len(got), 253)
-	}
-	assert.NotEqual(t, SecretName("cluster", "rancher", "Prod_EU"), SecretName("cluster", "rancher", "prod-eu"), "a hash keeps sanitized names unique")
-	a, b := SecretName("cluster", "s", long+"a"), SecretName("cluster", "s", long+"b")
+	assert.NotEqual(t, SecretName("cluster", "aws", "prod-eu", "prod-eu"), SecretName("cluster", "aws-prod", "eu", "eu"),
+		"the collision pair of the old scheme maps to two names")
+	assert.NotEqual(t, SecretName("cluster", "rancher", "Prod_EU", "c-1"), SecretName("cluster", "rancher", "prod-eu", "c-2"))
+	a, b := SecretName("cluster", "s", long, "a"), SecretName("cluster", "s", long, "b")
 	assert.Len(t, a, 253)
 	assert.NotEqual(t, a, b)
 }
@@ -386,3 +404,102 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPlanLifecycle: the Secret follows the inventory's lifecycle (found by
+// identity, pruned on a confirmed departure) and never loses to a foreign
+// Secret.
+func TestPlanLifecycle(t *testing.T) {
+	withID := func(id string) func(*sources.Cluster) { return func(c *sources.Cluster) { c.ID = id } }
+	prune := PruneOptions{AfterListings: 3, MaxDeletions: 5, MaxDeletionsPercent: 10}
+	departed := func(name, id string) inventory.Departed {
+		return inventory.Departed{Name: name, Source: "fleet", ID: id, At: t0}
+	}
+	legacy := func(s *corev1.Secret) { // as written before identities: old name, no id annotation
+		s.Name = "cluster-fleet-" + s.Annotations[AnnotationCluster]
+		delete(s.Annotations, AnnotationClusterID)
+	}
+	pin := func(s *corev1.Secret) { s.Labels[LabelPin] = "true" }
+	foreign := func(s *corev1.Secret) { s.Labels[LabelOwner] = "someone-else"; s.Name = "hand-made" }
+	type want struct {
+		create, delete []string
+		update         map[string]string // name → data["name"]
+		clashes        []Clash
+		pending        []string
+	}
+	cases := []struct {
+		name       string
+		served     []sources.Cluster
+		conflicts  []inventory.Conflict
+		departed   []inventory.Departed
+		deselected map[string]bool
+		current    []corev1.Secret
+		policy     Policy
+		want       want
+	}{
+		{name: "confirmed departure deletes at once", policy: PolicySync, departed: []inventory.Departed{departed("gone", "id-gone")},
+			current: []corev1.Secret{current(t, cl("gone", withID("id-gone")))},
+			want:    want{delete: []string{SecretName("cluster", "fleet", "gone", "id-gone")}}},
+		{name: "confirmed departure, pinned", policy: PolicySync, departed: []inventory.Departed{departed("gone", "id-gone")},
+			current: []corev1.Secret{current(t, cl("gone", withID("id-gone")), pin)},
+			want:    want{pending: []string{SecretName("cluster", "fleet", "gone", "id-gone") + ":pinned"}}},
+		{name: "confirmed departure under upsert-only", policy: PolicyUpsertOnly, departed: []inventory.Departed{departed("gone", "id-gone")},
+			current: []corev1.Secret{current(t, cl("gone", withID("id-gone")))},
+			want:    want{pending: []string{SecretName("cluster", "fleet", "gone", "id-gone") + ":policy upsert-only never deletes"}}},
+		{name: "rename updates the one Secret in place", policy: PolicySync, served: []sources.Cluster{cl("new-name", withID("id-1"))},
+			current: []corev1.Secret{current(t, cl("old-name", withID("id-1")))},
+			want:    want{update: map[string]string{SecretName("cluster", "fleet", "old-name", "id-1"): "new-name"}}},
+		{name: "a Secret of the previous version is taken over in place", policy: PolicySync, served: []sources.Cluster{cl("a", withID("c-123"))},
+			current: []corev1.Secret{current(t, cl("a", withID("c-123")), legacy)},
+			want:    want{update: map[string]string{"cluster-fleet-a": "a"}}},
+		{name: "a foreign Secret with our server never removes ours", policy: PolicySync, served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("a")), current(t, cl("a"), foreign)},
+			want:    want{clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "server"}}}},
+		{name: "our Secret of another cluster at the desired name is never updated", policy: PolicySync, served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("b", withID("other")), func(s *corev1.Secret) { s.Name = sn("a") })},
+			want:    want{clashes: []Clash{{Cluster: "a", Secret: sn("a"), By: "identity"}}}},
+		{name: "a cluster leaving the selection counts down", policy: PolicySync, served: []sources.Cluster{cl("a")},
+			deselected: map[string]bool{"fleet/a": true}, current: []corev1.Secret{current(t, cl("a"))},
+			want: want{update: map[string]string{sn("a"): "a"}, pending: []string{sn("a") + ":1/3"}}},
+		{name: "no prune while a name conflict holds", policy: PolicySync, conflicts: []inventory.Conflict{{Name: "a", Sources: []string{"fleet", "other"}}},
+			current: []corev1.Secret{current(t, cl("a"))}, want: want{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := snapshot(append([]sources.Cluster{}, tc.served...))
+			snap.Departed, snap.Conflicts = tc.departed, tc.conflicts
+			var ds []Desired
+			for _, d := range desired(t, tc.served...) {
+				if !tc.deselected[Identity(d.Source, d.ID)] {
+					ds = append(ds, d)
+				}
+			}
+			ch := Plan(Input{Desired: ds, Current: tc.current, Snapshot: snap, Deselected: tc.deselected,
+				Listings: map[string]time.Time{"fleet": t0}, OwnerID: owner, Policy: tc.policy, Prune: prune, Now: t0})
+			assert.Equal(t, orEmpty(tc.want.create), names(ch.Create), "create")
+			assert.Equal(t, orEmpty(tc.want.delete), names(ch.Delete), "delete")
+			assert.Empty(t, ch.Blocked)
+			got := map[string]string{}
+			for _, u := range ch.Update {
+				got[u.New.Name] = string(u.New.Data["name"])
+				assert.Equal(t, u.Old.Name, u.New.Name, "in place")
+				assert.Equal(t, u.Old.UID, u.New.UID)
+			}
+			if tc.want.update == nil {
+				tc.want.update = map[string]string{}
+			}
+			assert.Equal(t, tc.want.update, got, "update")
+			assert.Equal(t, tc.want.clashes, ch.Clashes, "clashes")
+			var pend []string
+			for _, pe := range ch.Pending {
+				s := pe.Secret
+				if pe.Held != "" {
+					s += ":" + pe.Held
+				} else {
+					s += fmt.Sprintf(":%d/%d", pe.Missed, pe.Needed)
+				}
+				pend = append(pend, s)
+			}
+			assert.Equal(t, tc.want.pending, pend, "pending")
+		})
+	}
+}

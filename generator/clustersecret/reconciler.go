@@ -36,6 +36,10 @@ type Config struct {
 	Debounce time.Duration
 	// Concurrency bounds the writes in flight.
 	Concurrency int
+	// Select limits which served clusters get a Secret (nil: all). A
+	// cluster leaving the selection is a departure for its Secret, under
+	// the prune countdown, never an immediate delete.
+	Select func(*sources.Cluster) bool
 	Prune       PruneOptions
 }
 
@@ -249,18 +253,25 @@ func (r *Reconciler) Pass(ctx context.Context) (Changes, error) {
 
 func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	snap, listings := r.inv.SnapshotAndListings()
+	if !snap.Synced() {
+		// the start-up barrier: a source that has not listed yet could
+		// claim any cluster (a duplicate, a name conflict)
+		r.logger.Debug("not every source has listed yet; writing nothing")
+		return Changes{}, nil, nil
+	}
 	resolve := r.tokenResolver(ctx)
 	var desired []Desired
-	held := map[string]bool{}
+	held, deselected := map[string]bool{}, map[string]bool{}
 	var heldNames []string
 	for i := range snap.Clusters {
 		c := snap.Clusters[i]
-		if !c.Ready {
+		if r.cfg.Select != nil && !r.cfg.Select(c) {
+			deselected[Identity(c.Source, c.Key())] = true
 			continue
 		}
 		d, err := Build(c, &r.cfg.Options, resolve)
 		if err != nil {
-			held[c.Name] = true
+			held[Identity(c.Source, c.Key())] = true
 			heldNames = append(heldNames, c.Name)
 			r.logger.Warn("cluster Secret not written this pass", "cluster", c.Name, "error", err.Error())
 			continue
@@ -272,7 +283,7 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 		return Changes{}, heldNames, fmt.Errorf("list cluster secrets in %s: %w", r.cfg.Namespace, err)
 	}
 	ch := Plan(Input{
-		Desired: desired, Current: list.Items, Snapshot: snap, Listings: listings, Held: held,
+		Desired: desired, Current: list.Items, Snapshot: snap, Listings: listings, Held: held, Deselected: deselected,
 		OwnerID: r.cfg.OwnerID, Policy: r.cfg.Policy, Prune: r.cfg.Prune, Now: time.Now(),
 	})
 	if r.cfg.DryRun {
@@ -283,7 +294,7 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	if ch.Writes() > 0 {
 		r.logger.Info("applying plan", "plan", ch.String())
 	}
-	err = r.apply(ctx, &ch, desired)
+	err = r.apply(ctx, &ch)
 	r.report(&ch)
 	return ch, heldNames, err
 }
@@ -339,11 +350,7 @@ func (r *Reconciler) tokenResolver(ctx context.Context) TokenResolver {
 
 // apply writes the changes with bounded concurrency. It stops starting
 // writes as soon as ctx ends (for example when the leader lease is lost).
-func (r *Reconciler) apply(ctx context.Context, ch *Changes, desired []Desired) error {
-	want := map[string]*corev1.Secret{}
-	for _, d := range desired {
-		want[d.Secret.Name] = d.Secret
-	}
+func (r *Reconciler) apply(ctx context.Context, ch *Changes) error {
 	var mu sync.Mutex
 	clash := func(c Clash) {
 		mu.Lock()
@@ -355,7 +362,7 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes, desired []Desired) 
 		ops = append(ops, func(ctx context.Context) error { return r.create(ctx, s, clash) })
 	}
 	for _, u := range ch.Update {
-		ops = append(ops, func(ctx context.Context) error { return r.update(ctx, u, want[u.New.Name]) })
+		ops = append(ops, func(ctx context.Context) error { return r.update(ctx, u) })
 	}
 	for _, s := range ch.Delete {
 		ops = append(ops, func(ctx context.Context) error { return r.delete(ctx, s) })
@@ -407,8 +414,8 @@ func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Cl
 
 // update writes u.New; on a conflict it re-reads the Secret and, for a
 // content update, merges want into the fresh copy again.
-func (r *Reconciler) update(ctx context.Context, u Update, want *corev1.Secret) error {
-	next := u.New
+func (r *Reconciler) update(ctx context.Context, u Update) error {
+	next, want := u.New, u.Want
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
@@ -416,8 +423,9 @@ func (r *Reconciler) update(ctx context.Context, u Update, want *corev1.Secret) 
 			if err != nil {
 				return err
 			}
-			if !Owned(fresh, r.cfg.OwnerID) || want == nil {
-				next = nil // no longer ours, or a countdown: the next pass decides
+			if !Owned(fresh, r.cfg.OwnerID) || want == nil || fresh.Annotations[AnnotationClusterID] != want.Annotations[AnnotationClusterID] &&
+				fresh.Annotations[AnnotationClusterID] != "" {
+				next = nil // no longer ours or another cluster's, or a countdown: the next pass decides
 				return nil
 			}
 			next = merge(fresh, want)
