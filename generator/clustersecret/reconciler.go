@@ -40,7 +40,7 @@ type Config struct {
 	// cluster leaving the selection is a departure for its Secret, under
 	// the prune countdown, never an immediate delete.
 	Select func(*sources.Cluster) bool
-	Prune       PruneOptions
+	Prune  PruneOptions
 }
 
 // Defaults fills unset fields.
