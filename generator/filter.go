@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -62,30 +63,20 @@ type request struct {
 	} `json:"input"`
 }
 
-// parseRequest decodes a getparams body into a Filter. Every error is an
+// parseRequest decodes a getparams body into a Filter (see ParseRequest,
+// which also returns the ignored top-level keys). Every error is an
 // *InputError.
 func parseRequest(body []byte) (Filter, string, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return Filter{}, "", inputErrorf("empty request body: expected a JSON object with \"input\"")
-	}
-	if trimmed[0] != '{' {
-		return Filter{}, "", inputErrorf("request body must be a JSON object")
-	}
-	var req request
-	if err := json.Unmarshal(trimmed, &req); err != nil {
-		return Filter{}, "", inputErrorf("malformed request body: %s", jsonErrorText(err))
-	}
-	var params map[string]json.RawMessage
-	if req.Input != nil {
-		params = req.Input.Parameters
-	}
-	f, err := ParseParameters(params)
-	return f, req.ApplicationSetName, err
+	req, err := ParseRequest(body)
+	return req.Filter, req.ApplicationSetName, err
 }
 
-// ParseParameters turns input.parameters into a Filter. Unknown keys and
-// values of the wrong type are errors: a typo must never widen the result.
+// ParseParameters turns input.parameters into a Filter. Unknown keys (also
+// those differing only in case from a known one), values of the wrong type,
+// null in a list and strings that are not valid UTF-8 or hold an escape of a
+// lone UTF-16 surrogate are errors: a typo must never widen the result.
+// Duplicate keys cannot be seen in a map; ParseRequest and ParseInput reject
+// them before.
 func ParseParameters(params map[string]json.RawMessage) (Filter, error) {
 	var f Filter
 	keys := make([]string, 0, len(params))
@@ -98,6 +89,12 @@ func ParseParameters(params map[string]json.RawMessage) (Filter, error) {
 	for _, k := range keys {
 		raw := params[k]
 		var err error
+		if !utf8.Valid(raw) {
+			return Filter{}, inputErrorf("input.parameters.%s: not valid UTF-8", shortKey(k))
+		}
+		if !validEscapes(raw) {
+			return Filter{}, inputErrorf("input.parameters.%s: a string has an escape that is not valid UTF-16 (a lone surrogate such as \\ud800)", shortKey(k))
+		}
 		switch k {
 		case ParamSource:
 			f.Sources, err = stringOrList(k, raw)
@@ -131,7 +128,12 @@ func ParseParameters(params map[string]json.RawMessage) (Filter, error) {
 				}
 			}
 		default:
-			err = inputErrorf("input.parameters: unknown key %q (accepted keys: %s)", k, strings.Join(acceptedParams, ", "))
+			err = inputErrorf("input.parameters: unknown key %s (accepted keys: %s)", quoteKey(k), strings.Join(acceptedParams, ", "))
+			for _, known := range acceptedParams {
+				if strings.EqualFold(k, known) {
+					err = inputErrorf("input.parameters: key %s differs from %q only in case; keys are case-sensitive", quoteKey(k), known)
+				}
+			}
 		}
 		if err != nil {
 			return Filter{}, err
@@ -173,10 +175,17 @@ func stringOrList(k string, raw json.RawMessage) ([]string, error) {
 	if json.Unmarshal(raw, &s) == nil && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return []string{s}, nil
 	}
-	var list []string
-	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) && json.Unmarshal(raw, &list) == nil {
-		if len(list) == 0 {
+	var items []*string
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) && json.Unmarshal(raw, &items) == nil {
+		if len(items) == 0 {
 			return nil, inputErrorf("input.parameters.%s: empty list would match nothing; remove the key to match everything", k)
+		}
+		list := make([]string, len(items))
+		for i, item := range items {
+			if item == nil {
+				return nil, inputErrorf("input.parameters.%s[%d]: null is not allowed in a list", k, i)
+			}
+			list[i] = *item
 		}
 		sort.Strings(list)
 		return slices.Compact(list), nil
@@ -205,17 +214,22 @@ func jsonKind(raw json.RawMessage) string {
 }
 
 // jsonErrorText keeps decoder errors short and free of request content.
-func jsonErrorText(err error) string {
+// prefix is the path of the decoded value in a body ("" for the body).
+func jsonErrorText(err error, prefix string) string {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
 	case errors.As(err, &te):
-		if te.Field == "input" || te.Field == "input.parameters" {
-			return fmt.Sprintf("%s must be an object, got JSON %s", te.Field, te.Value)
+		field := te.Field
+		if prefix != "" {
+			field = prefix + "." + field
 		}
-		return fmt.Sprintf("field %q has the wrong type (got JSON %s)", te.Field, te.Value)
+		if field == "input" || field == "input.parameters" {
+			return fmt.Sprintf("%s must be an object, got JSON %s", field, te.Value)
+		}
+		return fmt.Sprintf("field %q has the wrong type (got JSON %s)", field, te.Value)
 	}
 	return "invalid JSON"
 }

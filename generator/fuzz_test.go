@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -24,7 +26,11 @@ import (
 //   - every error body is {"message": "..."} with a non-empty message;
 //   - a 200 is byte for byte what Render makes for the parsed filter (the
 //     body cache and the filter cache never serve another input's answer)
-//     and passes checkAnswer.
+//     and passes checkAnswer;
+//   - an accepted body is never wider than asked (checkNotWider): it is
+//     valid UTF-8, has no null in a list, no ignored key is a case variant
+//     of a known one, and the body without its ignored top-level keys
+//     selects the same clusters.
 func FuzzParseRequest(f *testing.F) {
 	fuzzseed.Add(f)
 	inv := demoInventory(f)
@@ -39,6 +45,7 @@ func FuzzParseRequest(f *testing.F) {
 		var want Result
 		renderErr := parseErr
 		if parseErr == nil {
+			checkNotWider(t, snap, body, &filter)
 			want, renderErr = Render(snap, &filter)
 			requireInputError(t, "Render", renderErr)
 		}
@@ -111,6 +118,75 @@ func FuzzParseParameters(f *testing.F) {
 			checkAnswer(t, snap, &filter, res.Bytes())
 		}
 	})
+}
+
+// checkNotWider checks an accepted body against rules the decoder
+// enforces, by other means than the decoder's own.
+func checkNotWider(t *testing.T, snap *inventory.Snapshot, body []byte, f *Filter) {
+	t.Helper()
+	if !utf8.Valid(body) {
+		t.Fatalf("accepted a body that is not valid UTF-8: %q", body)
+	}
+	var generic any
+	if err := json.Unmarshal(body, &generic); err != nil {
+		t.Fatalf("accepted a body encoding/json rejects: %v", err)
+	}
+	if nullInList(generic) {
+		t.Fatalf("accepted a body with null in a list: %q", body)
+	}
+	req, err := ParseRequest(body)
+	if err != nil || req.Filter.Key() != f.Key() {
+		t.Fatalf("ParseRequest and parseRequest disagree: %v", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range req.IgnoredKeys {
+		if strings.EqualFold(k, "input") || strings.EqualFold(k, "applicationSetName") {
+			t.Fatalf("ignored key %q is a case variant of a known key", k)
+		}
+		delete(top, k)
+	}
+	for k := range top {
+		if k != "input" && k != "applicationSetName" {
+			t.Fatalf("key %q is neither known nor reported as ignored", k)
+		}
+	}
+	stripped, err := json.Marshal(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseRequest(stripped)
+	if err != nil || len(again.IgnoredKeys) > 0 {
+		t.Fatalf("the body without its ignored keys %s is rejected (%v) or has ignored keys %q", stripped, err, again.IgnoredKeys)
+	}
+	if again.Filter.Key() != f.Key() {
+		t.Fatalf("ignored keys change the filter: %q vs %q without them", f.Key(), again.Filter.Key())
+	}
+	for _, c := range snap.Clusters {
+		if f.Match(c) && !again.Filter.Match(c) {
+			t.Fatalf("cluster %s is selected only because of ignored keys", c.Name)
+		}
+	}
+}
+
+func nullInList(v any) bool {
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			if e == nil || nullInList(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for _, e := range v {
+			if nullInList(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func requireInputError(t *testing.T, what string, err error) {

@@ -29,16 +29,15 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1
 	}
-	var in struct {
-		Parameters map[string]json.RawMessage `json:"parameters"`
-	}
-	if err := json.Unmarshal([]byte(*input), &in); err != nil {
-		fmt.Fprintf(stderr, "error: --input must be a JSON object such as {\"parameters\":{...}}: %v\n", err)
-		return 2
-	}
-	filter, err := generator.ParseParameters(in.Parameters)
+	// The same strict decoder as the plugin API: what the API rejects with
+	// 400, discover rejects too.
+	filter, err := generator.ParseInput([]byte(*input))
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
+		if json.Valid([]byte(*input)) {
+			fmt.Fprintf(stderr, "error: --input: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "error: --input must be a JSON object such as {\"parameters\":{...}}: %v\n", err)
+		}
 		return 2
 	}
 	var longest time.Duration
