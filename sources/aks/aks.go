@@ -1,6 +1,6 @@
 // Package aks is a source of Azure Kubernetes Service clusters, discovered
 // through Azure Resource Manager in a list of subscriptions or in every
-// enabled subscription the service's identity can see.
+// subscription the service's identity can see.
 //
 // One listing is: the subscriptions (unless configured), one paged list of
 // managed clusters per subscription, and, for each cluster whose CA is not
@@ -9,11 +9,66 @@
 // be read is listed as not ready instead, so that its Secret is neither
 // created without a CA nor pruned.
 //
-// Clusters are left out by the configured filters (resource group,
-// provisioning and power state, tags, private cluster policy) and when they
-// have no Microsoft Entra ID integration (aadProfile): Argo CD reaches them
-// with `argocd-k8s-auth azure`, whose Entra ID token such a cluster does
-// not accept. The identity needs Reader on the subscriptions and
+// # Cluster lifecycle
+//
+// Every cluster is listed whatever its state: a cluster never leaves the
+// listing because it is upgrading, stopped or failed an operation. Its
+// properties.provisioningState is Cluster.State, verbatim, and Cluster.ID
+// is its ARM resource id, lower-cased. The phase comes from
+// provisioningState, powerState.code and whether the cluster reports an API
+// server FQDN (phaseOf), compared case-insensitively:
+//
+//	provisioningState     powerState   FQDN   phase
+//	Creating              any          any    pending
+//	Succeeded             Running      any    ready
+//	Succeeded             Stopped      any    degraded
+//	Succeeded             other/none   any    degraded
+//	Updating, Upgrading,  any          any    degraded
+//	Scaling, Starting,
+//	Stopping, Canceling,
+//	Canceled, Migrating,
+//	Reconciling
+//	Failed                any          yes    degraded (a failed operation on a cluster that ran)
+//	Failed                any          no     pending (a failed creation)
+//	Deleting              any          any    leaving
+//	anything else         any          any    degraded
+//
+// Sources, as gathered in the project's cluster-states notes (section 3,
+// Azure AKS): armcontainerservice v8.2.0, where provisioningState is a
+// plain string with no enum and powerState.code is Running or Stopped;
+// azure-aks-docs list-aks-clusters.md (Creating; Succeeded "doesn't
+// indicate whether the cluster is running because a stopped cluster can
+// also have a successful provisioning state"), start-stop-cluster.md
+// (Starting, Stopping; a stop deallocates the control plane),
+// manage-abort-operations.md (Canceling, Canceled), scale-node-pools.md
+// (Scaling); SupportArticles-docs operationnotallowed.md (Updating,
+// Deleting) and upgrading-or-scaling-does-not-succeed.md (Upgrading,
+// Failed); Azure/AKS#244, #671 and #3231 (a Failed cluster that ran still
+// serves workloads) and #1972 (a failed initial provisioning stays Failed);
+// aks-operator ClusterStatusDeleting. Migrating and Reconciling were found
+// in no source and are treated, like any unknown value, as an operation on
+// the same cluster. Ready says only whether the cluster can be rendered: a
+// cluster without an FQDN is listed not ready whatever its phase.
+//
+// Discovered subscriptions (armsubscriptions v1.3.0 SubscriptionState;
+// learn.microsoft.com cost-management-billing subscription-states) are
+// listed when Enabled, PastDue or Warned (their resources run; phases as
+// above) and when Disabled (GET still works, but resources are deallocated:
+// every cluster is degraded unless leaving). Deleted subscriptions are not
+// listed, and a subscription that drops out of the list makes its clusters
+// absent from the listing; the inventory decides when they have left.
+// Clusters of a subscription whose state is not Enabled carry it in the
+// annotation AnnotationSubscriptionState. A state not known here is listed,
+// its clusters' phases unchanged. Warned and Disabled subscriptions allow
+// only GET and DELETE, so listClusterUserCredential (a POST) may fail there:
+// a cluster keeps its cached CA, expired or not, and one never read is not
+// ready.
+//
+// Clusters are left out only by the configured filters (resource group,
+// tags, private cluster policy) and when they have no Microsoft Entra ID
+// integration (aadProfile): Argo CD reaches them with
+// `argocd-k8s-auth azure`, whose Entra ID token such a cluster does not
+// accept. The identity needs Reader on the subscriptions and
 // Microsoft.ContainerService/managedClusters/listClusterUserCredential/action
 // on the clusters; nothing is ever written to Azure.
 package aks
@@ -192,7 +247,7 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 }
 
 func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
-	subs, err := s.subscriptionIDs(ctx)
+	subs, err := s.subscriptions(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +293,7 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 
 // finish turns a complete listing into the result: it warns about names
 // listed twice, forgets what left, and sets the per-listing gauges.
-func (s *Source) finish(listed []*mapped, skipped map[skipReason]int, subs []string) []sources.Cluster {
+func (s *Source) finish(listed []*mapped, skipped map[skipReason]int, subs []subscription) []sources.Cluster {
 	out := make([]sources.Cluster, 0, len(listed))
 	ids := make(map[string]bool, len(listed))
 	byName := map[string]string{}
@@ -268,34 +323,49 @@ func (s *Source) finish(listed []*mapped, skipped map[skipReason]int, subs []str
 	return out
 }
 
-// subscriptionIDs returns the configured subscriptions, or every Enabled
-// one the identity can see. None visible is an error: an identity that lost
-// its role assignments must not make every cluster disappear.
-func (s *Source) subscriptionIDs(ctx context.Context) ([]string, error) {
+// subscription is one subscription to list: its lower-cased id and, when
+// subscriptions are discovered, its state (empty when configured).
+type subscription struct {
+	id    string
+	state armsubscriptions.SubscriptionState
+}
+
+// subscriptions returns the configured subscriptions, or every one the
+// identity can see except Deleted ones: Enabled, PastDue and Warned
+// subscriptions run their resources, and a Disabled one still answers GET,
+// its clusters listed as degraded (see inSubscription). A state this
+// package does not know is listed too: listing is only a GET, and leaving
+// its clusters out would make them look gone.
+//
+// A subscription that drops out of the list makes its clusters absent from
+// the listing, nothing more; the inventory decides when they have left.
+// None visible at all is an error: an identity that lost its role
+// assignments must not make every cluster disappear.
+func (s *Source) subscriptions(ctx context.Context) ([]subscription, error) {
 	if s.subs == nil {
-		out := make([]string, len(s.cfg.Subscriptions))
+		out := make([]subscription, len(s.cfg.Subscriptions))
 		for i, id := range s.cfg.Subscriptions {
-			out[i] = strings.ToLower(id)
+			out[i] = subscription{id: strings.ToLower(id)}
 		}
 		return out, nil
 	}
 	fail := func(err error) error {
 		return &listError{kind: errListSubscriptions, msg: "list subscriptions: " + err.Error(), err: err}
 	}
-	var out []string
+	var out []subscription
 	err := walk(ctx, s.subs.NewListPager(nil), func(p armsubscriptions.ClientListResponse) *string { return p.NextLink },
 		func(page armsubscriptions.ClientListResponse) error {
 			for _, sub := range page.Value {
 				if sub == nil || sub.SubscriptionID == nil || !guidRE.MatchString(*sub.SubscriptionID) {
 					return errors.New("malformed response: a subscription without a valid subscriptionId")
 				}
-				id := strings.ToLower(*sub.SubscriptionID)
-				if state := deref(sub.State); state != armsubscriptions.SubscriptionStateEnabled {
+				id, state := strings.ToLower(*sub.SubscriptionID), deref(sub.State)
+				if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDeleted)) {
 					s.log.Debug("subscription skipped", "subscription", id, "state", string(state))
 					continue
 				}
-				if !slices.Contains(out, id) {
-					out = append(out, id)
+				if !slices.ContainsFunc(out, func(o subscription) bool { return o.id == id }) {
+					out = append(out, subscription{id: id, state: state})
 				}
 			}
 			return nil
@@ -304,14 +374,20 @@ func (s *Source) subscriptionIDs(ctx context.Context) ([]string, error) {
 		return nil, fail(err)
 	}
 	if len(out) == 0 {
-		return nil, fail(errors.New("no Enabled subscription is visible to the identity"))
+		return nil, fail(errors.New("no subscription is visible to the identity (Deleted ones are not listed)"))
 	}
 	return out, nil
 }
 
 // listSubscription lists and maps the clusters of one subscription,
-// following nextLink through the SDK pager.
-func (s *Source) listSubscription(ctx context.Context, sub string) ([]mapped, error) {
+// following nextLink through the SDK pager, and adjusts their phase to the
+// subscription's state.
+func (s *Source) listSubscription(ctx context.Context, subscr subscription) ([]mapped, error) {
+	sub := subscr.id
+	flagState := subscr.state != "" && !strings.EqualFold(string(subscr.state), string(armsubscriptions.SubscriptionStateEnabled))
+	if flagState {
+		s.log.Debug("subscription listed in a state other than Enabled", "subscription", sub, "state", string(subscr.state))
+	}
 	fail := func(err error) error {
 		return &listError{kind: errListClusters, subscription: sub,
 			msg: fmt.Sprintf("subscription %s: list clusters: %s", sub, err.Error()), err: err}
@@ -327,6 +403,12 @@ func (s *Source) listSubscription(ctx context.Context, sub string) ([]mapped, er
 				m, err := s.mapper.mapCluster(sub, mc)
 				if err != nil {
 					return fmt.Errorf("malformed response: %w", err)
+				}
+				if m.skip == "" {
+					m.cluster.Phase = inSubscription(m.cluster.Phase, subscr.state)
+					if flagState {
+						m.cluster.Annotations[AnnotationSubscriptionState] = string(subscr.state)
+					}
 				}
 				out = append(out, m)
 			}
@@ -435,7 +517,7 @@ func (s *Source) fetchCA(ctx context.Context, m *mapped) (string, error) {
 
 // forget drops the cached CAs of clusters no longer listed and the clients
 // of subscriptions no longer listed.
-func (s *Source) forget(ids map[string]bool, subs []string) {
+func (s *Source) forget(ids map[string]bool, subs []subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id := range s.cas {
@@ -444,7 +526,7 @@ func (s *Source) forget(ids map[string]bool, subs []string) {
 		}
 	}
 	for sub := range s.clients {
-		if !slices.Contains(subs, sub) {
+		if !slices.ContainsFunc(subs, func(o subscription) bool { return o.id == sub }) {
 			delete(s.clients, sub)
 		}
 	}

@@ -31,15 +31,16 @@ type Config struct {
 	Cloud string `json:"cloud,omitempty"`
 
 	// Subscriptions to list, by id. Empty means every subscription the
-	// identity can see whose state is Enabled.
+	// identity can see, except Deleted ones (see the package doc).
 	Subscriptions []string `json:"subscriptions,omitempty"`
 	// ResourceGroups, when set, keeps only clusters in these resource groups
 	// (names compared case-insensitively, as Azure does). Each subscription
 	// is still listed with one paged call; the filter is applied here.
 	ResourceGroups []string `json:"resourceGroups,omitempty"`
-	// ProvisioningStates and PowerStates keep only clusters in one of these
-	// states (case-insensitive; "*" keeps any). Defaults: [Succeeded] and
-	// [Running].
+	// ProvisioningStates and PowerStates were state filters. They are kept
+	// only so that a configuration still setting them is rejected with an
+	// explanation instead of "unknown field": every cluster is now listed
+	// and its state mapped to a phase (see the package doc).
 	ProvisioningStates []string `json:"provisioningStates,omitempty"`
 	PowerStates        []string `json:"powerStates,omitempty"`
 
@@ -162,12 +163,6 @@ func (c *Config) Default() {
 	if c.Cloud == "" {
 		c.Cloud = "AzurePublic"
 	}
-	if len(c.ProvisioningStates) == 0 {
-		c.ProvisioningStates = []string{"Succeeded"}
-	}
-	if len(c.PowerStates) == 0 {
-		c.PowerStates = []string{"Running"}
-	}
 	if c.TenantTag == "" {
 		c.TenantTag = "tenant"
 	}
@@ -237,6 +232,10 @@ var aadEnvironments = map[string]string{
 	"AzureGovernment": "AzureUSGovernmentCloud",
 }
 
+// removedStateFilter explains why provisioningStates and powerStates are
+// rejected.
+const removedStateFilter = `was removed: every cluster is listed and its AKS state mapped to a phase (see "Cluster lifecycle" in the README)`
+
 // Validate checks every field, assuming Default was applied, and returns
 // all problems at once.
 func (c Config) Validate() error {
@@ -276,8 +275,12 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	nonEmpty("provisioningStates", c.ProvisioningStates)
-	nonEmpty("powerStates", c.PowerStates)
+	if c.ProvisioningStates != nil {
+		bad("provisioningStates", "%s", removedStateFilter)
+	}
+	if c.PowerStates != nil {
+		bad("powerStates", "%s", removedStateFilter)
+	}
 	nonEmpty("labelTags", c.LabelTags)
 	nonEmpty("ignoreTags", c.IgnoreTags)
 	if _, ok := c.IncludeTags[""]; ok {

@@ -1,6 +1,7 @@
 package aks
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +14,8 @@ func TestDefault(t *testing.T) {
 	var c Config
 	c.Default()
 	assert.Equal(t, Config{
-		Cloud:              "AzurePublic",
-		ProvisioningStates: []string{"Succeeded"},
-		PowerStates:        []string{"Running"},
-		TenantTag:          "tenant", ProjectTag: "project", NamespacesTag: "namespaces",
+		Cloud:     "AzurePublic",
+		TenantTag: "tenant", ProjectTag: "project", NamespacesTag: "namespaces",
 		PrivateClusters: PrivateExclude,
 		CATTL:           "1h", CAErrorTTL: "5m",
 		Concurrency:  8,
@@ -42,7 +41,6 @@ tenantID: 72f988bf-0000-4e8b-a1d2-3c4b5a6f7e80
 clientID: 80faf920-1908-4b52-b5ef-a8e7bedfc67a
 subscriptions: [9b4d2f6e-1a3c-4e8b-b7d5-2c0f9e8a6d41]
 resourceGroups: [rg-payments-prod]
-powerStates: [Running, Stopped]
 includeTags: {argocd: enabled}
 excludeTags: {env: "*"}
 labelTags: [env, team]
@@ -93,11 +91,10 @@ func TestValidate(t *testing.T) {
 		{"cloud", func(c *Config) { c.Cloud = "Mars" }, []string{`cloud: "Mars" is not one of`}},
 		{"resource groups", func(c *Config) { c.ResourceGroups = []string{"ok", " ", "a/b"} },
 			[]string{`resourceGroups[1]: " " is not`, `resourceGroups[2]: "a/b" is not`}},
-		{"states and tags", func(c *Config) {
-			c.PowerStates = []string{"Running", ""}
+		{"tags", func(c *Config) {
 			c.LabelTags = []string{""}
 			c.IncludeTags = map[string]string{"": "x"}
-		}, []string{"powerStates[1]: empty", "labelTags[0]: empty", "includeTags: empty tag key"}},
+		}, []string{"labelTags[0]: empty", "includeTags: empty tag key"}},
 		{"private policy", func(c *Config) { c.PrivateClusters = "public"; c.PrivateProxyURL = "ftp://user:pw@proxy" },
 			[]string{`privateClusters: "public" is not one of exclude, privateFQDN, publicFQDN`, "privateProxyURL: must not carry user info"}},
 		{"durations", func(c *Config) {
@@ -152,4 +149,27 @@ func TestSecretsCannotBeConfigured(t *testing.T) {
 	err := c.Validate()
 	require.ErrorContains(t, err, "auth.env.1BAD: not an environment variable name")
 	require.ErrorContains(t, err, "auth.env.MULTI: must be one line")
+}
+
+func TestRemovedStateFiltersAreRejected(t *testing.T) {
+	const why = `was removed: every cluster is listed and its AKS state mapped to a phase (see "Cluster lifecycle" in the README)`
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"provisioningStates", "provisioningStates: [Succeeded]\n", []string{"provisioningStates: " + why}},
+		{"powerStates", "powerStates: [\"*\"]\n", []string{"powerStates: " + why}},
+		{"both, even empty", "provisioningStates: []\npowerStates: [Running]\n", []string{"provisioningStates: " + why, "powerStates: " + why}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Config
+			require.NoError(t, yaml.UnmarshalStrict([]byte(tt.yaml), &c), "the keys still parse, to be explained")
+			c.Default()
+			err := c.Validate()
+			require.Error(t, err)
+			assert.Equal(t, strings.Join(tt.want, "\n"), err.Error())
+		})
+	}
 }

@@ -19,9 +19,12 @@ import (
 
 // FuzzManagedCluster decodes any JSON with the SDK's
 // ManagedCluster.UnmarshalJSON, as the managed cluster pager does, and maps
-// it with two configurations (the defaults; every state, private clusters
-// through their private FQDN and a proxy, a name template over tags):
+// it with two configurations (the defaults; private clusters through their
+// private FQDN and a proxy, a name template over tags):
 //   - nothing panics; the mapping is deterministic;
+//   - a listed cluster has the phase phaseOf gives its state (pending,
+//     ready, degraded or leaving, never absent or empty) and its
+//     lower-cased resource id as ID;
 //   - a listed cluster is an AKS cluster of the subscription, with a name
 //     Argo CD accepts (no spaces or control characters, ≤ 253 bytes), the
 //     resource id annotation, and the configured exec auth, identical for
@@ -47,7 +50,6 @@ func FuzzManagedCluster(f *testing.F) {
 	}
 	var mappers []*mapper
 	for _, cfg := range []Config{{}, {
-		ProvisioningStates: []string{"*"}, PowerStates: []string{"*"},
 		PrivateClusters: PrivateFQDN, PrivateProxyURL: "socks5://proxy.internal:1080",
 		ExcludeTags: map[string]string{"legacy": "*"}, IgnoreTags: []string{"cost center"},
 		NamePrefix: "az-", NameTemplate: `{{.ResourceGroup}}-{{.Name}}-{{index .Tags "env"}}`,
@@ -112,6 +114,18 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, mc *armcontainerservice.M
 	}
 	if c.Name == "" || len(c.Name) > 253 || strings.ContainsFunc(c.Name, isBadNameRune) {
 		t.Fatalf("name %q", c.Name)
+	}
+	p := mc.Properties
+	power := ""
+	if p.PowerState != nil && p.PowerState.Code != nil {
+		power = string(*p.PowerState.Code)
+	}
+	if want := phaseOf(deref(p.ProvisioningState), power, deref(p.Fqdn) != "" || deref(p.PrivateFQDN) != ""); c.Phase != want ||
+		!slices.Contains([]sources.Phase{sources.PhasePending, sources.PhaseReady, sources.PhaseDegraded, sources.PhaseLeaving}, c.Phase) {
+		t.Fatalf("phase %q for provisioningState %q, powerState %q", c.Phase, deref(p.ProvisioningState), power)
+	}
+	if c.ID != strings.ToLower(*mc.ID) {
+		t.Fatalf("id %q, resource id %q", c.ID, *mc.ID)
 	}
 	if c.Annotations[AnnotationResourceID] != *mc.ID {
 		t.Fatalf("resource id annotation %q, id %q", c.Annotations[AnnotationResourceID], *mc.ID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -25,6 +26,10 @@ const (
 	LabelResourceGroup = "aks.argocd-cluster-discovery.io/resource-group"
 	// AnnotationResourceID holds the cluster's ARM resource id.
 	AnnotationResourceID = "aks.argocd-cluster-discovery.io/resource-id"
+	// AnnotationSubscriptionState holds the state of the cluster's
+	// subscription (PastDue, Warned, Disabled) when subscriptions are
+	// discovered and the state is not Enabled.
+	AnnotationSubscriptionState = "aks.argocd-cluster-discovery.io/subscription-state"
 )
 
 const managedClusterType = "Microsoft.ContainerService/managedClusters"
@@ -35,8 +40,6 @@ type skipReason string
 
 const (
 	skipResourceGroup skipReason = "resource_group"
-	skipProvisioning  skipReason = "provisioning_state"
-	skipPower         skipReason = "power_state"
 	skipTags          skipReason = "tags"
 	skipNoAAD         skipReason = "no_aad"
 	skipPrivate       skipReason = "private"
@@ -70,8 +73,6 @@ type mapper struct {
 	cfg        Config
 	name       *template.Template
 	rgs        map[string]bool
-	provStates map[string]bool // nil: any
-	powStates  map[string]bool
 	labelTags  map[string]bool // nil: every tag
 	ignoreTags map[string]bool
 	log        *slog.Logger
@@ -85,8 +86,6 @@ func newMapper(cfg Config, log *slog.Logger) (*mapper, error) {
 	return &mapper{
 		cfg: cfg, name: t, log: log,
 		rgs:        lowerSet(cfg.ResourceGroups),
-		provStates: stateSet(cfg.ProvisioningStates),
-		powStates:  stateSet(cfg.PowerStates),
 		labelTags:  lowerSet(cfg.LabelTags),
 		ignoreTags: lowerSet(cfg.IgnoreTags),
 	}, nil
@@ -103,12 +102,44 @@ func lowerSet(list []string) map[string]bool {
 	return out
 }
 
-// stateSet is lowerSet where "*" means any state (nil).
-func stateSet(list []string) map[string]bool {
-	if slices.Contains(list, "*") {
-		return nil
+// phaseOf maps an AKS cluster's provisioningState and powerState.code to
+// its phase, as tabled in the package doc. hasFQDN says whether the cluster
+// reports an API server FQDN (public or private), which tells a failed
+// operation on a cluster that ran (degraded) from a failed creation
+// (pending). Values compare case-insensitively; any value not in the table
+// is degraded, never absence.
+func phaseOf(provisioningState, powerState string, hasFQDN bool) sources.Phase {
+	switch strings.ToLower(provisioningState) {
+	case "creating":
+		return sources.PhasePending
+	case "succeeded":
+		if strings.EqualFold(powerState, string(armcontainerservice.CodeRunning)) {
+			return sources.PhaseReady
+		}
+		return sources.PhaseDegraded // Stopped, or a power state not known
+	case "failed":
+		if hasFQDN {
+			return sources.PhaseDegraded
+		}
+		return sources.PhasePending
+	case "deleting":
+		return sources.PhaseLeaving
 	}
-	return lowerSet(list)
+	// Updating, Upgrading, Scaling, Starting, Stopping, Canceling,
+	// Canceled, Migrating, Reconciling and anything else: an operation on
+	// the same cluster.
+	return sources.PhaseDegraded
+}
+
+// inSubscription adjusts a cluster's phase to the state of the
+// subscription it was listed in: a Disabled subscription has its resources
+// deallocated, so every cluster in it is degraded unless it is leaving.
+// Other states (Enabled, PastDue, Warned: resources run) change nothing.
+func inSubscription(p sources.Phase, state armsubscriptions.SubscriptionState) sources.Phase {
+	if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDisabled)) && p != sources.PhaseLeaving {
+		return sources.PhaseDegraded
+	}
+	return p
 }
 
 // mapCluster maps one cluster of subscription sub. An error means the
@@ -144,10 +175,6 @@ func (m *mapper) mapCluster(sub string, mc *armcontainerservice.ManagedCluster) 
 	switch {
 	case m.rgs != nil && !m.rgs[strings.ToLower(rid.ResourceGroupName)]:
 		return skip(skipResourceGroup, rid.ResourceGroupName)
-	case m.provStates != nil && !m.provStates[strings.ToLower(provState)]:
-		return skip(skipProvisioning, provState)
-	case m.powStates != nil && !m.powStates[strings.ToLower(powState)]:
-		return skip(skipPower, powState)
 	case !matchAll(tags, m.cfg.IncludeTags):
 		return skip(skipTags, "a tag of includeTags is missing")
 	case matchAny(tags, m.cfg.ExcludeTags):
@@ -187,6 +214,7 @@ func (m *mapper) mapCluster(sub string, mc *armcontainerservice.ManagedCluster) 
 	c := sources.Cluster{
 		Provider:          sources.ProviderAKS,
 		Name:              name,
+		ID:                out.id,
 		Auth:              sources.Auth{Kind: sources.AuthExec, Exec: m.execProvider()},
 		CloudID:           sources.AKSCloudID(sub, rid.ResourceGroupName, rid.Name),
 		Labels:            m.labels(tags, rid.Name),
@@ -195,6 +223,7 @@ func (m *mapper) mapCluster(sub string, mc *armcontainerservice.ManagedCluster) 
 		Account:           sub,
 		KubernetesVersion: kubernetesVersion(p),
 		State:             provState,
+		Phase:             phaseOf(provState, powState, deref(p.Fqdn) != "" || deref(p.PrivateFQDN) != ""),
 		Ready:             true,
 	}
 	if v, ok := sanitizeLabelValue(rid.ResourceGroupName); ok {

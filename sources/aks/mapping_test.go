@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -40,7 +41,8 @@ func TestMapCluster(t *testing.T) {
 		CloudID:     "aks/" + subA + "/rg-apps/alpha",
 		Labels:      map[string]string{"env": "prod", LabelResourceGroup: "rg-apps"},
 		Annotations: map[string]string{AnnotationResourceID: id},
-		Region:      "westeurope", Account: subA, KubernetesVersion: "v1.31.4", State: "Succeeded", Ready: true,
+		Region:      "westeurope", Account: subA, KubernetesVersion: "v1.31.4",
+		ID: strings.ToLower(id), State: "Succeeded", Phase: sources.PhaseReady, Ready: true,
 	}
 	with := func(mutate func(*sources.Cluster)) sources.Cluster {
 		c := base
@@ -109,9 +111,25 @@ func TestMapCluster(t *testing.T) {
 				}}
 		})},
 		{name: "resource group filter", cfg: Config{ResourceGroups: []string{"other"}}, skip: skipResourceGroup},
-		{name: "provisioning", mutate: []func(*armcontainerservice.ManagedCluster){func(mc *armcontainerservice.ManagedCluster) { mc.Properties.ProvisioningState = to.Ptr("Updating") }}, skip: skipProvisioning},
-		{name: "no power state", mutate: []func(*armcontainerservice.ManagedCluster){func(mc *armcontainerservice.ManagedCluster) { mc.Properties.PowerState = nil }}, skip: skipPower},
-		{name: "stopped", mutate: []func(*armcontainerservice.ManagedCluster){stopped}, skip: skipPower},
+		{name: "updating is listed, degraded", mutate: []func(*armcontainerservice.ManagedCluster){func(mc *armcontainerservice.ManagedCluster) { mc.Properties.ProvisioningState = to.Ptr("Updating") }},
+			want: with(func(c *sources.Cluster) { c.State, c.Phase = "Updating", sources.PhaseDegraded })},
+		{name: "no power state is degraded", mutate: []func(*armcontainerservice.ManagedCluster){func(mc *armcontainerservice.ManagedCluster) { mc.Properties.PowerState = nil }},
+			want: with(func(c *sources.Cluster) { c.Phase = sources.PhaseDegraded })},
+		{name: "stopped is listed, degraded", mutate: []func(*armcontainerservice.ManagedCluster){stopped},
+			want: with(func(c *sources.Cluster) { c.Phase = sources.PhaseDegraded })},
+		{name: "deleting is listed, leaving", mutate: []func(*armcontainerservice.ManagedCluster){func(mc *armcontainerservice.ManagedCluster) { mc.Properties.ProvisioningState = to.Ptr("Deleting") }},
+			want: with(func(c *sources.Cluster) { c.State, c.Phase = "Deleting", sources.PhaseLeaving })},
+		{name: "failed creation: pending and not ready", mutate: []func(*armcontainerservice.ManagedCluster){func(mc *armcontainerservice.ManagedCluster) {
+			mc.Properties.ProvisioningState, mc.Properties.Fqdn = to.Ptr("Failed"), nil
+		}}, notReady: notReadyServer, want: with(func(c *sources.Cluster) {
+			c.State, c.Phase = "Failed", sources.PhasePending
+			c.Server, c.Ready, c.NotReadyReason = "", false, "the cluster reports no API server FQDN"
+		})},
+		{name: "failed private cluster with only a private fqdn ran before", cfg: Config{PrivateClusters: PrivateFQDN}, mutate: []func(*armcontainerservice.ManagedCluster){private(false), func(mc *armcontainerservice.ManagedCluster) {
+			mc.Properties.ProvisioningState, mc.Properties.Fqdn = to.Ptr("Failed"), nil
+		}}, want: with(func(c *sources.Cluster) {
+			c.State, c.Phase, c.Server = "Failed", sources.PhaseDegraded, "https://alpha-dns.privatelink.westeurope.azmk8s.io:443"
+		})},
 		{name: "include tags", cfg: Config{IncludeTags: map[string]string{"ArgoCD": "enabled"}}, skip: skipTags},
 		{name: "include tags match", cfg: Config{IncludeTags: map[string]string{"ArgoCD": "*"}}, mutate: []func(*armcontainerservice.ManagedCluster){tags("argocd", "yes")},
 			want: with(func(c *sources.Cluster) { c.Labels["argocd"] = "yes" })},
@@ -143,6 +161,78 @@ func TestMapCluster(t *testing.T) {
 	}
 }
 
+// TestPhaseOf is the table of the package doc, row by row, plus the
+// case-insensitive and unknown values.
+func TestPhaseOf(t *testing.T) {
+	tests := []struct {
+		provisioning, power string
+		fqdn                bool
+		want                sources.Phase
+	}{
+		{"Creating", "Running", true, sources.PhasePending},
+		{"Creating", "", false, sources.PhasePending},
+		{"Succeeded", "Running", true, sources.PhaseReady},
+		{"Succeeded", "Running", false, sources.PhaseReady},
+		{"Succeeded", "Stopped", true, sources.PhaseDegraded},
+		{"Succeeded", "", true, sources.PhaseDegraded},
+		{"Succeeded", "Hibernating", true, sources.PhaseDegraded},
+		{"Updating", "Running", true, sources.PhaseDegraded},
+		{"Upgrading", "Running", true, sources.PhaseDegraded},
+		{"Scaling", "Running", true, sources.PhaseDegraded},
+		{"Starting", "Stopped", true, sources.PhaseDegraded},
+		{"Stopping", "Running", true, sources.PhaseDegraded},
+		{"Canceling", "Running", true, sources.PhaseDegraded},
+		{"Canceled", "Running", true, sources.PhaseDegraded},
+		{"Migrating", "Running", true, sources.PhaseDegraded},
+		{"Reconciling", "Running", true, sources.PhaseDegraded},
+		{"Failed", "Running", true, sources.PhaseDegraded},
+		{"Failed", "Stopped", true, sources.PhaseDegraded},
+		{"Failed", "Running", false, sources.PhasePending},
+		{"Failed", "", false, sources.PhasePending},
+		{"Deleting", "Running", true, sources.PhaseLeaving},
+		{"Deleting", "Stopped", false, sources.PhaseLeaving},
+		{"SUCCEEDED", "running", true, sources.PhaseReady},
+		{"succeeded", "STOPPED", true, sources.PhaseDegraded},
+		{"creating", "", false, sources.PhasePending},
+		{"fAiLeD", "Running", true, sources.PhaseDegraded},
+		{"deleting", "", true, sources.PhaseLeaving},
+		{"upgrading", "running", true, sources.PhaseDegraded},
+		{"SomethingNew", "Running", true, sources.PhaseDegraded},
+		{"", "", false, sources.PhaseDegraded},
+		{"", "Running", true, sources.PhaseDegraded},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%s/fqdn=%v", tt.provisioning, tt.power, tt.fqdn), func(t *testing.T) {
+			assert.Equal(t, tt.want, phaseOf(tt.provisioning, tt.power, tt.fqdn))
+		})
+	}
+}
+
+func TestInSubscription(t *testing.T) {
+	tests := []struct {
+		state armsubscriptions.SubscriptionState
+		in    sources.Phase
+		want  sources.Phase
+	}{
+		{"", sources.PhaseReady, sources.PhaseReady},
+		{armsubscriptions.SubscriptionStateEnabled, sources.PhaseReady, sources.PhaseReady},
+		{armsubscriptions.SubscriptionStatePastDue, sources.PhaseReady, sources.PhaseReady},
+		{armsubscriptions.SubscriptionStateWarned, sources.PhaseReady, sources.PhaseReady},
+		{armsubscriptions.SubscriptionStateWarned, sources.PhasePending, sources.PhasePending},
+		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseReady, sources.PhaseDegraded},
+		{armsubscriptions.SubscriptionStateDisabled, sources.PhasePending, sources.PhaseDegraded},
+		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseDegraded, sources.PhaseDegraded},
+		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseLeaving, sources.PhaseLeaving},
+		{"disabled", sources.PhaseReady, sources.PhaseDegraded},
+		{"Frozen", sources.PhaseReady, sources.PhaseReady},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%s", tt.state, tt.in), func(t *testing.T) {
+			assert.Equal(t, tt.want, inSubscription(tt.in, tt.state))
+		})
+	}
+}
+
 func TestMapClusterSharesNothingBetweenClusters(t *testing.T) {
 	m := testMapper(t, Config{Auth: AuthConfig{Env: map[string]string{"X": "1"}}})
 	a, err := m.mapCluster(subA, managedCluster(subA, "rg", "a"))
@@ -163,9 +253,13 @@ func TestMapFixtureClusters(t *testing.T) {
 	for _, mc := range page.Value {
 		r, err := m.mapCluster(subA, mc)
 		require.NoError(t, err)
-		got = append(got, r.azureName+":"+string(r.skip))
+		if r.skip != "" {
+			got = append(got, r.azureName+":"+string(r.skip))
+		} else {
+			got = append(got, r.azureName+":"+string(r.cluster.Phase))
+		}
 	}
-	assert.Equal(t, []string{"aks-payments-prod-weu:", "aks-shared-neu:private", "aks-sandbox-01:power_state"}, got)
+	assert.Equal(t, []string{"aks-payments-prod-weu:ready", "aks-shared-neu:private", "aks-sandbox-01:no_aad"}, got, "the stopped sandbox is left out for its missing aadProfile, not for its state")
 }
 
 func TestMalformedClusters(t *testing.T) {

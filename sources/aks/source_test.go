@@ -55,21 +55,25 @@ func TestClustersAcrossSubscriptionsAndPages(t *testing.T) {
 
 	cs, err := env.src.Clusters(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"alpha", "bravo", "charlie", "delta"}, names(cs))
+	assert.Equal(t, []string{"alpha", "bravo", "charlie", "delta", "echo"}, names(cs))
 	assert.Equal(t, 3, f.Calls("list"), "two pages in A, one in B")
-	assert.Equal(t, 4, f.Calls("credentials"))
+	assert.Equal(t, 5, f.Calls("credentials"))
 	assert.Zero(t, f.Calls("subscriptions"), "configured subscriptions are not listed")
 
 	d := byName(cs, "delta")
 	assert.Equal(t, subB, d.Account, "subscription ids are lower-cased")
 	assert.Equal(t, base64.StdEncoding.EncodeToString(testCAPEM(t)), d.CAData)
 	assert.True(t, d.Ready)
+	assert.Equal(t, sources.PhaseReady, d.Phase)
+	assert.Equal(t, "/subscriptions/"+subB+"/resourcegroups/rg-c/providers/microsoft.containerservice/managedclusters/delta", d.ID)
+	echo := byName(cs, "echo")
+	assert.True(t, echo.Ready, "a stopped cluster is listed, and renderable")
+	assert.Equal(t, sources.PhaseDegraded, echo.Phase)
 	for _, c := range cs {
 		require.NoError(t, c.Validate())
 		require.NoError(t, sources.ValidateCAData(c.CAData))
 	}
-	assert.Equal(t, 1.0, testutil.ToFloat64(env.src.metrics.skipped.WithLabelValues(string(skipPower))))
-	assert.Equal(t, 4.0, testutil.ToFloat64(env.src.metrics.apiRequests.WithLabelValues("managedClusters.listClusterUserCredential", "200")))
+	assert.Equal(t, 5.0, testutil.ToFloat64(env.src.metrics.apiRequests.WithLabelValues("managedClusters.listClusterUserCredential", "200")))
 	assert.Equal(t, 3.0, testutil.ToFloat64(env.src.metrics.apiRequests.WithLabelValues("managedClusters.list", "200")))
 	assertNoSecret(t, env, cs)
 }
@@ -101,32 +105,108 @@ func TestUnknownSubscriptionFailsTheListing(t *testing.T) {
 	require.ErrorContains(t, err, "subscription "+subC+": list clusters: HTTP 404 SubscriptionNotFound")
 }
 
-func TestAllEnabledSubscriptions(t *testing.T) {
-	// Listing B or C would fail: they have no pages.
-	f := newFakeARM(t, staticPages(map[string]pages{subA: {{managedCluster(subA, "rg", "alpha")}}})).
-		withSubscriptions(map[string]armsubscriptions.SubscriptionState{
-			subA: armsubscriptions.SubscriptionStateEnabled,
-			subB: armsubscriptions.SubscriptionStateDisabled,
-			subC: armsubscriptions.SubscriptionStateWarned,
-		})
+func TestDiscoveredSubscriptions(t *testing.T) {
+	const subD, subE, subF = "0b1f6471-1bf0-4dda-aec3-000000000004", "0b1f6471-1bf0-4dda-aec3-000000000005", "0b1f6471-1bf0-4dda-aec3-000000000006"
+	deleting := func(mc *armcontainerservice.ManagedCluster) { mc.Properties.ProvisioningState = to.Ptr("Deleting") }
+	// Listing E would fail: it has no pages.
+	f := newFakeARM(t, staticPages(map[string]pages{
+		subA: {{managedCluster(subA, "rg", "enabled")}},
+		subB: {{managedCluster(subB, "rg", "disabled"), managedCluster(subB, "rg", "disabled-stopped", stopped), managedCluster(subB, "rg", "disabled-deleting", deleting)}},
+		subC: {{managedCluster(subC, "rg", "warned")}},
+		subD: {{managedCluster(subD, "rg", "pastdue", stopped)}},
+		subF: {{managedCluster(subF, "rg", "unknown-state")}},
+	})).withSubscriptions(map[string]armsubscriptions.SubscriptionState{
+		subA: armsubscriptions.SubscriptionStateEnabled,
+		subB: armsubscriptions.SubscriptionStateDisabled,
+		subC: armsubscriptions.SubscriptionStateWarned,
+		subD: armsubscriptions.SubscriptionStatePastDue,
+		subE: armsubscriptions.SubscriptionStateDeleted,
+		subF: "Frozen",
+	})
 	env := newTestEnv(t, Config{}, f, nil)
 
 	cs, err := env.src.Clusters(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"alpha"}, names(cs))
 	assert.Equal(t, 1, f.Calls("subscriptions"))
-	assert.Equal(t, 1, f.Calls("list"))
-	assert.Contains(t, env.logs.String(), `"msg":"subscription skipped","source":"azure-prod","subscription":"`+subB+`","state":"Disabled"`)
+	assert.Equal(t, 5, f.Calls("list"), "every subscription but the Deleted one")
+	want := map[string]struct {
+		phase sources.Phase
+		state string // subscription-state annotation
+	}{
+		"enabled":           {sources.PhaseReady, ""},
+		"disabled":          {sources.PhaseDegraded, "Disabled"},
+		"disabled-stopped":  {sources.PhaseDegraded, "Disabled"},
+		"disabled-deleting": {sources.PhaseLeaving, "Disabled"},
+		"warned":            {sources.PhaseReady, "Warned"},
+		"pastdue":           {sources.PhaseDegraded, "PastDue"},
+		"unknown-state":     {sources.PhaseReady, "Frozen"},
+	}
+	got := map[string]struct {
+		phase sources.Phase
+		state string
+	}{}
+	for _, c := range cs {
+		got[c.Name] = struct {
+			phase sources.Phase
+			state string
+		}{c.Phase, c.Annotations[AnnotationSubscriptionState]}
+		assert.True(t, c.Ready, c.Name)
+	}
+	assert.Equal(t, want, got)
+	_, annotated := byName(cs, "enabled").Annotations[AnnotationSubscriptionState]
+	assert.False(t, annotated, "no annotation for Enabled subscriptions")
+	assert.Contains(t, env.logs.String(), `"msg":"subscription skipped","source":"azure-prod","subscription":"`+subE+`","state":"Deleted"`)
 }
 
-func TestNoEnabledSubscriptionIsAnError(t *testing.T) {
+func TestSubscriptionThatLeavesOnlyRemovesItsClusters(t *testing.T) {
+	both := map[string]armsubscriptions.SubscriptionState{
+		subA: armsubscriptions.SubscriptionStateEnabled,
+		subB: armsubscriptions.SubscriptionStateEnabled,
+	}
+	for _, tt := range []struct {
+		name  string
+		after map[string]armsubscriptions.SubscriptionState
+	}{
+		{"dropped from the list", map[string]armsubscriptions.SubscriptionState{subA: armsubscriptions.SubscriptionStateEnabled}},
+		{"deleted", map[string]armsubscriptions.SubscriptionState{
+			subA: armsubscriptions.SubscriptionStateEnabled, subB: armsubscriptions.SubscriptionStateDeleted,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeARM(t, staticPages(map[string]pages{
+				subA: {{managedCluster(subA, "rg", "alpha")}},
+				subB: {{managedCluster(subB, "rg", "bravo")}},
+			})).withSubscriptions(both)
+			env := newTestEnv(t, Config{}, f, nil)
+			ctx := context.Background()
+			cs, err := env.src.Clusters(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"alpha", "bravo"}, names(cs))
+
+			f.withSubscriptions(tt.after)
+			f.resetCalls()
+			cs, err = env.src.Clusters(ctx)
+			require.NoError(t, err, "a subscription that left is no error")
+			assert.Equal(t, []string{"alpha"}, names(cs), "its clusters are absent, the others listed as before")
+			assert.Equal(t, sources.PhaseReady, cs[0].Phase)
+			assert.Equal(t, 1, f.Calls("list"))
+			env.src.mu.Lock()
+			assert.NotContains(t, env.src.clients, subB, "its client is forgotten")
+			assert.Len(t, env.src.cas, 1, "its CA is forgotten")
+			env.src.mu.Unlock()
+		})
+	}
+}
+
+func TestNoSubscriptionIsAnError(t *testing.T) {
 	f := newFakeARM(t, staticPages(nil)).withSubscriptions(map[string]armsubscriptions.SubscriptionState{
-		subB: armsubscriptions.SubscriptionStateDisabled,
+		subB: armsubscriptions.SubscriptionStateDeleted,
 	})
 	env := newTestEnv(t, Config{}, f, nil)
 	cs, err := env.src.Clusters(context.Background())
-	require.ErrorContains(t, err, "list subscriptions: no Enabled subscription is visible to the identity")
+	require.EqualError(t, err, "list subscriptions: no subscription is visible to the identity (Deleted ones are not listed)")
 	assert.Nil(t, cs)
+	assert.Zero(t, f.Calls("list"))
 	assert.Equal(t, 1.0, testutil.ToFloat64(env.src.metrics.errors.WithLabelValues(errListSubscriptions, "")))
 }
 
@@ -189,28 +269,35 @@ func TestPrivateClusterPolicies(t *testing.T) {
 	}
 }
 
-func TestStoppedAndFailedClustersAreFiltered(t *testing.T) {
-	failed := func(mc *armcontainerservice.ManagedCluster) { mc.Properties.ProvisioningState = to.Ptr("Failed") }
-	clusters := pages{{
+func TestStoppedAndFailedClustersAreListed(t *testing.T) {
+	state := func(s string) func(*armcontainerservice.ManagedCluster) {
+		return func(mc *armcontainerservice.ManagedCluster) { mc.Properties.ProvisioningState = to.Ptr(s) }
+	}
+	noFQDN := func(mc *armcontainerservice.ManagedCluster) { mc.Properties.Fqdn = nil }
+	f := newFakeARM(t, staticPages(map[string]pages{subA: {{
 		managedCluster(subA, "rg", "running"),
 		managedCluster(subA, "rg", "stopped", stopped),
-		managedCluster(subA, "rg", "failed", failed),
-	}}
-	t.Run("defaults", func(t *testing.T) {
-		env := newTestEnv(t, explicit(subA), newFakeARM(t, staticPages(map[string]pages{subA: clusters})), nil)
-		cs, err := env.src.Clusters(context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, []string{"running"}, names(cs))
-		assert.Contains(t, env.logs.String(), `"cluster":"stopped","resourceGroup":"rg","subscription":"`+subA+`","reason":"power_state","detail":"Stopped"`)
-	})
-	t.Run("any state", func(t *testing.T) {
-		cfg := Config{Subscriptions: []string{subA}, ProvisioningStates: []string{"*"}, PowerStates: []string{"running", "STOPPED"}}
-		env := newTestEnv(t, cfg, newFakeARM(t, staticPages(map[string]pages{subA: clusters})), nil)
-		cs, err := env.src.Clusters(context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, []string{"failed", "running", "stopped"}, names(cs))
-		assert.Equal(t, "Failed", byName(cs, "failed").State)
-	})
+		managedCluster(subA, "rg", "failed", state("Failed")),
+		managedCluster(subA, "rg", "failed-creation", state("Failed"), noFQDN),
+		managedCluster(subA, "rg", "upgrading", state("Upgrading")),
+	}}}))
+	env := newTestEnv(t, explicit(subA), f, nil)
+	cs, err := env.src.Clusters(context.Background())
+	require.NoError(t, err)
+	got := map[string]sources.Phase{}
+	for _, c := range cs {
+		got[c.Name] = c.Phase
+	}
+	assert.Equal(t, map[string]sources.Phase{
+		"running": sources.PhaseReady, "stopped": sources.PhaseDegraded, "failed": sources.PhaseDegraded,
+		"failed-creation": sources.PhasePending, "upgrading": sources.PhaseDegraded,
+	}, got)
+	assert.Equal(t, "Failed", byName(cs, "failed").State)
+	assert.True(t, byName(cs, "failed").Ready)
+	fc := byName(cs, "failed-creation")
+	assert.False(t, fc.Ready)
+	assert.Equal(t, "the cluster reports no API server FQDN", fc.NotReadyReason)
+	assert.Equal(t, 4, f.Calls("credentials"), "no CA read without a server")
 }
 
 func TestCAIsCachedUntilTTL(t *testing.T) {
@@ -422,7 +509,7 @@ func TestNewBuildsTheDefaultCredentialWithoutCallingAzure(t *testing.T) {
 }
 
 func TestMetricNames(t *testing.T) {
-	f := newFakeARM(t, staticPages(map[string]pages{subA: {{managedCluster(subA, "rg", "alpha"), managedCluster(subA, "rg", "beta", stopped)}}}))
+	f := newFakeARM(t, staticPages(map[string]pages{subA: {{managedCluster(subA, "rg", "alpha"), managedCluster(subA, "rg", "beta", private(false))}}}))
 	env := newTestEnv(t, explicit(subA), f, nil)
 	_, err := env.src.Clusters(context.Background())
 	require.NoError(t, err)
