@@ -1,14 +1,18 @@
 package generator
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // secretValue stands for a value that must never come back in a message.
@@ -300,4 +304,18 @@ func TestOnceKeys(t *testing.T) {
 	fresh, full = o.firstSeen([]string{"later"})
 	assert.Empty(t, fresh)
 	assert.False(t, full)
+}
+
+// TestUnknownTopLevelKeyIsLoggedOnce: a key a later Argo CD may send is
+// tolerated, and logged once per process, not once per request.
+func TestUnknownTopLevelKeyIsLoggedOnce(t *testing.T) {
+	var logs bytes.Buffer
+	inv := inventoryOf(t, &scripted{steps: []func() ([]sources.Cluster, error){ok(testCluster("a1", "acme"))}})
+	h := newServer(t, inv, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }).Handler()
+	for i := range 3 {
+		body := fmt.Sprintf(`{"applicationSetName":"x","futureField":%d,"input":{"parameters":{}}}`, i) // distinct bodies: no cache hit
+		rec := do(h, rawRequest(http.MethodPost, GetParamsPath, []byte(body), "Bearer "+demoToken))
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), "key=futureField"), logs.String())
 }

@@ -62,11 +62,14 @@ type Options struct {
 
 // Server is the plugin API and the operations endpoints.
 type Server struct {
-	opts    Options
-	logger  *slog.Logger
-	cache   *responseCache
-	metrics *httpMetrics
-	bufs    sync.Pool
+	opts   Options
+	logger *slog.Logger
+	// ignoredKeys remembers the unknown top-level request keys already
+	// logged: each is logged once.
+	ignoredKeys onceKeys
+	cache       *responseCache
+	metrics     *httpMetrics
+	bufs        sync.Pool
 }
 
 // New returns a server. Mount its handlers with APIHandler and OpsHandler,
@@ -250,9 +253,17 @@ func (s *Server) getParams(c echo.Context) error {
 	if res, ok := s.cache.getBody(snap.Version, body); ok {
 		return s.writeResult(c, res)
 	}
-	f, appSet, err := parseRequest(body)
+	parsed, err := ParseRequest(body)
 	if err != nil {
-		return s.fail(c, appSet, err)
+		return s.fail(c, parsed.ApplicationSetName, err)
+	}
+	f, appSet := parsed.Filter, parsed.ApplicationSetName
+	fresh, full := s.ignoredKeys.firstSeen(parsed.IgnoredKeys)
+	for _, k := range fresh {
+		s.logger.Info("ignoring an unknown top-level key in a plugin request (a newer Argo CD may send it)", "key", k, "applicationSet", appSet)
+	}
+	if full {
+		s.logger.Info("100 distinct unknown top-level keys logged; further ones are not logged")
 	}
 	res, ok := s.cache.getFilter(snap.Version, f.Key())
 	if !ok {
