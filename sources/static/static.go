@@ -40,6 +40,12 @@ type Cluster struct {
 	ClusterResources  bool              `json:"clusterResources,omitempty"`
 	KubernetesVersion string            `json:"kubernetesVersion,omitempty"`
 	State             string            `json:"state,omitempty"`
+	// ID is the cluster's identity, stable across renames (its Secret is
+	// found by it); default: the name.
+	ID string `json:"id,omitempty"`
+	// Phase is where the cluster is in its lifecycle: pending, ready (the
+	// default), degraded or leaving (see "Cluster lifecycle" in the README).
+	Phase sources.Phase `json:"phase,omitempty"`
 	// Ready defaults to true; set it to false (with NotReadyReason) to list a
 	// cluster that must be neither served nor given a Secret yet.
 	Ready          *bool  `json:"ready,omitempty"`
@@ -187,7 +193,10 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		Provider: sources.ProviderStatic, Name: sc.Name, Server: server, CAData: sc.CAData,
 		Labels: sc.Labels, Annotations: sc.Annotations, Region: sc.Region, Account: sc.Account,
 		Tenant: sc.Tenant, Project: sc.Project, Namespaces: sc.Namespaces, ClusterResources: sc.ClusterResources,
-		KubernetesVersion: sc.KubernetesVersion, State: sc.State, Ready: true,
+		KubernetesVersion: sc.KubernetesVersion, State: sc.State, Ready: true, ID: sc.ID, Phase: sc.Phase,
+	}
+	if !c.Phase.Valid() || c.Phase == sources.PhaseAbsent {
+		return sources.Cluster{}, fmt.Errorf("phase: %q is not one of pending, ready, degraded, leaving", sc.Phase)
 	}
 	if sc.Ready != nil && !*sc.Ready {
 		c.Ready, c.NotReadyReason = false, sc.NotReadyReason

@@ -142,6 +142,10 @@ func TestToCluster(t *testing.T) {
 		},
 
 		{name: "missing name", in: base(func(c *Cluster) { c.Name = "" }), wantErr: "name: required"},
+		{name: "unknown phase", in: base(func(c *Cluster) { c.Phase = "rebooting" }), wantErr: `phase: "rebooting" is not one of`},
+		{name: "absent is the inventory's", in: base(func(c *Cluster) { c.Phase = sources.PhaseAbsent }), wantErr: "phase:"},
+		{name: "degraded with an id", in: base(func(c *Cluster) { c.Phase, c.ID = sources.PhaseDegraded, "c-42" }),
+			want: func() sources.Cluster { w := want(none); w.Phase, w.ID = sources.PhaseDegraded, "c-42"; return w }()},
 		{name: "missing server", in: base(func(c *Cluster) { c.Server = "" }), wantErr: "server: server url"},
 		{name: "server without scheme", in: base(func(c *Cluster) { c.Server = "prod.example.com" }), wantErr: "server: server url scheme must be https or http"},
 		{name: "server with user info", in: base(func(c *Cluster) { c.Server = "https://u:p@prod.example.com" }), wantErr: "server: server url must not carry user info"},

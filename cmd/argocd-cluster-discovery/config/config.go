@@ -133,6 +133,12 @@ type Secrets struct {
 	// scope the plugin answer too (its project is the Secret's), whether
 	// Secrets are enabled or not.
 	Tenants map[string]sources.TenantRule `json:"tenants,omitempty"`
+	// Select limits which served clusters get a Secret, with the filters of
+	// the plugin input (source, provider, tenant, region, labelSelector,
+	// nameRegex); empty: every served cluster. A cluster that leaves the
+	// selection is a departure for its Secret (the prune countdown), never
+	// an immediate delete.
+	Select map[string]json.RawMessage `json:"select,omitempty"`
 	// Credentials overrides, per source name.
 	Credentials    map[string]clustersecret.CredentialOverride `json:"credentials,omitempty"`
 	LeaderElection LeaderElection                              `json:"leaderElection"`
@@ -180,10 +186,24 @@ func (s *Secrets) Reconciler() clustersecret.Config {
 	return clustersecret.Config{
 		Options: clustersecret.Options{Namespace: s.Namespace, OwnerID: s.OwnerID, Prefix: s.Prefix,
 			Credentials: s.Credentials},
+		Select: s.selector(),
 		Policy: clustersecret.Policy(s.Policy), DryRun: s.DryRun, Resync: s.Resync.Std(), Concurrency: s.Concurrency,
 		Prune: clustersecret.PruneOptions{AfterListings: s.Prune.AfterListings, GracePeriod: s.Prune.GracePeriod.Std(),
 			MaxDeletions: s.Prune.MaxDeletions, MaxDeletionsPercent: s.Prune.MaxDeletionsPercent},
 	}
+}
+
+// selector returns the Select filter's match, nil for every cluster (or a
+// filter Validate rejects).
+func (s *Secrets) selector() func(*sources.Cluster) bool {
+	if len(s.Select) == 0 {
+		return nil
+	}
+	f, err := generator.ParseParameters(s.Select)
+	if err != nil {
+		return nil
+	}
+	return f.Match
 }
 
 // Source is one source instance. Exactly the section named by Provider is
@@ -425,6 +445,11 @@ func (c *Config) validateSecrets(bad func(field, format string, args ...any), du
 		{"secrets.leaderElection.renewDeadline", s.LeaderElection.RenewDeadline},
 		{"secrets.leaderElection.retryPeriod", s.LeaderElection.RetryPeriod}} {
 		duration(f.name, f.d)
+	}
+	if len(s.Select) > 0 {
+		if _, err := generator.ParseParameters(s.Select); err != nil {
+			bad("secrets.select", "%s", strings.TrimPrefix(err.Error(), "input.parameters"))
+		}
 	}
 	for name := range s.Credentials {
 		if _, ok := sourceNames[name]; !ok {

@@ -581,11 +581,17 @@ func TestSecretsSection(t *testing.T) {
 	assert.Equal(t, "fleet-a", rc.OwnerID)
 	assert.Equal(t, time.Hour, rc.Prune.GracePeriod)
 	assert.Equal(t, 5, rc.Prune.AfterListings)
-	assert.Equal(t, "acme", rc.Tenants["acme"].Project)
+	assert.Equal(t, "acme", cfg.Secrets.Tenants["acme"].Project, "the inventory applies the tenant rules (answer and Secret alike)")
 	assert.Equal(t, "aro", rc.Credentials["one"].BearerToken.Secret.Name)
 
 	for _, tc := range []struct{ doc, want string }{
 		{"secrets: {enabled: true}", "ownerID: required"},
+		{"secrets: {select: {tenant: [acme, null]}}", "secrets.select"},
+		{"secrets: {select: {tenants: acme}}", `secrets.select: unknown key "tenants"`},
+		{"departure: {afterListings: 0}", "departure.afterListings"},
+		{"departure: {maxFraction: 2}", "departure.maxFraction"},
+		{"departure: {gracePeriod: soon}", "departure.gracePeriod: soon is not a duration"},
+		{"departure: {afterListings: 5, heldListings: 4}", "departure.heldListings"},
 		{"secrets: {enabled: true, ownerID: a, policy: mirror}", `policy "mirror"`},
 		{"secrets: {enabled: true, ownerID: a, resync: soon}", "secrets.resync: soon is not a duration"},
 		{"secrets: {enabled: true, ownerID: a, leaderElection: {enabled: true, leaseName: l, leaseDuration: 5s, renewDeadline: 10s, retryPeriod: 1s}}", "secrets.leaderElection"},
