@@ -6,13 +6,11 @@ import (
 	"net/url"
 	"path"
 	"regexp"
-	"slices"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
-	"github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -30,6 +28,9 @@ const (
 	DefaultNameTemplate  = "{{.Name}}"
 	DefaultExecCommand   = "argocd-k8s-auth"
 )
+
+// statusesRemoved is why Validate rejects the former statuses key.
+const statusesRemoved = `was removed: every cluster is listed and its EKS status mapped to a phase (see "Cluster lifecycle" in the README)`
 
 // Auth modes: how the Argo CD cluster Secret authenticates to a cluster.
 const (
@@ -62,18 +63,17 @@ type Config struct {
 	// Regions listed in every account that sets no regions of its own.
 	// Required: there is no "all regions".
 	Regions []string `json:"regions"`
-	// Concurrency bounds the EKS API calls in flight at once for the whole
-	// source, across accounts and regions. Default 8.
+	// Concurrency bounds the EKS and tagging API calls in flight at once for
+	// the whole source, across accounts and regions. Default 8.
 	Concurrency int `json:"concurrency,omitempty"`
 	// DescribeTTL is how long a described ACTIVE cluster is reused before it
 	// is described again (each entry expires up to 20% early so that a
 	// fleet does not expire at once). Clusters not ACTIVE are described on
 	// every listing. Default 1h.
 	DescribeTTL string `json:"describeTTL,omitempty"`
-	// Statuses are the EKS statuses whose clusters are listed; the others
-	// are left out. Default [ACTIVE, UPDATING]: a cluster left out is taken
-	// to have left (Argo CD removes its Applications), and a cluster in a
-	// version upgrade keeps serving workloads.
+	// Statuses was removed: every cluster is listed and its EKS status
+	// mapped to a phase. The key stays only so that Validate can reject it
+	// with that explanation, rather than as an unknown field.
 	Statuses []string `json:"statuses,omitempty"`
 	// Tags choose which EKS tags become labels.
 	Tags TagFilter `json:"tags,omitzero"`
@@ -95,10 +95,12 @@ type Config struct {
 	// two accounts or regions, the inventory serves neither of them and
 	// reports a conflict; use e.g. "{{.Name}}-{{.Region}}" then.
 	NameTemplate string `json:"nameTemplate,omitempty"`
-	// Endpoint and STSEndpoint override the EKS and STS endpoints (the SDK's
-	// BaseEndpoint), e.g. for VPC endpoints or tests.
-	Endpoint    string `json:"endpoint,omitempty"`
-	STSEndpoint string `json:"stsEndpoint,omitempty"`
+	// Endpoint, TaggingEndpoint and STSEndpoint override the EKS, Resource
+	// Groups Tagging API and STS endpoints (the SDK's BaseEndpoint), e.g.
+	// for VPC endpoints or tests.
+	Endpoint        string `json:"endpoint,omitempty"`
+	TaggingEndpoint string `json:"taggingEndpoint,omitempty"`
+	STSEndpoint     string `json:"stsEndpoint,omitempty"`
 	// MaxAttempts and MaxBackoff configure the SDK's standard retryer (per
 	// API call, throttling included). Defaults 5 and 20s.
 	MaxAttempts int    `json:"maxAttempts,omitempty"`
@@ -156,9 +158,6 @@ func (c *Config) Default() {
 	}
 	if c.DescribeTTL == "" {
 		c.DescribeTTL = DefaultDescribeTTL
-	}
-	if len(c.Statuses) == 0 {
-		c.Statuses = []string{string(types.ClusterStatusActive), string(types.ClusterStatusUpdating)}
 	}
 	if c.Tags.Deny == nil {
 		c.Tags.Deny = []string{"aws:*"}
@@ -268,11 +267,8 @@ func (c Config) Validate() error {
 	if d, err := time.ParseDuration(c.DescribeTTL); err != nil || d <= 0 {
 		bad("describeTTL", "%q is not a positive duration such as \"1h\"", c.DescribeTTL)
 	}
-	known := types.ClusterStatus("").Values()
-	for i, s := range c.Statuses {
-		if !slices.Contains(known, types.ClusterStatus(s)) {
-			bad(fmt.Sprintf("statuses[%d]", i), "%q is not one of %s", s, joinStatuses(known))
-		}
+	if c.Statuses != nil {
+		bad("statuses", "%s", statusesRemoved)
 	}
 	patterns := func(field string, ps []string) {
 		for i, p := range ps {
@@ -312,6 +308,7 @@ func (c Config) Validate() error {
 		}
 	}
 	endpoint("endpoint", c.Endpoint)
+	endpoint("taggingEndpoint", c.TaggingEndpoint)
 	endpoint("stsEndpoint", c.STSEndpoint)
 	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
 		bad("maxAttempts", "%d must be between 1 and 20", c.MaxAttempts)
@@ -359,12 +356,4 @@ func parseNameTemplate(t string) (*template.Template, error) {
 		return nil, fmt.Errorf("renders an empty name")
 	}
 	return tmpl, nil
-}
-
-func joinStatuses(ss []types.ClusterStatus) string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = string(s)
-	}
-	return strings.Join(out, ", ")
 }

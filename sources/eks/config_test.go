@@ -39,7 +39,7 @@ eks:
 	require.NoError(t, c.Validate())
 	assert.Equal(t, "30m", c.DescribeTTL)
 	assert.Equal(t, DefaultConcurrency, c.Concurrency)
-	assert.Equal(t, []string{"ACTIVE", "UPDATING"}, c.Statuses)
+	assert.Nil(t, c.Statuses, "no default: the key is rejected")
 	assert.Equal(t, []string{"aws:*"}, c.Tags.Deny)
 	assert.Equal(t, DefaultSessionName, c.Accounts[1].SessionName)
 	assert.Equal(t, AuthModeAWS, c.Auth.Mode)
@@ -107,8 +107,9 @@ func TestConfigValidate(t *testing.T) {
 			want: []string{`describeTTL: "soon" is not a positive duration such as "1h"`, `maxBackoff: "-1s" is not a positive duration`}},
 		{name: "numbers out of range", mutate: func(c *Config) { c.Concurrency, c.MaxAttempts = 1000, -1 },
 			want: []string{"concurrency: 1000 must be between 1 and 100", "maxAttempts: -1 must be between 1 and 20"}},
-		{name: "statuses", mutate: func(c *Config) { c.Statuses = []string{"ACTIVE", "active"} },
-			want: []string{`statuses[1]: "active" is not one of CREATING, ACTIVE, DELETING, FAILED, UPDATING, PENDING`}},
+		{name: "statuses was removed", yaml: "statuses: [ACTIVE, UPDATING]\n",
+			want: []string{`statuses: was removed: every cluster is listed and its EKS status mapped to a phase (see "Cluster lifecycle" in the README)`}},
+		{name: "statuses was removed, even empty", yaml: "statuses: []\n", want: []string{"statuses: was removed: "}},
 		{name: "tag patterns", mutate: func(c *Config) { c.Tags.Allow = []string{"[", ""} },
 			want: []string{`tags.allow[0]: "[" is not a path.Match pattern`, `tags.allow[1]: "" is not a path.Match pattern`}},
 		{name: "auth mode", mutate: func(c *Config) { c.Auth.Mode = "token" }, want: []string{`auth.mode: "token" is not one of awsAuthConfig, exec`}},
@@ -127,6 +128,9 @@ func TestConfigValidate(t *testing.T) {
 			want: []string{"nameTemplate: renders an empty name"}},
 		{name: "endpoints", mutate: func(c *Config) { c.Endpoint, c.STSEndpoint = "localhost:8080", "https://sts.example.com" },
 			want: []string{"endpoint: must be an http(s) URL"}},
+		{name: "tagging endpoint", mutate: func(c *Config) { c.TaggingEndpoint = "https://user@tagging.example.com" },
+			want: []string{"taggingEndpoint: must be an http(s) URL with a host and no user info"}},
+		{name: "tagging endpoint, valid", mutate: func(c *Config) { c.TaggingEndpoint = "https://tagging.eu-west-1.amazonaws.com" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()

@@ -3,13 +3,44 @@
 //
 // Each account is reached with the base credentials (the SDK's default
 // chain: IRSA, EKS Pod Identity, environment, profile) or through a role
-// assumed from them; each (account, region) has one EKS client, built once.
-// A listing pages through ListClusters, then describes the names it has not
-// described within DescribeTTL (and every cluster that was not ACTIVE) with
-// bounded concurrency, so that the steady-state cost of a refresh is the
-// list pages plus new names. The SDK's standard retryer handles throttling.
-// One (account, region) failing fails the listing: there is never a partial
-// result.
+// assumed from them; each (account, region) has one EKS client and one
+// Resource Groups Tagging API client, built once with the same credentials,
+// region, retryer and metrics.
+//
+// A listing of one (account, region) pages through ListClusters and, at the
+// same time, through the tagging API's GetResources for the resource type
+// eks:cluster, then describes the names it has not described within
+// DescribeTTL (and every cluster that was not ACTIVE) with bounded
+// concurrency. The describe cache keeps what only DescribeCluster says
+// (endpoint, certificate authority, ARN, status, Kubernetes version, public
+// access), never tags: tags, and so labels, tenant, project and namespaces,
+// come from GetResources on every listing, and a tag change shows on the
+// next one. A cluster missing from the GetResources answer (GetResources
+// leaves out resources never tagged) has no tags. The steady-state cost of a
+// refresh is the list pages, the tagging pages and the new names. The SDK's
+// standard retryer handles throttling. One call failing (a page of either
+// API, a describe, an assumed role) fails the listing, naming the account,
+// region and operation: there is never a partial result.
+//
+// Every cluster is listed, whatever its status (only privateEndpoints
+// policy exclude leaves clusters out). Its EKS status is State, verbatim,
+// and maps to Phase:
+//
+//	EKS status  phase
+//	CREATING    pending
+//	PENDING     pending    (an EKS Connector registration not connected yet)
+//	ACTIVE      ready
+//	UPDATING    degraded   (the API keeps serving during an update)
+//	FAILED      degraded when EKS reports an endpoint, else pending (creation failed)
+//	DELETING    leaving
+//	other       degraded   (a status newer than this code; never absence)
+//
+// Sources: the ClusterStatus values of aws-sdk-go-v2 service/eks
+// types/enums.go (v1.105.4; "can be expanded in the future"), and their
+// meanings in /work/shared/apis/cluster-states.md section 2. A failed
+// update leaves a cluster ACTIVE, not FAILED. Phase says nothing about
+// Ready: a cluster without an endpoint or certificate authority yet (before
+// ACTIVE) is listed not ready, with the reason.
 //
 // A source section, with the defaults spelled out where they exist:
 //
@@ -17,14 +48,13 @@
 //	  regions: [eu-west-1, us-east-1]            # required
 //	  accounts:
 //	    - id: "111111111111"
-//	      roleARN: arn:aws:iam::111111111111:role/cluster-discovery  # optional: eks:ListClusters, eks:DescribeCluster
+//	      roleARN: arn:aws:iam::111111111111:role/cluster-discovery  # optional: eks:ListClusters, eks:DescribeCluster, tag:GetResources
 //	      externalID: ""
 //	      sessionName: argocd-cluster-discovery
 //	      argocdRoleARN: arn:aws:iam::111111111111:role/argocd       # awsAuthConfig.roleARN
 //	      regions: []                              # overrides regions
 //	  concurrency: 8                               # API calls in flight, whole source
 //	  describeTTL: 1h
-//	  statuses: [ACTIVE, UPDATING]                 # a cluster left out is taken to have left
 //	  tags: {allow: [], deny: ["aws:*"]}           # path.Match patterns on tag keys
 //	  tenantTag: tenant
 //	  projectTag: argocd-project
@@ -35,10 +65,15 @@
 //	  maxAttempts: 5
 //	  maxBackoff: 20s
 //	  endpoint: ""                                 # EKS BaseEndpoint override
+//	  taggingEndpoint: ""                          # Resource Groups Tagging API BaseEndpoint override
 //	  stsEndpoint: ""
 //
-// The base identity needs sts:AssumeRole on each roleARN (or the EKS
-// permissions itself for accounts without one).
+// The former key statuses is rejected: every cluster is listed.
+//
+// IAM: the identity that lists an account (its roleARN, or the base
+// identity for accounts without one) needs eks:ListClusters,
+// eks:DescribeCluster and tag:GetResources; the base identity needs
+// sts:AssumeRole on each roleARN.
 package eks
 
 import (
@@ -60,6 +95,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -77,7 +113,7 @@ type Options struct {
 	// nil loads the SDK's default chain. Its region is not used: every
 	// client gets its own.
 	AWSConfig *aws.Config
-	// HTTPClient, when set, sends every EKS and STS request.
+	// HTTPClient, when set, sends every EKS, tagging and STS request.
 	HTTPClient aws.HTTPClient
 	// Now is the clock of the describe cache; nil means time.Now.
 	Now func() time.Time
@@ -89,20 +125,35 @@ type api interface {
 	eks.DescribeClusterAPIClient
 }
 
-// target is one (account, region) and its EKS client.
+// taggingAPI is the subset of the Resource Groups Tagging API the source
+// uses.
+type taggingAPI interface {
+	resourcegroupstaggingapi.GetResourcesAPIClient
+}
+
+// target is one (account, region) and its clients.
 type target struct {
 	account Account
 	region  string
 	client  api
-	// cache holds the last listing's described clusters by EKS name. Only
-	// a listing, under Source.mu, reads or replaces it.
+	tagging taggingAPI
+	// cache holds the last listing's clusters by EKS name. Only a listing,
+	// under Source.mu, reads or replaces it.
 	cache map[string]cacheEntry
 }
 
+// cacheEntry is what the source keeps of one cluster between listings.
 type cacheEntry struct {
-	expires time.Time
-	status  types.ClusterStatus
-	result  mapped
+	// expires and described: the DescribeCluster answer trimmed to what
+	// the cache may keep (see keepDescribed), reused until expires when it
+	// is ACTIVE.
+	expires   time.Time
+	described *types.Cluster
+	// tags and result are the last mapping of described with those tags
+	// (from GetResources), reused as long as neither changes; result is
+	// nil until described is mapped.
+	tags   map[string]string
+	result *mapped
 }
 
 // Source lists the EKS clusters of its accounts and regions.
@@ -122,8 +173,8 @@ type Source struct {
 }
 
 // New validates cfg (after applying its defaults) and builds one EKS client
-// per account and region. It makes no API call: credentials are resolved,
-// and roles assumed, by the first listing.
+// and one tagging client per account and region. It makes no API call:
+// credentials are resolved, and roles assumed, by the first listing.
 func New(name string, cfg Config, opts Options) (*Source, error) {
 	cfg.Accounts = slices.Clone(cfg.Accounts) // Default writes into it
 	cfg.Default()
@@ -191,13 +242,21 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 			}))
 		}
 		for _, region := range regions {
-			client := eks.NewFromConfig(base, func(o *eks.Options) {
-				o.Region, o.Credentials, o.Retryer, o.APIOptions = region, creds, newRetryer(), apiOptions
+			// Both clients of a target share the credentials, region,
+			// retryer and metrics; only their endpoint overrides differ.
+			cc := base.Copy()
+			cc.Region, cc.Credentials, cc.Retryer, cc.APIOptions = region, creds, newRetryer, apiOptions
+			client := eks.NewFromConfig(cc, func(o *eks.Options) {
 				if cfg.Endpoint != "" {
 					o.BaseEndpoint = aws.String(cfg.Endpoint)
 				}
 			})
-			s.targets = append(s.targets, &target{account: acct, region: region, client: client})
+			tagging := resourcegroupstaggingapi.NewFromConfig(cc, func(o *resourcegroupstaggingapi.Options) {
+				if cfg.TaggingEndpoint != "" {
+					o.BaseEndpoint = aws.String(cfg.TaggingEndpoint)
+				}
+			})
+			s.targets = append(s.targets, &target{account: acct, region: region, client: client, tagging: tagging})
 		}
 	}
 	return s, nil
@@ -270,8 +329,10 @@ func (s *Source) failure(ctx context.Context, errs []error) error {
 	return errors.Join(real...)
 }
 
-// listTarget lists one account and region: every page of names, then a
-// describe of each name the cache cannot answer.
+// listTarget lists one account and region: every page of names and every
+// page of cluster tags (the two concurrently), then a describe of each name
+// the cache cannot answer, then the mapping of each cluster with its tags
+// of this listing.
 func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error) {
 	start := time.Now()
 	defer func() {
@@ -283,16 +344,32 @@ func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error
 		}
 		return fmt.Errorf("account %s region %s: %s: %w", t.account.ID, t.region, what, err)
 	}
-	names, err := s.listNames(ctx, t)
-	if err != nil {
-		return targetResult{}, fail("list clusters", err)
+	var (
+		names []string
+		tags  map[string]map[string]string
+	)
+	lg, lctx := errgroup.WithContext(ctx)
+	lg.Go(func() (err error) {
+		if names, err = s.listNames(lctx, t); err != nil {
+			return fail("list clusters", err)
+		}
+		return nil
+	})
+	lg.Go(func() (err error) {
+		if tags, err = s.listTags(lctx, t); err != nil {
+			return fail("get cluster tags", err)
+		}
+		return nil
+	})
+	if err := lg.Wait(); err != nil {
+		return targetResult{}, err
 	}
 
 	now := s.now()
 	next := make(map[string]cacheEntry, len(names))
 	var todo []string
 	for _, n := range names {
-		if e, ok := t.cache[n]; ok && e.status == types.ClusterStatusActive && now.Before(e.expires) {
+		if e, ok := t.cache[n]; ok && e.described.Status == types.ClusterStatusActive && now.Before(e.expires) {
 			next[n] = e
 		} else {
 			todo = append(todo, n)
@@ -318,22 +395,10 @@ func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error
 		return targetResult{}, err
 	}
 	for i, c := range described {
-		if c == nil {
-			continue // deleted between list and describe: simply gone
+		if c != nil { // nil: deleted between list and describe, simply gone
+			next[todo[i]] = cacheEntry{expires: s.expiry(now), described: keepDescribed(c)}
 		}
-		res, err := s.mapper.toCluster(c, t.account, t.region)
-		if err != nil {
-			return targetResult{}, fmt.Errorf("account %s region %s: %w", t.account.ID, t.region, err)
-		}
-		for _, d := range res.Dropped {
-			s.log.Debug("tag not copied to labels", "account", t.account.ID, "region", t.region, "cluster", todo[i], "reason", d)
-		}
-		if res.Skip != "" {
-			s.log.Debug("cluster left out", "account", t.account.ID, "region", t.region, "cluster", todo[i], "reason", res.Skip)
-		}
-		next[todo[i]] = cacheEntry{expires: s.expiry(now), status: c.Status, result: res}
 	}
-	t.cache = next
 
 	r := targetResult{statuses: map[types.ClusterStatus]int{}}
 	for _, n := range names {
@@ -341,13 +406,32 @@ func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error
 		if !ok {
 			continue
 		}
-		r.statuses[e.status]++
+		// Tags come from this listing's GetResources answer: none when the
+		// cluster is not in it. The last mapping stands while neither the
+		// describe nor the tags changed.
+		ct := tags[aws.ToString(e.described.Arn)]
+		if e.result == nil || !maps.Equal(e.tags, ct) {
+			res, err := s.mapper.toCluster(e.described, ct, t.account, t.region)
+			if err != nil {
+				return targetResult{}, fmt.Errorf("account %s region %s: %w", t.account.ID, t.region, err)
+			}
+			for _, d := range res.Dropped {
+				s.log.Debug("tag not copied to labels", "account", t.account.ID, "region", t.region, "cluster", n, "reason", d)
+			}
+			if res.Skip != "" {
+				s.log.Debug("cluster left out", "account", t.account.ID, "region", t.region, "cluster", n, "reason", res.Skip)
+			}
+			e.tags, e.result = ct, &res
+			next[n] = e
+		}
+		r.statuses[e.described.Status]++
 		if e.result.Skip == "" {
 			r.clusters = append(r.clusters, cloneCluster(e.result.Cluster))
 		}
 	}
+	t.cache = next
 	s.log.Debug("listed account and region", "account", t.account.ID, "region", t.region,
-		"names", len(names), "described", len(todo), "clusters", len(r.clusters))
+		"names", len(names), "tagged", len(tags), "described", len(todo), "clusters", len(r.clusters))
 	return r, nil
 }
 
@@ -381,6 +465,67 @@ func (s *Source) listNames(ctx context.Context, t *target) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// taggingResourceType is the GetResources resource type of EKS clusters
+// (service:resourceType, as in their ARNs).
+const taggingResourceType = "eks:cluster"
+
+// listTags pages through GetResources for the EKS clusters of the target's
+// account and region, and returns their tags by cluster ARN. GetResources
+// leaves out resources never tagged, and answers "Tags": [] for those
+// whose tags were all removed. A token seen before is an error, as for
+// ListClusters.
+func (s *Source) listTags(ctx context.Context, t *target) (map[string]map[string]string, error) {
+	p := resourcegroupstaggingapi.NewGetResourcesPaginator(t.tagging, &resourcegroupstaggingapi.GetResourcesInput{
+		ResourceTypeFilters: []string{taggingResourceType}, ResourcesPerPage: aws.Int32(100),
+	})
+	out := map[string]map[string]string{}
+	tokens := map[string]bool{}
+	for p.HasMorePages() {
+		release, err := s.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		page, err := p.NextPage(ctx)
+		release()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range page.ResourceTagMappingList {
+			arn := aws.ToString(m.ResourceARN)
+			if arn == "" {
+				continue // matches no cluster
+			}
+			tags := make(map[string]string, len(m.Tags))
+			for _, tag := range m.Tags {
+				tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+			}
+			out[arn] = tags
+		}
+		if tok := aws.ToString(page.PaginationToken); tok != "" {
+			if tokens[tok] {
+				return nil, fmt.Errorf("PaginationToken of an earlier page returned again")
+			}
+			tokens[tok] = true
+		}
+	}
+	return out, nil
+}
+
+// keepDescribed is what the describe cache keeps of a DescribeCluster
+// answer: what the mapping reads, except tags (they come from
+// GetResources, fresh on every listing) and the connector's activation
+// data (credentials, never kept).
+func keepDescribed(c *types.Cluster) *types.Cluster {
+	k := &types.Cluster{Name: c.Name, Arn: c.Arn, CreatedAt: c.CreatedAt, Status: c.Status, Version: c.Version, Endpoint: c.Endpoint}
+	if c.CertificateAuthority != nil {
+		k.CertificateAuthority = &types.Certificate{Data: c.CertificateAuthority.Data}
+	}
+	if c.ResourcesVpcConfig != nil {
+		k.ResourcesVpcConfig = &types.VpcConfigResponse{EndpointPublicAccess: c.ResourcesVpcConfig.EndpointPublicAccess}
+	}
+	return k
 }
 
 // describe returns the cluster, or nil when it no longer exists.

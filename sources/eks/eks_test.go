@@ -3,6 +3,7 @@ package eks
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -60,17 +61,27 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 }
 
 // TestFixturesVerbatim serves the upstream-shaped fixture files as they are
-// (list page 1 with its nextToken, page 2, the describe answer) to the real
-// SDK, and checks the mapping of payments-prod end to end.
+// (list page 1 with its nextToken, page 2, the describe answer) and a
+// GetResources answer in its awsJson1_1 shape to the real SDK, and checks
+// the mapping of payments-prod end to end.
 func TestFixturesVerbatim(t *testing.T) {
 	page1, page2 := readFixture(t, "eks-list-clusters.json"), readFixture(t, "eks-list-clusters-page2.json")
 	describe := readFixture(t, "eks-describe-cluster.json")
 	var p1 struct{ NextToken string }
 	require.NoError(t, json.Unmarshal(page1, &p1))
-	var seenQueries []string
+	// The fixture's tags, as GetResources answers them; the other clusters
+	// were never tagged, so they are not in the answer.
+	const getResources = `{"PaginationToken":"","ResourceTagMappingList":[{"ResourceARN":"arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",` +
+		`"Tags":[{"Key":"argocd.example.com/managed","Value":"true"},{"Key":"env","Value":"prod"},{"Key":"team","Value":"payments"}]}]}`
+	var seenQueries, seenTagging []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/" && r.Header.Get("X-Amz-Target") == "ResourceGroupsTaggingAPI_20170126.GetResources":
+			body, _ := io.ReadAll(r.Body)
+			seenTagging = append(seenTagging, string(body))
+			w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+			_, _ = w.Write([]byte(getResources))
 		case r.URL.Path == "/clusters" && r.URL.Query().Get("nextToken") == "":
 			seenQueries = append(seenQueries, r.URL.RawQuery)
 			_, _ = w.Write(page1)
@@ -92,7 +103,7 @@ func TestFixturesVerbatim(t *testing.T) {
 	base := aws.Config{Credentials: credentials.NewStaticCredentialsProvider(baseKey, "secret", "")}
 	s, err := New("fixtures", Config{
 		Accounts: []Account{{ID: "123456789012", ArgocdRoleARN: "arn:aws:iam::123456789012:role/argocd"}},
-		Regions:  []string{regionEU}, Endpoint: srv.URL, MaxAttempts: 1,
+		Regions:  []string{regionEU}, Endpoint: srv.URL, TaggingEndpoint: srv.URL, MaxAttempts: 1,
 	}, Options{AWSConfig: &base, HTTPClient: srv.Client()})
 	require.NoError(t, err)
 
@@ -101,6 +112,8 @@ func TestFixturesVerbatim(t *testing.T) {
 	require.Equal(t, []string{"payments-prod", "platform-shared", "search-dev"}, clusterNames(got))
 	require.Len(t, seenQueries, 2)
 	assert.Equal(t, "maxResults=100", seenQueries[0])
+	require.Len(t, seenTagging, 1)
+	assert.JSONEq(t, `{"ResourceTypeFilters":["eks:cluster"],"ResourcesPerPage":100}`, seenTagging[0])
 
 	var fixture struct {
 		Cluster struct {
@@ -110,6 +123,7 @@ func TestFixturesVerbatim(t *testing.T) {
 	require.NoError(t, json.Unmarshal(describe, &fixture))
 	want := sources.Cluster{
 		Provider: sources.ProviderEKS, Name: "payments-prod", CloudID: "eks/123456789012/eu-west-1/payments-prod",
+		ID: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod", Phase: sources.PhaseReady,
 		Server:  "https://B7E41C0A9D3F5E2C8A1B6D4F0E9C7A35.gr7.eu-west-1.eks.amazonaws.com",
 		CAData:  fixture.Cluster.CertificateAuthority.Data,
 		Account: "123456789012", Region: regionEU, KubernetesVersion: "1.31", State: "ACTIVE", Ready: true,
@@ -121,7 +135,7 @@ func TestFixturesVerbatim(t *testing.T) {
 	}
 	assert.Equal(t, want, got[0])
 	require.NoError(t, got[0].Validate())
-	assert.NotContains(t, got[1].Labels, LabelPrivateEndpoint)
+	assert.Nil(t, got[1].Labels, "tags come from GetResources, not from the describe answer")
 }
 
 func TestPagination(t *testing.T) {
@@ -138,8 +152,153 @@ func TestPagination(t *testing.T) {
 	}
 	assert.Equal(t, want, clusterNames(got))
 	assert.Equal(t, 5, f.count("ListClusters"), "30 names, 7 per page")
+	assert.Equal(t, 1, f.count("GetResources"), "30 tagged clusters, 100 per page")
 	assert.Equal(t, 30, f.count("DescribeCluster"))
 	assert.Equal(t, map[string]bool{"100": true}, f.maxResult)
+	assert.Equal(t, map[int]bool{100: true}, f.perPage)
+}
+
+// TestTagPagination: GetResources pages are followed through their
+// PaginationToken, and every page's tags reach their cluster.
+func TestTagPagination(t *testing.T) {
+	f := newFake(t)
+	f.TagPageSize = 2
+	for _, n := range []string{"c-0", "c-1", "c-2"} {
+		f.add(acctA, regionEU, fakeCluster{Name: n, Tags: map[string]string{"tenant": "tenant-of-" + n}})
+	}
+	s, _ := f.newSource(t, f.testConfig(), nil)
+	got, err := s.Clusters(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{"c-0", "c-1", "c-2"}, clusterNames(got))
+	for _, c := range got {
+		assert.Equal(t, "tenant-of-"+c.Name, c.Tenant)
+		assert.Equal(t, map[string]string{"tenant": "tenant-of-" + c.Name}, c.Labels)
+	}
+	assert.Equal(t, 2, f.count("GetResources"), "3 tagged clusters, 2 per page")
+	assert.Equal(t, 1, f.count("ListClusters"))
+	assert.Equal(t, map[int]bool{100: true}, f.perPage)
+}
+
+// TestTagsFreshEveryListing: tags, and what they scope (labels, tenant,
+// project, namespaces), are read on every listing, while the describe
+// cache still holds the cluster.
+func TestTagsFreshEveryListing(t *testing.T) {
+	f := newFake(t)
+	f.add(acctA, regionEU,
+		fakeCluster{Name: "one", Tags: map[string]string{"team": "a", "tenant": "acme", "argocd-project": "p1", "argocd-namespaces": "ns-a"}},
+		fakeCluster{Name: "untagged", NeverTagged: true})
+	clk := newClock()
+	s, _ := f.newSource(t, f.testConfig(), clk.Now)
+	list := func(t *testing.T) map[string]sources.Cluster {
+		t.Helper()
+		got, err := s.Clusters(context.Background())
+		require.NoError(t, err)
+		out := map[string]sources.Cluster{}
+		for _, c := range got {
+			out[c.Name] = c
+		}
+		return out
+	}
+
+	got := list(t)
+	assert.Equal(t, map[string]string{"team": "a", "tenant": "acme", "argocd-project": "p1", "argocd-namespaces": "ns-a"}, got["one"].Labels)
+	assert.Equal(t, []string{"acme", "p1"}, []string{got["one"].Tenant, got["one"].Project})
+	assert.Equal(t, []string{"ns-a"}, got["one"].Namespaces)
+	u := got["untagged"]
+	assert.True(t, u.Ready, "missing from GetResources: no tags, nothing else")
+	assert.Nil(t, u.Labels)
+	assert.Empty(t, u.Tenant+u.Project)
+	assert.Nil(t, u.Namespaces)
+
+	t.Run("a tag change shows on the next listing, without a describe", func(t *testing.T) {
+		f.resetCounts()
+		clk.Advance(time.Minute)
+		f.setTags(acctA, regionEU, "one", map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b ns-c"})
+		got := list(t)
+		assert.Equal(t, map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b-ns-c"}, got["one"].Labels)
+		assert.Equal(t, []string{"globex", "p2"}, []string{got["one"].Tenant, got["one"].Project})
+		assert.Equal(t, []string{"ns-b", "ns-c"}, got["one"].Namespaces)
+		assert.Equal(t, 0, f.count("DescribeCluster"), "the describe cache holds both clusters")
+		assert.Equal(t, 1, f.count("GetResources"))
+	})
+	t.Run("a namespaces tag that cannot be read makes the cluster not ready at once", func(t *testing.T) {
+		f.setTags(acctA, regionEU, "one", map[string]string{"argocd-namespaces": "Not_A_Namespace"})
+		got := list(t)
+		assert.False(t, got["one"].Ready)
+		assert.Contains(t, got["one"].NotReadyReason, "tag argocd-namespaces")
+		assert.Equal(t, sources.PhaseReady, got["one"].Phase, "renderability is not the lifecycle")
+	})
+	t.Run("every tag removed (\"Tags\": []): none", func(t *testing.T) {
+		f.setTags(acctA, regionEU, "one", map[string]string{})
+		got := list(t)
+		assert.True(t, got["one"].Ready)
+		assert.Nil(t, got["one"].Labels)
+		assert.Empty(t, got["one"].Tenant+got["one"].Project)
+		assert.Nil(t, got["one"].Namespaces, "every namespace, as for a cluster never scoped")
+	})
+	t.Run("unchanged tags: the same clusters", func(t *testing.T) {
+		first, second := list(t), list(t)
+		assert.Equal(t, first, second)
+	})
+}
+
+// TestEveryStatusListed: a cluster in any EKS status, known or not, is
+// listed with its status as State and the phase of the package doc's
+// table; those not ACTIVE are described on every listing.
+func TestEveryStatusListed(t *testing.T) {
+	f := newFake(t)
+	for _, tc := range []fakeCluster{
+		{Name: "creating", Status: "CREATING", Creating: true},
+		{Name: "pending", Status: "PENDING", Creating: true},
+		{Name: "active"},
+		{Name: "updating", Status: "UPDATING"},
+		{Name: "failed", Status: "FAILED"},
+		{Name: "failed-create", Status: "FAILED", Creating: true},
+		{Name: "deleting", Status: "DELETING"},
+		{Name: "hibernating", Status: "HIBERNATING"}, // newer than this code
+	} {
+		f.add(acctA, regionEU, tc)
+	}
+	s, reg := f.newSource(t, f.testConfig(), nil)
+	want := map[string]struct {
+		state string
+		phase sources.Phase
+		ready bool
+	}{
+		"creating":      {"CREATING", sources.PhasePending, false},
+		"pending":       {"PENDING", sources.PhasePending, false},
+		"active":        {"ACTIVE", sources.PhaseReady, true},
+		"updating":      {"UPDATING", sources.PhaseDegraded, true},
+		"failed":        {"FAILED", sources.PhaseDegraded, true},
+		"failed-create": {"FAILED", sources.PhasePending, false},
+		"deleting":      {"DELETING", sources.PhaseLeaving, true},
+		"hibernating":   {"HIBERNATING", sources.PhaseDegraded, true},
+	}
+	for range 2 {
+		f.resetCounts()
+		got, err := s.Clusters(context.Background())
+		require.NoError(t, err)
+		require.Len(t, got, len(want))
+		for _, c := range got {
+			t.Run(c.Name, func(t *testing.T) {
+				w := want[c.Name]
+				assert.Equal(t, w.state, c.State)
+				assert.Equal(t, w.phase, c.Phase)
+				assert.Equal(t, w.ready, c.Ready, c.NotReadyReason)
+				if !w.ready {
+					assert.Equal(t, "EKS reports no endpoint yet (status "+w.state+")", c.NotReadyReason)
+				}
+				assert.Equal(t, clusterARN(c.Name, acctA, regionEU), c.ID)
+				assert.Equal(t, "payments", c.Labels["team"], "tags whatever the status")
+			})
+		}
+	}
+	assert.Equal(t, 7, f.count("DescribeCluster"), "the second listing describes every cluster but the ACTIVE one")
+	gauge := func(status string) float64 {
+		return counter(t, reg, "argocd_cluster_discovery_eks_clusters", map[string]string{"status": status})
+	}
+	assert.Equal(t, 2.0, gauge("FAILED"))
+	assert.Equal(t, 1.0, gauge("HIBERNATING"))
 }
 
 func TestDescribeConcurrencyBound(t *testing.T) {
@@ -172,18 +331,19 @@ func TestDescribeCache(t *testing.T) {
 
 	got, err := s.Clusters(ctx)
 	require.NoError(t, err)
-	assert.Len(t, got, 5, "CREATING is not listed by default")
+	assert.Len(t, got, 6, "the CREATING one is listed too")
 	assert.Equal(t, 6, f.count("DescribeCluster"))
 	assert.Equal(t, 0.0, cache("hit"))
 	assert.Equal(t, 6.0, cache("miss"))
 
-	t.Run("steady state: list calls, and a describe of the cluster not ACTIVE", func(t *testing.T) {
+	t.Run("steady state: list and tagging calls, and a describe of the cluster not ACTIVE", func(t *testing.T) {
 		f.resetCounts()
 		clk.Advance(30 * time.Minute)
 		got, err := s.Clusters(ctx)
 		require.NoError(t, err)
-		assert.Len(t, got, 5)
+		assert.Len(t, got, 6)
 		assert.Equal(t, 1, f.count("ListClusters"))
+		assert.Equal(t, 1, f.count("GetResources"))
 		assert.Equal(t, 1, f.count("DescribeCluster"), "only the CREATING one")
 		assert.Equal(t, 5.0, cache("hit"))
 		assert.Equal(t, 7.0, cache("miss"))
@@ -194,7 +354,7 @@ func TestDescribeCache(t *testing.T) {
 		f.remove(acctA, regionEU, "c-000")
 		got, err := s.Clusters(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, []string{"c-001", "c-002", "c-003", "c-004", "late"}, clusterNames(got))
+		assert.Equal(t, []string{"c-001", "c-002", "c-003", "c-004", "new", "late"}, clusterNames(got))
 		assert.Equal(t, 2, f.count("DescribeCluster"), "late and the CREATING one")
 		assert.NotContains(t, s.targets[0].cache, "c-000", "pruned")
 	})
@@ -239,11 +399,15 @@ func TestCacheSpreadsExpiry(t *testing.T) {
 // SDK's retryer with backoff, and the listing succeeds.
 func TestThrottledThenAnswered(t *testing.T) {
 	throttle := &fakeResp{Status: http.StatusTooManyRequests, ErrType: "TooManyRequestsException"}
+	throttleTagging := &fakeResp{Status: http.StatusBadRequest, ErrType: "ThrottledException"} // the tagging API's own
 	f := newFake(t)
 	f.add(acctA, regionEU, names("c", 4)...)
 	f.Hook = func(r fakeReq) *fakeResp {
 		if r.Op == "DescribeCluster" && r.N <= 2 || r.Op == "ListClusters" && r.N == 1 {
 			return throttle
+		}
+		if r.Op == "GetResources" && r.N == 1 {
+			return throttleTagging
 		}
 		return nil
 	}
@@ -257,6 +421,9 @@ func TestThrottledThenAnswered(t *testing.T) {
 	assert.Equal(t, 2.0, calls("DescribeCluster", "throttled"))
 	assert.Equal(t, 4.0, calls("DescribeCluster", "success"))
 	assert.Equal(t, 1.0, calls("ListClusters", "throttled"))
+	assert.Equal(t, 1.0, calls("GetResources", "throttled"))
+	assert.Equal(t, 1.0, calls("GetResources", "success"))
+	assert.Equal(t, "payments", got[0].Labels["team"])
 	assert.Equal(t, 1.0, calls("AssumeRole", "success"))
 }
 
@@ -304,6 +471,19 @@ func TestListingFailures(t *testing.T) {
 			want: []string{"account 111111111111 region eu-west-1: describe cluster c-00"}, kind: "invalid_response", region: regionEU},
 		{name: "nextToken repeated", hook: on("ListClusters", regionEU, "", &fakeResp{Status: 200, Body: `{"clusters":["c-000"],"nextToken":"same"}`}),
 			want: []string{"account 111111111111 region eu-west-1: list clusters: nextToken of an earlier page returned again"},
+			kind: "other", region: regionEU},
+		{name: "tagging AccessDenied", hook: on("GetResources", regionUS, "", &fakeResp{Status: http.StatusBadRequest, ErrType: "AccessDeniedException",
+			Body: `{"__type":"AccessDeniedException","Message":"User: arn:aws:sts::111111111111:assumed-role/discovery/argocd-cluster-discovery is not authorized to perform: tag:GetResources"}`}),
+			want:    []string{"account 111111111111 region us-east-1: get cluster tags:", "GetResources", "AccessDeniedException", "not authorized to perform: tag:GetResources"},
+			notWant: []string{"region eu-west-1"}, kind: "access_denied", region: regionUS},
+		{name: "tagging answers 500", hook: on("GetResources", regionEU, "", &fakeResp{Status: http.StatusInternalServerError, ErrType: "InternalServiceException"}),
+			want: []string{"account 111111111111 region eu-west-1: get cluster tags:", "StatusCode: 500", "InternalServiceException",
+				"exceeded maximum number of attempts, 3"},
+			kind: "server", region: regionEU},
+		{name: "malformed tagging answer", hook: on("GetResources", regionEU, "", &fakeResp{Status: 200, Body: `{"ResourceTagMappingList": [`}),
+			want: []string{"account 111111111111 region eu-west-1: get cluster tags:"}, kind: "invalid_response", region: regionEU},
+		{name: "PaginationToken repeated", hook: on("GetResources", regionEU, "", &fakeResp{Status: 200, Body: `{"PaginationToken":"same","ResourceTagMappingList":[]}`}),
+			want: []string{"account 111111111111 region eu-west-1: get cluster tags: PaginationToken of an earlier page returned again"},
 			kind: "other", region: regionEU},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -403,8 +583,9 @@ func TestAuthForms(t *testing.T) {
 func TestTwoAccountsThroughAssumedRoles(t *testing.T) {
 	f := newFake(t)
 	for _, acct := range []string{acctA, acctB} {
-		f.add(acct, regionEU, fakeCluster{Name: "shared"}, fakeCluster{Name: "eu-" + acct})
-		f.add(acct, regionUS, fakeCluster{Name: "us-" + acct})
+		where := func(region string) map[string]string { return map[string]string{"where": acct + "-" + region} }
+		f.add(acct, regionEU, fakeCluster{Name: "shared", Tags: where(regionEU)}, fakeCluster{Name: "eu-" + acct, Tags: where(regionEU)})
+		f.add(acct, regionUS, fakeCluster{Name: "us-" + acct, Tags: where(regionUS)})
 	}
 	cfg := f.testConfig()
 	cfg.Regions = []string{regionEU, regionUS}
@@ -425,12 +606,15 @@ func TestTwoAccountsThroughAssumedRoles(t *testing.T) {
 			assert.Equal(t, acct, byName["shared-"+acct].Account)
 			assert.Equal(t, regionUS, byName["us-"+acct+"-"+acct].Region)
 			assert.Equal(t, "shared", byName["shared-"+acct].Auth.AWS.ClusterName)
+			// GetResources ran with the account's credentials in each region
+			assert.Equal(t, acct+"-"+regionEU, byName["shared-"+acct].Labels["where"])
+			assert.Equal(t, acct+"-"+regionUS, byName["us-"+acct+"-"+acct].Labels["where"])
 		}
 		assert.Empty(t, byName["shared-"+acctB].Auth.AWS.RoleARN, "account B has no Argo CD role")
 	}
 
 	assert.Equal(t, map[string]bool{assumedKey(acctA): true, assumedKey(acctB): true}, f.seenKeys,
-		"EKS saw SigV4 with the assumed credentials only, never the base key")
+		"EKS and the tagging API saw SigV4 with the assumed credentials only, never the base key")
 	assert.Equal(t, map[string]bool{"session-token-" + acctA: true, "session-token-" + acctB: true}, f.seenToken)
 	assert.Equal(t, 2, f.count("AssumeRole"), "one per account, cached across regions and listings")
 	slices.SortFunc(f.assumed, func(a, b map[string]string) int { return strings.Compare(a["RoleArn"], b["RoleArn"]) })

@@ -3,11 +3,13 @@ package eks
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +51,12 @@ type fakeCluster struct {
 	Name    string
 	Status  string // default ACTIVE
 	Private bool
-	Tags    map[string]string
+	// Tags are the cluster's tags, in both the describe and the
+	// GetResources answers; nil means the fixture's.
+	Tags map[string]string
+	// NeverTagged leaves the cluster out of GetResources answers, as AWS
+	// does for resources that never had a tag (Tags is then unused).
+	NeverTagged bool
 	// Creating drops endpoint and certificate authority, as EKS does before
 	// ACTIVE.
 	Creating bool
@@ -69,21 +76,27 @@ type fakeResp struct {
 	Body    string // raw body; a JSON message is made from ErrType otherwise
 }
 
-// fakeAWS serves ListClusters and DescribeCluster (restJson1) and STS
+// fakeAWS serves ListClusters and DescribeCluster (restJson1), the
+// Resource Groups Tagging API's GetResources (awsJson1_1) and STS
 // AssumeRole (awsQuery) from one httptest server, telling accounts apart by
-// the SigV4 access key and regions by the credential scope.
+// the SigV4 access key, regions by the credential scope and services by
+// its signing name.
 type fakeAWS struct {
 	t   testing.TB
 	srv *httptest.Server
 
 	// PageSize caps the names per ListClusters page (the source asks 100).
 	PageSize int
-	// Delay is spent in every EKS call, for concurrency tests.
+	// TagPageSize caps the resources per GetResources page (the source
+	// asks 100).
+	TagPageSize int
+	// Delay is spent in every EKS and tagging call, for concurrency tests.
 	Delay time.Duration
 	// Hook may answer a request instead of the fake.
 	Hook func(fakeReq) *fakeResp
 
 	describeTmpl []byte
+	fixtureTags  map[string]string
 	assumeXML    string
 
 	inFlight, maxInFlight atomic.Int64
@@ -92,9 +105,10 @@ type fakeAWS struct {
 	clusters  map[string][]fakeCluster // by account/region
 	keys      map[string]string        // access key → account
 	calls     map[string]int           // by operation
-	seenKeys  map[string]bool          // access keys that signed EKS calls
-	seenToken map[string]bool          // x-amz-security-token of EKS calls
+	seenKeys  map[string]bool          // access keys that signed EKS and tagging calls
+	seenToken map[string]bool          // x-amz-security-token of EKS and tagging calls
 	maxResult map[string]bool          // maxResults values seen
+	perPage   map[int]bool             // GetResources ResourcesPerPage values seen
 	assumed   []map[string]string      // AssumeRole form values
 	bodies    map[describeKey][]byte   // describe answers made so far
 }
@@ -113,8 +127,13 @@ func newFake(t testing.TB) *fakeAWS {
 		assumeXML:    string(readFixture(t, "sts-assume-role-response.xml")),
 		clusters:     map[string][]fakeCluster{}, keys: map[string]string{},
 		calls: map[string]int{}, seenKeys: map[string]bool{}, seenToken: map[string]bool{}, maxResult: map[string]bool{},
-		bodies: map[describeKey][]byte{},
+		perPage: map[int]bool{}, bodies: map[describeKey][]byte{}, TagPageSize: 100,
 	}
+	var fixture struct {
+		Cluster struct{ Tags map[string]string }
+	}
+	require.NoError(t, json.Unmarshal(f.describeTmpl, &fixture))
+	f.fixtureTags = fixture.Cluster.Tags
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	// Keep a connection per concurrent call, as the SDK's own client does
 	// (10 per host), instead of net/http's 2.
@@ -142,6 +161,28 @@ func (f *fakeAWS) remove(account, region, name string) {
 		}
 	}
 	f.clusters[k] = keep
+}
+
+// setTags replaces the tags of a cluster of the fake (nil: the fixture's).
+func (f *fakeAWS) setTags(account, region, name string, tags map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cs := f.clusters[account+"/"+region]
+	for i := range cs {
+		if cs[i].Name == name {
+			cs[i].Tags = tags
+			return
+		}
+	}
+	f.t.Fatalf("no cluster %s in %s/%s", name, account, region)
+}
+
+// tagsOf is what the fake answers as c's tags.
+func (f *fakeAWS) tagsOf(c fakeCluster) map[string]string {
+	if c.Tags == nil {
+		return f.fixtureTags
+	}
+	return c.Tags
 }
 
 // baseAccount makes the base credentials belong to account.
@@ -180,6 +221,10 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 		req.Op = "ListClusters"
 	case service == "eks" && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/clusters/"):
 		req.Op, req.Name = "DescribeCluster", strings.TrimPrefix(r.URL.Path, "/clusters/")
+	case service == "tagging" && r.Method == http.MethodPost && r.URL.Path == "/" &&
+		r.Header.Get("X-Amz-Target") == "ResourceGroupsTaggingAPI_20170126.GetResources" &&
+		r.Header.Get("Content-Type") == "application/x-amz-json-1.1":
+		req.Op = "GetResources"
 	default:
 		http.Error(w, "unexpected "+service+" "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 		return
@@ -189,7 +234,7 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 	f.calls[req.Op]++
 	req.N = f.calls[req.Op]
 	req.Account = f.keys[key]
-	if service == "eks" {
+	if service != "sts" {
 		f.seenKeys[key] = true
 		if tok := r.Header.Get("X-Amz-Security-Token"); tok != "" {
 			f.seenToken[tok] = true
@@ -198,7 +243,7 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 	hook := f.Hook
 	f.mu.Unlock()
 
-	if service == "eks" {
+	if service != "sts" {
 		n := f.inFlight.Add(1)
 		defer f.inFlight.Add(-1)
 		for {
@@ -228,18 +273,26 @@ func (f *fakeAWS) serve(w http.ResponseWriter, r *http.Request) {
 		f.list(w, r, req)
 	case "DescribeCluster":
 		f.describe(w, req)
+	case "GetResources":
+		f.getResources(w, r, req)
 	}
 }
 
 func (f *fakeAWS) writeError(w http.ResponseWriter, service string, resp *fakeResp) {
 	body := resp.Body
-	if service == "sts" {
+	switch service {
+	case "sts":
 		if body == "" {
 			body = `<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>` + resp.ErrType +
 				`</Code><Message>not authorized to perform: sts:AssumeRole</Message></Error><RequestId>req-1</RequestId></ErrorResponse>`
 		}
 		w.Header().Set("Content-Type", "text/xml")
-	} else {
+	case "tagging": // awsJson1_1: the error code is the body's __type
+		if body == "" {
+			body = `{"__type":"` + resp.ErrType + `","Message":"` + resp.ErrType + ` from the fake"}`
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	default:
 		if resp.ErrType != "" {
 			w.Header().Set("X-Amzn-ErrorType", resp.ErrType)
 		}
@@ -334,22 +387,92 @@ func (f *fakeAWS) describe(w http.ResponseWriter, req fakeReq) {
 	_, _ = w.Write(body)
 }
 
+// getResources answers GetResources in its awsJson1_1 shape: the tagged
+// clusters of the account and region (resource type filter eks:cluster
+// required), paged by PaginationToken, which is "" on the last page.
+func (f *fakeAWS) getResources(w http.ResponseWriter, r *http.Request, req fakeReq) {
+	var in struct {
+		PaginationToken     string
+		ResourceTypeFilters []string
+		ResourcesPerPage    int
+	}
+	invalid := func(msg string) {
+		f.writeError(w, "tagging", &fakeResp{Status: http.StatusBadRequest, ErrType: "InvalidParameterException",
+			Body: `{"__type":"InvalidParameterException","Message":"` + msg + `"}`})
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		invalid("body is not JSON")
+		return
+	}
+	if len(in.ResourceTypeFilters) != 1 || in.ResourceTypeFilters[0] != "eks:cluster" {
+		invalid(fmt.Sprintf("the fake serves only ResourceTypeFilters [eks:cluster], not %q", in.ResourceTypeFilters))
+		return
+	}
+	if in.ResourcesPerPage < 1 || in.ResourcesPerPage > 100 {
+		invalid("ResourcesPerPage must be 1-100")
+		return
+	}
+	f.mu.Lock()
+	f.perPage[in.ResourcesPerPage] = true
+	var tagged []fakeCluster
+	for _, c := range f.clusters[req.Account+"/"+req.Region] {
+		if !c.NeverTagged {
+			tagged = append(tagged, c)
+		}
+	}
+	f.mu.Unlock()
+	start := 0
+	if in.PaginationToken != "" {
+		var err error
+		if start, err = strconv.Atoi(strings.TrimPrefix(in.PaginationToken, "tag-")); err != nil || start > len(tagged) {
+			f.writeError(w, "tagging", &fakeResp{Status: http.StatusBadRequest, ErrType: "PaginationTokenExpiredException"})
+			return
+		}
+	}
+	end := min(start+min(in.ResourcesPerPage, f.TagPageSize), len(tagged))
+	type tag struct{ Key, Value string }
+	type mapping struct {
+		ResourceARN string
+		Tags        []tag
+	}
+	out := struct {
+		PaginationToken        string
+		ResourceTagMappingList []mapping
+	}{ResourceTagMappingList: []mapping{}}
+	for _, c := range tagged[start:end] {
+		m := mapping{ResourceARN: clusterARN(c.Name, req.Account, req.Region), Tags: []tag{}}
+		tags := f.tagsOf(c)
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			m.Tags = append(m.Tags, tag{k, tags[k]})
+		}
+		out.ResourceTagMappingList = append(out.ResourceTagMappingList, m)
+	}
+	if end < len(tagged) {
+		out.PaginationToken = fmt.Sprintf("tag-%d", end)
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// clusterARN is the ARN of an EKS cluster.
+func clusterARN(name, account, region string) string {
+	return fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", region, account, name)
+}
+
 // describeBody is the fixture answer turned into c of account in region.
 func (f *fakeAWS) describeBody(c fakeCluster, account, region string) []byte {
 	var doc map[string]map[string]any
 	require.NoError(f.t, json.Unmarshal(f.describeTmpl, &doc))
 	cl := doc["cluster"]
 	cl["name"] = c.Name
-	cl["arn"] = fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", region, account, c.Name)
+	cl["arn"] = clusterARN(c.Name, account, region)
 	cl["endpoint"] = fmt.Sprintf("https://%.24X.gr7.%s.eks.amazonaws.com", c.Name+"-"+account, region)
 	cl["status"] = "ACTIVE"
 	if c.Status != "" {
 		cl["status"] = c.Status
 	}
 	cl["resourcesVpcConfig"].(map[string]any)["endpointPublicAccess"] = !c.Private
-	if c.Tags != nil {
-		cl["tags"] = c.Tags
-	}
+	cl["tags"] = f.tagsOf(c)
 	if c.Creating {
 		delete(cl, "endpoint")
 		delete(cl, "certificateAuthority")
@@ -366,7 +489,7 @@ func (f *fakeAWS) testConfig() Config {
 		Accounts: []Account{{ID: acctA, RoleARN: "arn:aws:iam::" + acctA + ":role/discovery", ExternalID: "ext-A",
 			ArgocdRoleARN: "arn:aws:iam::" + acctA + ":role/argocd"}},
 		Regions:  []string{regionEU},
-		Endpoint: f.srv.URL, STSEndpoint: f.srv.URL,
+		Endpoint: f.srv.URL, TaggingEndpoint: f.srv.URL, STSEndpoint: f.srv.URL,
 		MaxAttempts: 3, MaxBackoff: "1ms",
 	}
 }

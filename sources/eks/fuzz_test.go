@@ -32,12 +32,17 @@ func (a *answerBody) Do(*http.Request) (*http.Response, error) {
 }
 
 // FuzzDescribeCluster sends any DescribeCluster answer through the real
-// SDK client (restJson1 deserializer) and maps the cluster with two
-// configurations (the defaults; exec auth with the proxy policy, a name
-// template and tag filters):
+// SDK client (restJson1 deserializer) and maps the cluster, with the
+// answer's tags standing for GetResources', with two configurations (the
+// defaults; exec auth with the proxy policy, a name template and tag
+// filters):
 //   - nothing panics; the mapping is deterministic;
 //   - a listed cluster is an EKS cluster of the asked account and region,
 //     named, with aws or exec auth that validates and no token of any kind;
+//   - its ID is the ARN, its phase is pending, ready, degraded or leaving
+//     (never empty or absent), and the one of its status;
+//   - what the describe cache keeps (keepDescribed) maps to the same
+//     cluster;
 //   - its labels are valid Kubernetes labels, and only the private-endpoint
 //     label uses the source's reserved prefix;
 //   - ready means a server in normal form and base64 PEM caData; not ready
@@ -60,7 +65,6 @@ func FuzzDescribeCluster(f *testing.F) {
 			c.PrivateEndpoints = PrivateEndpoints{Policy: PrivateProxy, ProxyURL: "http://proxy.internal:3128"}
 			c.NameTemplate = "eks-{{.Account}}-{{.Region}}-{{.Name}}"
 			c.Tags = TagFilter{Allow: []string{"team*", "env", "tenant"}, Deny: []string{"aws:*", "team-secret"}}
-			c.Statuses = []string{"ACTIVE", "UPDATING", "CREATING", "FAILED"}
 		},
 	} {
 		cfg := Config{Regions: []string{region}, Accounts: []Account{account}}
@@ -88,19 +92,24 @@ func FuzzDescribeCluster(f *testing.F) {
 			return // a malformed answer fails the describe, and so the listing
 		}
 		for _, m := range mappers {
-			got, err := m.toCluster(out.Cluster, account, region)
+			tags := out.Cluster.Tags
+			got, err := m.toCluster(out.Cluster, tags, account, region)
 			if err != nil {
 				continue
 			}
-			again, _ := m.toCluster(out.Cluster, account, region)
+			again, _ := m.toCluster(out.Cluster, tags, account, region)
 			if !reflect.DeepEqual(got, again) {
 				t.Fatalf("mapping the same cluster twice differs:\n%+v\n%+v", got, again)
 			}
 			cleared := *out.Cluster
 			cleared.ConnectorConfig = nil
-			withoutCreds, err := m.toCluster(&cleared, account, region)
+			withoutCreds, err := m.toCluster(&cleared, tags, account, region)
 			if err != nil || !reflect.DeepEqual(got, withoutCreds) {
 				t.Fatalf("the mapped cluster depends on connectorConfig (error %v)", err)
+			}
+			fromCache, err := m.toCluster(keepDescribed(out.Cluster), tags, account, region)
+			if err != nil || !reflect.DeepEqual(got, fromCache) {
+				t.Fatalf("the describe cache loses what the mapping reads (error %v):\n%+v\n%+v", err, got, fromCache)
 			}
 			if got.Skip == "" {
 				checkMapped(t, m, &got.Cluster, out.Cluster, account, region)
@@ -113,6 +122,17 @@ func checkMapped(t *testing.T, m *mapper, c *sources.Cluster, in *types.Cluster,
 	t.Helper()
 	if c.Provider != sources.ProviderEKS || c.Name == "" || c.Account != account.ID || c.Region != region {
 		t.Fatalf("cluster identity: provider %q, name %q, account %q, region %q", c.Provider, c.Name, c.Account, c.Region)
+	}
+	if c.ID != aws.ToString(in.Arn) {
+		t.Fatalf("id %q is not the ARN %q", c.ID, aws.ToString(in.Arn))
+	}
+	switch c.Phase {
+	case sources.PhasePending, sources.PhaseReady, sources.PhaseDegraded, sources.PhaseLeaving:
+	default:
+		t.Fatalf("phase %q", c.Phase)
+	}
+	if c.Phase != phase(in.Status, aws.ToString(in.Endpoint) != "") || c.State != string(in.Status) {
+		t.Fatalf("status %q mapped to state %q, phase %q", in.Status, c.State, c.Phase)
 	}
 	if err := c.Auth.Validate(); err != nil || c.Auth.TokenRef != nil || (c.Auth.Kind != sources.AuthAWS && c.Auth.Kind != sources.AuthExec) {
 		t.Fatalf("auth %+v: %v", c.Auth, err)

@@ -32,7 +32,6 @@ const (
 // mapper turns described EKS clusters into model clusters. It holds only
 // validated configuration and does no I/O.
 type mapper struct {
-	statuses      []string
 	allow, deny   []string
 	tenantTag     string
 	projectTag    string
@@ -48,7 +47,7 @@ func newMapper(c Config) (*mapper, error) {
 		return nil, fmt.Errorf("nameTemplate: %w", err)
 	}
 	return &mapper{
-		statuses: c.Statuses, allow: c.Tags.Allow, deny: c.Tags.Deny,
+		allow: c.Tags.Allow, deny: c.Tags.Deny,
 		tenantTag: c.TenantTag, projectTag: c.ProjectTag, namespacesTag: c.NamespacesTag,
 		auth: c.Auth, private: c.PrivateEndpoints, name: tmpl,
 	}, nil
@@ -65,16 +64,39 @@ type mapped struct {
 	Dropped []string
 }
 
-// toCluster maps a described cluster of account in region. An error means
-// the answer cannot be trusted (it belongs to another account) or the name
-// cannot be made.
-func (m *mapper) toCluster(c *types.Cluster, account Account, region string) (mapped, error) {
+// phase maps an EKS cluster status to the lifecycle phase (the table and
+// its sources are in the package doc). hasEndpoint tells a FAILED cluster
+// that has an API endpoint (degraded) from one whose creation failed before
+// it got one (pending). A status this code does not know is degraded, never
+// absence.
+func phase(status types.ClusterStatus, hasEndpoint bool) sources.Phase {
+	switch status {
+	case types.ClusterStatusCreating, types.ClusterStatusPending:
+		return sources.PhasePending
+	case types.ClusterStatusActive:
+		return sources.PhaseReady
+	case types.ClusterStatusUpdating:
+		return sources.PhaseDegraded
+	case types.ClusterStatusFailed:
+		if hasEndpoint {
+			return sources.PhaseDegraded
+		}
+		return sources.PhasePending
+	case types.ClusterStatusDeleting:
+		return sources.PhaseLeaving
+	}
+	return sources.PhaseDegraded
+}
+
+// toCluster maps a described cluster of account in region, with tags (from
+// the tagging API: the describe answer's own tags are not read). Every
+// status is listed; only the private endpoint policy leaves clusters out.
+// An error means the answer cannot be trusted (it belongs to another
+// account) or the name cannot be made.
+func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Account, region string) (mapped, error) {
 	eksName := aws.ToString(c.Name)
 	if a, err := arn.Parse(aws.ToString(c.Arn)); err == nil && a.AccountID != account.ID {
 		return mapped{}, fmt.Errorf("cluster %s belongs to account %s: the credentials used are not account %s's", eksName, a.AccountID, account.ID)
-	}
-	if !slices.Contains(m.statuses, string(c.Status)) {
-		return mapped{Skip: fmt.Sprintf("status %s is not one of %s", c.Status, strings.Join(m.statuses, ", "))}, nil
 	}
 	private := c.ResourcesVpcConfig != nil && !c.ResourcesVpcConfig.EndpointPublicAccess
 	if private && m.private.Policy == PrivateExclude {
@@ -87,14 +109,17 @@ func (m *mapper) toCluster(c *types.Cluster, account Account, region string) (ma
 	if strings.TrimSpace(name.String()) == "" {
 		return mapped{}, fmt.Errorf("cluster %s: name template renders an empty name", eksName)
 	}
+	endpoint := aws.ToString(c.Endpoint)
 	out := mapped{Cluster: sources.Cluster{
 		Provider:          sources.ProviderEKS,
 		Name:              name.String(),
+		ID:                aws.ToString(c.Arn),
 		CloudID:           sources.EKSCloudID(account.ID, region, eksName),
 		Account:           account.ID,
 		Region:            region,
 		KubernetesVersion: aws.ToString(c.Version),
 		State:             string(c.Status),
+		Phase:             phase(c.Status, endpoint != ""),
 		Ready:             true,
 		Auth:              m.authFor(eksName, account, region),
 	}}
@@ -102,7 +127,7 @@ func (m *mapper) toCluster(c *types.Cluster, account Account, region string) (ma
 	if a := aws.ToString(c.Arn); a != "" {
 		cl.Annotations = map[string]string{AnnotationARN: a}
 	}
-	cl.Labels, out.Dropped = m.labels(c.Tags)
+	cl.Labels, out.Dropped = m.labels(tags)
 	if private {
 		cl.Labels[LabelPrivateEndpoint] = "true"
 		if m.private.Policy == PrivateProxy {
@@ -112,15 +137,14 @@ func (m *mapper) toCluster(c *types.Cluster, account Account, region string) (ma
 	if len(cl.Labels) == 0 {
 		cl.Labels = nil
 	}
-	cl.Tenant = c.Tags[m.tenantTag]
-	cl.Project = c.Tags[m.projectTag]
+	cl.Tenant = tags[m.tenantTag]
+	cl.Project = tags[m.projectTag]
 
 	notReady := func(reason string) {
 		if cl.Ready {
 			cl.Ready, cl.NotReadyReason = false, reason
 		}
 	}
-	endpoint := aws.ToString(c.Endpoint)
 	cl.Server = endpoint
 	if endpoint == "" {
 		notReady(fmt.Sprintf("EKS reports no endpoint yet (status %s)", c.Status))
@@ -137,7 +161,7 @@ func (m *mapper) toCluster(c *types.Cluster, account Account, region string) (ma
 	} else if err := sources.ValidateCAData(cl.CAData); err != nil {
 		notReady("invalid certificate authority data: " + err.Error())
 	}
-	if v, ok := c.Tags[m.namespacesTag]; ok {
+	if v, ok := tags[m.namespacesTag]; ok {
 		ns, err := sources.ParseNamespaces(v)
 		if err != nil {
 			// Namespaces left empty would mean every namespace: never widen.

@@ -23,7 +23,8 @@ const caData = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSURHekNDQWdPZ0F3SUJBZ0lV
 
 func TestToCluster(t *testing.T) {
 	account := Account{ID: "123456789012", ArgocdRoleARN: "arn:aws:iam::123456789012:role/argocd"}
-	// active is an ACTIVE public cluster; cases change what they test.
+	// active is an ACTIVE public cluster, its tags (from GetResources) in
+	// Tags; cases change what they test.
 	active := func() *types.Cluster {
 		return &types.Cluster{
 			Name: aws.String("payments-prod"), Arn: aws.String("arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod"),
@@ -38,7 +39,9 @@ func TestToCluster(t *testing.T) {
 	want := func() sources.Cluster {
 		return sources.Cluster{
 			Provider: sources.ProviderEKS, Name: "payments-prod", Server: "https://ABC.gr7.eu-west-1.eks.amazonaws.com",
-			CAData: caData, Account: "123456789012", Region: "eu-west-1", KubernetesVersion: "1.31", State: "ACTIVE", Ready: true,
+			ID:     "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",
+			CAData: caData, Account: "123456789012", Region: "eu-west-1", KubernetesVersion: "1.31", State: "ACTIVE",
+			Phase: sources.PhaseReady, Ready: true,
 			Tenant: "acme", Project: "payments", CloudID: "eks/123456789012/eu-west-1/payments-prod",
 			Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{
 				ClusterName: "payments-prod", RoleARN: "arn:aws:iam::123456789012:role/argocd", Region: "eu-west-1"}},
@@ -82,14 +85,32 @@ func TestToCluster(t *testing.T) {
 		}},
 		{name: "private, policy exclude", cfg: func(c *Config) { c.PrivateEndpoints.Policy = PrivateExclude },
 			cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false }, skip: "private endpoint excluded by policy"},
-		{name: "status not listed", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusDeleting },
-			skip: "status DELETING is not one of ACTIVE, UPDATING"},
-		{name: "CREATING without endpoint or CA yet", cfg: func(c *Config) { c.Statuses = []string{"ACTIVE", "CREATING"} },
+		{name: "DELETING is listed, leaving", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusDeleting },
+			want: func(c *sources.Cluster) { c.State, c.Phase = "DELETING", sources.PhaseLeaving }},
+		{name: "UPDATING is listed, degraded and still renderable", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusUpdating },
+			want: func(c *sources.Cluster) { c.State, c.Phase = "UPDATING", sources.PhaseDegraded }},
+		{name: "FAILED with an endpoint: degraded", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusFailed },
+			want: func(c *sources.Cluster) { c.State, c.Phase = "FAILED", sources.PhaseDegraded }},
+		{name: "CREATING without endpoint or CA yet",
 			cluster: func(c *types.Cluster) {
 				c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusCreating, nil, &types.Certificate{}
 			},
-			want:     func(c *sources.Cluster) { c.State, c.Server, c.CAData = "CREATING", "", "" },
+			want: func(c *sources.Cluster) {
+				c.State, c.Phase, c.Server, c.CAData = "CREATING", sources.PhasePending, "", ""
+			},
 			notReady: "EKS reports no endpoint yet (status CREATING)"},
+		{name: "FAILED without endpoint: pending, not ready",
+			cluster: func(c *types.Cluster) {
+				c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusFailed, nil, nil
+			},
+			want: func(c *sources.Cluster) {
+				c.State, c.Phase, c.Server, c.CAData = "FAILED", sources.PhasePending, "", ""
+			},
+			notReady: "EKS reports no endpoint yet (status FAILED)"},
+		{name: "no ARN: no ID, no annotation", cluster: func(c *types.Cluster) { c.Arn = nil },
+			want: func(c *sources.Cluster) { c.ID, c.Annotations = "", nil }},
+		{name: "no tags", cluster: func(c *types.Cluster) { c.Tags = nil },
+			want: func(c *sources.Cluster) { c.Labels, c.Tenant, c.Project = nil, "", "" }},
 		{name: "no CA", cluster: func(c *types.Cluster) { c.CertificateAuthority = nil },
 			want: func(c *sources.Cluster) { c.CAData = "" }, notReady: "EKS reports no certificate authority yet (status ACTIVE)"},
 		{name: "CA not PEM", cluster: func(c *types.Cluster) { c.CertificateAuthority.Data = aws.String("bm90IGEgY2VydA==") },
@@ -146,7 +167,7 @@ func TestToCluster(t *testing.T) {
 			if tc.account != nil {
 				acct = *tc.account
 			}
-			got, err := m.toCluster(c, acct, "eu-west-1")
+			got, err := m.toCluster(c, c.Tags, acct, "eu-west-1")
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -177,6 +198,41 @@ func TestToCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPhase is the EKS status → phase table of the package doc.
+func TestPhase(t *testing.T) {
+	for _, tc := range []struct {
+		status      types.ClusterStatus
+		hasEndpoint bool
+		want        sources.Phase
+	}{
+		{types.ClusterStatusCreating, false, sources.PhasePending},
+		{types.ClusterStatusPending, false, sources.PhasePending},
+		{types.ClusterStatusActive, true, sources.PhaseReady},
+		{types.ClusterStatusActive, false, sources.PhaseReady},
+		{types.ClusterStatusUpdating, true, sources.PhaseDegraded},
+		{types.ClusterStatusFailed, true, sources.PhaseDegraded},
+		{types.ClusterStatusFailed, false, sources.PhasePending},
+		{types.ClusterStatusDeleting, true, sources.PhaseLeaving},
+		{types.ClusterStatusDeleting, false, sources.PhaseLeaving},
+		{"SUSPENDED", true, sources.PhaseDegraded},
+		{"", false, sources.PhaseDegraded},
+		{"active", true, sources.PhaseDegraded}, // statuses are upper case: unknown, not ready
+	} {
+		t.Run(fmt.Sprintf("%s endpoint=%t", tc.status, tc.hasEndpoint), func(t *testing.T) {
+			assert.Equal(t, tc.want, phase(tc.status, tc.hasEndpoint))
+		})
+	}
+	t.Run("every status the SDK knows is in the table", func(t *testing.T) {
+		for _, st := range types.ClusterStatus("").Values() {
+			for _, ep := range []bool{false, true} {
+				p := phase(st, ep)
+				assert.True(t, p.Valid() && p != "" && p != sources.PhaseAbsent, "%s: %q", st, p)
+			}
+		}
+		assert.Len(t, types.ClusterStatus("").Values(), 6, "a new EKS status: add it to phase and to the package doc")
+	})
 }
 
 func containsPrefix(ss []string, p string) bool {

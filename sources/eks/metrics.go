@@ -32,12 +32,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "listing_duration_seconds",
-			Help:    "Duration of listing and describing the clusters of one account and region, successful or not.",
+			Help:    "Duration of listing, tagging and describing the clusters of one account and region, successful or not.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"account", "region"}),
 		apiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "api_calls_total",
-			Help: "AWS API requests sent (each retry counts), by operation (ListClusters, DescribeCluster, AssumeRole) and outcome (success or an error kind).",
+			Help: "AWS API requests sent (each retry counts), by operation (ListClusters, GetResources, DescribeCluster, AssumeRole) and outcome (success or an error kind).",
 		}, []string{"operation", "outcome"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "describe_cache_total",
@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"kind", "account", "region"}),
 		clusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "clusters",
-			Help: "Clusters described in the last complete listing, by EKS status, before the status filter.",
+			Help: "Clusters seen in the last complete listing (those a private endpoint policy leaves out included), by EKS status.",
 		}, []string{"status"}),
 	}
 	for _, s := range types.ClusterStatus("").Values() {
