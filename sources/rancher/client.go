@@ -205,6 +205,7 @@ func (l *listing) clusters(filters map[string]any) ([]Cluster, error) {
 				return nil, &listError{kind: kindPagination, err: fmt.Errorf("%s: cluster %s listed twice (the list changed while it was paged)", what, id)}
 			}
 			seenIDs[id] = true
+			col.Data[i].Conditions = keepConditions(col.Data[i].Conditions)
 		}
 		all = append(all, col.Data...)
 		next := ""

@@ -71,10 +71,12 @@ type Config struct {
 	// PageLimit is the page size of the cluster list, 1 to 10000. Default
 	// 1000.
 	PageLimit int `json:"pageLimit,omitempty"`
-	// States are the Rancher states whose clusters are listed. Default
-	// [active]. A cluster left out is taken to have left; clusters of a
-	// listed state other than active and updating are listed as not ready
-	// (neither served nor given or deprived of a Secret).
+	// States was removed: every cluster is listed, whatever its Rancher
+	// state, and the state is mapped to a phase (see "Cluster lifecycle"
+	// in the package doc).
+	// The key is kept only so that Validate rejects it, instead of a
+	// configuration written for the old filter failing as an unknown key
+	// or being read as a filter that no longer applies.
 	States []string `json:"states,omitempty"`
 	// IncludeLocal lists Rancher's own cluster (id local, internal).
 	// Default false.
@@ -130,9 +132,6 @@ func (c *Config) Default() {
 	if c.PageLimit == 0 {
 		c.PageLimit = DefaultPageLimit
 	}
-	if len(c.States) == 0 {
-		c.States = []string{"active"}
-	}
 	if c.DropLabelPrefixes == nil {
 		c.DropLabelPrefixes = DefaultDropPrefixes()
 	}
@@ -156,6 +155,9 @@ func (c *Config) Default() {
 	}
 }
 
+// errStatesRemoved rejects the removed states key.
+var errStatesRemoved = errors.New(`states was removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`)
+
 // Validate checks a defaulted Config. Messages name the field relative to
 // the section.
 func (c Config) Validate() error {
@@ -170,13 +172,8 @@ func (c Config) Validate() error {
 	if c.PageLimit < 1 || c.PageLimit > MaxPageLimit {
 		add("pageLimit", fmt.Errorf("must be between 1 and %d", MaxPageLimit))
 	}
-	if len(c.States) == 0 {
-		add("states", errors.New("list at least one state"))
-	}
-	for i, s := range c.States {
-		if strings.TrimSpace(s) == "" {
-			add(fmt.Sprintf("states[%d]", i), errors.New("empty"))
-		}
+	if c.States != nil {
+		errs = append(errs, errStatesRemoved)
 	}
 	for field, sel := range map[string]string{"labelSelector": c.LabelSelector, "excludeLabelSelector": c.ExcludeLabelSelector} {
 		if _, err := parseSelector(sel); err != nil {

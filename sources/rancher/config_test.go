@@ -16,7 +16,6 @@ url: https://rancher.example.com
 token: {file: /var/run/rancher/token}
 caFile: /etc/rancher/ca.pem
 pageLimit: 500
-states: [active, updating]
 includeLocal: true
 labelSelector: env in (prod,staging)
 excludeNameRegex: ^tmp-
@@ -38,7 +37,7 @@ requestTimeout: 10s
 	require.NoError(t, c.Validate())
 	assert.Equal(t, Config{
 		URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/var/run/rancher/token"},
-		CAFile: "/etc/rancher/ca.pem", PageLimit: 500, States: []string{"active", "updating"}, IncludeLocal: true,
+		CAFile: "/etc/rancher/ca.pem", PageLimit: 500, IncludeLocal: true,
 		LabelSelector: "env in (prod,staging)", ExcludeNameRegex: "^tmp-",
 		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: DefaultDropPrefixes(),
 		ACE: true, ACELabel: "example.com/ace", TenantLabel: "team", ProjectLabel: "example.com/project",
@@ -49,12 +48,32 @@ requestTimeout: 10s
 	require.Error(t, yaml.UnmarshalStrict([]byte("url: x\npageSize: 3\n"), &Config{}), "unknown keys are errors")
 }
 
+// TestConfigStatesRemoved checks that a configuration written for the
+// removed states filter is refused with a message that says why, rather
+// than read as an unknown key or silently ignored.
+func TestConfigStatesRemoved(t *testing.T) {
+	for _, tc := range []struct{ name, doc string }{
+		{name: "the old default", doc: "states: [active]"},
+		{name: "several states", doc: "states: [active, updating, unavailable]"},
+		{name: "an empty list", doc: "states: []"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: /t}\n"+tc.doc+"\n"), &c))
+			c.Default()
+			err := c.Validate()
+			require.EqualError(t, err, `states was removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`)
+			_, err = New("x", c, Options{})
+			require.ErrorIs(t, err, errStatesRemoved)
+		})
+	}
+}
+
 func TestConfigDefault(t *testing.T) {
 	c := Config{}
 	c.Default()
 	assert.Equal(t, Config{
-		PageLimit: 1000, States: []string{"active"},
-		DropLabelPrefixes: DefaultDropPrefixes(), DropAnnotationPrefixes: DefaultDropPrefixes(),
+		PageLimit: 1000, DropLabelPrefixes: DefaultDropPrefixes(), DropAnnotationPrefixes: DefaultDropPrefixes(),
 		ACELabel: DefaultACELabel, TenantLabel: "tenant", ProjectLabel: "argocd-project",
 		NamespacesAnnotation: "argocd-namespaces", RequestTimeout: "30s",
 	}, c)
@@ -86,7 +105,8 @@ func TestConfigValidate(t *testing.T) {
 		}, want: "token: a Kubernetes Secret reference is not supported here: set file or env"},
 		{name: "page limit", change: func(c *Config) { c.PageLimit = 10001 }, want: "pageLimit: must be between 1 and 10000"},
 		{name: "negative page limit", change: func(c *Config) { c.PageLimit = -1 }, want: "pageLimit: must be between 1 and 10000"},
-		{name: "empty state", change: func(c *Config) { c.States = []string{"active", " "} }, want: "states[1]: empty"},
+		{name: "states", change: func(c *Config) { c.States = []string{"active"} },
+			want: `states was removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`},
 		{name: "selector", change: func(c *Config) { c.LabelSelector = "env in (" }, want: "labelSelector: "},
 		{name: "exclude selector", change: func(c *Config) { c.ExcludeLabelSelector = "!!" }, want: "excludeLabelSelector: "},
 		{name: "regex", change: func(c *Config) { c.NameRegex = "(" }, want: "nameRegex: error parsing regexp: missing closing ): `(`"},

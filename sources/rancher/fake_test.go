@@ -139,6 +139,39 @@ func (f *fakeRancher) edit(id string, change func(c map[string]any)) {
 	f.put(c)
 }
 
+// remove deletes the cluster with that id.
+func (f *fakeRancher) remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Contains(f.t, f.items, id)
+	delete(f.items, id)
+}
+
+// setCondition sets the status of the cluster's condition typ, adding the
+// condition when it has none, as Rancher's controllers do.
+func setCondition(c map[string]any, typ, status string) {
+	conds, _ := c["conditions"].([]any)
+	for _, x := range conds {
+		if m := x.(map[string]any); m["type"] == typ {
+			m["status"] = status
+			return
+		}
+	}
+	c["conditions"] = append(conds, map[string]any{"type": typ, "status": status, "lastUpdateTime": "2026-08-21T10:00:00Z"})
+}
+
+// dropCondition removes the cluster's condition typ.
+func dropCondition(c map[string]any, typ string) {
+	conds, _ := c["conditions"].([]any)
+	var out []any
+	for _, x := range conds {
+		if x.(map[string]any)["type"] != typ {
+			out = append(out, x)
+		}
+	}
+	c["conditions"] = out
+}
+
 // generate adds n clusters built from the single-cluster fixture, with ids
 // c-m-00000000, c-m-00000001, ... and names cluster-00000000, ...
 func (f *fakeRancher) generate(n int) {

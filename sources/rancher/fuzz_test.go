@@ -32,7 +32,11 @@ var ownLabels = []string{
 //     a reference, never a token value;
 //   - keys under the source's reserved prefix are only its own, with valid
 //     label values; a cluster cannot fake them;
-//   - ready means a usable state and no reason; not ready always has one;
+//   - every cluster has its id and a phase a source sets (never absent,
+//     never empty), leaving when it is being deleted; ready (renderable)
+//     means no reason, not ready always has one, whatever the state;
+//   - the conditions a listing keeps (keepConditions) give the same phase
+//     as all of them;
 //   - caData is empty or base64 PEM; namespaces are namespace names, and
 //     an annotation that cannot be read makes the cluster not ready rather
 //     than "every namespace".
@@ -50,7 +54,7 @@ func FuzzClusterCollection(f *testing.F) {
 		func(*Config) {},
 		func(c *Config) {
 			c.ACE, c.NamePrefix, c.Tenant, c.Project, c.Namespaces = true, "eu-", "platform", "platform", []string{"default"}
-			c.States, c.IncludeLocal = []string{"active", "updating", "error", "provisioning", "unavailable"}, true
+			c.IncludeLocal = true
 			c.LabelSelector, c.ExcludeNameRegex = "!legacy", "^tmp-"
 		},
 	} {
@@ -72,6 +76,7 @@ func FuzzClusterCollection(f *testing.F) {
 		if json.Unmarshal(page, &col) != nil {
 			return
 		}
+
 		for i := range col.Data {
 			c := &col.Data[i]
 			if c.ID == "" {
@@ -85,6 +90,9 @@ func FuzzClusterCollection(f *testing.F) {
 						t.Fatalf("mapping cluster %s twice differs", c.ID)
 					}
 					checkMapped(t, &s.cfg, c, &got)
+					if p := phase(c.State, c.Removed != "", keepConditions(c.Conditions)); p != got.Phase {
+						t.Fatalf("cluster %s: phase %q from the kept conditions, %q from all", c.ID, p, got.Phase)
+					}
 				}
 			}
 		}
@@ -119,9 +127,18 @@ func checkMapped(t *testing.T, cfg *Config, in *Cluster, c *sources.Cluster) {
 	if c.Labels[LabelEndpoint] != EndpointProxy && c.Labels[LabelEndpoint] != EndpointACE {
 		t.Fatalf("endpoint label %q", c.Labels[LabelEndpoint])
 	}
+	if c.ID != in.ID {
+		t.Fatalf("id %q, want the rancher id %q", c.ID, in.ID)
+	}
+	if !slices.Contains(sourcePhases, c.Phase) {
+		t.Fatalf("state %q: phase %q", in.State, c.Phase)
+	}
+	if (in.Removed != "" || strings.EqualFold(strings.TrimSpace(in.State), "removing")) != (c.Phase == sources.PhaseLeaving) {
+		t.Fatalf("state %q, removed %q: phase %q", in.State, in.Removed, c.Phase)
+	}
 	if c.Ready {
-		if c.NotReadyReason != "" || in.State != "active" && in.State != "updating" {
-			t.Fatalf("ready in state %q with reason %q", in.State, c.NotReadyReason)
+		if c.NotReadyReason != "" {
+			t.Fatalf("ready with reason %q", c.NotReadyReason)
 		}
 	} else if c.NotReadyReason == "" {
 		t.Fatal("not ready without a reason")

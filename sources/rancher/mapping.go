@@ -56,10 +56,16 @@ const (
 // (rancher/rancher pkg/client/generated/management/v3 Cluster, trimmed).
 // Status is embedded at the top level by Rancher's schema.
 type Cluster struct {
-	ID                       string                    `json:"id"`
-	Name                     string                    `json:"name,omitempty"`
-	State                    string                    `json:"state,omitempty"`
-	TransitioningMessage     string                    `json:"transitioningMessage,omitempty"`
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	State string `json:"state,omitempty"`
+	// Removed is metadata.deletionTimestamp, renamed by norman's metadata
+	// mapper (types/mapper/metadata.go): set once the cluster is being
+	// deleted.
+	Removed string `json:"removed,omitempty"`
+	// Conditions are status.conditions, flattened to the top level. A
+	// listing keeps only the types the phase reads (see keepConditions).
+	Conditions               []Condition               `json:"conditions,omitempty"`
 	Labels                   map[string]string         `json:"labels,omitempty"`
 	Annotations              map[string]string         `json:"annotations,omitempty"`
 	Provider                 string                    `json:"provider,omitempty"`
@@ -71,6 +77,16 @@ type Cluster struct {
 	EKSStatus                *EKSStatus                `json:"eksStatus,omitempty"`
 	AKSConfig                *AKSConfig                `json:"aksConfig,omitempty"`
 	AKSStatus                *AKSStatus                `json:"aksStatus,omitempty"`
+}
+
+// Condition is one of a cluster's conditions (norman's v3 Condition).
+// Status is True, False or Unknown.
+type Condition struct {
+	Type           string `json:"type"`
+	Status         string `json:"status"`
+	Reason         string `json:"reason,omitempty"`
+	Message        string `json:"message,omitempty"`
+	LastUpdateTime string `json:"lastUpdateTime,omitempty"`
 }
 
 // Version is the cluster's Kubernetes version info.
@@ -131,7 +147,6 @@ func (c *Cluster) displayName() string {
 
 // Reasons a listed cluster is left out, for the debug log.
 const (
-	skipState  = "state"
 	skipLocal  = "local"
 	skipName   = "name"
 	skipLabels = "labels"
@@ -140,17 +155,13 @@ const (
 // filter chooses the clusters to list. It holds only validated
 // configuration.
 type filter struct {
-	states                map[string]bool
 	includeLocal          bool
 	include, exclude      labels.Selector
 	nameRe, excludeNameRe *regexp.Regexp
 }
 
 func newFilter(c Config) (*filter, error) {
-	f := &filter{states: map[string]bool{}, includeLocal: c.IncludeLocal}
-	for _, s := range c.States {
-		f.states[strings.TrimSpace(s)] = true
-	}
+	f := &filter{includeLocal: c.IncludeLocal}
 	var err error
 	if f.include, err = parseSelector(c.LabelSelector); err != nil {
 		return nil, fmt.Errorf("labelSelector: %w", err)
@@ -167,11 +178,10 @@ func newFilter(c Config) (*filter, error) {
 	return f, nil
 }
 
-// skip returns why c is left out, or "" when it is listed.
+// skip returns why c is left out, or "" when it is listed. The state is
+// never a reason: every cluster is listed, with its phase.
 func (f *filter) skip(c *Cluster) string {
 	switch {
-	case !f.states[c.State]:
-		return skipState
 	case !f.includeLocal && (c.Internal || c.ID == "local"):
 		return skipLocal
 	case f.nameRe != nil && !f.nameRe.MatchString(c.displayName()),
@@ -189,11 +199,6 @@ func (f *filter) skip(c *Cluster) string {
 // filter is applied as well, so an older server that ignores one is safe.
 func (f *filter) serverFilters(limit int) map[string]any {
 	out := map[string]any{"limit": limit}
-	if len(f.states) == 1 {
-		for s := range f.states {
-			out["state"] = s
-		}
-	}
 	if !f.includeLocal {
 		out["internal"] = "false"
 	}
@@ -256,19 +261,18 @@ func newMapper(name, server string, c Config) *mapper {
 	}
 }
 
-// usable reports the Rancher states in which the cluster answers through
-// Rancher; a cluster listed in another state is not ready.
-func usable(state string) bool { return state == "active" || state == "updating" }
-
-// toCluster maps one Rancher cluster. It never fails: a cluster that cannot
-// be used is returned not ready, with the reason.
+// toCluster maps one Rancher cluster, whatever its state: the state sets
+// the phase only. It never fails: a cluster that cannot be rendered (no
+// usable CA, endpoint or scoping) is returned not ready, with the reason.
 func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	out := sources.Cluster{
 		Source:   m.source,
 		Provider: sources.ProviderRancher,
 		Name:     m.namePrefix + c.displayName(),
+		ID:       c.ID,
 		Auth:     sources.Auth{Kind: sources.AuthBearerToken, TokenRef: m.tokenRef},
 		State:    c.State,
+		Phase:    phase(c.State, c.Removed != "", c.Conditions),
 		Ready:    true,
 		Labels:   keep(c.Labels, m.dropLabels),
 		Tenant:   m.tenant,
@@ -286,14 +290,6 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 			out.Ready, out.NotReadyReason = false, fmt.Sprintf(format, args...)
 		}
 	}
-	if !usable(c.State) {
-		msg := ""
-		if c.TransitioningMessage != "" {
-			msg = ": " + truncate(c.TransitioningMessage, 200)
-		}
-		notReady("rancher state is %s%s", c.State, msg)
-	}
-
 	setLabel(&out, LabelClusterID, c.ID)
 	setLabel(&out, LabelDriver, c.Driver)
 	setLabel(&out, LabelProvider, c.Provider)
@@ -346,6 +342,74 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 		out.Annotations = nil
 	}
 	return out
+}
+
+// Condition types the phase reads (rancher/rancher
+// pkg/apis/management.cattle.io/v3/cluster_types.go).
+const (
+	// condConnected is set every 15 s by the clusterconnected controller:
+	// False when the cluster agent has no tunnel to Rancher.
+	condConnected = "Connected"
+	// condReady is the health check (healthsyncer), the agent connection
+	// (clusterconnected) or, for provisioning-v2 clusters, the control plane.
+	condReady = "Ready"
+	// condWaiting is set True by healthsyncer after the cluster's first
+	// successful health check: a cluster whose Waiting is True has been
+	// established.
+	condWaiting = "Waiting"
+)
+
+// keepConditions returns the conditions phase reads, in a slice of their
+// own: a cluster has about twenty conditions, and a listing of 10,000
+// clusters would otherwise hold all of them until it ends. Nil when there
+// are none.
+func keepConditions(cs []Condition) []Condition {
+	var out []Condition
+	for _, c := range cs {
+		if c.Type == condConnected || c.Type == condReady || c.Type == condWaiting {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// conditionStatus is the status of the first condition of type typ, or ""
+// when there is none.
+func conditionStatus(cs []Condition, typ string) string {
+	for _, c := range cs {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// phase maps a Rancher state and conditions to the cluster's lifecycle
+// phase (the table is in the package doc). removed reports that
+// metadata.removed (the deletion timestamp) is set. An unknown or empty
+// state is degraded: a cluster is never dropped for its state.
+func phase(state string, removed bool, conditions []Condition) sources.Phase {
+	if removed {
+		return sources.PhaseLeaving
+	}
+	is := func(typ, status string) bool { return strings.EqualFold(conditionStatus(conditions, typ), status) }
+	switch strings.ToLower(strings.TrimSpace(state)) {
+	case "active":
+		if is(condConnected, "False") || is(condReady, "False") || is(condReady, "Unknown") {
+			return sources.PhaseDegraded
+		}
+		return sources.PhaseReady
+	case "removing":
+		return sources.PhaseLeaving
+	case "initializing", "pending", "provisioning", "waiting", "activating", "configuring", "unavailable":
+		if is(condWaiting, "True") {
+			return sources.PhaseDegraded // established: the same cluster, unhealthy for now
+		}
+		return sources.PhasePending
+	case "updating", "upgrading", "error", "reconciling", "in-progress", "failed":
+		return sources.PhaseDegraded
+	}
+	return sources.PhaseDegraded
 }
 
 // aceEndpoint points out at the cluster's authorized cluster endpoint.
@@ -468,11 +532,4 @@ func first(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

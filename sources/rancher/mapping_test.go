@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -119,15 +120,34 @@ func TestToCluster(t *testing.T) {
 				w.NotReadyReason = `label argocd-cluster-discovery.io/ace is "yes", neither true nor false`
 				w.Labels[DefaultACELabel] = "yes"
 			}},
-		{name: "updating is usable", cluster: func(c *Cluster) { c.State = "updating" }, want: func(w *sources.Cluster) { w.State = "updating" }},
-		{name: "error state is not ready", cluster: func(c *Cluster) {
-			c.State, c.TransitioningMessage = "error", strings.Repeat("x", 300)
+		{name: "updating: degraded, still renderable", cluster: func(c *Cluster) { c.State = "updating" },
+			want: func(w *sources.Cluster) { w.State, w.Phase = "updating", sources.PhaseDegraded }},
+		{name: "error: degraded, still renderable", cluster: func(c *Cluster) { c.State = "error" },
+			want: func(w *sources.Cluster) { w.State, w.Phase = "error", sources.PhaseDegraded }},
+		{name: "unavailable after the first health check: degraded", cluster: func(c *Cluster) {
+			c.State = "unavailable"
+			c.Conditions = []Condition{{Type: "Waiting", Status: "True"}, {Type: "Ready", Status: "False", Reason: "Disconnected"}}
+		}, want: func(w *sources.Cluster) { w.State, w.Phase = "unavailable", sources.PhaseDegraded }},
+		{name: "provisioning, never established: pending", cluster: func(c *Cluster) {
+			c.State, c.Conditions = "provisioning", []Condition{{Type: "Waiting", Status: "Unknown"}}
+		}, want: func(w *sources.Cluster) { w.State, w.Phase = "provisioning", sources.PhasePending }},
+		{name: "being deleted: leaving", cluster: func(c *Cluster) {
+			c.State, c.Removed = "removing", "2026-08-21T10:00:00Z"
+		}, want: func(w *sources.Cluster) { w.State, w.Phase = "removing", sources.PhaseLeaving }},
+		{name: "active but disconnected: degraded", cluster: func(c *Cluster) {
+			c.Conditions = []Condition{{Type: "Waiting", Status: "True"}, {Type: "Connected", Status: "False"}, {Type: "Ready", Status: "True"}}
+		}, want: func(w *sources.Cluster) { w.Phase = sources.PhaseDegraded }},
+		{name: "a state and a rendering problem are independent", config: aceOn, cluster: func(c *Cluster) {
+			c.State = "upgrading"
+			c.LocalClusterAuthEndpoint.Enabled = false
 		}, want: func(w *sources.Cluster) {
-			w.State, w.Ready = "error", false
-			w.NotReadyReason = "rancher state is error: " + strings.Repeat("x", 200) + "…"
+			viaACE(proxySrv, "", noACE)(w)
+			w.State, w.Phase = "upgrading", sources.PhaseDegraded
 		}},
 		{name: "no display name: the id", config: func(c *Config) { c.NamePrefix = "eu-" },
 			cluster: func(c *Cluster) { c.Name = "" }, want: func(w *sources.Cluster) { w.Name = "eu-c-m-2x7kqz4b" }},
+		{name: "renamed: same id", cluster: func(c *Cluster) { c.Name = "prod-eu-west-2" },
+			want: func(w *sources.Cluster) { w.Name = "prod-eu-west-2" }},
 		{name: "tenant, project and namespaces from the cluster", cluster: func(c *Cluster) {
 			c.Labels["tenant"], c.Labels["argocd-project"] = "payments", "payments-prod"
 			c.Annotations["argocd-namespaces"] = "pay, pay-jobs\npay"
@@ -157,7 +177,7 @@ func TestToCluster(t *testing.T) {
 			w.Annotations = map[string]string{"lifecycle.cattle.io/x": "true"}
 		}},
 		{name: "hosted EKS: identity from upstreamSpec, CloudID", from: &eks, want: func(w *sources.Cluster) {
-			w.Name, w.Server = "staging-eks", server+"/k8s/clusters/c-7qgnz"
+			w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
 			w.KubernetesVersion = "v1.32.9-eks-113cf36"
 			w.Labels = map[string]string{
 				"env": "staging", "provider.cattle.io": "eks",
@@ -172,7 +192,7 @@ func TestToCluster(t *testing.T) {
 				c.EKSStatus = nil
 				c.EKSConfig.DisplayName = strings.Repeat("n", 70)
 			}, want: func(w *sources.Cluster) {
-				w.Name, w.Server = "staging-eks", server+"/k8s/clusters/c-7qgnz"
+				w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
 				w.KubernetesVersion = "v1.32.9-eks-113cf36"
 				w.Labels = map[string]string{
 					"env": "staging", "provider.cattle.io": "eks",
@@ -227,8 +247,8 @@ func TestToCluster(t *testing.T) {
 				ca = *tc.ca
 			}
 			want := sources.Cluster{
-				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west",
-				Server: proxySrv, CAData: b64(rancherCAPEM),
+				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west", ID: "c-m-2x7kqz4b",
+				Phase: sources.PhaseReady, Server: proxySrv, CAData: b64(rancherCAPEM),
 				Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: tokenRef},
 				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,
 			}
@@ -262,9 +282,9 @@ func TestFilter(t *testing.T) {
 		want    string
 	}{
 		{name: "active", want: ""},
-		{name: "unavailable", cluster: func(c *Cluster) { c.State = "unavailable" }, want: skipState},
-		{name: "listed state", config: func(c *Config) { c.States = []string{"active", "unavailable"} },
-			cluster: func(c *Cluster) { c.State = "unavailable" }, want: ""},
+		{name: "unavailable is listed", cluster: func(c *Cluster) { c.State = "unavailable" }, want: ""},
+		{name: "removing is listed", cluster: func(c *Cluster) { c.State, c.Removed = "removing", "2026-08-21T10:00:00Z" }, want: ""},
+		{name: "an unknown state is listed", cluster: func(c *Cluster) { c.State = "" }, want: ""},
 		{name: "local by id", cluster: func(c *Cluster) { c.ID = "local" }, want: skipLocal},
 		{name: "internal", cluster: func(c *Cluster) { c.Internal = true }, want: skipLocal},
 		{name: "local included", config: func(c *Config) { c.IncludeLocal = true },
@@ -303,10 +323,9 @@ func TestServerFilters(t *testing.T) {
 		config Config
 		want   map[string]any
 	}{
-		{name: "defaults", want: map[string]any{"limit": 1000, "state": "active", "internal": "false"}},
-		{name: "several states are filtered here", config: Config{States: []string{"active", "updating"}, PageLimit: 50},
-			want: map[string]any{"limit": 50, "internal": "false"}},
-		{name: "local included", config: Config{IncludeLocal: true}, want: map[string]any{"limit": 1000, "state": "active"}},
+		{name: "defaults: no state filter", want: map[string]any{"limit": 1000, "internal": "false"}},
+		{name: "page limit", config: Config{PageLimit: 50}, want: map[string]any{"limit": 50, "internal": "false"}},
+		{name: "local included", config: Config{IncludeLocal: true}, want: map[string]any{"limit": 1000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.config.Default()
@@ -389,4 +408,115 @@ func TestProxyClustersShareOneCAData(t *testing.T) {
 	require.NotEmpty(t, a.CAData)
 	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(rancherCAPEM)), a.CAData)
 	assert.Same(t, unsafe.StringData(a.CAData), unsafe.StringData(b.CAData))
+}
+
+// TestPhase is the table of the package doc, row by row, with the
+// conditions that change a row's answer.
+func TestPhase(t *testing.T) {
+	cond := func(typ, status string) Condition { return Condition{Type: typ, Status: status} }
+	var (
+		established = []Condition{cond("Pending", "True"), cond("Provisioned", "True"), cond("Waiting", "True")}
+		healthy     = append(slices.Clone(established), cond("Connected", "True"), cond("Ready", "True"))
+		neverUp     = []Condition{cond("Pending", "True"), cond("Provisioned", "True"), cond("Waiting", "Unknown")}
+	)
+	with := func(base []Condition, extra ...Condition) []Condition { return append(slices.Clone(base), extra...) }
+	for _, tc := range []struct {
+		name       string
+		state      string
+		removed    bool
+		conditions []Condition
+		want       sources.Phase
+	}{
+		{name: "active, healthy", state: "active", conditions: healthy, want: sources.PhaseReady},
+		{name: "active without conditions", state: "active", want: sources.PhaseReady},
+		{name: "active, upper case", state: " Active ", conditions: healthy, want: sources.PhaseReady},
+		{name: "active, disconnected", state: "active", conditions: with(established, cond("Connected", "False"), cond("Ready", "True")),
+			want: sources.PhaseDegraded},
+		{name: "active, Ready False", state: "active", conditions: with(established, cond("Connected", "True"), cond("Ready", "False")),
+			want: sources.PhaseDegraded},
+		{name: "active, Ready Unknown", state: "active", conditions: with(established, cond("Ready", "Unknown")),
+			want: sources.PhaseDegraded},
+		{name: "active, status in another case", state: "active", conditions: []Condition{cond("Connected", "false")},
+			want: sources.PhaseDegraded},
+		{name: "active, Connected Unknown is not read", state: "active", conditions: with(established, cond("Connected", "Unknown"), cond("Ready", "True")),
+			want: sources.PhaseReady},
+		{name: "active but removed", state: "active", removed: true, conditions: healthy, want: sources.PhaseLeaving},
+		{name: "removing", state: "removing", conditions: healthy, want: sources.PhaseLeaving},
+		{name: "removing, never established", state: "removing", conditions: neverUp, want: sources.PhaseLeaving},
+		{name: "unknown state, removed", state: "", removed: true, want: sources.PhaseLeaving},
+
+		{name: "initializing", state: "initializing", want: sources.PhasePending},
+		{name: "pending", state: "pending", conditions: []Condition{cond("Pending", "Unknown")}, want: sources.PhasePending},
+		{name: "provisioning, never established", state: "provisioning", conditions: neverUp, want: sources.PhasePending},
+		{name: "provisioning, no Waiting condition", state: "provisioning", conditions: []Condition{cond("Provisioned", "Unknown")},
+			want: sources.PhasePending},
+		{name: "provisioning, Waiting False", state: "provisioning", conditions: []Condition{cond("Waiting", "False")},
+			want: sources.PhasePending},
+		{name: "provisioning, established", state: "provisioning", conditions: with(established, cond("AgentDeployed", "Unknown")),
+			want: sources.PhaseDegraded},
+		{name: "waiting", state: "waiting", conditions: neverUp, want: sources.PhasePending},
+		{name: "activating", state: "activating", conditions: neverUp, want: sources.PhasePending},
+		{name: "configuring", state: "configuring", conditions: neverUp, want: sources.PhasePending},
+		{name: "configuring, established", state: "configuring", conditions: established, want: sources.PhaseDegraded},
+		{name: "unavailable, never established", state: "unavailable", conditions: with(neverUp, cond("Ready", "False")),
+			want: sources.PhasePending},
+		{name: "unavailable, established", state: "unavailable",
+			conditions: with(established, cond("Connected", "False"), cond("Ready", "False")), want: sources.PhaseDegraded},
+
+		{name: "updating", state: "updating", conditions: with(healthy, cond("Updated", "Unknown")), want: sources.PhaseDegraded},
+		{name: "updating, never established", state: "updating", conditions: neverUp, want: sources.PhaseDegraded},
+		{name: "upgrading", state: "upgrading", conditions: healthy, want: sources.PhaseDegraded},
+		{name: "error", state: "error", conditions: with(established, cond("Ready", "False")), want: sources.PhaseDegraded},
+		{name: "error, never established", state: "error", conditions: neverUp, want: sources.PhaseDegraded},
+		{name: "reconciling", state: "reconciling", want: sources.PhaseDegraded},
+		{name: "in-progress", state: "in-progress", want: sources.PhaseDegraded},
+		{name: "failed", state: "failed", want: sources.PhaseDegraded},
+
+		{name: "unknown state", state: "hibernating", conditions: healthy, want: sources.PhaseDegraded},
+		{name: "empty state, no conditions", state: "", want: sources.PhaseDegraded},
+		{name: "empty state, healthy", state: "", conditions: healthy, want: sources.PhaseDegraded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, phase(tc.state, tc.removed, tc.conditions))
+		})
+	}
+}
+
+// TestKeepConditions checks that a listing keeps exactly the conditions
+// the phase reads, so that the phase is the one of all the conditions.
+func TestKeepConditions(t *testing.T) {
+	cond := func(typ, status string) Condition { return Condition{Type: typ, Status: status} }
+	for _, tc := range []struct {
+		name string
+		in   []Condition
+		want []Condition
+	}{
+		{name: "the fixture's nineteen conditions", in: fixtureCluster(t, "c-m-2x7kqz4b").Conditions, want: []Condition{
+			{Type: "Waiting", Status: "True", LastUpdateTime: "2024-05-14T09:19:40Z"},
+			{Type: "Connected", Status: "True", LastUpdateTime: "2025-11-03T08:14:52Z"},
+			{Type: "Ready", Status: "True", LastUpdateTime: "2025-11-03T08:14:52Z"},
+		}},
+		{name: "a disconnected agent", in: fixtureCluster(t, "c-5tbxq").Conditions, want: []Condition{
+			{Type: "Waiting", Status: "True", LastUpdateTime: "2024-05-14T09:19:40Z"},
+			{Type: "Connected", Status: "False", Reason: "Disconnected", Message: "Cluster agent is not connected",
+				LastUpdateTime: "2025-11-20T22:41:07Z"},
+			{Type: "Ready", Status: "False", Reason: "Disconnected", Message: "Cluster agent is not connected",
+				LastUpdateTime: "2025-11-20T22:41:07Z"},
+		}},
+		{name: "order and repeats are kept", in: []Condition{cond("Ready", "False"), cond("Updated", "Unknown"), cond("Ready", "True")},
+			want: []Condition{cond("Ready", "False"), cond("Ready", "True")}},
+		{name: "types are case-sensitive, as in Rancher", in: []Condition{cond("ready", "False")}},
+		{name: "none read", in: []Condition{cond("Pending", "True"), cond("Provisioned", "Unknown")}},
+		{name: "nil", in: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := keepConditions(tc.in)
+			assert.Equal(t, tc.want, got)
+			for _, state := range []string{"active", "provisioning", "unavailable"} {
+				assert.Equal(t, phase(state, false, tc.in), phase(state, false, got), state)
+			}
+		})
+	}
+	prod := fixtureCluster(t, "c-m-2x7kqz4b")
+	require.Len(t, prod.Conditions, 19, "every condition is decoded")
 }

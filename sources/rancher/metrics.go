@@ -2,6 +2,8 @@ package rancher
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // The caller adds a constant source label through the Registerer, so no
@@ -33,7 +35,8 @@ func errorKinds() []string {
 type metrics struct {
 	duration prometheus.Histogram
 	pages    prometheus.Counter
-	clusters *prometheus.GaugeVec
+	clusters *prometheus.GaugeVec // by Rancher state, before the filters
+	listed   *prometheus.GaugeVec // by phase, after the filters
 	errors   *prometheus.CounterVec
 }
 
@@ -52,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: namespace, Name: "clusters",
 			Help: "Clusters Rancher returned in the last complete listing, by Rancher state, before this source's filters.",
 		}, []string{"state"}),
+		listed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "listed_clusters",
+			Help: "Clusters this source listed in the last complete listing, after its filters, by phase (pending, ready, degraded, leaving).",
+		}, []string{"phase"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "errors_total",
 			Help: "Listings that failed, by error kind.",
@@ -63,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.pages, m.clusters, m.errors} {
+	for _, c := range []prometheus.Collector{m.duration, m.pages, m.clusters, m.listed, m.errors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -71,11 +78,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// setClusters replaces the clusters-by-state gauge with the last listing's
-// counts.
-func (m *metrics) setClusters(byState map[string]int) {
+// sourcePhases are the phases a source sets (absent is the inventory's).
+var sourcePhases = []sources.Phase{sources.PhasePending, sources.PhaseReady, sources.PhaseDegraded, sources.PhaseLeaving}
+
+// setClusters replaces the clusters-by-state and listed-by-phase gauges
+// with the last listing's counts. Every phase a source sets has a series,
+// zero when no cluster is in it.
+func (m *metrics) setClusters(byState map[string]int, byPhase map[sources.Phase]int) {
 	m.clusters.Reset()
 	for s, n := range byState {
 		m.clusters.WithLabelValues(s).Set(float64(n))
+	}
+	for _, p := range sourcePhases {
+		m.listed.WithLabelValues(string(p)).Set(float64(byPhase[p]))
 	}
 }

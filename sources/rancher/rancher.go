@@ -25,6 +25,60 @@
 // one server, and even "local" repeats). With several Rancher servers, give
 // each source its own NamePrefix; the inventory serves neither of two
 // clusters listed under one name and reports the conflict.
+//
+// # Cluster lifecycle
+//
+// Every cluster Rancher returns is listed, whatever its state (only
+// includeLocal, the label selectors and the name regexes leave clusters
+// out): a cluster never drops out of a listing because it is upgrading,
+// disconnected or failed an operation. Its id is the cluster's ID, stable
+// across renames. Its state is kept verbatim in State and, with its
+// conditions (status.conditions, flattened to the top-level conditions of
+// the /v3 object) and metadata.removed, mapped to a phase by phase:
+//
+//	Rancher state                 Phase
+//	-------------------------------------------------------------------
+//	active                        ready, or degraded when the condition
+//	                              Connected is False or Ready is False or
+//	                              Unknown
+//	removing                      leaving (so is any state once
+//	                              metadata.removed is set)
+//	initializing, pending,        pending when the cluster was never
+//	provisioning, waiting,        established, degraded when it was
+//	activating, configuring,
+//	unavailable
+//	updating, upgrading, error,   degraded
+//	reconciling, in-progress,
+//	failed
+//	any other state, and empty    degraded
+//
+// Established means the condition Waiting is True: rancher/rancher's
+// healthsyncer (controllers/managementuser/healthsyncer) sets it after the
+// cluster's first successful health check, so it tells a cluster being
+// created or imported (pending, not served yet) from an existing one that
+// is provisioning, unavailable, ... again (degraded, still served). Should
+// Waiting ever stop being True on a served cluster, the inventory raises
+// its pending to degraded all the same. Rancher never returns
+// an empty state (the summary defaults it to active); an empty or unknown
+// one is degraded rather than ready, and never a reason to drop the
+// cluster.
+//
+// The states come from rancher/rancher pkg/schemas/status, which runs
+// rancher/wrangler's pkg/summary (summarizers.go, v3.7.1, the version
+// Rancher pins) over the cluster's conditions. A condition with reason
+// Error gives error, unless one of the following is False. Conditions
+// Pending, Provisioned and AgentDeployed, Waiting, Updated, Upgraded,
+// Removed, InitialRolesPopulated, and BackingNamespaceCreated,
+// DefaultProjectCreated and CreatorMadeOwner give pending, provisioning,
+// waiting, updating, upgrading, removing, activating and configuring: the
+// last one that is False, else the first one that is Unknown. Failing
+// those, Ready False or Unknown gives unavailable. A deletion timestamp
+// (metadata.removed in /v3) gives removing, overriding every other state;
+// nothing at all gives active. Connected (rancher/rancher
+// controllers/management/clusterconnected, every 15 s) is not
+// summarized, hence its check on active clusters. The cluster model's
+// Ready says only whether the cluster can be rendered (server, CA,
+// authorized cluster endpoint, scoping), never its upstream health.
 package rancher
 
 import (
@@ -193,6 +247,7 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 		return nil, err
 	}
 	byState := map[string]int{}
+	byPhase := map[sources.Phase]int{}
 	skipped := map[string]int{}
 	out := make([]sources.Cluster, 0, len(raw))
 	for i := range raw {
@@ -201,12 +256,15 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 			skipped[why]++
 			continue
 		}
-		out = append(out, s.mapper.toCluster(&raw[i], ca))
+		c := s.mapper.toCluster(&raw[i], ca)
+		byPhase[c.Phase]++
+		out = append(out, c)
 	}
-	s.metrics.setClusters(byState)
+	s.metrics.setClusters(byState, byPhase)
 	s.log.Debug("listing complete", "pages", l.pages, "requests", l.requests, "returned", len(raw), "listed", len(out),
-		"skippedState", skipped[skipState], "skippedLocal", skipped[skipLocal],
-		"skippedName", skipped[skipName], "skippedLabels", skipped[skipLabels])
+		"ready", byPhase[sources.PhaseReady], "degraded", byPhase[sources.PhaseDegraded],
+		"pending", byPhase[sources.PhasePending], "leaving", byPhase[sources.PhaseLeaving],
+		"skippedLocal", skipped[skipLocal], "skippedName", skipped[skipName], "skippedLabels", skipped[skipLabels])
 	return out, nil
 }
 

@@ -86,14 +86,15 @@ func TestFixturePages(t *testing.T) {
 
 	got, err := s.Clusters(t.Context())
 	require.NoError(t, err)
-	// c-5tbxq is unavailable and local is Rancher's own: left out.
-	assert.ElementsMatch(t, []string{"staging-eks", "prod-eu-west"}, names(got))
+	// local is Rancher's own: left out. c-5tbxq (edge-k3s-01) is unavailable
+	// and listed.
+	assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west"}, names(got))
 
 	reqs := f.seen()
 	assert.Equal(t, map[string]int{"/v3": 1, "/v3/schemas": 1, "/v3/settings/cacerts": 1, "/v3/clusters": 2}, paths(reqs))
 	for _, r := range reqs {
 		if r.Path == "/v3/clusters" && !strings.Contains(r.Query, "marker") {
-			assert.Equal(t, "internal=false&limit=1000&state=active", r.Query, "server-side filters")
+			assert.Equal(t, "internal=false&limit=1000", r.Query, "server-side filters: never the state")
 		}
 		if r.Path != "/v3/settings/cacerts" {
 			assert.Equal(t, "Bearer "+testToken, r.Auth)
@@ -107,6 +108,8 @@ func TestFixturePages(t *testing.T) {
 	assert.True(t, prod.Ready)
 	assert.Equal(t, "v1.31.7+rke2r1", prod.KubernetesVersion)
 	assert.Equal(t, "active", prod.State)
+	assert.Equal(t, sources.PhaseReady, prod.Phase)
+	assert.Equal(t, "c-m-2x7kqz4b", prod.ID)
 	assert.Equal(t, sources.Auth{Kind: sources.AuthBearerToken, TokenRef: &s.cfg.Token}, prod.Auth)
 	assert.Equal(t, map[string]string{
 		"env": "prod", "provider.cattle.io": "rke2", "region": "eu-west", "team": "payments",
@@ -121,6 +124,15 @@ func TestFixturePages(t *testing.T) {
 	assert.Equal(t, "210987654321", eks.Account)
 	assert.Equal(t, "staging-eks", eks.Labels[LabelEKSName])
 	assert.Equal(t, f.srv.URL+"/k8s/clusters/c-7qgnz", eks.Server, "the proxy, not the EKS apiEndpoint")
+	assert.Equal(t, sources.PhaseReady, eks.Phase)
+
+	edge := byName(got)["edge-k3s-01"]
+	assert.Equal(t, "c-5tbxq", edge.ID)
+	assert.Equal(t, "unavailable", edge.State)
+	assert.Equal(t, sources.PhaseDegraded, edge.Phase, "the agent disconnected from an established cluster")
+	assert.True(t, edge.Ready, "renderable: the state is not a rendering problem")
+	assert.Empty(t, edge.NotReadyReason)
+	require.NoError(t, edge.Validate())
 	for _, c := range got {
 		assert.NotContains(t, fmt.Sprint(c), testToken)
 	}
@@ -157,7 +169,7 @@ func TestTLS(t *testing.T) {
 		s := newSource(t, "rancher-a", cfg, Options{})
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
-		require.Len(t, got, 2)
+		require.Len(t, got, 3)
 		for _, c := range got {
 			assert.Equal(t, base64.StdEncoding.EncodeToString(certPEM), c.CAData)
 			assert.True(t, strings.HasPrefix(c.Server, "https://127.0.0.1:"), c.Server)
@@ -170,7 +182,7 @@ func TestTLS(t *testing.T) {
 		s := newSource(t, "rancher-a", config(t, f), Options{HTTPClient: f.srv.Client()})
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
-		require.Len(t, got, 2)
+		require.Len(t, got, 3)
 		assert.Equal(t, b64(f.cacerts), got[0].CAData)
 	})
 	t.Run("empty cacerts gives no caData", func(t *testing.T) {
@@ -241,7 +253,7 @@ func TestPageErrorKeepsPreviousListing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, inv.RefreshAll(t.Context()))
 	before := inv.Snapshot()
-	require.Len(t, before.Clusters, 2)
+	require.Len(t, before.Clusters, 3)
 
 	f.setHook(func(w http.ResponseWriter, _ *http.Request, page int) bool {
 		if page != 2 {
@@ -388,39 +400,133 @@ func TestClustersComeAndGo(t *testing.T) {
 	s := newSource(t, "rancher-a", config(t, f), Options{})
 	got, err := s.Clusters(t.Context())
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{"staging-eks", "prod-eu-west"}, names(got))
+	assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west"}, names(got))
 
-	t.Run("a cluster goes unavailable and leaves", func(t *testing.T) {
-		f.edit("c-m-2x7kqz4b", func(c map[string]any) { c["state"] = "unavailable" })
-		got, err := s.Clusters(t.Context())
-		require.NoError(t, err)
-		assert.Equal(t, []string{"staging-eks"}, names(got))
-	})
-	t.Run("a new cluster registers and appears", func(t *testing.T) {
-		f.edit("c-5tbxq", func(c map[string]any) { c["state"] = "active" })
+	t.Run("a cluster goes unavailable and stays, degraded", func(t *testing.T) {
 		f.edit("c-m-2x7kqz4b", func(c map[string]any) {
-			c["id"], c["name"], c["state"] = "c-m-newcomer", "edge-new", "active"
+			c["state"] = "unavailable"
+			setCondition(c, "Connected", "False")
+			setCondition(c, "Ready", "False")
 		})
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
-		assert.ElementsMatch(t, []string{"staging-eks", "edge-k3s-01", "edge-new"}, names(got))
-		assert.Equal(t, f.srv.URL+"/k8s/clusters/c-m-newcomer", byName(got)["edge-new"].Server)
+		assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west"}, names(got))
+		prod := byName(got)["prod-eu-west"]
+		assert.Equal(t, sources.PhaseDegraded, prod.Phase)
+		assert.True(t, prod.Ready, prod.NotReadyReason)
 	})
-	t.Run("a listed state other than active is not ready", func(t *testing.T) {
-		f.seen()
-		s2 := newSource(t, "rancher-b", Config{URL: f.srv.URL, Token: s.cfg.Token, States: []string{"active", "unavailable"}}, Options{})
-		f.edit("c-5tbxq", func(c map[string]any) { c["state"] = "unavailable" })
-		got, err := s2.Clusters(t.Context())
+	t.Run("it reconnects", func(t *testing.T) {
+		f.edit("c-m-2x7kqz4b", func(c map[string]any) {
+			c["state"] = "active"
+			setCondition(c, "Connected", "True")
+			setCondition(c, "Ready", "True")
+		})
+		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
-		edge := byName(got)["edge-k3s-01"]
-		assert.False(t, edge.Ready)
-		assert.Equal(t, "rancher state is unavailable: Cluster agent is not connected", edge.NotReadyReason)
-		for _, r := range f.seen() {
-			if r.Path == "/v3/clusters" {
-				assert.NotContains(t, r.Query, "state=", "several states are filtered on the client only")
-			}
-		}
+		assert.Equal(t, sources.PhaseReady, byName(got)["prod-eu-west"].Phase)
 	})
+	t.Run("a renamed cluster keeps its id", func(t *testing.T) {
+		f.edit("c-m-2x7kqz4b", func(c map[string]any) { c["name"] = "prod-eu-west-renamed" })
+		got, err := s.Clusters(t.Context())
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west-renamed"}, names(got))
+		assert.Equal(t, "c-m-2x7kqz4b", byName(got)["prod-eu-west-renamed"].ID)
+	})
+	t.Run("a new cluster registers and appears, pending", func(t *testing.T) {
+		f.edit("c-5tbxq", func(c map[string]any) {
+			c["id"], c["name"], c["state"] = "c-m-newcomer", "edge-new", "waiting"
+			setCondition(c, "Waiting", "Unknown")
+		})
+		got, err := s.Clusters(t.Context())
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west-renamed", "edge-new"}, names(got))
+		assert.Equal(t, f.srv.URL+"/k8s/clusters/c-m-newcomer", byName(got)["edge-new"].Server)
+		assert.Equal(t, sources.PhasePending, byName(got)["edge-new"].Phase)
+	})
+	t.Run("a cluster leaves when Rancher no longer lists it", func(t *testing.T) {
+		f.remove("c-m-newcomer")
+		got, err := s.Clusters(t.Context())
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west-renamed"}, names(got))
+	})
+}
+
+// TestEveryStateIsListed lists clusters in every kind of Rancher state from
+// the fake server: none is left out, each has its phase, and the state is
+// never a reason not to render it.
+func TestEveryStateIsListed(t *testing.T) {
+	f := newFake(t, false)
+	f.generate(1) // c-m-00000000, active, established and healthy
+	type want struct {
+		id, state string
+		phase     sources.Phase
+	}
+	wants := map[string]want{"cluster-00000000": {"c-m-00000000", "active", sources.PhaseReady}}
+	for _, tc := range []struct {
+		name    string
+		state   string
+		removed bool
+		waiting string // the Waiting condition's status; "" drops it
+		extra   map[string]string
+		want    sources.Phase
+	}{
+		{name: "updating", state: "updating", waiting: "True", extra: map[string]string{"Updated": "Unknown"}, want: sources.PhaseDegraded},
+		{name: "upgrading", state: "upgrading", waiting: "True", extra: map[string]string{"Upgraded": "Unknown"}, want: sources.PhaseDegraded},
+		{name: "unavailable", state: "unavailable", waiting: "True", extra: map[string]string{"Connected": "False", "Ready": "False"},
+			want: sources.PhaseDegraded},
+		{name: "unavailable-never-up", state: "unavailable", waiting: "Unknown", extra: map[string]string{"Ready": "False"},
+			want: sources.PhasePending},
+		{name: "error", state: "error", waiting: "True", extra: map[string]string{"Ready": "False"}, want: sources.PhaseDegraded},
+		{name: "removing", state: "removing", removed: true, waiting: "True", want: sources.PhaseLeaving},
+		{name: "provisioning-new", state: "provisioning", waiting: "Unknown", extra: map[string]string{"Provisioned": "Unknown"},
+			want: sources.PhasePending},
+		{name: "provisioning-no-waiting", state: "provisioning", extra: map[string]string{"Provisioned": "Unknown"},
+			want: sources.PhasePending},
+		{name: "provisioning-established", state: "provisioning", waiting: "True", extra: map[string]string{"AgentDeployed": "Unknown"},
+			want: sources.PhaseDegraded},
+		{name: "active-disconnected", state: "active", waiting: "True", extra: map[string]string{"Connected": "False"},
+			want: sources.PhaseDegraded},
+		{name: "some-new-state", state: "hibernating", waiting: "True", want: sources.PhaseDegraded},
+	} {
+		f.edit("c-m-00000000", func(c map[string]any) {
+			c["id"], c["name"], c["state"] = "c-m-"+tc.name, tc.name, tc.state
+			if tc.removed {
+				c["removed"] = "2026-08-21T10:00:00Z"
+			}
+			if tc.waiting == "" {
+				dropCondition(c, "Waiting")
+			} else {
+				setCondition(c, "Waiting", tc.waiting)
+			}
+			for typ, status := range tc.extra {
+				setCondition(c, typ, status)
+			}
+		})
+		wants[tc.name] = want{"c-m-" + tc.name, tc.state, tc.want}
+	}
+	s := newSource(t, "rancher-a", config(t, f), Options{})
+	got, err := s.Clusters(t.Context())
+	require.NoError(t, err)
+	require.Len(t, got, len(wants), "every cluster is listed: %v", names(got))
+	for name, w := range wants {
+		t.Run(name, func(t *testing.T) {
+			c, ok := byName(got)[name]
+			require.True(t, ok, "not listed")
+			assert.Equal(t, w.state, c.State)
+			assert.Equal(t, w.phase, c.Phase)
+			assert.Equal(t, w.id, c.ID)
+			assert.True(t, c.Ready, "the state is not a rendering problem: %s", c.NotReadyReason)
+			require.NoError(t, c.Validate())
+		})
+	}
+	require.NoError(t, testutil.CollectAndCompare(s.metrics.listed, strings.NewReader(`
+# HELP argocd_cluster_discovery_rancher_listed_clusters Clusters this source listed in the last complete listing, after its filters, by phase (pending, ready, degraded, leaving).
+# TYPE argocd_cluster_discovery_rancher_listed_clusters gauge
+argocd_cluster_discovery_rancher_listed_clusters{phase="degraded"} 7
+argocd_cluster_discovery_rancher_listed_clusters{phase="leaving"} 1
+argocd_cluster_discovery_rancher_listed_clusters{phase="pending"} 3
+argocd_cluster_discovery_rancher_listed_clusters{phase="ready"} 1
+`)))
 }
 
 func TestACE(t *testing.T) {
@@ -491,7 +597,8 @@ func TestTwoRancherServers(t *testing.T) {
 	}
 	t.Run("one hosted EKS cluster in both servers is served once", func(t *testing.T) {
 		snap := run(t, [2]string{"eu-", "us-"})
-		assert.Equal(t, []string{"eu-prod-eu-west", "eu-staging-eks", "us-prod-eu-west"}, snapNames(snap.Clusters))
+		assert.Equal(t, []string{"eu-edge-k3s-01", "eu-prod-eu-west", "eu-staging-eks", "us-edge-k3s-01", "us-prod-eu-west"},
+			snapNames(snap.Clusters))
 		require.Len(t, snap.Duplicates, 1)
 		assert.Equal(t, inventory.Duplicate{Name: "us-staging-eks", Source: "rancher-us",
 			KeptName: "eu-staging-eks", KeptSource: "rancher-eu", Reason: "cloudID"}, snap.Duplicates[0])
@@ -502,19 +609,20 @@ func TestTwoRancherServers(t *testing.T) {
 			c["eksStatus"].(map[string]any)["upstreamSpec"].(map[string]any)["region"] = "us-east-1"
 		})
 		snap := run(t, [2]string{"eu-", "us-"})
-		assert.Equal(t, []string{"eu-prod-eu-west", "eu-staging-eks", "us-prod-eu-west", "us-staging-eks"}, snapNames(snap.Clusters))
+		assert.Equal(t, []string{"eu-edge-k3s-01", "eu-prod-eu-west", "eu-staging-eks", "us-edge-k3s-01", "us-prod-eu-west", "us-staging-eks"},
+			snapNames(snap.Clusters))
 		assert.Empty(t, snap.Conflicts)
 		assert.Empty(t, snap.Duplicates)
 		servers := map[string]bool{}
 		for _, c := range snap.Clusters {
 			servers[c.Server] = true
 		}
-		assert.Len(t, servers, 4, "same ids, different servers")
+		assert.Len(t, servers, 6, "same ids, different servers")
 	})
 	t.Run("without prefixes the names conflict", func(t *testing.T) {
 		snap := run(t, [2]string{"", ""})
 		assert.Empty(t, snap.Clusters)
-		require.Len(t, snap.Conflicts, 2)
+		require.Len(t, snap.Conflicts, 3)
 		assert.Equal(t, []string{"rancher-eu", "rancher-us"}, snap.Conflicts[0].Sources)
 	})
 }
@@ -533,7 +641,7 @@ func TestTokenRotation(t *testing.T) {
 	f.setTokens(rotated)
 	got, err := s.Clusters(t.Context())
 	require.NoError(t, err)
-	assert.Len(t, got, 2)
+	assert.Len(t, got, 3)
 	reqs := f.seen()
 	assert.Equal(t, map[string]int{"/v3": 1, "/v3/schemas": 1, "/v3/settings/cacerts": 1, "/v3/clusters": 2}, paths(reqs),
 		"the client is rebuilt for the new token")
@@ -615,7 +723,7 @@ func TestLinksStayOnTheConfiguredServer(t *testing.T) {
 		s := newSource(t, "rancher-a", config(t, f), Options{})
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
-		assert.Len(t, got, 2)
+		assert.Len(t, got, 3)
 		assert.Zero(t, elsewhere.Load(), "no request, so no token, went to the other host")
 		assert.Equal(t, 2, paths(f.seen())["/v3/clusters"])
 	})
@@ -691,7 +799,13 @@ func TestMetricsOfTwoSources(t *testing.T) {
 # TYPE argocd_cluster_discovery_rancher_clusters gauge
 argocd_cluster_discovery_rancher_clusters{source="c",state="active"} 3
 argocd_cluster_discovery_rancher_clusters{source="c",state="unavailable"} 1
-`), "argocd_cluster_discovery_rancher_clusters"))
+# HELP argocd_cluster_discovery_rancher_listed_clusters Clusters this source listed in the last complete listing, after its filters, by phase (pending, ready, degraded, leaving).
+# TYPE argocd_cluster_discovery_rancher_listed_clusters gauge
+argocd_cluster_discovery_rancher_listed_clusters{phase="degraded",source="c"} 1
+argocd_cluster_discovery_rancher_listed_clusters{phase="leaving",source="c"} 0
+argocd_cluster_discovery_rancher_listed_clusters{phase="pending",source="c"} 0
+argocd_cluster_discovery_rancher_listed_clusters{phase="ready",source="c"} 2
+`), "argocd_cluster_discovery_rancher_clusters", "argocd_cluster_discovery_rancher_listed_clusters"))
 	count, err := testutil.GatherAndCount(reg, "argocd_cluster_discovery_rancher_errors_total")
 	require.NoError(t, err)
 	assert.Equal(t, 3*len(errorKinds()), count, "every kind exists from the start")
