@@ -331,6 +331,10 @@ func TestDiscoverEKSThroughTheRealSDK(t *testing.T) {
 			_, _ = io.WriteString(w, `{"clusters":["payments-prod"]}`)
 		case "/clusters/payments-prod":
 			_, _ = w.Write(describe)
+		case "/": // the Resource Groups Tagging API (AWS JSON 1.1), tags read at every listing
+			assert.Equal(t, "ResourceGroupsTaggingAPI_20170126.GetResources", r.Header.Get("X-Amz-Target"))
+			w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+			_, _ = io.WriteString(w, `{"PaginationToken":"","ResourceTagMappingList":[{"ResourceARN":"arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod","Tags":[{"Key":"env","Value":"prod"}]}]}`)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 		}
@@ -353,12 +357,15 @@ sources:
       regions: [eu-west-1]
       accounts: [{id: "123456789012", argocdRoleARN: "arn:aws:iam::123456789012:role/argocd-deployer"}]
       endpoint: `+fake.URL+`
+      taggingEndpoint: `+fake.URL+`
       maxAttempts: 1
 `), 0o600))
 	params, stdout, stderr := discoverParams(t, filepath.Join(dir, "config.yaml"))
 	require.Len(t, params, 1)
 	p := params[0]
 	assert.Equal(t, "payments-prod", p["name"])
+	assert.Equal(t, "prod", p["metadata"].(map[string]any)["labels"].(map[string]any)["env"], "tags from the tagging API")
+	assert.Equal(t, "ready", p["phase"])
 	assert.Equal(t, "eks", p["provider"])
 	assert.Equal(t, "aws-prod", p["source"])
 	assert.Equal(t, "eu-west-1", p["region"])
@@ -454,9 +461,10 @@ secrets: {ownerID: fleet-a}
 		assert.Equal(t, "rancher", p["provider"])
 	}
 	assert.Equal(t, []string{
+		"eu-edge-k3s-01 " + fake.URL + "/k8s/clusters/c-5tbxq",
 		"eu-prod-eu-west " + fake.URL + "/k8s/clusters/c-m-2x7kqz4b",
 		"eu-staging-eks " + fake.URL + "/k8s/clusters/c-7qgnz",
-	}, got, "active clusters across both pages; the unavailable and local ones are left out")
+	}, got, "clusters across both pages, the unavailable one too (degraded, still served); the local one is left out (includeLocal: false)")
 	assert.NotContains(t, stdout.String()+stderr.String(), "k8vq5x2m9", "the Rancher token is in no output")
 
 	stdout.Reset()

@@ -448,7 +448,8 @@ func (c *Config) validateSecrets(bad func(field, format string, args ...any), du
 	}
 	if len(s.Select) > 0 {
 		if _, err := generator.ParseParameters(s.Select); err != nil {
-			bad("secrets.select", "%s", strings.TrimPrefix(err.Error(), "input.parameters"))
+			msg := strings.TrimPrefix(err.Error(), "input.parameters")
+			bad("secrets.select"+strings.TrimSuffix(strings.SplitN(msg, ":", 2)[0], ""), "%s", strings.TrimSpace(strings.SplitN(msg+":", ":", 2)[1]))
 		}
 	}
 	for name := range s.Credentials {
