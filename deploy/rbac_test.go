@@ -205,7 +205,7 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	src, err := static.New(static.Config{File: "clusters.yaml"}, dir)
 	require.NoError(t, err)
 	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src,
-		Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{})
+		Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1}})
 	require.NoError(t, err)
 	require.NoError(t, inv.RefreshAll(ctx))
 
@@ -227,12 +227,13 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 
 	_, err = rec.Pass(ctx) // list + create
 	require.NoError(t, err)
-	assert.Equal(t, []string{"cluster-fleet-one", "cluster-fleet-two"}, owned())
+	one, two := clustersecret.SecretName("cluster", "fleet", "one", "one"), clustersecret.SecretName("cluster", "fleet", "two", "two")
+	assert.Equal(t, []string{one, two}, owned())
 
 	write("one-moved") // cluster one moves to a new server (update), two leaves (delete) ...
 	require.NoError(t, inv.RefreshAll(ctx))
 	deadline := time.Now().Add(10 * time.Second)
-	for { // ... and delete (policy sync, after one complete listing without it)
+	for { // ... and delete (policy sync, departure confirmed after one complete listing without it here)
 		_, err = rec.Pass(ctx)
 		require.NoError(t, err)
 		if len(owned()) == 1 || time.Now().After(deadline) {
@@ -241,8 +242,8 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		require.NoError(t, inv.RefreshAll(ctx))
 	}
-	assert.Equal(t, []string{"cluster-fleet-one"}, owned())
-	s, err := kube(t).CoreV1().Secrets(c.argocdNS).Get(ctx, "cluster-fleet-one", metav1.GetOptions{})
+	assert.Equal(t, []string{one}, owned())
+	s, err := kube(t).CoreV1().Secrets(c.argocdNS).Get(ctx, one, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "https://one-moved.example.com", string(s.Data["server"]))
 
