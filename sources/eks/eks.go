@@ -207,6 +207,10 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 	if opts.HTTPClient != nil {
 		base.HTTPClient = opts.HTTPClient
 	}
+	// The SDK's own logs of the wire, the signing and the retries carry
+	// credentials (signatures, session tokens, STS answers, error messages
+	// quoting the canonical request): off, whatever the base asks.
+	base.ClientLogMode = 0
 	s := &Source{
 		log: opts.Logger.With("source", name, "provider", string(sources.ProviderEKS)), metrics: m, now: opts.Now,
 		mapper: mp, ttl: ttl, limit: cfg.Concurrency, sem: make(chan struct{}, cfg.Concurrency),
@@ -585,11 +589,19 @@ func cloneCluster(c sources.Cluster) sources.Cluster {
 // accessKeyRe matches AWS access key ids.
 var accessKeyRe = regexp.MustCompile(`\b(AKIA|ASIA)[A-Z0-9]{12,}\b`)
 
-// redact hides access key ids should an upstream message carry one. The
-// original error stays reachable through Unwrap for errors.Is and As.
+// securityTokenRe matches a session token's value as a signature mismatch
+// answer quotes it, in the canonical request it shows (header or query).
+var securityTokenRe = regexp.MustCompile(`(?i)(x-amz-security-token\s*[:=]\s*)[^\s'"&<]+`)
+
+// redact hides access key ids and session tokens should an upstream message
+// carry one (a signature mismatch answer quotes the canonical request,
+// session token included). The original error stays reachable through
+// Unwrap for errors.Is and As.
 func redact(err error) error {
 	msg := err.Error()
-	if r := accessKeyRe.ReplaceAllString(msg, "<redacted>"); r != msg {
+	r := accessKeyRe.ReplaceAllString(msg, "<redacted>")
+	r = securityTokenRe.ReplaceAllString(r, "${1}<redacted>")
+	if r != msg {
 		return &redactedError{msg: r, err: err}
 	}
 	return err
