@@ -133,16 +133,13 @@ type Inventory struct {
 	now     func() time.Time
 	metrics *metrics
 
-	mu     sync.Mutex
-	states []*sourceState
-	subs   map[int]subscriber
-	nextID int
-	// established holds when each served cluster (by source and ID) was
-	// first in a snapshot after the barrier: it keeps its name against a
-	// newcomer and its listing against a duplicate.
-	established map[string]time.Time
+	mu       sync.Mutex
+	states   []*sourceState
+	subs     map[int]subscriber
+	nextID   int
+	bySource map[string]*sourceState
 	// departed remembers confirmed departures (see Departed).
-	departed map[string]Departed
+	departed map[clusterKey]Departed
 
 	snap atomic.Pointer[Snapshot]
 }
@@ -181,7 +178,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
-		metrics: m, subs: map[int]subscriber{}, established: map[string]time.Time{}, departed: map[string]Departed{}}
+		metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -202,6 +199,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, tracked: map[string]*tracked{}}}
 		st.status.Name, st.status.Provider, st.status.Interval = spec.Name, spec.Provider, spec.Interval.String()
 		inv.states = append(inv.states, st)
+		inv.bySource[spec.Name] = st
 		m.initSource(spec.Name)
 	}
 	inv.snap.Store(inv.merge(0, opts.Now()))
@@ -426,11 +424,10 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 	} else {
 		res = st.life.apply(st.spec.Name, clusters, start)
 		for _, d := range res.departed {
-			inv.departed[clusterKey(d.Source, d.ID)] = d
-			delete(inv.established, clusterKey(d.Source, d.ID))
+			inv.departed[clusterKey{d.Source, d.ID}] = d
 		}
 		for i := range clusters {
-			delete(inv.departed, clusterKey(st.spec.Name, clusters[i].Key()))
+			delete(inv.departed, clusterKey{st.spec.Name, clusters[i].Key()})
 		}
 		s.Served, s.Absent = len(st.life.served), 0
 		byPhase := map[sources.Phase]int{}

@@ -79,6 +79,10 @@ type tracked struct {
 	missingSince time.Time
 	// held: its departure is part of a mass drop and needs HeldListings.
 	held bool
+	// established is when the cluster was first in a snapshot after the
+	// start-up barrier: it then keeps its name against a newcomer and its
+	// listing against a duplicate.
+	established time.Time
 }
 
 // lifecycle is one source's view of its clusters across listings. It is
@@ -251,7 +255,7 @@ const (
 // sortedDeparted returns the remembered departures sorted by source, then
 // ID, after forgetting those older than departedTTL and, past maxDeparted,
 // the oldest.
-func sortedDeparted(m map[string]Departed, now time.Time) []Departed {
+func sortedDeparted(m map[clusterKey]Departed, now time.Time) []Departed {
 	out := make([]Departed, 0, len(m))
 	for k, d := range m {
 		if now.Sub(d.At) >= departedTTL {
@@ -263,7 +267,7 @@ func sortedDeparted(m map[string]Departed, now time.Time) []Departed {
 	if len(out) > maxDeparted {
 		sort.Slice(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
 		for _, d := range out[maxDeparted:] {
-			delete(m, clusterKey(d.Source, d.ID))
+			delete(m, clusterKey{d.Source, d.ID})
 		}
 		out = out[:maxDeparted]
 	}
@@ -276,8 +280,9 @@ func sortedDeparted(m map[string]Departed, now time.Time) []Departed {
 	return out
 }
 
-// clusterKey identifies a cluster across sources: its source and ID.
-func clusterKey(source, id string) string { return source + "\x00" + id }
+// clusterKey identifies a cluster across sources: its source and ID. Its
+// strings are the cluster's own: a lookup allocates nothing.
+type clusterKey struct{ source, id string }
 
 // fraction formats a share for logs.
 func fraction(n, of int) string {

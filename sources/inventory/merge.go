@@ -29,7 +29,7 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 		snap.Unserved = append(snap.Unserved, st.life.unserved...)
 		snap.Kept = append(snap.Kept, st.life.kept...)
 	}
-	kept, dups := dedupe(all, inv.prefer, inv.established)
+	kept, dups := dedupe(all, inv.prefer, inv.establishedAt)
 	snap.Duplicates = dups
 	snap.Clusters, snap.Conflicts = inv.resolveNames(kept)
 	snap.Departed = sortedDeparted(inv.departed, now)
@@ -37,12 +37,28 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
 	if snap.Synced() {
 		for _, c := range snap.Clusters {
-			if k := clusterKey(c.Source, c.Key()); inv.established[k].IsZero() {
-				inv.established[k] = now
+			if t := inv.tracked(c); t != nil && t.established.IsZero() {
+				t.established = now
 			}
 		}
 	}
 	return snap
+}
+
+// tracked returns what the lifecycle of c's source remembers of c.
+func (inv *Inventory) tracked(c *sources.Cluster) *tracked {
+	if st := inv.bySource[c.Source]; st != nil {
+		return st.life.tracked[c.Key()]
+	}
+	return nil
+}
+
+// establishedAt returns when c was established, zero if it is not.
+func (inv *Inventory) establishedAt(c *sources.Cluster) time.Time {
+	if t := inv.tracked(c); t != nil {
+		return t.established
+	}
+	return time.Time{}
 }
 
 // resolveNames keeps one cluster per name: the only one, or the one
@@ -63,7 +79,7 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 		var winner *sources.Cluster
 		var since time.Time
 		for _, c := range group {
-			at := inv.established[clusterKey(c.Source, c.Key())]
+			at := inv.establishedAt(c)
 			if !at.IsZero() && (winner == nil || at.Before(since)) {
 				winner, since = c, at
 			}
@@ -88,35 +104,41 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 // CloudID are one cluster. The listing kept is the established one, else
 // the one of the preferred kind of source, then the first by source and
 // name, so the choice is stable.
-func dedupe(cs []*sources.Cluster, prefer Preference, established map[string]time.Time) ([]*sources.Cluster, []Duplicate) {
-	rank := func(c *sources.Cluster) int {
+func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.Cluster) time.Time) ([]*sources.Cluster, []Duplicate) {
+	type ranked struct {
+		c    *sources.Cluster
+		rank int
+		at   time.Time // when established
+	}
+	rs := make([]ranked, len(cs))
+	for i, c := range cs {
+		r := ranked{c: c, rank: 3, at: established(c)}
 		cloud := c.Provider == sources.ProviderEKS || c.Provider == sources.ProviderAKS
 		switch {
-		case !established[clusterKey(c.Source, c.Key())].IsZero():
-			return 0
+		case !r.at.IsZero():
+			r.rank = 0
 		case prefer == PreferCloud && cloud, prefer == PreferRancher && c.Provider == sources.ProviderRancher:
-			return 1
+			r.rank = 1
 		case c.Provider == sources.ProviderStatic:
-			return 2
+			r.rank = 2
 		}
-		return 3
+		rs[i] = r
 	}
-	sort.SliceStable(cs, func(i, j int) bool {
-		ri, rj := rank(cs[i]), rank(cs[j])
-		if ri != rj {
-			return ri < rj
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		switch {
+		case a.rank != b.rank:
+			return a.rank < b.rank
+		case !a.at.Equal(b.at):
+			return a.at.Before(b.at)
+		case a.c.Source != b.c.Source:
+			return a.c.Source < b.c.Source
 		}
-		if ri == 0 {
-			ei, ej := established[clusterKey(cs[i].Source, cs[i].Key())], established[clusterKey(cs[j].Source, cs[j].Key())]
-			if !ei.Equal(ej) {
-				return ei.Before(ej)
-			}
-		}
-		if cs[i].Source != cs[j].Source {
-			return cs[i].Source < cs[j].Source
-		}
-		return cs[i].Name < cs[j].Name
+		return a.c.Name < b.c.Name
 	})
+	for i := range rs {
+		cs[i] = rs[i].c
+	}
 	byServer := map[string]*sources.Cluster{}
 	byCloud := map[string]*sources.Cluster{}
 	kept := make([]*sources.Cluster, 0, len(cs))
