@@ -1,0 +1,311 @@
+package aks
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// Distinctive credentials: the identity's (client secret, federated token,
+// the access token the fake Entra ID hands out) and those of the user
+// kubeconfig listClusterUserCredential returns (client certificate and
+// key, token, password).
+const (
+	ncClientSecret   = "NoCredAzureClientSecret~8Q~aBcDeFgHiJkLmNoPqRsTuVwXyZ"
+	ncFederatedToken = "eyJhbGciOiJSUzI1NiJ9.NoCredFederatedTokenPayload.NoCredFederatedSig"
+	ncAccessToken    = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.NoCredArmAccessToken.NoCredArmSig"
+	ncKubeCert       = "NOCRED-KUBECONFIG-CLIENT-CERTIFICATE-7f3a9c"
+	ncKubeKey        = "NOCRED-KUBECONFIG-CLIENT-KEY-2b8e4d"
+	ncKubeToken      = "nocred-kubeconfig-user-token-5c1f0a9e3d7b"
+	ncKubePassword   = "nocred-kubeconfig-password-0a9e3d"
+)
+
+func ncSecrets() []string {
+	b64 := base64.StdEncoding.EncodeToString
+	return []string{
+		ncClientSecret, ncFederatedToken, ncAccessToken, "NoCredArmAccessToken", "NoCredFederatedTokenPayload",
+		ncKubeCert, ncKubeKey, b64([]byte(ncKubeCert)), b64([]byte(ncKubeKey)), ncKubeToken, ncKubePassword,
+	}
+}
+
+// ncKubeconfig is the fixture's user kubeconfig with a client certificate,
+// key, token and password added to its user, as listClusterUserCredential
+// returns it (base64 in the JSON answer).
+func ncKubeconfig(t *testing.T) []byte {
+	t.Helper()
+	b64 := base64.StdEncoding.EncodeToString
+	kc := string(fixture(t, "aks-user-kubeconfig.decoded.yaml"))
+	require.Contains(t, kc, "  user:\n    exec:\n")
+	return []byte(strings.Replace(kc, "  user:\n    exec:\n", "  user:\n"+
+		"    client-certificate-data: "+b64([]byte(ncKubeCert))+"\n"+
+		"    client-key-data: "+b64([]byte(ncKubeKey))+"\n"+
+		"    token: "+ncKubeToken+"\n"+
+		"    username: clusterUser\n"+
+		"    password: "+ncKubePassword+"\n"+
+		"    exec:\n", 1))
+}
+
+func ncCredentialsBody(kubeconfig []byte) string {
+	b, _ := json.Marshal(map[string]any{"kubeconfigs": []map[string]any{{"name": "clusterUser", "value": kubeconfig}}})
+	return string(b)
+}
+
+// fakeEntra is a Microsoft Entra ID token endpoint (with its OpenID
+// discovery document) that checks the client secret or federated token
+// and hands out ncAccessToken, or fails as told.
+type fakeEntra struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	status   int // 0: success
+	body     string
+	received []string // client_secret and client_assertion values
+}
+
+func newFakeEntra(t *testing.T) *fakeEntra {
+	e := &fakeEntra{}
+	e.srv = httptest.NewTLSServer(http.HandlerFunc(e.serve))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *fakeEntra) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	base := e.srv.URL + "/" + ncTenant
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/.well-known/openid-configuration"):
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"token_endpoint": base + "/oauth2/v2.0/token", "authorization_endpoint": base + "/oauth2/v2.0/authorize",
+			"issuer": base + "/v2.0", "device_authorization_endpoint": base + "/oauth2/v2.0/devicecode",
+		})
+	case strings.HasSuffix(r.URL.Path, "/oauth2/v2.0/token"):
+		_ = r.ParseForm()
+		e.mu.Lock()
+		e.received = append(e.received, r.Form.Get("client_secret"), r.Form.Get("client_assertion"))
+		status, body := e.status, e.body
+		e.mu.Unlock()
+		if status != 0 {
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(body))
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": ncAccessToken})
+	default:
+		http.Error(w, `{"error":"not_found"}`, http.StatusNotFound)
+	}
+}
+
+func (e *fakeEntra) fail(status int, body string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.status, e.body = status, body
+}
+
+func (e *fakeEntra) got() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.received...)
+}
+
+const (
+	ncTenant   = "72f988bf-0000-4e8b-a1d2-3c4b5a6f7e80"
+	ncClientID = "80faf920-1908-4b52-b5ef-a8e7bedfc67a"
+)
+
+func (e *fakeEntra) clientOptions() azcore.ClientOptions {
+	return azcore.ClientOptions{
+		Cloud:     cloud.Configuration{ActiveDirectoryAuthorityHost: e.srv.URL + "/", Services: map[cloud.ServiceName]cloud.ServiceConfiguration{}},
+		Transport: e.srv.Client(),
+		Retry:     policy.RetryOptions{MaxRetries: -1},
+	}
+}
+
+// staticToken is a credential that hands out ncAccessToken, or an error.
+type staticToken struct{ err error }
+
+func (s staticToken) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	if s.err != nil {
+		return azcore.AccessToken{}, s.err
+	}
+	return azcore.AccessToken{Token: ncAccessToken, ExpiresOn: time.Now().Add(time.Hour)}, nil
+}
+
+// TestNoCredentialInLogsOrErrors lists through the ARM fake at debug level
+// with a client secret and a federated token exchanged at a fake Entra ID,
+// and with a plain access token, on success and on failures (Entra ID
+// refusing an expired secret or assertion, ARM answering 401 for an expired
+// token, 500 on the list, 403 on listClusterUserCredential, a kubeconfig
+// that does not parse), with a user kubeconfig holding a client
+// certificate, key, token and password. None of them may appear in the
+// logs, errors, clusters, inventory status or metrics; the clusters carry
+// the kubeconfig's CA and nothing else of it.
+func TestNoCredentialInLogsOrErrors(t *testing.T) {
+	type credKind int
+	const (
+		secret credKind = iota
+		federated
+		static
+	)
+	for _, tc := range []struct {
+		name  string
+		cred  credKind
+		setup func(t *testing.T, a *armServer, e *fakeEntra)
+		// wantErr is in the listing's error; wantNotReady in the
+		// cluster's reason (the listing then succeeds).
+		wantErr, wantNotReady string
+		listStatus            int
+		listBody              string
+	}{
+		{name: "client secret: success", cred: secret},
+		{name: "federated token: success", cred: federated},
+		{name: "access token: success", cred: static},
+		{name: "client secret expired at Entra ID", cred: secret, wantErr: "authentication failed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+			e.fail(http.StatusUnauthorized, `{"error":"invalid_client","error_description":"AADSTS7000222: The provided client secret keys for app '`+ncClientID+`' are expired.\r\nTrace ID: 1","error_codes":[7000222]}`)
+		}},
+		{name: "federated token expired at Entra ID", cred: federated, wantErr: "authentication failed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+			e.fail(http.StatusBadRequest, `{"error":"invalid_client","error_description":"AADSTS700024: Client assertion is not within its valid time range.\r\nTrace ID: 2","error_codes":[700024]}`)
+		}},
+		{name: "access token expired at ARM", cred: static, wantErr: "ExpiredAuthenticationToken", listStatus: http.StatusUnauthorized,
+			listBody: `{"error":{"code":"ExpiredAuthenticationToken","message":"The access token expiry UTC time '1/1/2026 12:00:00 AM' is earlier than current UTC time."}}`},
+		{name: "list 500", cred: secret, wantErr: "500", listStatus: http.StatusInternalServerError,
+			listBody: `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`},
+		{name: "listClusterUserCredential 403", cred: secret, wantNotReady: "HTTP 403 AuthorizationFailed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+			a.credStatus = http.StatusForbidden
+			a.credBody = `{"error":{"code":"AuthorizationFailed","message":"The client '` + ncClientID + `' does not have authorization to perform action 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action'."}}`
+		}},
+		{name: "listClusterUserCredential 500", cred: federated, wantNotReady: "HTTP 500", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+			a.credStatus = http.StatusInternalServerError
+			a.credBody = `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`
+		}},
+		{name: "kubeconfig that does not parse", cred: static, wantNotReady: "does not parse", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+			a.credStatus = http.StatusOK
+			a.credBody = ncCredentialsBody(append(ncKubeconfig(t), []byte("\n  : [unbalanced "+ncKubeToken+"\n")...))
+		}},
+		{name: "kubeconfig without a CA", cred: static, wantNotReady: "no certificate-authority-data", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+			kc := ncKubeconfig(t)
+			kc = []byte(strings.Replace(string(kc), "certificate-authority-data:", "certificate-authority-data-x:", 1))
+			a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(kc)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The ARM fake, answering the cluster list with listStatus
+			// when set.
+			a := &armServer{t: t}
+			a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.listStatus != 0 && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/managedClusters") {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(tc.listStatus)
+					_, _ = w.Write([]byte(tc.listBody))
+					return
+				}
+				a.serve(w, r)
+			}))
+			t.Cleanup(a.srv.Close)
+			a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(ncKubeconfig(t))
+			e := newFakeEntra(t)
+			if tc.setup != nil {
+				tc.setup(t, a, e)
+			}
+			var cred azcore.TokenCredential
+			var err error
+			switch tc.cred {
+			case secret:
+				cred, err = azidentity.NewClientSecretCredential(ncTenant, ncClientID, ncClientSecret,
+					&azidentity.ClientSecretCredentialOptions{ClientOptions: e.clientOptions(), DisableInstanceDiscovery: true})
+			case federated:
+				cred, err = azidentity.NewClientAssertionCredential(ncTenant, ncClientID,
+					func(context.Context) (string, error) { return ncFederatedToken, nil },
+					&azidentity.ClientAssertionCredentialOptions{ClientOptions: e.clientOptions(), DisableInstanceDiscovery: true})
+			case static:
+				cred = staticToken{}
+			}
+			require.NoError(t, err)
+
+			var logs syncBuffer
+			logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			reg := prometheus.NewRegistry()
+			src, err := New("azure-prod", explicit(subA), Options{Logger: logger, Credential: cred, ClientOptions: a.clientOptions(),
+				Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": "azure-prod"}, reg)})
+			require.NoError(t, err)
+
+			var texts []string
+			cs, err := src.Clusters(t.Context())
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				texts = append(texts, err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err))
+			} else {
+				require.NoError(t, err)
+				require.NotEmpty(t, cs)
+				for _, c := range cs {
+					b, err := json.Marshal(c)
+					require.NoError(t, err)
+					texts = append(texts, string(b), fmt.Sprintf("%+v %+v", c, c.Auth.Exec))
+					if tc.wantNotReady != "" {
+						assert.False(t, c.Ready)
+						assert.Contains(t, c.NotReadyReason, tc.wantNotReady)
+					} else {
+						assert.Equal(t, fixtureCAData(t), c.CAData, "the kubeconfig's CA, and only it")
+						assert.NotEqual(t, sources.AuthBearerToken, c.Auth.Kind, "never the kubeconfig's token")
+					}
+				}
+				// The authorization header carried the access token.
+				a.mu.Lock()
+				assert.Contains(t, a.authz, "Bearer "+ncAccessToken)
+				a.mu.Unlock()
+			}
+			switch tc.cred {
+			case secret:
+				assert.Contains(t, e.got(), ncClientSecret, "the secret was sent")
+			case federated:
+				assert.Contains(t, e.got(), ncFederatedToken, "the assertion was sent")
+			}
+
+			// The listing as the service runs it.
+			inv, err := inventory.New([]inventory.SourceSpec{{
+				Name: "azure-prod", Provider: sources.ProviderAKS, Source: src, Interval: time.Hour, Timeout: 30 * time.Second,
+			}}, inventory.Options{Logger: logger, Registerer: reg})
+			require.NoError(t, err)
+			if err := inv.RefreshAll(t.Context()); err != nil {
+				texts = append(texts, err.Error())
+			}
+			status, err := json.Marshal(inv.Status())
+			require.NoError(t, err)
+			metrics := httptest.NewRecorder()
+			promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+
+			require.NotEmpty(t, logs.String(), "debug logging is on")
+			if tc.wantErr != "" {
+				assert.Contains(t, logs.String(), tc.wantErr, "the failure is logged")
+			}
+			for where, text := range map[string]string{
+				"the debug log": logs.String(), "the errors and clusters": strings.Join(texts, "\n"),
+				"the inventory's status": string(status), "the metrics": metrics.Body.String(),
+			} {
+				for _, s := range ncSecrets() {
+					assert.NotContains(t, text, s, "%s holds a credential", where)
+				}
+			}
+		})
+	}
+}
