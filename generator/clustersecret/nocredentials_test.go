@@ -1,0 +1,170 @@
+package clustersecret
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Distinctive bearer tokens: the one in the token Secret, and the one it is
+// rotated to.
+const (
+	ncToken   = "sha256~NoCredBearerTokenOfTheFleet-7q2w9e4r5t6y8u1i3o0p"
+	ncRotated = "sha256~NoCredRotatedBearerToken-z1x2c3v4b5n6m7l8k9j0"
+)
+
+type ncLogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *ncLogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *ncLogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// ncConflicter makes the API refuse the next update of one Secret: just
+// before the update is sent, another writer changes the Secret, so that the
+// update's resourceVersion is stale (a real 409 from kube-apiserver).
+type ncConflicter struct {
+	rt     http.RoundTripper
+	admin  kubernetes.Interface
+	ns     string
+	secret atomic.Pointer[string]
+	status atomic.Int32
+}
+
+func (c *ncConflicter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if name := c.secret.Load(); name != nil && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/secrets/"+*name) {
+		c.secret.Store(nil)
+		ctx := context.Background()
+		s, err := c.admin.CoreV1().Secrets(c.ns).Get(ctx, *name, metav1.GetOptions{})
+		if err == nil {
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations["note"] = "changed by another writer"
+			_, err = c.admin.CoreV1().Secrets(c.ns).Update(ctx, s, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("conflicter: %w", err)
+		}
+		resp, err := c.rt.RoundTrip(r)
+		if resp != nil {
+			c.status.Store(int32(resp.StatusCode))
+		}
+		return resp, err
+	}
+	return c.rt.RoundTrip(r)
+}
+
+// TestNoCredentialInLogsOrStatus runs the reconciler at debug level with a
+// bearer token read from a Secret reference: the Secret is created with the
+// token, the token is rotated and the update conflicts with another writer,
+// the token Secret goes missing, and a dry run plans the same; the tokens
+// never appear in the logs, Status(), the pass errors or the plans' text.
+func TestNoCredentialInLogsOrStatus(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.admin.CoreV1().Secrets(e.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fleet-token", Namespace: e.ns},
+		StringData: map[string]string{"token": ncToken + "\n"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f := newFleet(t, "aro")
+
+	// A client whose updates of the cluster Secret can be made to conflict.
+	cfg := rest.CopyConfig(restConfig)
+	conflicter := &ncConflicter{admin: e.admin, ns: e.ns}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { conflicter.rt = rt; return conflicter })
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	var logs ncLogBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var texts []string // pass errors, plans and statuses
+	newRec := func(dryRun bool) *Reconciler {
+		c := Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner",
+			Credentials: map[string]CredentialOverride{"fleet": {BearerToken: &sources.SecretRef{Secret: &sources.SecretKeyRef{Name: "fleet-token", Key: "token"}}}}},
+			Policy: PolicySync, DryRun: dryRun, Prune: PruneOptions{AfterListings: 2, MaxDeletions: 5, MaxDeletionsPercent: 10}, Concurrency: 4}
+		r, err := New(c, client, f.inv, logger, prometheus.NewRegistry())
+		require.NoError(t, err)
+		return r
+	}
+	run := func(r *Reconciler) (Changes, error) {
+		ch, err := r.Pass(ctx)
+		if err != nil {
+			texts = append(texts, err.Error(), fmt.Sprintf("%+v", err))
+		}
+		st, jerr := json.Marshal(r.Status())
+		require.NoError(t, jerr)
+		texts = append(texts, ch.String(), string(st), fmt.Sprintf("%+v", r.Status()))
+		return ch, err
+	}
+	secretConfig := func() string {
+		s, err := e.admin.CoreV1().Secrets(e.ns).Get(ctx, sn("aro"), metav1.GetOptions{})
+		require.NoError(t, err)
+		return string(s.Data["config"])
+	}
+
+	r := newRec(false)
+	_, err = run(r)
+	require.NoError(t, err)
+	require.Contains(t, secretConfig(), ncToken, "the Secret carries the token")
+	_, err = run(r) // steady state
+	require.NoError(t, err)
+
+	// A dry run with a rotated token plans an update and writes nothing.
+	_, err = e.admin.CoreV1().Secrets(e.ns).Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fleet-token", Namespace: e.ns},
+		StringData: map[string]string{"token": ncRotated}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	ch, err := run(newRec(true))
+	require.NoError(t, err)
+	require.Len(t, ch.Update, 1, "the dry run plans the rotation")
+	assert.Contains(t, secretConfig(), ncToken, "and writes nothing")
+
+	// The rotation's update conflicts with another writer.
+	name := sn("aro")
+	conflicter.secret.Store(&name)
+	_, _ = run(r)
+	assert.Equal(t, int32(http.StatusConflict), conflicter.status.Load(), "the update conflicted")
+	_, err = run(r) // the next pass writes it
+	require.NoError(t, err)
+	require.Contains(t, secretConfig(), ncRotated)
+
+	// The token Secret goes missing: the cluster is held.
+	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(ctx, "fleet-token", metav1.DeleteOptions{}))
+	_, _ = run(r)
+	assert.Equal(t, []string{"aro"}, r.Status().Held)
+	_, _ = run(newRec(true))
+
+	require.NotEmpty(t, logs.String(), "debug logging is on")
+	assert.Contains(t, logs.String(), "dry run", "the dry run logged its plan")
+	for where, text := range map[string]string{"the debug log": logs.String(), "the errors, plans and statuses": strings.Join(texts, "\n")} {
+		for _, s := range []string{ncToken, ncRotated, "NoCredBearerTokenOfTheFleet", "NoCredRotatedBearerToken"} {
+			assert.NotContains(t, text, s, "%s holds the token", where)
+		}
+	}
+}
