@@ -22,10 +22,26 @@ const (
 )
 
 // rancherCluster is what a test says about a Rancher cluster; the rest of
-// the object comes from the single-cluster fixture.
+// the object comes from the single-cluster fixture (an established, active
+// cluster: every condition True, Waiting included).
 type rancherCluster struct {
 	ID, Name, State string
 	Labels          map[string]string
+	// Conditions replace the fixture's conditions of the same type (a
+	// condition with an empty Status removes that type), as Rancher's
+	// controllers set them for State (see rancherState).
+	Conditions []rancherCondition
+	// Transitioning and Message are Rancher's transitioning (no, yes,
+	// error; default: no when active, else yes) and transitioningMessage.
+	Transitioning, Message string
+	// Removed is metadata.removed (the deletion timestamp), "" when unset.
+	Removed string
+}
+
+// rancherCondition is one of a cluster's status.conditions, as /v3 shows
+// them (flattened to the top level).
+type rancherCondition struct {
+	Type, Status, Reason, Message string
 }
 
 // fakeRancher serves the parts of Rancher's /v3 API that the rancher source
@@ -79,6 +95,21 @@ func (f *fakeRancher) Remove(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.clusters, id)
+}
+
+// Change applies a change to the fleet and returns how many cluster lists
+// were answered before it, atomically: every list counted after that
+// number sees the change.
+func (f *fakeRancher) Change(set []rancherCluster, remove ...string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range set {
+		f.clusters[c.ID] = c
+	}
+	for _, id := range remove {
+		delete(f.clusters, id)
+	}
+	return f.served
 }
 
 // SetDown makes Rancher answer 500 to everything, or serve again.
@@ -157,6 +188,16 @@ func (f *fakeRancher) collection(r *http.Request) ([]byte, error) {
 		}
 		obj["state"] = c.State
 		obj["transitioning"] = map[bool]string{true: "no", false: "yes"}[c.State == "active"]
+		if c.Transitioning != "" {
+			obj["transitioning"] = c.Transitioning
+		}
+		obj["transitioningMessage"] = c.Message
+		if c.Removed != "" {
+			obj["removed"] = c.Removed
+		}
+		if len(c.Conditions) > 0 {
+			obj["conditions"] = withConditions(obj["conditions"], c.Conditions)
+		}
 		obj["labels"] = c.Labels
 		obj["uuid"] = "e2e-" + c.ID
 		data = append(data, obj)
@@ -171,4 +212,45 @@ func (f *fakeRancher) collection(r *http.Request) ([]byte, error) {
 		"pagination": map[string]any{"limit": json.Number(limit), "total": len(data)},
 		"data":       data,
 	})
+}
+
+// withConditions returns the fixture's conditions with those of the same
+// type replaced by set (removed when set's Status is empty), and set's
+// other types appended.
+func withConditions(fixture any, set []rancherCondition) []any {
+	list, _ := fixture.([]any)
+	byType := map[string]rancherCondition{}
+	for _, c := range set {
+		byType[c.Type] = c
+	}
+	out := make([]any, 0, len(list)+len(set))
+	done := map[string]bool{}
+	render := func(c rancherCondition) map[string]any {
+		m := map[string]any{"type": c.Type, "status": c.Status, "lastUpdateTime": "2026-11-23T12:00:00Z"}
+		if c.Reason != "" {
+			m["reason"] = c.Reason
+		}
+		if c.Message != "" {
+			m["message"] = c.Message
+		}
+		return m
+	}
+	for _, x := range list {
+		m, _ := x.(map[string]any)
+		typ, _ := m["type"].(string)
+		c, ok := byType[typ]
+		switch {
+		case !ok:
+			out = append(out, x)
+		case c.Status != "":
+			out = append(out, render(c))
+		}
+		done[typ] = true
+	}
+	for _, c := range set {
+		if !done[c.Type] && c.Status != "" {
+			out = append(out, render(c))
+		}
+	}
+	return out
 }

@@ -30,8 +30,16 @@ const (
 	ownerID     = "e2e"
 	// interval is the refresh interval of both sources.
 	interval = 2 * time.Second
-	// grace is secrets.prune.gracePeriod; prune.afterListings is 2.
-	grace = 3 * time.Second
+	// departureListings and departureGrace are the service's departure
+	// rule: a served cluster leaves the answer, and its Secret may be
+	// pruned, once absent from (or leaving in) this many consecutive
+	// complete listings of its source and this long after it was first
+	// missed.
+	departureListings = 3
+	departureGrace    = time.Second
+	// steadyListings is how many listings a cluster that has not left must
+	// keep its Application and Secret through a change of state.
+	steadyListings = 5
 )
 
 // env is the one environment every scenario shares: a control plane, one
