@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -375,17 +376,14 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 // cost ~8 MiB.
 func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.TenantRule) ([]sources.Cluster, error) {
 	out := make([]sources.Cluster, len(in))
-	keys := make(map[string]bool, len(in))
+	keys := make([]string, len(in)) // a sorted slice, not a map: at 10,000 clusters a map costs ~1 MiB more
 	for i := range in {
 		c := &out[i]
 		*c = in[i]
 		if c.Name == "" {
 			return nil, fmt.Errorf("cluster %d has no name", i)
 		}
-		if keys[c.Key()] {
-			return nil, fmt.Errorf("cluster id %q listed twice", c.Key())
-		}
-		keys[c.Key()] = true
+		keys[i] = c.Key()
 		if !c.Phase.Valid() || c.Phase == sources.PhaseAbsent {
 			c.Phase = sources.PhaseDegraded // unknown is degraded, never absence
 		}
@@ -403,6 +401,12 @@ func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.T
 			c.NotReadyReason = ""
 		} else if c.NotReadyReason == "" {
 			c.NotReadyReason = "not ready upstream"
+		}
+	}
+	slices.Sort(keys)
+	for i := 1; i < len(keys); i++ {
+		if keys[i] == keys[i-1] {
+			return nil, fmt.Errorf("cluster id %q listed twice", keys[i])
 		}
 	}
 	sources.SortByName(out)

@@ -79,6 +79,8 @@ type tracked struct {
 	missingSince time.Time
 	// held: its departure is part of a mass drop and needs HeldListings.
 	held bool
+	// listing is the number of the last listing that had the cluster.
+	listing uint64
 	// established is when the cluster was first in a snapshot after the
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
@@ -90,6 +92,8 @@ type tracked struct {
 type lifecycle struct {
 	rule    Departure
 	tracked map[string]*tracked
+	// listings counts the complete listings applied.
+	listings uint64
 
 	// The outcome of the latest complete listing.
 	served   []*sources.Cluster
@@ -122,7 +126,7 @@ type listed struct {
 func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Time) listed {
 	var out listed
 	l.served, l.unserved, l.kept = l.served[:0:0], nil, nil
-	seen := make(map[string]bool, len(listing))
+	l.listings++
 	type missing struct {
 		key     string
 		t       *tracked
@@ -132,11 +136,11 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 	for i := range listing {
 		c := &listing[i]
 		key := c.Key()
-		seen[key] = true
 		t := l.tracked[key]
 		if t == nil {
 			t = &tracked{}
 		}
+		t.listing = l.listings
 		phase := c.Phase.OrReady()
 		if phase == sources.PhaseLeaving {
 			if t.served {
@@ -174,7 +178,7 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 	}
 	for key, t := range l.tracked {
 		switch {
-		case seen[key]:
+		case t.listing == l.listings: // in this listing (leaving ones are in gone already)
 		case !t.served:
 			delete(l.tracked, key) // never served: nothing to confirm
 		default:
