@@ -1,33 +1,16 @@
 package generator
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestTokenNeverLogged drives every path of the API with a known token at
 // debug level and checks that neither the token nor a wrong token sent by a
@@ -35,7 +18,7 @@ func (l *lockedBuffer) String() string {
 func TestTokenNeverLogged(t *testing.T) {
 	const secret = "s3cr3t-plugin-token-value"
 	const wrong = "wrong-token-value-from-a-client"
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := New(Options{Inventory: demoInventory(t), Tokens: tokenSet(t, secret), Logger: logger})
 	require.NoError(t, err)

@@ -21,38 +21,21 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const demoConfig = "../../testdata/demo/config.yaml"
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startDemo runs `serve` on the demo configuration on a free port, as
 // `make run` does, and returns its base URL and a stop function that
 // returns the exit code.
-func startDemo(t *testing.T, extraArgs ...string) (string, *syncBuffer, func() int) {
+func startDemo(t *testing.T, extraArgs ...string) (string, *testlog.Buffer, func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	code := make(chan int, 1)
 	args := append([]string{"--config", demoConfig, "--listen", "127.0.0.1:0"}, extraArgs...)
 	go func() {

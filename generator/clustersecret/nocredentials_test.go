@@ -1,14 +1,12 @@
 package clustersecret
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -21,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // Distinctive bearer tokens: the one in the token Secret, and the one it is
@@ -29,23 +28,6 @@ const (
 	ncToken   = "sha256~NoCredBearerTokenOfTheFleet-7q2w9e4r5t6y8u1i3o0p"
 	ncRotated = "sha256~NoCredRotatedBearerToken-z1x2c3v4b5n6m7l8k9j0"
 )
-
-type ncLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *ncLogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *ncLogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // ncConflicter makes the API refuse the next update of one Secret: just
 // before the update is sent, another writer changes the Secret, so that the
@@ -102,7 +84,7 @@ func TestNoCredentialInLogsOrStatus(t *testing.T) {
 	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 
-	var logs ncLogBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var texts []string // pass errors, plans and statuses
 	newRec := func(dryRun bool) *Reconciler {

@@ -1,7 +1,6 @@
 package aks
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -34,6 +33,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -299,25 +300,8 @@ func credentialsResponse(kc []byte) armcontainerservice.ManagedClustersClientLis
 type testEnv struct {
 	src  *Source
 	reg  *prometheus.Registry
-	logs *syncBuffer
+	logs *testlog.Buffer
 	now  time.Time
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // fastRetry keeps the SDK's retry policy but with tiny delays.
@@ -336,7 +320,7 @@ func newTestEnvWithOptions(t testing.TB, cfg Config, co *arm.ClientOptions, cred
 	if cred == nil {
 		cred = &azfake.TokenCredential{}
 	}
-	env := &testEnv{reg: prometheus.NewRegistry(), logs: &syncBuffer{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	env := &testEnv{reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src, err := New("azure-prod", cfg, Options{Logger: log, Registerer: env.reg, Credential: cred, ClientOptions: co})
 	require.NoError(t, err)

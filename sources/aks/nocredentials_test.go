@@ -24,6 +24,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // Distinctive credentials: the identity's (client secret, federated token,
@@ -241,7 +242,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 			}
 			require.NoError(t, err)
 
-			var logs syncBuffer
+			var logs testlog.Buffer
 			logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			reg := prometheus.NewRegistry()
 			src, err := New("azure-prod", explicit(subA), Options{Logger: logger, Credential: cred, ClientOptions: a.clientOptions(),

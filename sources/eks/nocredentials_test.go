@@ -1,7 +1,6 @@
 package eks
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // Distinctive credentials: the static ones (environment or base
@@ -37,24 +37,6 @@ const (
 	ncAssumedSecret = "NoCredAssumedSecretKey/0a1b2c3d4e5f6g7h8i9jklmn"
 	ncAssumedToken  = "NoCredAssumedSessionToken+FwoGZXIvYXdzAssumed/xyz=="
 )
-
-// ncBuffer is a bytes.Buffer safe for concurrent writes.
-type ncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *ncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *ncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var sigRe = regexp.MustCompile(`Signature=([0-9a-f]{64})`)
 
@@ -188,7 +170,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 			f.add(acctA, regionEU, names("c", 4)...)
 			f.Hook = tc.hook
 
-			var logs ncBuffer
+			var logs testlog.Buffer
 			logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			rec := &ncRecorder{base: f.srv.Client().Transport, signatures: map[string]bool{}, tokens: map[string]bool{}}
 			reg := prometheus.NewRegistry()

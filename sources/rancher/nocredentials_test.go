@@ -1,7 +1,6 @@
 package rancher
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // The distinctive token of these tests and its secret part (after ':').
@@ -29,24 +28,6 @@ const (
 	noCredToken  = "token-nocrd:NoCredRancherSecret7q2w9e4r5t6y8u1i3o0pzxcvbnmlkjhg"
 	noCredSecret = "NoCredRancherSecret7q2w9e4r5t6y8u1i3o0pzxcvbnmlkjhg"
 )
-
-// syncBuffer is a bytes.Buffer safe for the handler's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // assertNoCredential fails when text holds the token, its secret part, or
 // the Authorization header's value.
@@ -146,7 +127,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 			f := newFake(t, tc.tls)
 			f.setTokens(noCredToken)
 			f.generate(5)
-			var logs syncBuffer
+			var logs testlog.Buffer
 			reg := prometheus.NewRegistry()
 			cfg := Config{URL: f.srv.URL, PageLimit: 2, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}}
 			opts := Options{
@@ -227,7 +208,7 @@ func TestNoCredentialListingDeadline(t *testing.T) {
 		}
 		return true
 	})
-	var logs syncBuffer
+	var logs testlog.Buffer
 	s := newSource(t, "rancher-a", Config{URL: f.srv.URL, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}},
 		Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
