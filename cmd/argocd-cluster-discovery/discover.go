@@ -59,9 +59,6 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return 1
 	}
-	if listErr != nil { // only sources the input cannot select failed
-		fmt.Fprintf(stderr, "warning: listing errors in sources this input does not select:\n%v\n", listErr)
-	}
 	if *secrets {
 		if err := printSecrets(stdout, cfg, inv.Snapshot()); err != nil {
 			fmt.Fprintf(stderr, "error: %v\n", err)
