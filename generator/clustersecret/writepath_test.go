@@ -1,0 +1,492 @@
+package clustersecret
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
+)
+
+// The tests of this file race the reconciler's writes against another
+// writer on the real kube-apiserver: a recording RoundTripper runs the
+// other writer's change (through the admin client) just before our write
+// is sent, so the write meets a newer object than the one the plan read.
+
+// sentWrite is one write request of the reconciler to a Secret.
+type sentWrite struct {
+	method, secret string
+	body           []byte
+	entered        time.Time // when the request reached the RoundTripper
+	forwarded      time.Time // when it was sent to the API server (zero: never)
+	status         int       // the API server's answer (0: none)
+}
+
+// recorder records the reconciler's writes to Secrets, optionally delays
+// them, and runs a hook before a write is sent.
+type recorder struct {
+	rt    http.RoundTripper
+	delay time.Duration
+
+	mu     sync.Mutex
+	before func(w *sentWrite) // run before a write is forwarded
+	writes []*sentWrite
+}
+
+func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet || !strings.Contains(r.URL.Path, "/secrets") {
+		return rec.rt.RoundTrip(r)
+	}
+	w := &sentWrite{method: r.Method, entered: time.Now()}
+	if _, name, ok := strings.Cut(r.URL.Path, "/secrets/"); ok {
+		w.secret = name
+	}
+	if r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		_ = r.Body.Close()
+		w.body = b
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	rec.mu.Lock()
+	rec.writes = append(rec.writes, w)
+	hook := rec.before
+	rec.mu.Unlock()
+	if rec.delay > 0 {
+		select {
+		case <-time.After(rec.delay):
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	if hook != nil {
+		hook(w)
+	}
+	rec.mu.Lock()
+	w.forwarded = time.Now()
+	rec.mu.Unlock()
+	resp, err := rec.rt.RoundTrip(r)
+	if resp != nil {
+		rec.mu.Lock()
+		w.status = resp.StatusCode
+		rec.mu.Unlock()
+	}
+	return resp, err
+}
+
+// sent returns a copy of the writes recorded so far (to name, if given).
+func (rec *recorder) sent(name string) []sentWrite {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out []sentWrite
+	for _, w := range rec.writes {
+		if name == "" || w.secret == name {
+			out = append(out, *w)
+		}
+	}
+	return out
+}
+
+// onceBefore runs f before the first write of method to the Secret name.
+func (rec *recorder) onceBefore(method, name string, f func()) {
+	var once sync.Once
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.before = func(w *sentWrite) {
+		if w.method == method && w.secret == name {
+			once.Do(f)
+		}
+	}
+}
+
+// decode reads a request body as client-go encoded it (protobuf or JSON).
+func decode(t testing.TB, body []byte, into runtime.Object) {
+	t.Helper()
+	_, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, into)
+	require.NoError(t, err)
+}
+
+func recordingClient(t testing.TB, delay time.Duration) (kubernetes.Interface, *recorder) {
+	t.Helper()
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS, cfg.Burst = 500, 1000
+	rec := &recorder{delay: delay}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.rt = rt; return rec })
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return c, rec
+}
+
+// recordingReconciler is newReconciler writing through a recorder.
+func recordingReconciler(t testing.TB, e *env, f *fleet, mut ...func(*Config)) (*Reconciler, *recorder) {
+	t.Helper()
+	client, rec := recordingClient(t, 0)
+	cfg := Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync,
+		Prune: PruneOptions{AfterListings: 2, MaxDeletions: 5, MaxDeletionsPercent: 10}, Concurrency: 4, Debounce: 10 * time.Millisecond}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	r, err := New(cfg, client, f.inv, nil, nil)
+	require.NoError(t, err)
+	return r, rec
+}
+
+// edit changes a Secret as another writer would (a person, another
+// deployment), through the admin client. It only reports a failure (with
+// assert), as it also runs in the reconciler's goroutines.
+func (e *env) edit(name string, change func(*corev1.Secret)) {
+	assert.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := e.admin.CoreV1().Secrets(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(s)
+		_, err = e.admin.CoreV1().Secrets(e.ns).Update(context.Background(), s, metav1.UpdateOptions{})
+		return err
+	}))
+}
+
+func (e *env) get(name string) *corev1.Secret {
+	e.t.Helper()
+	s, err := e.admin.CoreV1().Secrets(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	return s
+}
+
+// TestUpdateRacingAnotherWriter: an update computed from an old read
+// carries the resourceVersion read, so a change made meanwhile by someone
+// else makes the API answer 409; the retry re-reads the Secret and writes
+// nothing if it is no longer ours (owner or managed-by label) or now says
+// it is another cluster's (cluster-id), merges again if it still is ours,
+// and never retries a countdown. In every case the other writer's change
+// survives.
+func TestUpdateRacingAnotherWriter(t *testing.T) {
+	const theirServer = "https://theirs.example.com"
+	cases := []struct {
+		name string
+		// countdown: the planned update is a prune countdown (the cluster
+		// left the selection) rather than a content update (drift repair)
+		countdown bool
+		meanwhile func(*corev1.Secret)
+		// puts is the number of our PUTs: the one refused with 409, plus
+		// the merged retry when the Secret is still ours
+		puts  int
+		check func(t *testing.T, got *corev1.Secret)
+	}{
+		{name: "another owner took the Secret", puts: 1,
+			meanwhile: func(s *corev1.Secret) {
+				s.Labels[LabelOwner] = "someone-else"
+				s.Data["server"] = []byte(theirServer)
+			},
+			check: func(t *testing.T, got *corev1.Secret) {
+				assert.Equal(t, "someone-else", got.Labels[LabelOwner])
+				assert.Equal(t, theirServer, string(got.Data["server"]))
+			}},
+		{name: "managed-by label removed: a person took the Secret over", puts: 1,
+			meanwhile: func(s *corev1.Secret) {
+				delete(s.Labels, LabelManagedBy)
+				s.Data["server"] = []byte(theirServer)
+			},
+			check: func(t *testing.T, got *corev1.Secret) {
+				assert.NotContains(t, got.Labels, LabelManagedBy)
+				assert.Equal(t, theirServer, string(got.Data["server"]))
+			}},
+		{name: "now another cluster's Secret (cluster-id)", puts: 1,
+			meanwhile: func(s *corev1.Secret) {
+				s.Annotations[AnnotationClusterID] = "another-cluster"
+				s.Data["server"] = []byte(theirServer)
+			},
+			check: func(t *testing.T, got *corev1.Secret) {
+				assert.Equal(t, "another-cluster", got.Annotations[AnnotationClusterID])
+				assert.Equal(t, theirServer, string(got.Data["server"]))
+			}},
+		{name: "still ours, a person added a label and a key: merged again", puts: 2,
+			meanwhile: func(s *corev1.Secret) {
+				s.Labels["added-by-hand"] = "yes"
+				s.Data["shard"] = []byte("3")
+			},
+			check: func(t *testing.T, got *corev1.Secret) {
+				assert.Equal(t, "yes", got.Labels["added-by-hand"], "the person's change survives")
+				assert.Equal(t, "3", string(got.Data["shard"]))
+				assert.Equal(t, "https://a.example.com", string(got.Data["server"]), "our change is merged into the fresh copy")
+			}},
+		{name: "countdown: a person edited the Secret meanwhile", countdown: true, puts: 1,
+			meanwhile: func(s *corev1.Secret) { s.Labels["added-by-hand"] = "yes" },
+			check: func(t *testing.T, got *corev1.Secret) {
+				assert.Equal(t, "yes", got.Labels["added-by-hand"], "the person's change survives")
+				assert.NotContains(t, got.Annotations, AnnotationMissingSince, "the countdown is left to the next pass")
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			f := newFleet(t, "a")
+			pass(t, newReconciler(t, e, f))
+			var r *Reconciler
+			var rec *recorder
+			if tc.countdown {
+				// the cluster leaves the selection: its Secret starts counting down
+				r, rec = recordingReconciler(t, e, f, func(c *Config) {
+					c.Prune.AfterListings = 3
+					c.Select = func(*sources.Cluster) bool { return false }
+				})
+			} else {
+				// drift: the plan repairs our server URL
+				e.edit(sn("a"), func(s *corev1.Secret) { s.Data["server"] = []byte("https://drifted.example.com") })
+				r, rec = recordingReconciler(t, e, f)
+			}
+			rec.onceBefore(http.MethodPut, sn("a"), func() { e.edit(sn("a"), tc.meanwhile) })
+
+			ch := pass(t, r)
+			require.Len(t, ch.Update, 1)
+			planned := ch.Update[0]
+			assert.Equal(t, map[bool]string{false: "content", true: "countdown"}[tc.countdown], planned.Reason)
+			assert.Equal(t, planned.Old.ResourceVersion, planned.New.ResourceVersion, "the plan's update carries the version it read")
+
+			puts := rec.sent(sn("a"))
+			require.Len(t, puts, tc.puts)
+			assert.Equal(t, http.StatusConflict, puts[0].status, "the API refused the update computed from the old read")
+			var sent corev1.Secret
+			decode(t, puts[0].body, &sent)
+			assert.Equal(t, planned.Old.ResourceVersion, sent.ResourceVersion, "the update sent carries the version read")
+			if tc.puts > 1 {
+				assert.Equal(t, http.StatusOK, puts[1].status)
+			}
+			tc.check(t, e.get(sn("a")))
+		})
+	}
+}
+
+// TestDeleteRacingAnotherWriter: a delete carries the UID and
+// resourceVersion the plan saw as preconditions, so a Secret modified (new
+// resourceVersion) or deleted and re-created (new UID) between the plan
+// and the delete is not deleted.
+func TestDeleteRacingAnotherWriter(t *testing.T) {
+	cases := []struct {
+		name      string
+		meanwhile func(e *env)
+		deleted   bool
+	}{
+		{name: "nothing meanwhile: deleted", meanwhile: func(*env) {}, deleted: true},
+		{name: "modified meanwhile (new resourceVersion)", meanwhile: func(e *env) {
+			e.edit(sn("leaves"), func(s *corev1.Secret) { s.Annotations["note"] = "keep me" })
+		}},
+		{name: "re-created meanwhile (new UID)", meanwhile: func(e *env) {
+			ctx, secrets := context.Background(), e.admin.CoreV1().Secrets(e.ns)
+			old, err := secrets.Get(ctx, sn("leaves"), metav1.GetOptions{})
+			if !assert.NoError(e.t, err) {
+				return
+			}
+			assert.NoError(e.t, secrets.Delete(ctx, old.Name, metav1.DeleteOptions{}))
+			fresh := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace,
+				Labels: old.Labels, Annotations: old.Annotations}, Data: old.Data, Type: old.Type}
+			_, err = secrets.Create(ctx, fresh, metav1.CreateOptions{})
+			assert.NoError(e.t, err)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			f := newFleet(t, "stays", "leaves")
+			r, rec := recordingReconciler(t, e, f)
+			pass(t, r)
+			f.write("stays")
+			for range 2 { // the inventory confirms the departure
+				time.Sleep(5 * time.Millisecond)
+				require.NoError(t, f.refresh())
+			}
+			rec.onceBefore(http.MethodDelete, sn("leaves"), func() { tc.meanwhile(e) })
+
+			ch := pass(t, r)
+			require.Equal(t, []string{sn("leaves")}, names(ch.Delete), "the plan deletes it")
+			planned := ch.Delete[0]
+			dels := rec.sent(sn("leaves"))
+			require.Len(t, dels, 1)
+			if tc.deleted {
+				assert.Equal(t, []string{sn("stays")}, e.secretNames())
+			} else {
+				assert.Equal(t, http.StatusConflict, dels[0].status, "the API refused the delete")
+				assert.Equal(t, []string{sn("leaves"), sn("stays")}, e.secretNames(), "the changed Secret is not deleted")
+			}
+
+			// the request itself names what the plan saw (on the API server
+			// a re-created Secret also has a new resourceVersion, so only
+			// the request shows that the UID is checked too)
+			var opts metav1.DeleteOptions
+			decode(t, dels[0].body, &opts)
+			require.NotNil(t, opts.Preconditions, "the delete carries preconditions")
+			if assert.NotNil(t, opts.Preconditions.UID, "precondition on the UID the plan saw") {
+				assert.Equal(t, planned.UID, *opts.Preconditions.UID)
+			}
+			if assert.NotNil(t, opts.Preconditions.ResourceVersion, "precondition on the resourceVersion the plan saw") {
+				assert.Equal(t, planned.ResourceVersion, *opts.Preconditions.ResourceVersion)
+			}
+		})
+	}
+}
+
+// TestPinnedSecretSurvivesDeparture: a Secret a person pinned stays when
+// its cluster's departure is confirmed, under the sync policy.
+func TestPinnedSecretSurvivesDeparture(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "stays", "leaves", "pinned")
+	r := newReconciler(t, e, f)
+	pass(t, r)
+	e.edit(sn("pinned"), func(s *corev1.Secret) { s.Labels[LabelPin] = "true" })
+	f.write("stays")
+	for range 2 {
+		time.Sleep(5 * time.Millisecond)
+		require.NoError(t, f.refresh())
+	}
+	ch := pass(t, r)
+	assert.Equal(t, []string{sn("leaves")}, names(ch.Delete), "the unpinned Secret goes")
+	assert.Equal(t, []string{sn("pinned"), sn("stays")}, e.secretNames(), "the pinned Secret stays")
+}
+
+// TestNoPruneWhileANameConflictHolds: after a restart, a second source
+// lists a cluster of the same name (another server) as the one our Secret
+// is for. Neither is established, so the name is served to none; the
+// Secret is not pruned however many listings pass, while a Secret whose
+// cluster is really gone is pruned by the same passes.
+func TestNoPruneWhileANameConflictHolds(t *testing.T) {
+	e := newEnv(t)
+	before := newFleet(t, "a", "b", "gone")
+	pass(t, newReconciler(t, e, before))
+	require.Len(t, e.secrets(), 3)
+
+	before.write("a", "b")
+	otherPath := filepath.Join(t.TempDir(), "other.yaml")
+	require.NoError(t, os.WriteFile(otherPath, []byte("clusters:\n  - name: a\n    server: https://a.other.example.com\n"), 0o600))
+	fleetSrc, err := static.New(static.Config{File: before.path}, "")
+	require.NoError(t, err)
+	otherSrc, err := static.New(static.Config{File: otherPath}, "")
+	require.NoError(t, err)
+	inv, err := inventory.New([]inventory.SourceSpec{
+		{Name: "fleet", Provider: sources.ProviderStatic, Source: fleetSrc, Interval: time.Hour, Timeout: 5 * time.Second},
+		{Name: "other", Provider: sources.ProviderStatic, Source: otherSrc, Interval: time.Hour, Timeout: 5 * time.Second},
+	}, inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	snap, _ := inv.SnapshotAndListings()
+	require.Len(t, snap.Conflicts, 1)
+	require.Equal(t, "a", snap.Conflicts[0].Name)
+	require.Empty(t, snap.Conflicts[0].KeptSource, "the name is served to none")
+
+	r := newReconciler(t, e, &fleet{t: t, path: before.path, inv: inv}, func(c *Config) { c.Prune.AfterListings = 1 })
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(5 * time.Millisecond)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+		}
+		ch := pass(t, r)
+		assert.NotContains(t, names(ch.Delete), sn("a"), "pass %d", i)
+		assert.Empty(t, ch.Blocked)
+	}
+	assert.Equal(t, []string{sn("a"), sn("b")}, e.secretNames(), "the conflicted cluster's Secret stays, the gone one was pruned")
+	assert.NotContains(t, e.get(sn("a")).Annotations, AnnotationMissingSince, "no countdown either")
+}
+
+// TestRealLeaseLossStopsWrites: the reconciler runs under leader election
+// on the real API server and is part-way through a pass of 200 slowed
+// creates when another holder takes the Lease. Once this process has
+// observed the loss, no write starts, and none reaches the API server
+// except one already in flight when the Lease was lost (Concurrency 1).
+func TestRealLeaseLossStopsWrites(t *testing.T) {
+	const total, concurrency = 200, 1
+	e := newEnv(t)
+	var clusters []string
+	for i := range total {
+		clusters = append(clusters, fmt.Sprintf("l%03d", i))
+	}
+	f := newFleet(t, clusters...)
+	client, rec := recordingClient(t, 25*time.Millisecond)
+	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync, Concurrency: concurrency},
+		client, f.inv, nil, nil)
+	require.NoError(t, err)
+	// the Lease is renewed through an undelayed client
+	leaseClient, err := kubernetes.NewForConfig(restConfig)
+	require.NoError(t, err)
+	le := LeaderElection{LeaseName: "argocd-cluster-discovery", Identity: "us",
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.RunLeading(ctx, leaseClient, le) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return len(rec.sent("")) >= 20 }, 20*time.Second, 5*time.Millisecond, "the pass is writing")
+	require.True(t, r.Status().Leader)
+
+	// another holder takes the Lease, with a renewed time and a long
+	// duration: our next renewals fail
+	leases := e.admin.CoordinationV1().Leases(e.ns)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		l, err := leases.Get(context.Background(), le.LeaseName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr("intruder"), LeaseDurationSeconds: ptr(int32(3600)),
+			AcquireTime: &now, RenewTime: &now, LeaseTransitions: l.Spec.LeaseTransitions}
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	}))
+	taken := time.Now()
+
+	// the moment this process observes the loss
+	var lost time.Time
+	require.Eventually(t, func() bool {
+		if r.Status().Leader {
+			return false
+		}
+		lost = time.Now()
+		return true
+	}, 10*time.Second, time.Millisecond, "the loss is observed")
+	time.Sleep(time.Second) // ~40 more writes, were the pass still running
+
+	var before, inFlight, startedAfter int
+	var firstAfter time.Duration
+	for _, w := range rec.sent("") {
+		switch {
+		case w.entered.After(lost):
+			if startedAfter++; startedAfter == 1 {
+				firstAfter = w.entered.Sub(lost)
+			}
+		case !w.forwarded.IsZero() && w.forwarded.After(lost):
+			inFlight++ // in flight when the loss was observed, and sent anyway
+		default:
+			before++
+		}
+	}
+	t.Logf("Lease taken; loss observed %v later; %d writes before it, %d in flight sent after it, %d started after it",
+		lost.Sub(taken).Round(time.Millisecond), before, inFlight, startedAfter)
+	assert.Zero(t, startedAfter, "no write starts once the loss is observed (the first started %v after it)", firstAfter)
+	assert.LessOrEqual(t, inFlight, concurrency, "only a write in flight at the loss may reach the server")
+	assert.Less(t, len(e.secrets()), total, "the pass was stopped part-way")
+	l, err := leases.Get(context.Background(), le.LeaseName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "intruder", *l.Spec.HolderIdentity, "we did not take the Lease back")
+}
