@@ -113,6 +113,13 @@ func TestEndToEnd(t *testing.T) {
 		{"self-registration: a cluster becomes active in Rancher", testSelfRegistration},
 		{"removal under sync: Application and Secret go once the departure is confirmed", testRemovalSync},
 		{"lifecycle: an established cluster is never removed for its state or a namesake", testLifecycle},
+		{"CA fetch failure: a served static cluster not ready keeps its last rendering", testCAFetchFailure},
+		{"duplicate: a Rancher cluster listed again by a static source with its proxy URL is served once", testDuplicate},
+		{"foreign Secret with our server: a clash, ours kept, theirs untouched", testForeignClash},
+		{"rename: a static cluster with a fixed id keeps its one Secret", testRename},
+		{"Secret names: aws/prod-eu and aws-prod/eu get two Secrets", testNameCollision},
+		{"mass drop: half of a source's clusters missing at once are held", testMassDrop},
+		{"late source: a static source that lists only after a restart keeps every answer 503", testLateSource},
 		{"outage: Rancher answers 500, stale answers keep everything", testOutageStale},
 		{"outage across a restart: 503 with our message, nothing removed", testOutageRestart},
 		{"recovery: Rancher is back", testRecovery},
@@ -133,6 +140,12 @@ func testStart(t *testing.T) {
 	}
 	if err := e.writeStatic(onprem); err != nil {
 		t.Fatal(err)
+	}
+	// the other static sources list nothing yet
+	for _, src := range []string{"aws", "aws-prod", "fleet"} {
+		if err := e.writeSource(src); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := e.apply("foreign-secrets.yaml"); err != nil {
 		t.Fatal(err)

@@ -97,8 +97,10 @@ server:
   shutdownTimeout: 2s
 inventory: {interval: %s, timeout: 5s}
 # a departure is confirmed after departureListings listings without the
-# cluster and departureGrace; a single removal is never a mass drop here
-departure: {afterListings: %d, gracePeriod: %s, maxFraction: 1}
+# cluster and departureGrace; a listing that drops more than a quarter of a
+# source's served clusters (and more than one) is held for heldListings
+# (one cluster leaving is never a mass drop)
+departure: {afterListings: %d, gracePeriod: %s, maxFraction: %g, heldListings: %d}
 sources:
   - name: rancher
     provider: rancher
@@ -109,6 +111,18 @@ sources:
   - name: onprem
     provider: static
     static: {file: onprem.yaml}
+  # two sources whose names and cluster names join the same way
+  # (aws + prod-eu, aws-prod + eu): their Secret names must not collide
+  - name: aws
+    provider: static
+    static: {file: aws.yaml}
+  - name: aws-prod
+    provider: static
+    static: {file: aws-prod.yaml}
+  # the source of the mass-drop scenario
+  - name: fleet
+    provider: static
+    static: {file: fleet.yaml}
 secrets:
   enabled: true
   namespace: %s
@@ -121,7 +135,7 @@ secrets:
   leaderElection: {leaseName: acd-e2e, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
   kubeconfig: %s
 applicationSetRefresh: {enabled: true, debounce: 500ms}
-`, x.apiAddr, interval, departureListings, departureGrace, x.rancher.URL(), argoNS, ownerID, policy, x.kubeconfig),
+`, x.apiAddr, interval, departureListings, departureGrace, departureMaxFraction, departureHeldListings, x.rancher.URL(), argoNS, ownerID, policy, x.kubeconfig),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(x.dir, name), []byte(content), 0o600); err != nil {
@@ -135,6 +149,52 @@ applicationSetRefresh: {enabled: true, debounce: 500ms}
 func (x *env) writeStatic(content string) error {
 	x.staticFile = filepath.Join(x.dir, "onprem.yaml")
 	return os.WriteFile(x.staticFile, []byte(content), 0o600)
+}
+
+// staticCluster is a cluster of a static source's file, as the scenarios
+// write it (JSON is YAML).
+type staticCluster struct {
+	Name           string            `json:"name"`
+	Server         string            `json:"server"`
+	ID             string            `json:"id,omitempty"`
+	Tenant         string            `json:"tenant,omitempty"`
+	Project        string            `json:"project,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Ready          *bool             `json:"ready,omitempty"`
+	NotReadyReason string            `json:"notReadyReason,omitempty"`
+}
+
+// sourceFile is the path of a static source's file.
+func (x *env) sourceFile(source string) string {
+	return filepath.Join(x.dir, source+".yaml")
+}
+
+// writeSource replaces a static source's file at once (a listing never
+// reads it half written).
+func (x *env) writeSource(source string, clusters ...staticCluster) error {
+	if clusters == nil {
+		clusters = []staticCluster{}
+	}
+	b, err := json.MarshalIndent(map[string]any{"clusters": clusters}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := x.sourceFile(source) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, x.sourceFile(source))
+}
+
+// listings returns how many listings of a source our service completed or
+// attempted: Rancher's cluster lists answered, or a static source's
+// listings (the count of its listing duration histogram).
+func (x *env) listings(source string) (int, error) {
+	if source == "rancher" {
+		return x.rancher.Served(), nil
+	}
+	n, err := x.metric("argocd_cluster_discovery_source_listing_duration_seconds_count", `{source="`+source+`"}`)
+	return int(n), err
 }
 
 // startService runs our binary with the Secret policy given, and waits
@@ -278,6 +338,9 @@ type sourceStatus struct {
 	LastError           string `json:"lastError"`
 	ConsecutiveFailures int    `json:"consecutiveFailures"`
 	Clusters            int    `json:"clusters"`
+	Served              int    `json:"served"`
+	Absent              int    `json:"absent"`
+	HeldDepartures      int    `json:"heldDepartures"`
 }
 
 // statusDoc is what the scenarios read of /status.
@@ -294,6 +357,23 @@ type statusDoc struct {
 	Departed []struct {
 		Name, Source, ID string
 	} `json:"departed"`
+	Duplicates []struct {
+		Name       string `json:"name"`
+		Source     string `json:"source"`
+		KeptName   string `json:"keptName"`
+		KeptSource string `json:"keptSource"`
+		Reason     string `json:"reason"`
+	} `json:"duplicates"`
+	Kept []struct {
+		Name, Source, Reason string
+	} `json:"kept"`
+	Secrets struct {
+		Clashes []struct {
+			Cluster string `json:"cluster"`
+			Secret  string `json:"secret"`
+			By      string `json:"by"`
+		} `json:"clashes"`
+	} `json:"secrets"`
 }
 
 // statusDoc reads our service's /status.

@@ -37,6 +37,12 @@ const (
 	// missed.
 	departureListings = 3
 	departureGrace    = time.Second
+	// departureMaxFraction and departureHeldListings are the mass-drop
+	// rule: a listing that makes more than this fraction of a source's
+	// served clusters (and more than one) missing holds their departures
+	// for this many listings.
+	departureMaxFraction  = 0.25
+	departureHeldListings = 8
 	// steadyListings is how many listings a cluster that has not left must
 	// keep its Application and Secret through a change of state.
 	steadyListings = 5
