@@ -1,7 +1,7 @@
 // Package e2e is the end-to-end suite (tests only): envtest's real
 // kube-apiserver and etcd with Argo CD's CRDs, Argo CD's real
 // argocd-applicationset-controller (v3.2.12, from bin/testbin), and our
-// service as a built binary fed by a fake Rancher and a static source. Every
+// service as a built binary fed by a fake Rancher and static sources. Every
 // scenario asserts on Applications and Secrets in the API server.
 //
 //	make e2e        # this suite alone, verbose

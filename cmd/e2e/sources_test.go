@@ -388,6 +388,7 @@ func testForeignClash(t *testing.T) {
 	n0 := listingsOf(t, "onprem")
 	same := sameFleet(was, "secret:"+f.Name)
 	through(t, "onprem", n0, steadyListings, func() error { return errors.Join(same(), untouched()) }, clash)
+	t.Logf("%d listings with the foreign Secret %s: ours (%s) and its Application unchanged, the clash reported", steadyListings, f.Name, ours)
 }
 
 // testRename: a static cluster with a fixed id changes its name. Its one
@@ -509,8 +510,18 @@ func testMassDrop(t *testing.T) {
 			return fmt.Errorf("/status fleet: %+v, want 2 held departures, 4 served, 2 absent", f)
 		}
 		var errs []error
+		if n, err := e.metric("argocd_cluster_discovery_source_departures_held", `{source="fleet"}`); err != nil || n != 2 {
+			errs = append(errs, fmt.Errorf("metric source_departures_held{source=fleet}: %v (%v), want 2", n, err))
+		}
+		secrets, err := e.clusterSecrets()
+		if err != nil {
+			return err
+		}
 		for _, c := range missing {
 			errs = append(errs, served("globex", c.Name, "fleet", c.Server, "absent")())
+			if p := secrets[staticSecret("fleet", c)].Labels[clustersecret.LabelPhase]; p != "absent" {
+				errs = append(errs, fmt.Errorf("Secret of %s: phase %q, want absent", c.Name, p))
+			}
 		}
 		return errors.Join(errs...)
 	}
