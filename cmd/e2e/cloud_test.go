@@ -39,6 +39,16 @@ import (
 // subscription list and an EKS cluster gone from ListClusters keep their
 // Application and Secret through listings 1 and 2 without them and lose
 // both after the confirming 3rd.
+//
+// One cluster under one name from Rancher and from EKS: a Rancher source
+// over the suite's fake Rancher (behind a front that makes its clusters
+// hosted EKS clusters, namePrefix eks-) lists eks-platform from the start
+// and eks-payments once it is established. Both are the EKS clusters by
+// CloudID: served once, from EKS (established, else inventory.prefer
+// cloud), /status listing Rancher's as duplicates by cloudID, with no name
+// conflict and no Secret for them; through steadyListings listings every
+// Application and Secret is kept; Rancher's listings then leave with
+// nothing changed.
 func TestCloudLifecycle(t *testing.T) {
 	start := time.Now()
 	c := startCloud(t)
@@ -50,6 +60,13 @@ func TestCloudLifecycle(t *testing.T) {
 	c.fake.SetEKS([]cloudEKSCluster{eksPayments, eksPlatform})
 	c.fake.SetAKS(aksPayments, aksSandbox)
 	c.fake.SetSubscriptions(cloudSubA, cloudSubB)
+	// one cluster under one name from Rancher and from EKS: Rancher's
+	// "platform" (namePrefix eks-) is the hosted EKS cluster eks-platform,
+	// listed by both sources from the start; Rancher's "payments" joins
+	// later (eks-payments)
+	rancherPlatform := rancherCluster{ID: "c-m-eksplt01", Name: "platform", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
+	rancherPayments := rancherCluster{ID: "c-m-ekspay01", Name: "payments", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
+	c.rancher.Host(rancherPlatform, eksPlatform.Name)
 
 	c.start(t)
 	c.eventually(t, 30*time.Second, "/readyz of the cloud deployment", func() error { return getOK("http://" + c.addr + "/readyz") })
@@ -68,6 +85,13 @@ func TestCloudLifecycle(t *testing.T) {
 		return c.appsAre(fleet)
 	})
 	t.Logf("EKS and AKS clusters served, Secrets and Applications created %.1fs after the start", time.Since(start).Seconds())
+	if !t.Run("EKS and Rancher list eks-platform from the start: served once, the EKS listing (inventory.prefer cloud)", func(t *testing.T) {
+		c.eventually(t, 15*time.Second, "eks-platform served once, from EKS; Rancher's listing a duplicate by cloudID", func() error {
+			return errors.Join(c.servedOnce(eksPlatform.Name, eksPlatform.server()), c.duplicate(eksPlatform.Name, true))
+		})
+	}) {
+		t.FailNow()
+	}
 
 	st := map[string]*cloudSteady{}
 	for _, name := range names(fleet) {
@@ -107,6 +131,8 @@ func TestCloudLifecycle(t *testing.T) {
 					c.shows(aksPayments.Name, aksPayments.server(), step.aksPhase, step.aksState),
 					c.shows(eksPlatform.Name, eksPlatform.server(), "ready", "ACTIVE"),
 					c.shows(aksSandbox.Name, aksSandbox.server(), "ready", "Succeeded"),
+					c.servedOnce(eksPlatform.Name, eksPlatform.server()),
+					c.duplicate(eksPlatform.Name, true),
 				)
 			}
 			c.stays(t, e0, a0, steadyListings, checkAll, want)
@@ -114,6 +140,44 @@ func TestCloudLifecycle(t *testing.T) {
 		if !ok {
 			t.FailNow()
 		}
+	}
+
+	// Rancher starts listing eks-payments, established from EKS: the same
+	// cluster (CloudID eks/<account>/<region>/eks-payments), not a name
+	// conflict; the EKS listing stays served, no Secret is made for
+	// Rancher's; nothing changes through steadyListings listings of both
+	onceFromEKS := func() error {
+		return errors.Join(checkAll(), c.noSecretOf("rancher"),
+			c.servedFrom(eksPayments.Name, "aws", eksPayments.server()),
+			c.servedFrom(eksPlatform.Name, "aws", eksPlatform.server()))
+	}
+	if !t.Run("Rancher starts listing the established eks-payments: served once, from EKS; Applications and Secrets kept", func(t *testing.T) {
+		r0 := c.rancher.Host(rancherPayments, eksPayments.Name)
+		c.staysWith(t, []cloudCounter{{"Rancher", c.rancher.Listings, r0}, {"EKS", c.fake.EKSListings, c.fake.EKSListings()}},
+			steadyListings, onceFromEKS, func() error {
+				return errors.Join(
+					c.servedOnce(eksPayments.Name, eksPayments.server()), c.duplicate(eksPayments.Name, true),
+					c.servedOnce(eksPlatform.Name, eksPlatform.server()), c.duplicate(eksPlatform.Name, true),
+					c.shows(eksPayments.Name, eksPayments.server(), "ready", "ACTIVE"),
+				)
+			})
+	}) {
+		t.FailNow()
+	}
+	if !t.Run("Rancher no longer lists them: nothing changes, the duplicates go", func(t *testing.T) {
+		c.rancher.Unhost(rancherPlatform.ID)
+		r0 := c.rancher.Unhost(rancherPayments.ID)
+		// Rancher's listings depart like any other: the duplicates are
+		// reported until their departure is confirmed
+		c.staysWith(t, []cloudCounter{{"Rancher", c.rancher.Listings, r0}}, departureListings+1, onceFromEKS, func() error { return nil })
+		c.eventually(t, 3*cloudInterval+10*time.Second, "no duplicate left", func() error {
+			return errors.Join(c.duplicate(eksPayments.Name, false), c.duplicate(eksPlatform.Name, false))
+		})
+		if err := onceFromEKS(); err != nil {
+			t.Fatalf("after Rancher's listings left: %v\n%s", err, c.logs())
+		}
+	}) {
+		t.FailNow()
 	}
 
 	// the departures: each leaves its Application and Secret through
@@ -231,10 +295,11 @@ func withAKSState(c cloudAKSCluster, provisioning, power string) cloudAKSCluster
 
 // cloudEnv is the second deployment: its fakes, directory, port and process.
 type cloudEnv struct {
-	fake *fakeCloud
-	dir  string
-	addr string
-	svc  *proc
+	fake    *fakeCloud
+	rancher *rancherEKSFront // the suite's fake Rancher, with hosted EKS clusters
+	dir     string
+	addr    string
+	svc     *proc
 }
 
 // startCloud makes the fakes and registers the clean-up that stops the
@@ -254,7 +319,7 @@ func startCloud(t *testing.T) *cloudEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cloudEnv{fake: fake, dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	c := &cloudEnv{fake: fake, rancher: newRancherEKSFront(e.rancher), dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	t.Cleanup(func() { c.cleanUp(t) })
 	return c
 }
@@ -265,7 +330,8 @@ server:
   listen: %s
   tokens: [{file: token}]
   shutdownTimeout: 2s
-inventory: {interval: %s, timeout: 5s}
+# one cluster listed by EKS and by Rancher: the EKS listing is served
+inventory: {interval: %s, timeout: 5s, prefer: cloud}
 departure: {afterListings: %d, gracePeriod: %s, maxFraction: 1}
 sources:
   - name: aws
@@ -284,6 +350,15 @@ sources:
       clientID: %s
       armEndpoint: %s
       auth: {loginMethod: workloadidentity, clientID: %s}
+  # the suite's fake Rancher, its EKS clusters named as the EKS source
+  # names them: Rancher's "payments" is eks-payments
+  - name: rancher
+    provider: rancher
+    rancher:
+      url: %s
+      token: {file: rancher-token}
+      requestTimeout: 2s
+      namePrefix: eks-
 secrets:
   enabled: true
   namespace: %s
@@ -296,7 +371,7 @@ secrets:
 applicationSetRefresh: {enabled: true, pluginConfigMap: %s, debounce: 500ms}
 `, c.addr, cloudInterval, departureListings, departureGrace,
 		cloudAWSRegion, cloudAWSAccount, cloudAWSAccount, c.fake.aws.URL, c.fake.aws.URL,
-		cloudClientID, c.fake.arm.URL, cloudClientID,
+		cloudClientID, c.fake.arm.URL, cloudClientID, c.rancher.URL(),
 		argoNS, cloudOwnerID, cloudLease, e.kubeconfig, cloudConfigMap)
 }
 
@@ -305,7 +380,7 @@ applicationSetRefresh: {enabled: true, pluginConfigMap: %s, debounce: 500ms}
 func (c *cloudEnv) start(t *testing.T) {
 	t.Helper()
 	empty := filepath.Join(c.dir, "aws-empty")
-	files := map[string]string{"token": cloudToken + "\n", "config.yaml": c.config(), "aws-empty": ""}
+	files := map[string]string{"token": cloudToken + "\n", "config.yaml": c.config(), "aws-empty": "", "rancher-token": rancherTok + "\n"}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -375,6 +450,7 @@ func (c *cloudEnv) cleanUp(t *testing.T) {
 		}
 	}
 	defer c.fake.Close()
+	defer c.rancher.Close()
 	var errs []error
 	appSets := e.dyn.Resource(gvrApplicationSets).Namespace(argoNS)
 	if err := appSets.Delete(ctx, cloudAppSet, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -596,6 +672,151 @@ func (c *cloudEnv) shows(name, server, phase, state string) error {
 		return fmt.Errorf("Secret %s of %s: phase %q state %q, want %q %q", s.Name, name, s.Labels[clustersecret.LabelPhase], s.Labels[clustersecret.LabelState], phase, state)
 	}
 	return nil
+}
+
+// statusDoc reads the deployment's /status.
+func (c *cloudEnv) statusDoc() (*statusDoc, error) {
+	resp, err := http.Get("http://" + c.addr + "/status")
+	if err != nil {
+		return nil, err
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/status: %s", resp.Status)
+	}
+	var doc statusDoc
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decode /status: %w", err)
+	}
+	return &doc, nil
+}
+
+// duplicate checks whether /status lists the rancher source's listing of
+// name as a duplicate of the aws listing of name, by CloudID (want), and
+// that it reports no name conflict on name either way.
+func (c *cloudEnv) duplicate(name string, want bool) error {
+	doc, err := c.statusDoc()
+	if err != nil {
+		return err
+	}
+	for _, k := range doc.Conflicts {
+		if k.Name == name {
+			return fmt.Errorf("/status reports a name conflict on %s: %+v", name, k)
+		}
+	}
+	found := false
+	for _, d := range doc.Duplicates {
+		if d.Name == name && d.Source == "rancher" {
+			if d.KeptName != name || d.KeptSource != "aws" || d.Reason != "cloudID" {
+				return fmt.Errorf("/status duplicate %+v, want kept aws %s by cloudID", d, name)
+			}
+			found = true
+		}
+	}
+	if found != want {
+		return fmt.Errorf("/status duplicates %+v: rancher %s listed %v, want %v", doc.Duplicates, name, found, want)
+	}
+	return nil
+}
+
+// servedFrom checks that the plugin answer serves name once, from source
+// at server.
+func (c *cloudEnv) servedFrom(name, source, server string) error {
+	ps, err := c.params()
+	if err != nil {
+		return err
+	}
+	if p, ok := ps[name]; !ok || p.Source != source || p.Server != server {
+		return fmt.Errorf("plugin answer for %s: %+v (listed %v), want source %s server %s", name, p, ok, source, server)
+	}
+	return nil
+}
+
+// noSecretOf checks that the deployment has no Secret for a cluster of
+// source.
+func (c *cloudEnv) noSecretOf(source string) error {
+	l, err := e.kube.CoreV1().Secrets(argoNS).List(context.Background(), metav1.ListOptions{LabelSelector: clustersecret.LabelOwner + "=" + cloudOwnerID})
+	if err != nil {
+		return err
+	}
+	for _, s := range l.Items {
+		if s.Labels[clustersecret.LabelSource] == source {
+			return fmt.Errorf("Secret %s for %s of source %s (server %s)", s.Name, s.Annotations[clustersecret.AnnotationCluster], source, s.Data["server"])
+		}
+	}
+	return nil
+}
+
+// servedOnce checks that name is served once, from the EKS source at
+// server: in the plugin answer and by the only Secret for name, none being
+// for a Rancher cluster.
+func (c *cloudEnv) servedOnce(name, server string) error {
+	if err := errors.Join(c.servedFrom(name, "aws", server), c.noSecretOf("rancher")); err != nil {
+		return err
+	}
+	l, err := e.kube.CoreV1().Secrets(argoNS).List(context.Background(), metav1.ListOptions{LabelSelector: clustersecret.LabelOwner + "=" + cloudOwnerID})
+	if err != nil {
+		return err
+	}
+	var of []string
+	for _, s := range l.Items {
+		if s.Annotations[clustersecret.AnnotationCluster] == name {
+			of = append(of, s.Name)
+			if s.Labels[clustersecret.LabelSource] != "aws" || string(s.Data["server"]) != server {
+				return fmt.Errorf("Secret %s of %s: source %q server %q, want aws %s", s.Name, name, s.Labels[clustersecret.LabelSource], s.Data["server"], server)
+			}
+		}
+	}
+	if len(of) != 1 {
+		return fmt.Errorf("Secrets for %s: %v, want one", name, of)
+	}
+	return nil
+}
+
+// cloudCounter counts the listings of a source, n0 when a change was made.
+type cloudCounter struct {
+	name string
+	n    func() int
+	n0   int
+}
+
+// staysWith is stays over the listings of the sources counted: check holds
+// throughout (fatal at once), want once each counted three listings since
+// the change, until each counted more than listings.
+func (c *cloudEnv) staysWith(t *testing.T, counters []cloudCounter, listings int, check, want func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Duration(listings+5) * 3 * cloudInterval)
+	wanted := false
+	progress := func() (string, bool, bool) {
+		var parts []string
+		three, done := true, true
+		for _, k := range counters {
+			d := k.n() - k.n0
+			parts = append(parts, fmt.Sprintf("%d %s", d, k.name))
+			three = three && d >= 3
+			done = done && d > listings
+		}
+		return strings.Join(parts, " and ") + " listing(s)", three, done
+	}
+	for {
+		at, three, done := progress()
+		if err := check(); err != nil {
+			t.Fatalf("after %s: %v\n%s", at, err, c.logs())
+		}
+		if three {
+			if err := want(); err != nil {
+				t.Fatalf("after %s: %v\n%s", at, err, c.logs())
+			}
+			wanted = true
+		}
+		if wanted && done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s by %s, want %d each\n%s", at, deadline.Format(time.TimeOnly), listings+1, c.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // cloudSteady is a cluster's Application and Secret as they must stay
