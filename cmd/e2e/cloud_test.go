@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -623,31 +621,12 @@ type cloudParam struct {
 // params asks the deployment what Argo CD asks it, by cluster name.
 func (c *cloudEnv) params() (map[string]cloudParam, error) {
 	body := `{"applicationSetName":"` + cloudAppSet + `","input":{"parameters":{"tenant":"` + cloudTenant + `"}}}`
-	req, err := http.NewRequest(http.MethodPost, "http://"+c.addr+"/api/v1/getparams.execute", strings.NewReader(body))
-	if err != nil {
+	var ps []cloudParam
+	if err := getParams(c.addr, cloudToken, []byte(body), &ps); err != nil {
 		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+cloudToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer drain(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("getparams: %s %s", resp.Status, b)
-	}
-	var doc struct {
-		Output struct {
-			Parameters []cloudParam `json:"parameters"`
-		} `json:"output"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("decode getparams: %w", err)
 	}
 	out := map[string]cloudParam{}
-	for _, p := range doc.Output.Parameters {
+	for _, p := range ps {
 		out[p.Name] = p
 	}
 	return out, nil
@@ -863,23 +842,7 @@ func (st *cloudSteady) check() error {
 	if err != nil {
 		return fmt.Errorf("Secret %s of %s: %w", st.secret.Name, st.name, err)
 	}
-	withoutPhase := func(m map[string]string) map[string]string {
-		m = maps.Clone(m)
-		delete(m, clustersecret.LabelPhase)
-		delete(m, clustersecret.LabelState)
-		return m
-	}
-	switch {
-	case s.UID != st.secret.UID:
-		return fmt.Errorf("Secret %s was replaced (UID %s, was %s)", s.Name, s.UID, st.secret.UID)
-	case !maps.EqualFunc(s.Data, st.secret.Data, bytes.Equal):
-		return fmt.Errorf("Secret %s: data changed", s.Name)
-	case !maps.Equal(withoutPhase(s.Labels), withoutPhase(st.secret.Labels)):
-		return fmt.Errorf("Secret %s: labels %v, were %v", s.Name, s.Labels, st.secret.Labels)
-	case !maps.Equal(s.Annotations, st.secret.Annotations):
-		return fmt.Errorf("Secret %s: annotations %v, were %v", s.Name, s.Annotations, st.secret.Annotations)
-	}
-	return nil
+	return sameSecret(s, &st.secret)
 }
 
 // stays checks, through listings e0+1 .. e0+listings of EKS and a0+1 ..

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -467,23 +466,7 @@ func (st *steady) check() error {
 	if err != nil {
 		return fmt.Errorf("Secret %s: %w", st.secret.Name, err)
 	}
-	withoutPhase := func(m map[string]string) map[string]string {
-		m = maps.Clone(m)
-		delete(m, clustersecret.LabelPhase)
-		delete(m, clustersecret.LabelState)
-		return m
-	}
-	switch {
-	case s.UID != st.secret.UID:
-		return fmt.Errorf("Secret %s was replaced (UID %s, was %s)", s.Name, s.UID, st.secret.UID)
-	case !maps.EqualFunc(s.Data, st.secret.Data, bytes.Equal):
-		return fmt.Errorf("Secret %s: data changed", s.Name)
-	case !maps.Equal(withoutPhase(s.Labels), withoutPhase(st.secret.Labels)):
-		return fmt.Errorf("Secret %s: labels %v, were %v", s.Name, s.Labels, st.secret.Labels)
-	case !maps.Equal(s.Annotations, st.secret.Annotations):
-		return fmt.Errorf("Secret %s: annotations %v, were %v", s.Name, s.Annotations, st.secret.Annotations)
-	}
-	return nil
+	return sameSecret(s, st.secret)
 }
 
 // shows returns a check that the cluster is served with phase and state:

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 )
 
 var (
@@ -416,34 +419,45 @@ func (x *env) params(parameters map[string]string) (map[string]param, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequest(http.MethodPost, "http://"+x.apiAddr+"/api/v1/getparams.execute", strings.NewReader(string(body)))
-	if err != nil {
+	var ps []param
+	if err := getParams(x.apiAddr, pluginToken, body, &ps); err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+pluginToken)
+	out := map[string]param{}
+	for _, p := range ps {
+		out[p.Name] = p
+	}
+	return out, nil
+}
+
+// getParams asks a deployment's plugin API at addr what Argo CD asks it,
+// with token, and decodes the parameter sets of a 200 into params.
+func getParams(addr, token string, body []byte, params any) error {
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/getparams.execute", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer drain(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("getparams: %s %s", resp.Status, b)
+		return fmt.Errorf("getparams: %s %s", resp.Status, b)
 	}
-	var doc struct {
+	doc := struct {
 		Output struct {
-			Parameters []param `json:"parameters"`
+			Parameters any `json:"parameters"`
 		} `json:"output"`
-	}
+	}{}
+	doc.Output.Parameters = params
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("decode getparams: %w", err)
+		return fmt.Errorf("decode getparams: %w", err)
 	}
-	out := map[string]param{}
-	for _, p := range doc.Output.Parameters {
-		out[p.Name] = p
-	}
-	return out, nil
+	return nil
 }
 
 // metric returns the value of one sample of our service's /metrics.
@@ -487,4 +501,27 @@ func getOK(url string) error {
 func drain(r io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, r)
 	_ = r.Close()
+}
+
+// sameSecret returns why Secret s is not the one it was: the same object
+// (UID), data, annotations, and labels but for the phase and state, which
+// follow the cluster's lifecycle.
+func sameSecret(s, was *corev1.Secret) error {
+	withoutPhase := func(m map[string]string) map[string]string {
+		m = maps.Clone(m)
+		delete(m, clustersecret.LabelPhase)
+		delete(m, clustersecret.LabelState)
+		return m
+	}
+	switch {
+	case s.UID != was.UID:
+		return fmt.Errorf("Secret %s was replaced (UID %s, was %s)", s.Name, s.UID, was.UID)
+	case !maps.EqualFunc(s.Data, was.Data, bytes.Equal):
+		return fmt.Errorf("Secret %s: data changed", s.Name)
+	case !maps.Equal(withoutPhase(s.Labels), withoutPhase(was.Labels)):
+		return fmt.Errorf("Secret %s: labels %v, were %v", s.Name, s.Labels, was.Labels)
+	case !maps.Equal(s.Annotations, was.Annotations):
+		return fmt.Errorf("Secret %s: annotations %v, were %v", s.Name, s.Annotations, was.Annotations)
+	}
+	return nil
 }
