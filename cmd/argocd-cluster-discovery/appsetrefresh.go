@@ -41,11 +41,10 @@ func refreshConfig(cfg *config.Config) appsetrefresh.Config {
 // function that runs it: under its own leader election, or directly when
 // secrets.leaderElection is disabled.
 func newAppSetRefresh(cfg *config.Config, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (func(context.Context), error) {
-	rc, err := kubeConfig(cfg.Secrets.Kubeconfig)
+	rc, err := kubeConfig(cfg.Secrets)
 	if err != nil {
 		return nil, fmt.Errorf("applicationSetRefresh: %w", err)
 	}
-	rc.UserAgent = "argocd-cluster-discovery/" + version
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("applicationSetRefresh: dynamic client: %w", err)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/klog/v2"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
@@ -101,6 +102,13 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
+// routeKlog makes client-go, which logs through klog, log through logger:
+// in the configured format and level instead of klog's own lines on
+// stderr. klog is process-wide; serve calls this once.
+func routeKlog(logger *slog.Logger) {
+	klog.SetSlogLogger(logger.With("component", "client-go"))
+}
+
 // buildInventory turns the configured sources into an inventory.
 func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*inventory.Inventory, error) {
 	var specs []inventory.SourceSpec
@@ -156,6 +164,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serve
 		cfg.Secrets.DryRun = true
 	}
 	logger := newLogger(cfg.Log, stderr)
+	routeKlog(logger)
 	if err := serve(ctx, cfg, logger, hooks); err != nil {
 		logger.Error("stopped", "error", err.Error())
 		return 1

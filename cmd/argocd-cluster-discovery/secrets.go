@@ -22,8 +22,20 @@ import (
 )
 
 // kubeConfig is the in-cluster configuration, or the kubeconfig named in
-// the configuration or by $KUBECONFIG.
-func kubeConfig(path string) (*rest.Config, error) {
+// the configuration or by $KUBECONFIG, with the client's rate limits from
+// secrets.client (client-go's own defaults, 5 requests/s, would take half
+// an hour to write 10,000 Secrets).
+func kubeConfig(cfg config.Secrets) (*rest.Config, error) {
+	c, err := kubeConfigAt(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	c.QPS, c.Burst = cfg.Client.QPS, cfg.Client.Burst
+	c.UserAgent = "argocd-cluster-discovery/" + version
+	return c, nil
+}
+
+func kubeConfigAt(path string) (*rest.Config, error) {
 	if path == "" {
 		path = os.Getenv("KUBECONFIG")
 	}
@@ -44,11 +56,10 @@ func kubeConfig(path string) (*rest.Config, error) {
 // newReconciler builds the cluster Secret reconciler and the function that
 // runs it: under leader election, or directly when that is disabled.
 func newReconciler(cfg *config.Config, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (*clustersecret.Reconciler, func(context.Context), error) {
-	rc, err := kubeConfig(cfg.Secrets.Kubeconfig)
+	rc, err := kubeConfig(cfg.Secrets)
 	if err != nil {
 		return nil, nil, err
 	}
-	rc.UserAgent = "argocd-cluster-discovery/" + version
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
@@ -89,7 +100,7 @@ func printSecrets(w io.Writer, cfg *config.Config, snap *inventory.Snapshot) err
 	var docs []string
 	for i := range snap.Clusters {
 		c := snap.Clusters[i]
-		if !c.Ready {
+		if rc.Select != nil && !rc.Select(c) {
 			continue
 		}
 		d, err := clustersecret.Build(c, &rc.Options, redacted)

@@ -589,6 +589,8 @@ func TestSecretsSection(t *testing.T) {
 		{"secrets: {select: {tenant: [acme, null]}}", "secrets.select"},
 		{"secrets: {select: {tenants: acme}}", `secrets.select: unknown key "tenants"`},
 		{"departure: {afterListings: 0}", "departure.afterListings"},
+		{"secrets: {client: {qps: 0}}", "secrets.client.qps"},
+		{"secrets: {client: {qps: 100, burst: 10}}", "secrets.client.burst"},
 		{"departure: {maxFraction: 2}", "departure.maxFraction"},
 		{"departure: {gracePeriod: soon}", "departure.gracePeriod: soon is not a duration"},
 		{"departure: {afterListings: 5, heldListings: 4}", "departure.heldListings"},
