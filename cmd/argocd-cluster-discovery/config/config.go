@@ -326,6 +326,9 @@ func Parse(raw []byte, dir string) (*Config, error) {
 			cfg.Server.Tokens[i].File = filepath.Join(dir, f)
 		}
 	}
+	if k := cfg.Secrets.Kubeconfig; k != "" && !filepath.IsAbs(k) {
+		cfg.Secrets.Kubeconfig = filepath.Join(dir, k)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -233,6 +233,23 @@ func TestParseTokenPaths(t *testing.T) {
 	}
 }
 
+// TestParseKubeconfigPath: secrets.kubeconfig is taken from the
+// configuration file's directory when relative, like every other path.
+func TestParseKubeconfigPath(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"kubeconfig", "/etc/acd/kubeconfig"},
+		{"../kube/config", "/etc/kube/config"},
+		{"/root/.kube/config", "/root/.kube/config"},
+		{"", ""},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			cfg, err := Parse([]byte(okServer+okSources+"secrets:\n  kubeconfig: \""+tc.in+"\"\n"), "/etc/acd")
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, cfg.Secrets.Kubeconfig)
+		})
+	}
+}
+
 func TestParseValid(t *testing.T) {
 	tests := []struct {
 		name string
