@@ -534,17 +534,7 @@ func (c *cloudEnv) logs() string {
 
 func (c *cloudEnv) eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v\n%s", what, timeout, err, c.logs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	poll(t, timeout, what, f, c.logs)
 }
 
 // secrets returns the deployment's Secrets by the cluster they are for.

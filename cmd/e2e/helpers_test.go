@@ -254,6 +254,13 @@ func (x *env) logs() string {
 // error and the logs after timeout.
 func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
+	poll(t, timeout, what, f, e.logs)
+}
+
+// poll polls f until it returns nil, failing the test with f's last error
+// and what logs returns after timeout.
+func poll(t *testing.T, timeout time.Duration, what string, f func() error, logs func() string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := f()
@@ -261,7 +268,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v\n%s", what, timeout, err, e.logs())
+			t.Fatalf("%s: not within %s: %v\n%s", what, timeout, err, logs())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
