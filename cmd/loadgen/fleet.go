@@ -12,14 +12,17 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // The synthetic fleet: every cluster has a tenant, an environment, a region
-// and a tier, as labels and fields, and the same realistic CA (RSA 2048,
-// the size EKS and AKS hand out), so that memory is measured with the
-// caData a real inventory holds.
+// and a tier, as labels and fields, and a realistic CA (RSA 2048, the size
+// EKS and AKS hand out): its own by default, as every EKS and AKS cluster
+// has, so that memory is measured with the caData a real inventory holds.
 var (
 	tenantCount = 20
 	envs        = []string{"prod", "staging", "dev"}
@@ -92,8 +95,8 @@ func kinds(ins []*input) []string {
 
 // writeService writes the clusters files, the token and the configuration
 // into dir and returns the configuration's path.
-func writeService(dir string, cs []cluster, listen, token string) (string, error) {
-	caData, err := newCAData()
+func writeService(dir string, cs []cluster, listen, token string, distinctCA bool) (string, error) {
+	caData, err := newCAs(len(cs), distinctCA)
 	if err != nil {
 		return "", err
 	}
@@ -118,7 +121,7 @@ sources:
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 
-func writeClusters(path string, cs []cluster, source, caData string) error {
+func writeClusters(path string, cs []cluster, source string, caData []string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -140,7 +143,7 @@ func writeClusters(path string, cs []cluster, source, caData string) error {
     labels: {tenant: %s, env: %s, region: %s, tier: %s}
     annotations: {owner: team-%s@example.com}
     auth: {aws: {clusterName: %s, roleARN: "arn:aws:iam::111111111111:role/argocd", region: %s}}
-`, c.name, i, caData, c.tenant, c.tenant, c.region, c.tenant, c.env, c.region, c.tier, c.tenant, c.name, c.region)
+`, c.name, i, caData[i], c.tenant, c.tenant, c.region, c.tenant, c.env, c.region, c.tier, c.tenant, c.name, c.region)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
@@ -149,14 +152,38 @@ func writeClusters(path string, cs []cluster, source, caData string) error {
 	return f.Close()
 }
 
-// newCAData is base64 of a fresh self-signed RSA 2048 CA certificate.
-func newCAData() (string, error) {
+// newCAs returns the base64 caData of n clusters: n distinct self-signed
+// RSA 2048 CA certificates (distinct serial, subject and bytes; one key
+// signs them all, since 10,000 RSA keys would take minutes to generate), or
+// one certificate n times when distinct is false.
+func newCAs(n int, distinct bool) ([]string, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	out := make([]string, n)
+	if !distinct {
+		ca, err := newCAData(key, 1)
+		for i := range out {
+			out[i] = ca
+		}
+		return out, err
+	}
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range out {
+		g.Go(func() (err error) {
+			out[i], err = newCAData(key, int64(i+1))
+			return err
+		})
+	}
+	return out, g.Wait()
+}
+
+// newCAData is base64 of a self-signed RSA 2048 CA certificate.
+func newCAData(key *rsa.PrivateKey, serial int64) (string, error) {
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: fmt.Sprintf("kubernetes-ca-%d", serial)},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}

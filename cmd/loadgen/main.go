@@ -47,6 +47,7 @@ type options struct {
 	jsonPath       string
 	slack          int
 	readyTimeout   time.Duration
+	distinctCA     bool
 }
 
 // result is one fleet size's figures, also written with -json.
@@ -98,7 +99,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.IntVar(&o.slack, "goroutine-slack", 2, "goroutines the service may have after the idle pause beyond its count before the load")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long the service may take to become ready")
+	ca := fs.String("ca", "distinct", "CA certificates of the fleet: distinct (one per cluster, as EKS and AKS have) or shared (one for all)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch *ca {
+	case "distinct", "shared":
+		o.distinctCA = *ca == "distinct"
+	default:
+		fmt.Fprintf(stderr, "-ca: %q is neither distinct nor shared\n", *ca)
 		return 2
 	}
 	for _, s := range strings.Split(*sizes, ",") {
@@ -169,7 +178,7 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := writeService(dir, cs, addr, token)
+	cfg, err := writeService(dir, cs, addr, token, o.distinctCA)
 	if err != nil {
 		return nil, fmt.Errorf("write fleet: %w", err)
 	}
