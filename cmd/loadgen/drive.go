@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,10 @@ import (
 )
 
 const getParamsPath = "/api/v1/getparams.execute"
+
+// castagnoli is CRC-32C, which the CPU computes at memory speed: every
+// answer under load is compared with the verified one by content.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // newConn is a client with exactly one keep-alive connection, counting the
 // connections it opens (a count above one means the server closed it).
@@ -47,8 +52,9 @@ func post(ctx context.Context, c *http.Client, base, token string, body []byte, 
 }
 
 // verify asks each input once, decodes the whole answer and checks that it
-// holds exactly the clusters the input selects; it records the answer's
-// size, which every answer under load must then have.
+// holds exactly the clusters the input selects, each with its own server
+// and tenant; it records the answer's size and checksum, which every
+// answer under load must then have.
 func verify(ctx context.Context, base, token string, ins []*input, fleet []cluster) error {
 	var dials atomic.Int64
 	c, tr := newConn(&dials)
@@ -65,7 +71,9 @@ func verify(ctx context.Context, base, token string, ins []*input, fleet []clust
 		var answer struct {
 			Output struct {
 				Parameters []struct {
-					Name string `json:"name"`
+					Name   string `json:"name"`
+					Server string `json:"server"`
+					Tenant string `json:"tenant"`
 				} `json:"parameters"`
 			} `json:"output"`
 		}
@@ -74,19 +82,20 @@ func verify(ctx context.Context, base, token string, ins []*input, fleet []clust
 		}
 		var want []string
 		for i := range fleet {
-			if in.match(&fleet[i]) {
-				want = append(want, fleet[i].name)
+			if c := &fleet[i]; in.match(c) {
+				want = append(want, c.name+" "+c.server+" "+c.tenant)
 			}
 		}
 		slices.Sort(want)
 		got := make([]string, 0, len(answer.Output.Parameters))
 		for _, p := range answer.Output.Parameters {
-			got = append(got, p.Name)
+			got = append(got, p.Name+" "+p.Server+" "+p.Tenant)
 		}
+		slices.Sort(got)
 		if !slices.Equal(got, want) {
-			return fmt.Errorf("verify %s: %d clusters answered, %d expected", bytes.TrimSpace(in.body), len(got), len(want))
+			return fmt.Errorf("verify %s: %d clusters answered, %d expected, or not the right ones", bytes.TrimSpace(in.body), len(got), len(want))
 		}
-		in.want, in.size = len(want), int(n)
+		in.want, in.size, in.sum = len(want), int(n), crc32.Checksum(body.Bytes(), castagnoli)
 	}
 	return nil
 }
@@ -132,11 +141,13 @@ func drive(base, token string, ins []*input, conns int, d time.Duration) *loadRe
 			c, tr := newConn(&dials)
 			defer tr.CloseIdleConnections()
 			buf := make([]byte, 64<<10)
+			sum := crc32.New(castagnoli)
 			lat := map[string][]time.Duration{}
 			for i := w; ctx.Err() == nil; i++ {
 				in := ins[i%len(ins)]
 				t0 := time.Now()
-				code, size, err := post(ctx, c, base, token, in.body, io.Discard, buf)
+				sum.Reset()
+				code, size, err := post(ctx, c, base, token, in.body, sum, buf)
 				took := time.Since(t0)
 				if ctx.Err() != nil {
 					break // cut by the deadline
@@ -152,9 +163,9 @@ func drive(base, token string, ins []*input, conns int, d time.Duration) *loadRe
 				case code != http.StatusOK:
 					non200.Add(1)
 					fail = fmt.Sprintf("status %d", code)
-				case int(size) != in.size:
+				case int(size) != in.size || sum.Sum32() != in.sum:
 					wrong.Add(1)
-					fail = fmt.Sprintf("answer of %d bytes, %d verified", size, in.size)
+					fail = fmt.Sprintf("answer of %d bytes, not the %d verified", size, in.size)
 				}
 				if fail != "" {
 					mu.Lock()

@@ -33,7 +33,7 @@ var (
 )
 
 type cluster struct {
-	name, source, tenant, env, region, tier string
+	name, server, source, tenant, env, region, tier string
 }
 
 func tenantName(i int) string { return fmt.Sprintf("tenant-%02d", i) }
@@ -46,6 +46,7 @@ func fleet(n int) []cluster {
 			tier: tiers[(i/7)%len(tiers)], source: sourceNames[i%len(sourceNames)],
 		}
 		out[i].name = fmt.Sprintf("%s-%s-%06d", out[i].tenant, out[i].env, i)
+		out[i].server = fmt.Sprintf("https://c%06d.k8s.cluster-discovery.invalid", i)
 	}
 	return out
 }
@@ -55,9 +56,11 @@ type input struct {
 	kind  string // all, tenant, selector, source
 	body  []byte
 	match func(*cluster) bool
-	// want is the number of parameter sets in the answer; size is the
-	// length of the verified answer, checked on every response.
+	// want is the number of parameter sets in the answer; size and sum
+	// are the length and CRC-32C of the verified answer, which every
+	// answer under load must have.
 	want, size int
+	sum        uint32
 }
 
 // inputs are the request bodies the connections cycle through, as Argo CD's
@@ -95,7 +98,8 @@ func kinds(ins []*input) []string {
 
 // writeService writes the clusters files, the token and the configuration
 // into dir and returns the configuration's path.
-func writeService(dir string, cs []cluster, listen, token string, distinctCA bool) (string, error) {
+// extra is appended to the configuration (the secrets sections).
+func writeService(dir string, cs []cluster, listen, token string, distinctCA bool, extra string) (string, error) {
 	caData, err := newCAs(len(cs), distinctCA)
 	if err != nil {
 		return "", err
@@ -118,7 +122,7 @@ sources:
 		cfg += fmt.Sprintf("  - {name: %s, provider: static, static: {file: %s.yaml}}\n", src, src)
 	}
 	path := filepath.Join(dir, "config.yaml")
-	return path, os.WriteFile(path, []byte(cfg), 0o600)
+	return path, os.WriteFile(path, []byte(cfg+extra), 0o600)
 }
 
 func writeClusters(path string, cs []cluster, source string, caData []string) error {
@@ -133,7 +137,7 @@ func writeClusters(path string, cs []cluster, source string, caData []string) er
 			continue
 		}
 		fmt.Fprintf(w, `  - name: %s
-    server: https://c%06d.k8s.cluster-discovery.invalid
+    server: %s
     caData: %s
     tenant: %s
     project: %s
@@ -143,7 +147,7 @@ func writeClusters(path string, cs []cluster, source string, caData []string) er
     labels: {tenant: %s, env: %s, region: %s, tier: %s}
     annotations: {owner: team-%s@example.com}
     auth: {aws: {clusterName: %s, roleARN: "arn:aws:iam::111111111111:role/argocd", region: %s}}
-`, c.name, i, caData[i], c.tenant, c.tenant, c.region, c.tenant, c.env, c.region, c.tier, c.tenant, c.name, c.region)
+`, c.name, c.server, caData[i], c.tenant, c.tenant, c.region, c.tenant, c.env, c.region, c.tier, c.tenant, c.name, c.region)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

@@ -48,6 +48,14 @@ type options struct {
 	slack          int
 	readyTimeout   time.Duration
 	distinctCA     bool
+	// secrets runs the service against a real kube-apiserver (envtest
+	// assets in kubeAssets) with cluster Secrets and the refresh trigger
+	// on; resync and steadyPasses shape the steady-state window.
+	secrets      bool
+	kubeAssets   string
+	resync       time.Duration
+	steadyPasses int
+	syncTimeout  time.Duration
 }
 
 // result is one fleet size's figures, also written with -json.
@@ -73,6 +81,22 @@ type result struct {
 	StartupPeakRSSBytes float64       `json:"startupPeakRSSBytes"`
 	ReadyAfter          time.Duration `json:"readyAfterNs"`
 	ByKind              []kindStats   `json:"byInput"`
+	// Sync is the cluster Secrets' figures, with -secrets.
+	Sync *syncResult `json:"sync,omitempty"`
+}
+
+// syncResult is what the apiserver saw of the service's cluster Secrets.
+type syncResult struct {
+	Secrets int `json:"secrets"`
+	// ColdSync is from the service's start to the last of its Secrets
+	// seen by a watch opened before it started.
+	ColdSync time.Duration `json:"coldSyncNs"`
+	// SteadyPasses reconcile passes with nothing to change made the
+	// SteadyRequests, counted by the apiserver (apiserver_request_total,
+	// "VERB resource", Secrets and ApplicationSets, non-zero only).
+	SteadyPasses   int                `json:"steadyPasses"`
+	SteadyRequests map[string]float64 `json:"steadyRequests"`
+	SteadyWindow   time.Duration      `json:"steadyWindowNs"`
 }
 
 type kindStats struct {
@@ -99,6 +123,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.IntVar(&o.slack, "goroutine-slack", 2, "goroutines the service may have after the idle pause beyond its count before the load")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long the service may take to become ready")
+	fs.BoolVar(&o.secrets, "secrets", false, "run against a real kube-apiserver and etcd (envtest, from KUBEBUILDER_ASSETS) with cluster Secrets and the ApplicationSet refresh trigger on: reports the cold sync and the requests of -steady-passes passes")
+	fs.DurationVar(&o.resync, "resync", 0, "with -secrets: secrets.resync of the service (0: its default, 5m)")
+	fs.IntVar(&o.steadyPasses, "steady-passes", 0, "with -secrets: reconcile passes with nothing to change to count the apiserver's requests over (set -resync so that they come)")
+	fs.DurationVar(&o.syncTimeout, "sync-timeout", 5*time.Minute, "with -secrets: how long the cold sync may take")
 	ca := fs.String("ca", "distinct", "CA certificates of the fleet: distinct (one per cluster, as EKS and AKS have) or shared (one for all)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -118,8 +146,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		o.sizes = append(o.sizes, n)
 	}
-	if o.conns < 1 || o.conns > 10_000 || o.duration <= 0 {
-		fmt.Fprintln(stderr, "-conns must be 1 to 10,000 and -duration positive")
+	if o.conns < 1 || o.conns > 10_000 || o.duration < 0 || o.duration == 0 && !o.secrets {
+		fmt.Fprintln(stderr, "-conns must be 1 to 10,000 and -duration positive (0 only with -secrets: no load)")
+		return 2
+	}
+	if o.secrets {
+		if o.kubeAssets = os.Getenv("KUBEBUILDER_ASSETS"); o.kubeAssets == "" {
+			fmt.Fprintln(stderr, "-secrets needs KUBEBUILDER_ASSETS (kube-apiserver, etcd and argocd-crds/: make testbin)")
+			return 2
+		}
+	}
+	if o.steadyPasses > 0 && (!o.secrets || o.resync <= 0) {
+		fmt.Fprintln(stderr, "-steady-passes needs -secrets and a -resync")
 		return 2
 	}
 
@@ -173,12 +211,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
+	ctx := context.Background()
 	cs := fleet(n)
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := writeService(dir, cs, addr, token, o.distinctCA)
+	var (
+		kube  *kubeEnv
+		sw    *secretWatch
+		extra string
+	)
+	if o.secrets {
+		fmt.Fprintf(log, "loadgen: %d clusters: starting kube-apiserver and etcd\n", n)
+		if kube, err = startKube(ctx, o.kubeAssets, dir); err != nil {
+			return nil, err
+		}
+		defer kube.stop()
+		if sw, err = kube.watchSecrets(ctx); err != nil {
+			return nil, err
+		}
+		defer sw.stop()
+		extra = kubeConfigSection(kube.kubeconfig, o.resync)
+	}
+	cfg, err := writeService(dir, cs, addr, token, o.distinctCA, extra)
 	if err != nil {
 		return nil, fmt.Errorf("write fleet: %w", err)
 	}
@@ -198,12 +254,25 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 		return nil, err
 	}
 	r := &result{Clusters: n, Connections: o.conns, Duration: o.duration, ReadyAfter: time.Since(started)}
+	if o.secrets {
+		last, err := sw.waitFor(n, o.syncTimeout, svc.exited())
+		if err != nil {
+			return nil, fmt.Errorf("cold sync: %w; log:\n%s", err, svc.logTail())
+		}
+		r.Sync = &syncResult{Secrets: n, ColdSync: last.Sub(started)}
+		fmt.Fprintf(log, "loadgen: %d clusters: %d Secrets written %s after the start\n", n, n, r.Sync.ColdSync.Round(time.Millisecond))
+	}
 	ins := inputs()
 	r.Inputs = len(ins)
-	if err := verify(context.Background(), svc.base, token, ins, cs); err != nil {
+	if err := verify(ctx, svc.base, token, ins, cs); err != nil {
 		return nil, err
 	}
 	time.Sleep(o.settle)
+	if o.steadyPasses > 0 {
+		if err := steady(ctx, o, kube, svc, r.Sync, log); err != nil {
+			return nil, err
+		}
+	}
 	if r.Before, err = svc.scrape(); err != nil {
 		return nil, err
 	}
@@ -212,30 +281,32 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	} else {
 		fmt.Fprintln(log, "loadgen: cannot reset the service's peak RSS; the peak reported covers start-up too")
 	}
-
-	fmt.Fprintf(log, "loadgen: %d clusters: ready after %s, answers verified; %d connections for %s\n", n, r.ReadyAfter.Round(time.Millisecond), o.conns, o.duration)
-	during := make(chan processStats, 1)
-	go func() {
-		time.Sleep(o.duration / 2)
-		st, err := svc.scrape()
-		if err != nil {
-			fmt.Fprintf(log, "loadgen: scrape during the load: %v\n", err)
+	if o.duration > 0 {
+		fmt.Fprintf(log, "loadgen: %d clusters: ready after %s, answers verified; %d connections for %s\n", n, r.ReadyAfter.Round(time.Millisecond), o.conns, o.duration)
+		during := make(chan processStats, 1)
+		go func() {
+			time.Sleep(o.duration / 2)
+			st, err := svc.scrape()
+			if err != nil {
+				fmt.Fprintf(log, "loadgen: scrape during the load: %v\n", err)
+			}
+			during <- st
+		}()
+		r.Load = drive(svc.base, token, ins, o.conns, o.duration)
+		r.During = <-during
+		r.PeakRSSBytes = svc.peakRSS()
+		time.Sleep(o.idle)
+		if r.After, err = svc.scrape(); err != nil {
+			return nil, err
 		}
-		during <- st
-	}()
-	r.Load = drive(svc.base, token, ins, o.conns, o.duration)
-	r.During = <-during
-	r.PeakRSSBytes = svc.peakRSS()
-
-	time.Sleep(o.idle)
-	if r.After, err = svc.scrape(); err != nil {
-		return nil, err
 	}
 	stopped = true
 	if err := svc.stop(30 * time.Second); err != nil {
 		return nil, err
 	}
-
+	if r.Load == nil {
+		return r, nil
+	}
 	slices.Sort(r.Load.all)
 	r.P50, r.P99, r.Max = quantile(r.Load.all, 0.50), quantile(r.Load.all, 0.99), quantile(r.Load.all, 1)
 	r.Throughput = float64(r.Load.Requests) / r.Load.Elapsed.Seconds()
@@ -248,12 +319,61 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	return r, nil
 }
 
+// steady counts the apiserver's requests over o.steadyPasses successful
+// reconcile passes with nothing to change (the fleet is as written).
+func steady(ctx context.Context, o options, kube *kubeEnv, svc *service, sr *syncResult, log io.Writer) error {
+	const passes = "argocd_cluster_discovery_secrets_passes_total"
+	success := map[string]string{"result": "success"}
+	p0, err := svc.serviceCounter(passes, success)
+	if err != nil {
+		return err
+	}
+	before, err := kube.requestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	deadline := t0.Add(time.Duration(o.steadyPasses+2)*o.resync + 30*time.Second)
+	for {
+		p, err := svc.serviceCounter(passes, success)
+		if err != nil {
+			return err
+		}
+		if p >= p0+float64(o.steadyPasses) {
+			sr.SteadyPasses = int(p - p0)
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("steady state: %g of %d passes after %s", p-p0, o.steadyPasses, time.Since(t0).Round(time.Second))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	after, err := kube.requestCounts(ctx)
+	if err != nil {
+		return err
+	}
+	sr.SteadyRequests, sr.SteadyWindow = sumCounts(before, after), time.Since(t0)
+	fmt.Fprintf(log, "loadgen: %d passes with nothing to change in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
+	return nil
+}
+
 func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 func report(w io.Writer, r *result) {
+	if sr := r.Sync; sr != nil {
+		fmt.Fprintf(w, "\n== %d clusters, cluster Secrets on a real kube-apiserver\n", r.Clusters)
+		fmt.Fprintf(w, "  cold sync     %d Secrets in %s from the start\n", sr.Secrets, sr.ColdSync.Round(time.Millisecond))
+		if sr.SteadyPasses > 0 {
+			fmt.Fprintf(w, "  steady state  %d passes in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
+		}
+	}
 	l := r.Load
+	if l == nil {
+		fmt.Fprintf(w, "  RSS           %s at rest (heap in use %s), peak at start-up %s\n", mib(r.Before.RSSBytes), mib(r.Before.HeapInUse), mib(r.StartupPeakRSSBytes))
+		return
+	}
 	fmt.Fprintf(w, "\n== %d clusters, %d connections, %s, %d inputs (ready after %s)\n",
 		r.Clusters, r.Connections, r.Duration, r.Inputs, r.ReadyAfter.Round(time.Millisecond))
 	fmt.Fprintf(w, "  requests      %d in %s: %.0f req/s, %.1f MiB/s read\n", l.Requests, l.Elapsed.Round(time.Millisecond),

@@ -55,7 +55,12 @@ type service struct {
 	base string // http://127.0.0.1:port
 	log  string // its stdout and stderr
 	done chan error
+	// exit is closed when the process has exited.
+	exit chan struct{}
 }
+
+// exited is closed once the process has exited.
+func (s *service) exited() <-chan struct{} { return s.exit }
 
 func startService(bin, config, addr, logPath string) (*service, error) {
 	logf, err := os.Create(logPath)
@@ -73,8 +78,8 @@ func startService(bin, config, addr, logPath string) (*service, error) {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	s := &service{cmd: cmd, base: "http://" + addr, log: logPath, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait(); logf.Close() }()
+	s := &service{cmd: cmd, base: "http://" + addr, log: logPath, done: make(chan error, 1), exit: make(chan struct{})}
+	go func() { s.done <- cmd.Wait(); logf.Close(); close(s.exit) }()
 	return s, nil
 }
 

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+const (
+	// argoNS is where the service writes its Secrets and where the
+	// ApplicationSet using its plugin lives.
+	argoNS = "argocd"
+	// pluginConfigMap is the plugin's configMapRef, as the chart names it.
+	pluginConfigMap = "argocd-cluster-discovery"
+	// clusterSecretLabel selects Argo CD cluster Secrets.
+	clusterSecretLabel = "argocd.argoproj.io/secret-type=cluster"
+)
+
+var applicationSets = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
+
+// kubeEnv is a real kube-apiserver and etcd (envtest, from
+// KUBEBUILDER_ASSETS) with Argo CD's CRDs, Argo CD's namespace and one
+// ApplicationSet using the plugin, as the refresh trigger finds them in a
+// cluster.
+type kubeEnv struct {
+	env        *envtest.Environment
+	kube       kubernetes.Interface
+	kubeconfig string
+}
+
+// startKube starts the control plane from assets (which also holds
+// argocd-crds/, see .ci/testbin) and writes an admin kubeconfig into dir.
+func startKube(ctx context.Context, assets, dir string) (*kubeEnv, error) {
+	crds := filepath.Join(assets, "argocd-crds")
+	for _, p := range []string{filepath.Join(assets, "kube-apiserver"), filepath.Join(assets, "etcd"), crds} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%s: %w (run `make testbin`)", p, err)
+		}
+	}
+	k := &kubeEnv{env: &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds},
+		ErrorIfCRDPathMissing: true, ControlPlaneStopTimeout: 30 * time.Second}}
+	cfg, err := k.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start kube-apiserver and etcd: %w", err)
+	}
+	fail := func(err error) (*kubeEnv, error) {
+		k.stop()
+		return nil, err
+	}
+	k.kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(k.kubeconfig, k.env.KubeConfig, 0o600); err != nil {
+		return fail(err)
+	}
+	if k.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return fail(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := k.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}, metav1.CreateOptions{}); err != nil {
+		return fail(fmt.Errorf("create namespace %s: %w", argoNS, err))
+	}
+	appSet := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+		"metadata": map[string]any{"name": "load", "namespace": argoNS},
+		"spec": map[string]any{
+			"goTemplate": true,
+			"generators": []any{map[string]any{"plugin": map[string]any{
+				"configMapRef": map[string]any{"name": pluginConfigMap},
+				"input":        map[string]any{"parameters": map[string]any{"tenant": tenantName(0)}},
+			}}},
+			"template": map[string]any{
+				"metadata": map[string]any{"name": "load-{{ .nameNormalized }}"},
+				"spec": map[string]any{
+					"project":     "default",
+					"source":      map[string]any{"repoURL": "https://example.invalid/repo.git", "path": "app"},
+					"destination": map[string]any{"server": "{{ .server }}", "namespace": "app"},
+				},
+			},
+		},
+	}}
+	if _, err := dyn.Resource(applicationSets).Namespace(argoNS).Create(ctx, appSet, metav1.CreateOptions{}); err != nil {
+		return fail(fmt.Errorf("create the ApplicationSet: %w", err))
+	}
+	return k, nil
+}
+
+func (k *kubeEnv) stop() {
+	if k != nil && k.env != nil {
+		_ = k.env.Stop()
+	}
+}
+
+// requestCounts reads the apiserver's own count of the requests it served
+// (apiserver_request_total) for Secrets and ApplicationSets, by "VERB
+// resource". Counted on the server's side, so it includes every client:
+// during a steady-state window the service is the only one writing or
+// listing (loadgen's own watch is one WATCH, counted when it ends).
+func (k *kubeEnv) requestCounts(ctx context.Context) (map[string]float64, error) {
+	raw, err := k.kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scrape the apiserver's /metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parse the apiserver's /metrics: %w", err)
+	}
+	fam, ok := families["apiserver_request_total"]
+	if !ok {
+		return nil, fmt.Errorf("the apiserver's /metrics has no apiserver_request_total")
+	}
+	out := map[string]float64{}
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		switch labels["resource"] {
+		case "secrets", "applicationsets":
+			out[labels["verb"]+" "+labels["resource"]] += m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}
+
+// secretWatch records when each cluster Secret of Argo CD's namespace was
+// first seen, from a watch opened before the service starts.
+type secretWatch struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+	last  time.Time
+	w     *watchtools.RetryWatcher
+}
+
+func (k *kubeEnv) watchSecrets(ctx context.Context) (*secretWatch, error) {
+	secrets := k.kube.CoreV1().Secrets(argoNS)
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: clusterSecretLabel})
+	if err != nil {
+		return nil, fmt.Errorf("list cluster Secrets: %w", err)
+	}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = clusterSecretLabel
+			return secrets.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch cluster Secrets: %w", err)
+	}
+	sw := &secretWatch{first: map[string]time.Time{}, w: rw}
+	go func() {
+		for ev := range rw.ResultChan() {
+			s, ok := ev.Object.(*corev1.Secret)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			now := time.Now()
+			sw.mu.Lock()
+			if _, seen := sw.first[s.Name]; !seen {
+				sw.first[s.Name], sw.last = now, now
+			}
+			sw.mu.Unlock()
+		}
+	}()
+	return sw, nil
+}
+
+// waitFor returns the time the n-th Secret was seen, once n have been.
+func (sw *secretWatch) waitFor(n int, timeout time.Duration, exited <-chan struct{}) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		sw.mu.Lock()
+		got, last := len(sw.first), sw.last
+		sw.mu.Unlock()
+		if got >= n {
+			return last, nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%d of %d cluster Secrets after %s", got, n, timeout)
+		}
+		select {
+		case <-exited:
+			return time.Time{}, fmt.Errorf("the service exited with %d of %d cluster Secrets written", got, n)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (sw *secretWatch) stop() { sw.w.Stop() }
+
+// kubeConfigSection is the service configuration's secrets and
+// applicationSetRefresh sections: both on, every other setting left to the
+// binary's defaults (the chart's), except resync when given.
+func kubeConfigSection(kubeconfig string, resync time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "secrets:\n  enabled: true\n  namespace: %s\n  ownerID: loadgen\n  kubeconfig: %q\n", argoNS, kubeconfig)
+	if resync > 0 {
+		fmt.Fprintf(&b, "  resync: %s\n", resync)
+	}
+	fmt.Fprintf(&b, "applicationSetRefresh:\n  enabled: true\n  pluginConfigMap: %s\n  namespaces: [%s]\n", pluginConfigMap, argoNS)
+	return b.String()
+}
+
+// sumCounts is after minus before, without the zero differences.
+func sumCounts(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// serviceCounter reads one counter (summed over its labels matching
+// match) from the service's /metrics.
+func (s *service) serviceCounter(name string, match map[string]string) (float64, error) {
+	resp, err := opsClient.Get(s.base + "/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("scrape /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("parse /metrics: %w", err)
+	}
+	fam, ok := families[name]
+	if !ok {
+		return 0, nil
+	}
+	var sum float64
+next:
+	for _, m := range fam.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if want, ok := match[l.GetName()]; ok && want != l.GetValue() {
+				continue next
+			}
+		}
+		sum += m.GetCounter().GetValue()
+	}
+	return sum, nil
+}
