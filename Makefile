@@ -10,7 +10,7 @@ SHELL     := /bin/bash
 
 TESTBIN   := $(CURDIR)/bin/testbin
 
-.PHONY: all build run test unit e2e lint bench load fuzz fuzz-short testbin clean clean-all
+.PHONY: all build run test unit unit-norace e2e lint bench load fuzz fuzz-short testbin clean clean-all
 
 all: lint test build
 
@@ -25,15 +25,22 @@ run:
 ## test: lint, then every test with the race detector, against a real
 ## kube-apiserver + etcd (built offline into bin/testbin on first use), then
 ## each fuzz target briefly
-test: lint testbin unit fuzz-short
+test: lint testbin unit unit-norace fuzz-short
 
 unit:
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 $(PKGS)
 
-## e2e: only the end-to-end suite (real ApplicationSet controller, kube-apiserver, our binary);
-## its output is kept in bin/e2e.log, where make bench reads time-to-Application
+## unit-norace: the tests that skip under the race detector (it drops sync.Pool
+## items at random, so allocation counts mean nothing there), run without it
+NORACE_TESTS := ^TestCachedAnswerAllocations$$
+unit-norace:
+	@out=$$($(GO) test -count=1 -run '$(NORACE_TESTS)' -v ./generator/ 2>&1); rc=$$?; \
+	echo "$$out" | grep -E '^(--- |ok|FAIL)'; \
+	if echo "$$out" | grep -q -- '--- SKIP'; then echo "unit-norace: a test skipped without the race detector"; exit 1; fi; exit $$rc
+
+## e2e: only the end-to-end suite (real ApplicationSet controller, kube-apiserver, our binary)
 e2e: testbin
-	set -o pipefail; KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -v ./cmd/e2e/... 2>&1 | tee $(BIN)/e2e.log
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -v ./cmd/e2e/...
 
 ## fuzz: run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m); a failing input
 ## is written to <package>/testdata/fuzz/<Target>/ and replayed by every go test.
@@ -67,14 +74,15 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## bench: every performance figure next to its target, as a Markdown table (cmd/benchreport):
-## getparams vs pre-encoded bytes, cold sync of 2,000 Secrets on the real apiserver, upstream
-## calls per refresh, RSS from a 10 s load run at 10,000 clusters, time-to-Application from
-## E2E_LOG (written by make e2e). Raw outputs in bin/bench. ~2 minutes;
-## exits 1 when a figure misses its target.
-E2E_LOG ?= bin/e2e.log
+## bench: every performance figure next to its target, as a Markdown table (cmd/benchreport),
+## all measured in this run of this checkout: getparams vs pre-encoded bytes; the built binary's cold
+## sync of 2,000 and 10,000 Secrets on a real kube-apiserver and the requests the apiserver counts over
+## 5 passes with nothing to change; upstream calls per refresh; the built binary's RSS at 10,000
+## clusters with a distinct CA each (Secrets and refresh trigger on), at rest, at start-up and under
+## load; its log lines outside the configured format; time-to-Application from the e2e suite's first
+## steps. Raw outputs in bin/bench. ~6 minutes; exits 1 when a figure misses its target or was not measured.
 bench: testbin build
-	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/benchreport -binary $(BINARY) -benchtime $(BENCHTIME) -e2e $(E2E_LOG)
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/benchreport -binary $(BINARY) -benchtime $(BENCHTIME)
 
 ## load: cmd/loadgen against the built binary: 1,000 then 10,000 synthetic clusters, 200
 ## keep-alive connections for 60 s each (~3 minutes in all); fails on any error or goroutine

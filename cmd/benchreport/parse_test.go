@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const sample = `goos: linux
@@ -60,45 +64,63 @@ func TestFigures(t *testing.T) {
 BenchmarkClusters/clusters=2000/latency=0s/steady-2   78   15564882 ns/op   20.00 calls/refresh   0 describes/refresh
 pkg: github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks
 BenchmarkRefresh/steady-2   18   71922529 ns/op   11.00 calls/refresh   2.000 credcalls/refresh
+pkg: github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/rancher
+BenchmarkListClusters-2   100   1000000 ns/op
 `
 	lines, err := parseBench(strings.NewReader(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := &loadFigures{Clusters: 10000, Errors: 0, PeakRSS: 90 << 20, StartupPeakRSS: 190 << 20}
+	require.NoError(t, err)
+	var syncRuns []loadRun
+	require.NoError(t, json.Unmarshal([]byte(`[
+	  {"clusters": 2000, "logLines": 40, "foreignLogLines": 0,
+	   "sync": {"secrets": 2000, "coldSyncNs": 8400000000, "steadyPasses": 5, "steadyRequests": {"WATCH secrets": 1}}},
+	  {"clusters": 10000, "logLines": 40, "foreignLogLines": 1, "firstForeignLogLine": "I1123 12:00:00.000000 1 request.go] Waited",
+	   "sync": {"secrets": 10000, "coldSyncNs": 49000000000, "steadyPasses": 5, "steadyRequests": {"LIST secrets": 5}}}]`), &syncRuns))
+	sync := map[int]*loadRun{2000: &syncRuns[0], 10000: &syncRuns[1]}
+	load := &loadRun{Clusters: 10000, PeakRSS: 90 << 20, StartupPeakRSS: 120 << 20, LogLines: 10}
+	load.Load = &struct {
+		Requests int64 `json:"requests"`
+	}{Requests: 1000}
 	load.Before.RSS, load.Before.Goroutines, load.After.Goroutines = 70<<20, 13, 13
-	rows := figures(lines, load, options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", e2eLog: t.TempDir() + "/none.log"})
-	got := map[string]row{}
+	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000, 10000}, e2e: true}
+
+	rows := figures(lines, sync, map[int]*loadRun{10000: load}, nil, o)
+	got := map[string]string{}
 	for _, r := range rows {
-		got[strings.SplitN(r.figure, " ", 2)[0]] = r
+		got[r.figure] = r.verdict
 	}
-	for first, want := range map[string]string{
-		"getparams":           verdictMissing, // no 10,000-cluster line in the sample
-		"throughput":          verdictOK,      // 95000/120000 = 0.79x
-		"cold":                verdictOK,
-		"steady-state":        verdictOK,
-		"eks:":                verdictOK,
-		"aks:":                verdictMissed, // credential reads in a steady refresh
-		"rancher:":            verdictMissing,
-		"load":                verdictOK,
-		"time-to-Application": verdictMissing,
+	for figure, want := range map[string]string{
+		"getparams at 10,000 clusters vs pre-encoded bytes":                                   verdictNotMeasured, // no 10,000-cluster line
+		"throughput at 100 clusters vs pre-encoded bytes":                                     verdictOK,          // 95000/120000 = 0.79x
+		"cold sync, shipped binary, 2,000 Secrets (real kube-apiserver)":                      verdictOK,
+		"cold sync, shipped binary, 10,000 Secrets (real kube-apiserver)":                     verdictOK,
+		"steady state at 2,000 Secrets, 5 passes with nothing to change (apiserver's count)":  verdictOK, // a WATCH is neither
+		"steady state at 10,000 Secrets, 5 passes with nothing to change (apiserver's count)": verdictMissed,
+		"eks: upstream calls per steady refresh (2,000 clusters, 4 regions)":                  verdictOK,
+		"aks: upstream calls per steady refresh (500 clusters, 5 subscriptions)":              verdictMissed,      // credential reads
+		"rancher: requests per listing (10,000 clusters, warm client)":                        verdictNotMeasured, // no metrics: never read as 0
+		"RSS at 10,000 clusters, distinct CA each, Secrets and refresh trigger on, at rest":   verdictOK,
+		"RSS at 10,000 clusters, start-up peak (first listing, cold sync) vs at rest":         verdictMissed, // 120/70 = 1.71x
+		"RSS at 10,000 clusters, peak under 200 connections for 10s":                          verdictMissed,
+		"load at 10,000 clusters (200 connections, 10s): errors, goroutine growth":            verdictOK,
+		"log lines outside the configured format (JSON), every run of the binary":             verdictMissed,
+		"time-to-Application (new cluster → Application, e2e, no race detector)":              verdictNotMeasured,
 	} {
-		if got[first].verdict != want {
-			t.Errorf("%s: verdict %q, want %q (%+v)", first, got[first].verdict, want, got[first])
+		assert.Equal(t, want, got[figure], figure)
+	}
+	assert.Len(t, rows, 15, "one row per figure")
+
+	t.Run("nothing measured: every row says so and none is ok", func(t *testing.T) {
+		for _, r := range figures(nil, nil, nil, nil, o) {
+			assert.Equal(t, verdictNotMeasured, r.verdict, r.figure)
+			assert.Contains(t, r.measured, "not measured", r.figure)
 		}
-	}
-	if !got["time-to-Application"].optional {
-		t.Error("a missing e2e log must not fail the report")
-	}
-	var rss []string
-	for _, r := range rows {
-		if strings.HasPrefix(r.figure, "RSS") {
-			rss = append(rss, r.verdict)
-		}
-	}
-	if len(rss) != 3 || rss[0] != verdictOK || rss[1] != verdictMissed || rss[2] != verdictInfo {
-		t.Errorf("RSS verdicts %v, want [ok missed info] (70 MiB idle, 90 MiB peak under load, start-up peak without target)", rss)
-	}
+	})
+	t.Run("time-to-Application from this run", func(t *testing.T) {
+		rows := figures(nil, nil, nil, &e2eFigure{ToApplication: 4 * time.Second, Refresh: 2 * time.Second}, o)
+		assert.Equal(t, verdictOK, rows[len(rows)-1].verdict)
+		rows = figures(nil, nil, nil, &e2eFigure{ToApplication: 13 * time.Second, Refresh: 2 * time.Second}, o)
+		assert.Equal(t, verdictMissed, rows[len(rows)-1].verdict)
+	})
 }
 
 func TestMedianOfRuns(t *testing.T) {

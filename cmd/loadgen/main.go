@@ -83,6 +83,12 @@ type result struct {
 	ByKind              []kindStats   `json:"byInput"`
 	// Sync is the cluster Secrets' figures, with -secrets.
 	Sync *syncResult `json:"sync,omitempty"`
+	// LogLines is the number of lines the service logged, ForeignLogLines
+	// those not in the configured format (JSON), FirstForeignLogLine the
+	// first of them.
+	LogLines            int    `json:"logLines"`
+	ForeignLogLines     int    `json:"foreignLogLines"`
+	FirstForeignLogLine string `json:"firstForeignLogLine,omitempty"`
 }
 
 // syncResult is what the apiserver saw of the service's cluster Secrets.
@@ -304,6 +310,9 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if err := svc.stop(30 * time.Second); err != nil {
 		return nil, err
 	}
+	if r.LogLines, r.ForeignLogLines, r.FirstForeignLogLine, err = svc.logFormat(); err != nil {
+		return nil, fmt.Errorf("read the service's log: %w", err)
+	}
 	if r.Load == nil {
 		return r, nil
 	}
@@ -362,6 +371,12 @@ func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 func report(w io.Writer, r *result) {
+	defer func() {
+		fmt.Fprintf(w, "  log           %d lines, %d not in the configured format (JSON)\n", r.LogLines, r.ForeignLogLines)
+		if r.FirstForeignLogLine != "" {
+			fmt.Fprintf(w, "    first: %s\n", r.FirstForeignLogLine)
+		}
+	}()
 	if sr := r.Sync; sr != nil {
 		fmt.Fprintf(w, "\n== %d clusters, cluster Secrets on a real kube-apiserver\n", r.Clusters)
 		fmt.Fprintf(w, "  cold sync     %d Secrets in %s from the start\n", sr.Secrets, sr.ColdSync.Round(time.Millisecond))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -209,4 +210,32 @@ func (s *service) logTail() string {
 		b = b[len(b)-4000:]
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// logFormat counts the lines of the service's log and those that are not
+// one JSON object each, as the configured log.format json writes them
+// (a client-go line in klog's own format would be one), with the first of
+// those.
+func (s *service) logFormat() (lines, foreign int, first string, err error) {
+	f, err := os.Open(s.log)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		lines++
+		var obj map[string]any
+		if json.Unmarshal(line, &obj) != nil {
+			if foreign++; first == "" {
+				first = string(line[:min(len(line), 200)])
+			}
+		}
+	}
+	return lines, foreign, first, sc.Err()
 }
