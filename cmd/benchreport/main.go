@@ -300,8 +300,8 @@ func figures(lines []benchLine, sync, load map[int]*loadRun, e2e *e2eFigure, o o
 
 	// upstream calls of a steady-state refresh: the list pages only, none
 	// of the per-cluster calls a cache saves
-	steady := func(figure, pkg, name, perCluster, what string) {
-		target := "list pages only (0 " + what + ")"
+	steady := func(figure, pkg, name, perCluster, what, pages string) {
+		target := pages + " only (0 " + what + ")"
 		b, ok := find(lines, pkg, name)
 		n, okN := b.Metrics[perCluster]
 		calls, okCalls := b.Metrics["calls/refresh"]
@@ -315,9 +315,9 @@ func figures(lines []benchLine, sync, load map[int]*loadRun, e2e *e2eFigure, o o
 		}
 	}
 	steady("eks: upstream calls per steady refresh (2,000 clusters, 4 regions)", "/sources/eks",
-		"BenchmarkClusters/clusters=2000/latency=0s/steady", "describes/refresh", "describes")
+		"BenchmarkClusters/clusters=2000/latency=0s/steady", "describes/refresh", "describes", "list and tagging pages")
 	steady("aks: upstream calls per steady refresh (500 clusters, 5 subscriptions)", "/sources/aks",
-		"BenchmarkRefresh/steady", "credcalls/refresh", "credential reads")
+		"BenchmarkRefresh/steady", "credcalls/refresh", "credential reads", "list pages")
 	const rancherFig = "rancher: requests per listing (10,000 clusters, warm client)"
 	b, ok := find(lines, "/sources/rancher", "BenchmarkListClusters")
 	reqs, okReqs := b.Metrics["requests/listing"]
