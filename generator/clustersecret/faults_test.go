@@ -3,7 +3,6 @@ package clustersecret
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -102,10 +101,7 @@ func TestAPIServerUnavailableDuringReconcile(t *testing.T) {
 
 func TestLeaderLostMidPass(t *testing.T) {
 	e := newEnv(t)
-	var names []string
-	for i := range 20 {
-		names = append(names, fmt.Sprintf("c%02d", i))
-	}
+	names := numbered("c%02d", 20)
 	f := newFleet(t, names...)
 	client, ft := faultyClient(t)
 	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Concurrency: 2}, client, f.inv, nil, nil)
@@ -136,10 +132,7 @@ func TestLeaderLostMidPass(t *testing.T) {
 // nothing deleted.
 func TestKilledMidReconcileAndRestarted(t *testing.T) {
 	e := newEnv(t)
-	var names []string
-	for i := range 200 {
-		names = append(names, fmt.Sprintf("k%03d", i))
-	}
+	names := numbered("k%03d", 200)
 	f := newFleet(t, names...)
 	kubeconfig := writeKubeconfig(t, restConfig)
 

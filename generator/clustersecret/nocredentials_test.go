@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
@@ -87,15 +88,19 @@ func TestNoCredentialInLogsOrStatus(t *testing.T) {
 	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var texts []string // pass errors, plans and statuses
+	var caches []cache.SharedIndexInformer
 	newRec := func(dryRun bool) *Reconciler {
 		c := Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner",
 			Credentials: map[string]CredentialOverride{"fleet": {BearerToken: &sources.SecretRef{Secret: &sources.SecretKeyRef{Name: "fleet-token", Key: "token"}}}}},
 			Policy: PolicySync, DryRun: dryRun, Prune: PruneOptions{AfterListings: 2, MaxDeletions: 5, MaxDeletionsPercent: 10}, Concurrency: 4}
-		r, err := New(c, client, f.inv, logger, prometheus.NewRegistry())
+		inf := informerFor(t, client, e.ns)
+		caches = append(caches, inf)
+		r, err := New(c, client, f.inv, logger, prometheus.NewRegistry(), WithInformer(inf))
 		require.NoError(t, err)
 		return r
 	}
 	run := func(r *Reconciler) (Changes, error) {
+		caughtUp(t, r)
 		ch, err := r.Pass(ctx)
 		if err != nil {
 			texts = append(texts, err.Error(), fmt.Sprintf("%+v", err))
@@ -142,6 +147,16 @@ func TestNoCredentialInLogsOrStatus(t *testing.T) {
 	assert.Equal(t, []string{"aro"}, r.Status().Held)
 	_, _ = run(newRec(true))
 
+	for _, inf := range caches { // the caches of cluster Secrets hold digests of config
+		for _, o := range inf.GetStore().List() {
+			s := o.(*corev1.Secret)
+			for k, v := range s.Data {
+				for _, token := range []string{ncToken, ncRotated} {
+					assert.NotContains(t, string(v), token, "the cache holds the token in %s of %s", k, s.Name)
+				}
+			}
+		}
+	}
 	require.NotEmpty(t, logs.String(), "debug logging is on")
 	assert.Contains(t, logs.String(), "dry run", "the dry run logged its plan")
 	for where, text := range map[string]string{"the debug log": logs.String(), "the errors, plans and statuses": strings.Join(texts, "\n")} {

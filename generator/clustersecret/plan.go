@@ -52,6 +52,7 @@ type Input struct {
 	// Desired Secrets of the served clusters (in the selection).
 	Desired []Desired
 	// Current holds every cluster Secret of the namespace, ours or not.
+	// Their config values may be digests (CacheTransform).
 	Current []corev1.Secret
 	// Snapshot tells which clusters are served, listed, or confirmed
 	// departed, and which sources completed their latest listing.
@@ -388,9 +389,9 @@ func mergeMap(cur, want map[string]string, previouslyPropagated string) map[stri
 }
 
 // sameContent compares what we write, not resourceVersion: a pass that
-// changes nothing makes no write.
+// changes nothing makes no write. A value may be a digest (CacheTransform).
 func sameContent(a, b *corev1.Secret) bool {
-	return maps.EqualFunc(a.Data, b.Data, func(x, y []byte) bool { return string(x) == string(y) }) &&
+	return maps.EqualFunc(a.Data, b.Data, sameValue) &&
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -120,6 +121,10 @@ type Status struct {
 type Reconciler struct {
 	cfg     Config
 	secrets secretsClient
+	// src is where a pass reads the cluster Secrets: the API (a LIST per
+	// pass) or an informer's cache (WithInformer).
+	src     secretSource
+	own     ownWrites
 	inv     Inventory
 	logger  *slog.Logger
 	metrics *metrics
@@ -141,8 +146,10 @@ type secretsClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error)
 }
 
-// New returns a reconciler writing in cfg.Namespace through client.
-func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer) (*Reconciler, error) {
+// New returns a reconciler writing in cfg.Namespace through client. Without
+// WithInformer it lists the cluster Secrets on every pass (for tools and
+// tests that make single passes).
+func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Reconciler, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -155,7 +162,13 @@ func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Lo
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	r := &Reconciler{cfg: cfg, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m}
+	r.src = apiSource{secrets: r.secrets, namespace: cfg.Namespace}
 	r.status = Status{Enabled: true, DryRun: cfg.DryRun, Policy: cfg.Policy, OwnerID: cfg.OwnerID}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -168,12 +181,19 @@ func (r *Reconciler) Status() Status {
 	return st
 }
 
-// Run makes a pass now, after every snapshot change (debounced), after
-// every complete listing while a prune countdown is running (so that it
-// counts listings, not resyncs), and every Resync, until ctx ends. Run it
-// only while holding the leader lease: when ctx is cancelled, writes in
-// flight are abandoned and no new one starts.
+// Run makes a pass once the cache of cluster Secrets has synced, after
+// every snapshot change (debounced), after every complete listing while a
+// prune countdown is running (so that it counts listings, not resyncs),
+// and every Resync (drift repair), until ctx ends. Run it only while
+// holding the leader lease: when ctx is cancelled, writes in flight are
+// abandoned and no new one starts.
 func (r *Reconciler) Run(ctx context.Context) {
+	if !r.src.synced() {
+		r.logger.Info("waiting for the cache of cluster Secrets to sync before the first pass")
+		if !cache.WaitForCacheSync(ctx.Done(), r.src.synced) {
+			return
+		}
+	}
 	changes, cancelChanges := r.inv.Subscribe()
 	defer cancelChanges()
 	listings, cancelListings := r.inv.SubscribeListings()
@@ -252,6 +272,12 @@ func (r *Reconciler) Pass(ctx context.Context) (Changes, error) {
 }
 
 func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
+	if err := ctx.Err(); err != nil {
+		return Changes{}, nil, err // the lease is lost: not even a plan
+	}
+	if !r.src.synced() {
+		return Changes{}, nil, errors.New("the cache of cluster secrets has not synced yet; writing nothing")
+	}
 	snap, listings := r.inv.SnapshotAndListings()
 	if !snap.Synced() {
 		// the start-up barrier: a source that has not listed yet could
@@ -278,12 +304,12 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 		}
 		desired = append(desired, d)
 	}
-	list, err := r.secrets.List(ctx, metav1.ListOptions{LabelSelector: LabelSecretType + "=cluster"})
+	cur, observed, err := r.src.list(ctx)
 	if err != nil {
-		return Changes{}, heldNames, fmt.Errorf("list cluster secrets in %s: %w", r.cfg.Namespace, err)
+		return Changes{}, heldNames, err
 	}
 	ch := Plan(Input{
-		Desired: desired, Current: list.Items, Snapshot: snap, Listings: listings, Held: held, Deselected: deselected,
+		Desired: desired, Current: r.own.view(cur, observed), Snapshot: snap, Listings: listings, Held: held, Deselected: deselected,
 		OwnerID: r.cfg.OwnerID, Policy: r.cfg.Policy, Prune: r.cfg.Prune, Now: time.Now(),
 	})
 	if r.cfg.DryRun {
@@ -395,29 +421,46 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes) error {
 // not labelled as a cluster Secret) makes the API refuse the create; if it
 // is not ours it is reported through clash and left alone.
 func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Clash)) error {
-	_, err := r.secrets.Create(ctx, s, metav1.CreateOptions{})
+	created, err := r.secrets.Create(ctx, s, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		cur, gerr := r.secrets.Get(ctx, s.Name, metav1.GetOptions{})
-		if gerr == nil && !Owned(cur, r.cfg.OwnerID) {
+		switch {
+		case gerr != nil:
+		case !Owned(cur, r.cfg.OwnerID):
 			r.metrics.writes.WithLabelValues("skipped_foreign").Inc()
 			r.logger.Warn("a Secret we do not own has this name; leaving it alone", "secret", s.Name, "cluster", s.Annotations[AnnotationCluster])
 			clash(Clash{Cluster: s.Annotations[AnnotationCluster], Secret: s.Name, By: "name"})
+		case cur.Labels[LabelSecretType] == "cluster":
+			r.own.wrote(cur) // ours, not in the cache yet: not created again
 		}
 		return nil // ours (another writer was faster) or foreign: nothing to do now
 	}
 	if err != nil {
 		return fmt.Errorf("create secret %s: %w", s.Name, err)
 	}
+	r.own.wrote(created)
 	r.metrics.writes.WithLabelValues("created").Inc()
 	return nil
 }
 
 // update writes u.New; on a conflict it re-reads the Secret and, for a
-// content update, merges want into the fresh copy again.
+// content update, merges want into the fresh copy again. An update that
+// keeps values the cache holds as digests (a countdown: a content update
+// replaces them all) reads the Secret first and writes its full data, or
+// nothing if it changed since the plan.
 func (r *Reconciler) update(ctx context.Context, u Update) error {
 	next, want := u.New, u.Want
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if first && hasDigest(next) {
+			full, err := r.secrets.Get(ctx, next.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if next = withFullData(next, full); next == nil {
+				return nil // changed since the plan: the next pass decides
+			}
+		}
 		if !first {
 			fresh, err := r.secrets.Get(ctx, u.New.Name, metav1.GetOptions{})
 			if err != nil {
@@ -435,7 +478,13 @@ func (r *Reconciler) update(ctx context.Context, u Update) error {
 			}
 		}
 		first = false
-		_, err := r.secrets.Update(ctx, next, metav1.UpdateOptions{})
+		if hasDigest(next) { // never: content updates replace config, countdowns read it above
+			return fmt.Errorf("refusing to write a digest of the cache in place of a value")
+		}
+		updated, err := r.secrets.Update(ctx, next, metav1.UpdateOptions{})
+		if err == nil {
+			r.own.wrote(updated)
+		}
 		return err
 	})
 	switch {
@@ -459,6 +508,7 @@ func (r *Reconciler) delete(ctx context.Context, s *corev1.Secret) error {
 	case err != nil:
 		return fmt.Errorf("delete secret %s: %w", s.Name, err)
 	}
+	r.own.deleted(s.Name, uid)
 	r.metrics.writes.WithLabelValues("deleted").Inc()
 	r.logger.Info("deleted cluster Secret", "secret", s.Name, "cluster", s.Annotations[AnnotationCluster])
 	return nil

@@ -3,7 +3,6 @@ package clustersecret
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -145,12 +144,7 @@ func recordingClient(t testing.TB, delay time.Duration) (kubernetes.Interface, *
 func recordingReconciler(t testing.TB, e *env, f *fleet, mut ...func(*Config)) (*Reconciler, *recorder) {
 	t.Helper()
 	client, rec := recordingClient(t, 0)
-	cfg := Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync,
-		Prune: PruneOptions{AfterListings: 2, MaxDeletions: 5, MaxDeletionsPercent: 10}, Concurrency: 4, Debounce: 10 * time.Millisecond}
-	for _, m := range mut {
-		m(&cfg)
-	}
-	r, err := New(cfg, client, f.inv, nil, nil)
+	r, err := New(testConfig(e, mut...), client, f.inv, nil, nil, WithInformer(informerFor(t, client, e.ns)))
 	require.NoError(t, err)
 	return r, rec
 }
@@ -418,14 +412,11 @@ func TestNoPruneWhileANameConflictHolds(t *testing.T) {
 func TestRealLeaseLossStopsWrites(t *testing.T) {
 	const total, concurrency = 200, 1
 	e := newEnv(t)
-	var clusters []string
-	for i := range total {
-		clusters = append(clusters, fmt.Sprintf("l%03d", i))
-	}
+	clusters := numbered("l%03d", total)
 	f := newFleet(t, clusters...)
 	client, rec := recordingClient(t, 25*time.Millisecond)
 	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync, Concurrency: concurrency},
-		client, f.inv, nil, nil)
+		client, f.inv, nil, nil, WithInformer(informerFor(t, client, e.ns)))
 	require.NoError(t, err)
 	// the Lease is renewed through an undelayed client
 	leaseClient, err := kubernetes.NewForConfig(restConfig)
