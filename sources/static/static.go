@@ -5,9 +5,11 @@ package static
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"sigs.k8s.io/yaml"
@@ -163,7 +165,7 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 func convert(in []Cluster, field string) ([]sources.Cluster, error) {
 	out := make([]sources.Cluster, 0, len(in))
 	seen := map[string]int{}
-	strs := interner{}
+	strs := newInterner()
 	for i, sc := range in {
 		at := fmt.Sprintf("%s[%d]", field, i)
 		if j, dup := seen[sc.Name]; dup && sc.Name != "" {
@@ -223,26 +225,45 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 	return c, nil
 }
 
-// interner keeps one copy of each distinct string of a listing. The decoder
-// gives every cluster its own copy of every string, but clusters share
+// interner keeps one copy of each distinct string of a listing, and one
+// copy of each distinct label or annotation set. The decoder gives every
+// cluster its own copy of every string and its own maps, but clusters share
 // most of them: a CA (every cluster behind one proxy, or one private CA
 // for a fleet; ~1.5 KiB for an RSA 2048 certificate, ~15 MiB at 10,000
 // clusters), tenants, projects, regions, versions, label keys and values
-// (~3 MiB more at 10,000 clusters).
-type interner map[string]string
+// (~3 MiB more at 10,000 clusters), and label sets (a map of a few entries
+// takes ~300 bytes: ~6 MiB for the labels and annotations of 10,000
+// clusters when each has its own).
+type interner struct {
+	strs map[string]string
+	// maps holds the shared maps by their content (see mapKey).
+	maps map[string]map[string]string
+	key  []byte // scratch for mapKey
+}
 
-func (in interner) str(s *string) {
-	if shared, ok := in[*s]; ok {
+func newInterner() *interner {
+	return &interner{strs: map[string]string{}, maps: map[string]map[string]string{}}
+}
+
+func (in *interner) str(s *string) {
+	if shared, ok := in.strs[*s]; ok {
 		*s = shared
 	} else {
-		in[*s] = *s
+		in.strs[*s] = *s
 	}
 }
 
-// strMap returns m with shared keys and values; m itself is not modified.
-func (in interner) strMap(m map[string]string) map[string]string {
+// strMap returns a map equal to m with shared keys and values: the one
+// already returned for that content, else a new one; m itself is not
+// modified. Clusters share the maps returned, which nobody modifies (see
+// sources.Source).
+func (in *interner) strMap(m map[string]string) map[string]string {
 	if m == nil {
 		return nil
+	}
+	in.key = mapKey(in.key[:0], m)
+	if shared, ok := in.maps[string(in.key)]; ok { // no allocation for the lookup
+		return shared
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
@@ -250,17 +271,40 @@ func (in interner) strMap(m map[string]string) map[string]string {
 		in.str(&v)
 		out[k] = v
 	}
+	in.maps[string(in.key)] = out
 	return out
 }
 
-// cluster shares the strings of c that clusters commonly have in common
-// (not names and servers, which are unique).
-func (in interner) cluster(c *sources.Cluster) {
+// mapKey appends to b an encoding of m's content that two maps share only
+// when they are equal: the entries sorted by key, each string preceded by
+// its length.
+func mapKey(b []byte, m map[string]string) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(m[k])))
+		b = append(b, m[k]...)
+	}
+	return b
+}
+
+// cluster shares the strings and maps of c that clusters commonly have in
+// common (not names and servers, which are unique). An AWS cluster name
+// equal to the cluster's name, as it usually is, shares the name.
+func (in *interner) cluster(c *sources.Cluster) {
 	for _, s := range []*string{&c.CAData, &c.Region, &c.Account, &c.Tenant, &c.Project, &c.KubernetesVersion, &c.State} {
 		in.str(s)
 	}
 	c.Labels, c.Annotations = in.strMap(c.Labels), in.strMap(c.Annotations)
 	if a := c.Auth.AWS; a != nil {
+		if a.ClusterName == c.Name {
+			a.ClusterName = c.Name
+		}
 		in.str(&a.RoleARN)
 		in.str(&a.Region)
 	}

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -607,4 +608,47 @@ func TestSharedStringsHeldOnce(t *testing.T) {
 	assert.False(t, same(cs[0].CAData, cs[2].CAData))
 	assert.True(t, same(cs[0].Tenant, cs[1].Tenant), "one copy of a shared tenant")
 	assert.True(t, same(cs[0].Labels["env"], cs[1].Labels["env"]), "one copy of a shared label value")
+	sameMap := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	assert.True(t, sameMap(cs[0].Labels, cs[1].Labels), "one map for equal label sets")
+	assert.False(t, sameMap(cs[0].Labels, cs[2].Labels))
+}
+
+// TestInternMaps checks that equal maps are shared, that a map is never
+// shared with one that differs from it, even where joining keys and
+// values would make them look alike, and that nil stays nil and empty
+// stays empty.
+func TestInternMaps(t *testing.T) {
+	in := newInterner()
+	tests := []struct {
+		name string
+		m    map[string]string
+		// like is the index of the earlier map it must be shared with, -1
+		// for none.
+		like int
+	}{
+		{name: "first", m: map[string]string{"env": "prod", "tier": "gold"}, like: -1},
+		{name: "equal", m: map[string]string{"tier": "gold", "env": "prod"}, like: 0},
+		{name: "other value", m: map[string]string{"env": "prod", "tier": "silver"}, like: -1},
+		{name: "subset", m: map[string]string{"env": "prod"}, like: -1},
+		{name: "key and value joined differently", m: map[string]string{"envp": "rod", "tier": "gold"}, like: -1},
+		{name: "empty", m: map[string]string{}, like: -1},
+		{name: "empty again", m: map[string]string{}, like: 5},
+		{name: "empty key and value", m: map[string]string{"": ""}, like: -1},
+	}
+	var got []map[string]string
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := in.strMap(tt.m)
+			got = append(got, m)
+			assert.Equal(t, tt.m, m)
+			assert.NotNil(t, m)
+			for j := range i {
+				same := reflect.ValueOf(m).UnsafePointer() == reflect.ValueOf(got[j]).UnsafePointer()
+				assert.Equal(t, j == tt.like, same, "shared with map %d", j)
+			}
+		})
+	}
+	assert.Nil(t, in.strMap(nil))
 }
