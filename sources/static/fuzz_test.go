@@ -1,6 +1,7 @@
 package static
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -19,11 +20,21 @@ import (
 //     (if any) is base64 PEM, and whose auth holds at most a reference to a
 //     token, never a value (the model has no field for one);
 //   - a ready cluster has no not-ready reason;
-//   - listing the unchanged file again gives the same clusters.
+//   - listing the unchanged file again gives the same clusters;
+//   - when the file is read item by item, the whole document gives the
+//     same clusters.
 //
 // Run it with: go test ./sources/static -run '^$' -fuzz '^FuzzClustersFile$' -fuzztime 1m
 func FuzzClustersFile(f *testing.F) {
 	fuzzseed.Add(f, "testdata/demo/clusters-aws.yaml", "testdata/demo/clusters-azure.yaml")
+	// Layouts at the edge of reading item by item (see file.go).
+	for _, seed := range []string{
+		"clusters:\n- name: a\n  server: https://a.example.com\n- name: b\n  server: https://b.example.com\n",
+		"---\nclusters: # c\n  - name: a\n    server: https://a.example.com\n    state: \"x\n  - y\"\n",
+		"clusters:\n  - name: a\n    server: https://a.example.com\n    notReadyReason: |+\n      x\n\n# c\n  - name: b\n    server: https://b.example.com\n    labels: &l {a: b}\n    annotations: *l\n",
+	} {
+		f.Add([]byte(seed))
+	}
 	path := filepath.Join(f.TempDir(), "clusters.yaml")
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, content []byte) {
@@ -32,6 +43,12 @@ func FuzzClustersFile(f *testing.F) {
 		}
 		src := &Source{path: path}
 		cs, err := src.Clusters(ctx)
+		if items, _, ok := decodeItems(bytes.NewReader(content), 0); ok {
+			whole, err := src.decodeFile(content)
+			if err != nil || !reflect.DeepEqual(items, whole) {
+				t.Fatalf("item by item gives %d clusters, the whole document %d (error %v)", len(items), len(whole), err)
+			}
+		}
 		if err != nil {
 			if cs != nil {
 				t.Fatalf("failed listing returned %d clusters", len(cs))

@@ -7,12 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -80,6 +77,10 @@ type Source struct {
 	// over 10 MiB).
 	lastSum  [sha256.Size]byte
 	fromFile []sources.Cluster
+	// failed is the error of the last content that failed to decode,
+	// failedSum its SHA-256.
+	failedSum [sha256.Size]byte
+	failed    error
 }
 
 // New validates cfg and, when it names a file, reads and validates the file
@@ -110,76 +111,103 @@ func New(cfg Config, baseDir string) (*Source, error) {
 
 // Clusters returns the inline clusters and those of the file, re-reading and
 // re-validating the file when its content changed. A file that cannot be
-// read or is invalid fails the listing.
+// read or is invalid fails the listing. Without inline clusters, the
+// file's clusters are handed out as they were decoded, the same slice for
+// as long as the file does not change (see sources.Source).
 func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := append([]sources.Cluster(nil), s.inline...)
 	if s.path == "" {
-		return out, nil
+		return append([]sources.Cluster(nil), s.inline...), nil
 	}
 	fromFile, err := s.readFile()
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, fromFile...)
-	seen := make(map[string]bool, len(out))
-	for _, c := range out {
-		if seen[c.Name] {
+	if len(s.inline) == 0 {
+		return fromFile[:len(fromFile):len(fromFile)], nil // an append by the caller copies
+	}
+	inline := make(map[string]bool, len(s.inline)) // unique among themselves, as the file's are
+	for _, c := range s.inline {
+		inline[c.Name] = true
+	}
+	for _, c := range fromFile {
+		if inline[c.Name] {
 			return nil, fmt.Errorf("cluster %s is listed both inline and in %s", c.Name, s.path)
 		}
-		seen[c.Name] = true
 	}
-	return out, nil
-}
-
-func (s *Source) readFile() ([]sources.Cluster, error) {
-	raw, err := os.ReadFile(s.path)
-	if err != nil {
-		return nil, fmt.Errorf("read clusters file: %w", err)
-	}
-	sum := sha256.Sum256(raw)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fromFile != nil && sum == s.lastSum {
-		return s.fromFile, nil
-	}
-	var f file
-	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
-		return nil, fmt.Errorf("parse clusters file %s: %w", s.path, err)
-	}
-	if f.Clusters == nil {
-		return nil, fmt.Errorf("clusters file %s has no clusters key (write `clusters: []` for an empty list)", s.path)
-	}
-	cs, err := convert(*f.Clusters, "clusters")
-	if err != nil {
-		return nil, fmt.Errorf("clusters file %s: %w", s.path, err)
-	}
-	s.lastSum, s.fromFile = sum, cs
-	return cs, nil
+	return append(append(make([]sources.Cluster, 0, len(s.inline)+len(fromFile)), s.inline...), fromFile...), nil
 }
 
 // convert maps YAML clusters to the model, validating each one; field
 // names the YAML path in errors.
 func convert(in []Cluster, field string) ([]sources.Cluster, error) {
-	out := make([]sources.Cluster, 0, len(in))
-	seen := map[string]int{}
-	strs := newInterner()
-	for i, sc := range in {
-		at := fmt.Sprintf("%s[%d]", field, i)
-		if j, dup := seen[sc.Name]; dup && sc.Name != "" {
-			return nil, fmt.Errorf("%s.name: %q is already used by %s[%d]", at, sc.Name, field, j)
+	conv := newConverter(field, len(in))
+	for _, sc := range in {
+		if err := conv.add(sc); err != nil {
+			return nil, err
 		}
-		seen[sc.Name] = i
-		c, err := toCluster(sc)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", at, err)
-		}
-		strs.cluster(&c)
-		out = append(out, c)
 	}
-	return out, nil
+	return conv.clusters(), nil
+}
+
+// converter maps YAML clusters to the model one at a time, in file order:
+// it validates each, checks that names are unique, and shares the
+// strings and maps clusters have in common.
+type converter struct {
+	field string // the YAML path of the list, for errors
+	// done holds the full blocks of clusters, cur the one being filled:
+	// blocks rather than one growing slice, which would leave several
+	// times the listing's size in garbage while decoding a file.
+	done [][]sources.Cluster
+	cur  []sources.Cluster
+	n    int
+	seen map[string]int // index by name
+	strs *interner
+}
+
+// convertBlock is the number of clusters in a block after the first.
+const convertBlock = 256
+
+// newConverter returns a converter for about n clusters.
+func newConverter(field string, n int) *converter {
+	return &converter{field: field, cur: make([]sources.Cluster, 0, n), seen: make(map[string]int, n), strs: newInterner()}
+}
+
+// add maps the next cluster of the list.
+func (cv *converter) add(sc Cluster) error {
+	i := cv.n
+	if j, dup := cv.seen[sc.Name]; dup && sc.Name != "" {
+		return fmt.Errorf("%s[%d].name: %q is already used by %s[%d]", cv.field, i, sc.Name, cv.field, j)
+	}
+	cv.seen[sc.Name] = i
+	c, err := toCluster(sc)
+	if err != nil {
+		return fmt.Errorf("%s[%d]: %w", cv.field, i, err)
+	}
+	cv.strs.cluster(&c)
+	if len(cv.cur) == cap(cv.cur) {
+		if len(cv.cur) > 0 {
+			cv.done = append(cv.done, cv.cur)
+		}
+		cv.cur = make([]sources.Cluster, 0, convertBlock)
+	}
+	cv.cur = append(cv.cur, c)
+	cv.n++
+	return nil
+}
+
+// clusters returns the clusters added, in a slice of their number.
+func (cv *converter) clusters() []sources.Cluster {
+	if len(cv.done) == 0 && len(cv.cur) == cap(cv.cur) {
+		return cv.cur
+	}
+	out := make([]sources.Cluster, 0, cv.n)
+	for _, b := range cv.done {
+		out = append(out, b...)
+	}
+	return append(out, cv.cur...)
 }
 
 // toCluster is the pure mapping from a YAML cluster to the model.

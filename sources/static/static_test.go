@@ -29,7 +29,7 @@ import (
 
 // testCAData returns standard base64 of a freshly generated PEM CA
 // certificate, the form caData takes.
-func testCAData(t *testing.T) string {
+func testCAData(t testing.TB) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
