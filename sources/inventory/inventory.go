@@ -467,11 +467,15 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 	changed := !sameContent(prev, next)
 	if changed {
 		next.Version = prev.Version + 1
-		inv.snap.Store(next)
 		inv.metrics.version.Set(float64(next.Version))
 		inv.metrics.conflicts.Set(float64(len(next.Conflicts)))
 		inv.metrics.duplicates.Set(float64(len(next.Duplicates)))
 	}
+	// Stored even unchanged, under the same version: prev points into the
+	// listings it was merged from, and keeping it would keep a listing the
+	// lifecycle has replaced (~2 MiB per 5,000 clusters) for as long as
+	// nothing changes.
+	inv.snap.Store(next)
 	for _, sub := range inv.subs {
 		if changed || (sub.listings && err == nil) {
 			select {

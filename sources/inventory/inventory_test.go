@@ -214,6 +214,24 @@ func TestNamelessClusterFailsTheListing(t *testing.T) {
 	assert.Empty(t, inv.Snapshot().Clusters, "no partial result")
 }
 
+// TestUnchangedListingReleasesThePrevious checks that after a listing that
+// changes nothing, the snapshot points into that listing, as the lifecycle
+// does, and no longer into the previous one: otherwise both would stay in
+// memory for as long as nothing changes.
+func TestUnchangedListingReleasesThePrevious(t *testing.T) {
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	first := inv.Snapshot()
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	second := inv.Snapshot()
+	assert.Equal(t, first.Version, second.Version)
+	assert.Equal(t, *first.Clusters[0], *second.Clusters[0])
+	assert.NotSame(t, first.Clusters[0], second.Clusters[0], "the snapshot points into the latest listing")
+	assert.Same(t, inv.states[0].life.served[0], second.Clusters[0])
+}
+
 // TestListingSharedNotCopied checks the sources.Source contract: the
 // inventory stamps its own copy of each cluster (the source's slice is left
 // as it was) and keeps what the clusters point to without copying it, so
