@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -34,32 +35,55 @@ type encodedSnapshot struct {
 }
 
 // encodeSnapshot encodes the served clusters of snap (all its Clusters).
+//
+// It encodes them twice, first for the size of the whole, then into a
+// buffer of that size: growing the buffer by doubling instead would leave
+// about twice the encoding's size in garbage (~8 MiB at 10,000 clusters),
+// which raises the heap the garbage collector lets the process reach.
 func encodeSnapshot(snap *inventory.Snapshot) (*encodedSnapshot, error) {
 	n := len(snap.Clusters)
-	var buf bytes.Buffer
-	buf.WriteString(answerPrefix)
-	enc := json.NewEncoder(&buf) // escapes HTML, as json.Marshal does
-	off := make([]int32, 0, n+1)
-	var p Parameters // one, not one per cluster boxed for Encode
-	for i := range snap.Clusters {
-		c := snap.Clusters[i]
-		off = append(off, int32(buf.Len())) // checked below: buf only grows
+	var frag bytes.Buffer         // one cluster's parameters and Encode's newline
+	enc := json.NewEncoder(&frag) // escapes HTML, as json.Marshal does
+	var p Parameters              // one, not one per cluster boxed for Encode
+	encode := func(c *sources.Cluster) error {
+		frag.Reset()
 		p = ClusterParameters(c)
 		if err := enc.Encode(&p); err != nil {
-			return nil, fmt.Errorf("encode parameters of %s: %w", c.Name, err)
+			return fmt.Errorf("encode parameters of %s: %w", c.Name, err)
 		}
-		buf.Bytes()[buf.Len()-1] = ',' // in place of the newline Encode ends with
+		return nil
+	}
+	size := len(answerPrefix) + len(answerSuffix) // each newline becomes a comma but the last
+	for _, c := range snap.Clusters {
+		if err := encode(c); err != nil {
+			return nil, err
+		}
+		size += frag.Len()
 	}
 	if n > 0 {
-		buf.Truncate(buf.Len() - 1)
+		size--
 	}
-	buf.WriteString(answerSuffix)
-	if buf.Len() > math.MaxInt32 {
-		return nil, fmt.Errorf("encode parameters: %d bytes, over the 2 GiB an encoded snapshot can address", buf.Len())
+	if size > math.MaxInt32 {
+		return nil, fmt.Errorf("encode parameters: %d bytes, over the 2 GiB an encoded snapshot can address", size)
 	}
-	off = append(off, int32(buf.Len()-len(answerSuffix)+1))
-	joined := make([]byte, buf.Len())
-	copy(joined, buf.Bytes())
+	joined := make([]byte, 0, size)
+	joined = append(joined, answerPrefix...)
+	off := make([]int32, 0, n+1)
+	for _, c := range snap.Clusters {
+		if err := encode(c); err != nil {
+			return nil, err
+		}
+		off = append(off, int32(len(joined))) // < size, checked above
+		joined = append(append(joined, frag.Bytes()[:frag.Len()-1]...), ',')
+	}
+	if n > 0 {
+		joined = joined[:len(joined)-1]
+	}
+	off = append(off, int32(len(joined)+1))
+	joined = append(joined, answerSuffix...)
+	if len(joined) != size {
+		return nil, fmt.Errorf("encode parameters: %d bytes, then %d for the same snapshot", size, len(joined))
+	}
 	return &encodedSnapshot{joined: joined, off: off}, nil
 }
 

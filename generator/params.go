@@ -53,7 +53,10 @@ var invalidDNSNameChars = regexp.MustCompile(`[^-a-z0-9.]`)
 // other than [-a-z0-9.] replaced by '-', at most 253 characters, leading and
 // trailing '-' and '.' trimmed.
 func SanitizeName(name string) string {
-	name = invalidDNSNameChars.ReplaceAllString(strings.ToLower(name), "-")
+	name = strings.ToLower(name)
+	if strings.ContainsFunc(name, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '.' }) {
+		name = invalidDNSNameChars.ReplaceAllString(name, "-")
+	}
 	if len(name) > 253 {
 		name = name[:253]
 	}
