@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
@@ -37,29 +38,40 @@ func refreshConfig(cfg *config.Config) appsetrefresh.Config {
 	return out
 }
 
-// newAppSetRefresh builds the ApplicationSet refresh trigger and the
-// function that runs it: under its own leader election, or directly when
-// secrets.leaderElection is disabled.
-func newAppSetRefresh(cfg *config.Config, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (func(context.Context), error) {
-	rc, err := kubeConfig(cfg.Secrets)
-	if err != nil {
+// newAppSetRefresh builds the ApplicationSet refresh trigger, reading
+// ApplicationSets from a dynamic informer per namespace and our Secrets
+// from the reconciler's shared cache, and the function that runs it: under
+// its own leader election, or directly when secrets.leaderElection is
+// disabled.
+func newAppSetRefresh(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (func(context.Context), error) {
+	if err := kube.init(); err != nil {
 		return nil, fmt.Errorf("applicationSetRefresh: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	dyn, err := dynamic.NewForConfig(kube.rest)
 	if err != nil {
 		return nil, fmt.Errorf("applicationSetRefresh: dynamic client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("applicationSetRefresh: kubernetes client: %w", err)
+	rcfg := refreshConfig(cfg)
+	caches := appsetrefresh.Caches{ApplicationSets: map[string]cache.SharedIndexInformer{}}
+	for _, ns := range rcfg.InformerNamespaces() {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+		inf := f.ForResource(appsetrefresh.ApplicationSets).Informer()
+		if err := inf.SetTransform(appsetrefresh.Transform(rcfg.PluginConfigMap)); err != nil {
+			return nil, fmt.Errorf("applicationSetRefresh: %w", err)
+		}
+		caches.ApplicationSets[ns] = inf
+		kube.add(f)
 	}
-	tr, err := appsetrefresh.New(refreshConfig(cfg), dyn, kube, inv, logger, reg)
+	if rcfg.SecretsNamespace != "" {
+		caches.Secrets = kube.secrets.Core().V1().Secrets().Informer()
+	}
+	tr, err := appsetrefresh.New(rcfg, dyn, kube.client, caches, inv, logger, reg)
 	if err != nil {
 		return nil, fmt.Errorf("applicationSetRefresh: %w", err)
 	}
 	le := cfg.Secrets.LeaderElection
 	if !le.Enabled {
-		return tr.RunWithoutElection, nil
+		return func(ctx context.Context) { kube.run(ctx, tr.RunWithoutElection) }, nil
 	}
 	host, _ := os.Hostname()
 	election := appsetrefresh.LeaderElection{
@@ -67,8 +79,10 @@ func newAppSetRefresh(cfg *config.Config, inv *inventory.Inventory, logger *slog
 		LeaseDuration: le.LeaseDuration.Std(), RenewDeadline: le.RenewDeadline.Std(), RetryPeriod: le.RetryPeriod.Std(),
 	}
 	return func(ctx context.Context) {
-		if err := tr.RunLeading(ctx, election); err != nil {
-			logger.Error("applicationSetRefresh: leader election stopped", "error", err.Error())
-		}
+		kube.run(ctx, func(ctx context.Context) {
+			if err := tr.RunLeading(ctx, election); err != nil {
+				logger.Error("applicationSetRefresh: leader election stopped", "error", err.Error())
+			}
+		})
 	}, nil
 }

@@ -190,9 +190,10 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *
 		Inventory: inv, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
 		Registerer: reg, Gatherer: reg, Version: version,
 	}
+	kube := newKubeAPI(cfg) // one client and one cache of cluster Secrets for the reconciler and the refresh trigger
 	var runSecrets func(context.Context)
 	if cfg.Secrets.Enabled {
-		rec, run, err := newReconciler(cfg, inv, logger, reg)
+		rec, run, err := newReconciler(cfg, kube, inv, logger, reg)
 		if err != nil {
 			return err
 		}
@@ -201,7 +202,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *
 	}
 	var runRefresh func(context.Context)
 	if cfg.ApplicationSetRefresh.Enabled {
-		if runRefresh, err = newAppSetRefresh(cfg, inv, logger, reg); err != nil {
+		if runRefresh, err = newAppSetRefresh(cfg, kube, inv, logger, reg); err != nil {
 			return err
 		}
 	}

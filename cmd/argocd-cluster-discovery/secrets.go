@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -53,25 +55,91 @@ func kubeConfigAt(path string) (*rest.Config, error) {
 	return c, nil
 }
 
-// newReconciler builds the cluster Secret reconciler and the function that
-// runs it: under leader election, or directly when that is disabled.
-func newReconciler(cfg *config.Config, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (*clustersecret.Reconciler, func(context.Context), error) {
-	rc, err := kubeConfig(cfg.Secrets)
-	if err != nil {
+// kubeAPI is the Kubernetes API as the reconciler and the refresh trigger
+// use it: one client, one shared informer of the cluster Secrets of Argo
+// CD's namespace for both (clustersecret.NewInformerFactory), and the
+// trigger's informers of ApplicationSets. The client is made on first use;
+// the informers run from the first run function's start, on every replica,
+// leader or not, so that a new leader has a warm cache.
+type kubeAPI struct {
+	cfg *config.Config
+
+	once    sync.Once
+	err     error
+	rest    *rest.Config
+	client  kubernetes.Interface
+	secrets informers.SharedInformerFactory
+
+	mu        sync.Mutex
+	factories []informerFactory
+}
+
+// informerFactory is what kubeAPI starts and stops of client-go's and the
+// dynamic client's informer factories.
+type informerFactory interface {
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}
+
+func newKubeAPI(cfg *config.Config) *kubeAPI { return &kubeAPI{cfg: cfg} }
+
+// init makes the client and the factory of the Secrets informer.
+func (k *kubeAPI) init() error {
+	k.once.Do(func() {
+		if k.rest, k.err = kubeConfig(k.cfg.Secrets); k.err != nil {
+			return
+		}
+		if k.client, k.err = kubernetes.NewForConfig(k.rest); k.err != nil {
+			k.err = fmt.Errorf("kubernetes client: %w", k.err)
+			return
+		}
+		k.secrets = clustersecret.NewInformerFactory(k.client, k.cfg.Secrets.Namespace)
+		k.add(k.secrets)
+	})
+	return k.err
+}
+
+// add registers an informer factory to start with the others.
+func (k *kubeAPI) add(f informerFactory) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.factories = append(k.factories, f)
+}
+
+// run starts the informers not started yet (both run functions call it,
+// with the process's run context), calls fn, and once fn and ctx have ended
+// waits for the informers to stop.
+func (k *kubeAPI) run(ctx context.Context, fn func(context.Context)) {
+	k.mu.Lock()
+	factories := k.factories
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	k.mu.Unlock()
+	fn(ctx)
+	<-ctx.Done()
+	for _, f := range factories {
+		f.Shutdown()
+	}
+}
+
+// newReconciler builds the cluster Secret reconciler, reading the shared
+// cache of cluster Secrets, and the function that runs it: under leader
+// election, or directly when that is disabled.
+func newReconciler(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (*clustersecret.Reconciler, func(context.Context), error) {
+	if err := kube.init(); err != nil {
 		return nil, nil, err
 	}
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	rec, err := clustersecret.New(cfg.Secrets.Reconciler(), client, inv, logger, reg)
+	client := kube.client
+	rec, err := clustersecret.New(cfg.Secrets.Reconciler(), client, inv, logger, reg,
+		clustersecret.WithInformer(kube.secrets.Core().V1().Secrets().Informer()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("secrets: %w", err)
 	}
 	le := cfg.Secrets.LeaderElection
 	if !le.Enabled {
 		logger.Warn("leader election disabled: run a single replica, or several will write the same Secrets")
-		return rec, rec.RunWithoutElection, nil
+		return rec, func(ctx context.Context) { kube.run(ctx, rec.RunWithoutElection) }, nil
 	}
 	host, _ := os.Hostname()
 	identity := host + "_" + uuid.NewString()
@@ -83,7 +151,7 @@ func newReconciler(cfg *config.Config, inv *inventory.Inventory, logger *slog.Lo
 			logger.Error("leader election stopped", "error", err.Error())
 		}
 	}
-	return rec, run, nil
+	return rec, func(ctx context.Context) { kube.run(ctx, run) }, nil
 }
 
 // printSecrets writes the Secrets the reconciler would want for the served

@@ -1,12 +1,8 @@
 package appsetrefresh
 
 import (
-	"context"
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -17,55 +13,52 @@ var watchedKeys = []string{"name", "server", "project"}
 
 // watchSecrets signals wake when a cluster Secret selected by the
 // configuration is created or deleted, or its name, server or project
-// changes (not for the Secrets already there when the watch starts, nor for
-// the prune countdown annotations). The returned function stops the watch
-// and waits for it.
-func (t *Trigger) watchSecrets(ctx context.Context, wake chan<- struct{}) func() {
+// changes (not for the Secrets already in the cache when the watch starts,
+// nor for the prune countdown annotations). It listens to the shared
+// informer of cluster Secrets; the returned function stops listening.
+func (t *Trigger) watchSecrets(wake chan<- struct{}) func() {
 	signal := func() {
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(t.kube, 0,
-		informers.WithNamespace(t.cfg.SecretsNamespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = t.cfg.SecretsSelector }))
-	inf := factory.Core().V1().Secrets().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(_ any, initial bool) {
-			if !initial {
+	inf := t.caches.Secrets
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial && t.selected(obj) {
 				signal()
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			if secretChanged(oldObj, newObj) {
+			if (t.selected(oldObj) || t.selected(newObj)) && secretChanged(oldObj, newObj) {
 				signal()
 			}
 		},
-		DeleteFunc: func(any) { signal() },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if _, ok := obj.(*corev1.Secret); !ok || t.selected(obj) {
+				signal() // a Secret whose last state is unknown may have been ours
+			}
+		},
 	})
 	if err != nil { // only when the informer has already stopped
 		t.logger.Error("cannot watch cluster Secrets; refreshing on inventory changes only", "error", err.Error())
+		return func() {}
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	factory.Start(wctx.Done())
-	synced := make(chan struct{})
-	go func() {
-		defer close(synced)
-		// not waiting for the sync is fine: events of the initial list are
-		// ignored either way; this only reports a watch that cannot start
-		sctx, scancel := context.WithTimeout(wctx, time.Minute)
-		defer scancel()
-		if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) && wctx.Err() == nil {
-			t.logger.Warn("cluster Secret watch not synced after 1m; refreshing on inventory changes meanwhile",
-				"namespace", t.cfg.SecretsNamespace)
-		}
-	}()
 	return func() {
-		cancel()
-		factory.Shutdown()
-		<-synced
+		if err := inf.RemoveEventHandler(reg); err != nil {
+			t.logger.Debug("stop watching cluster Secrets", "error", err.Error())
+		}
 	}
+}
+
+// selected reports whether obj is a Secret that SecretsSelector selects.
+func (t *Trigger) selected(obj any) bool {
+	s, ok := obj.(*corev1.Secret)
+	return ok && t.owned.Matches(labels.Set(s.Labels))
 }
 
 func secretChanged(oldObj, newObj any) bool {

@@ -19,14 +19,16 @@
 //     cluster has no Secret yet, and a Secret does not wake a plugin
 //     ApplicationSet),
 //
-// lists the ApplicationSets of the configured namespaces, keeps those whose
-// generators (nested matrix and merge ones included) reference our plugin
-// ConfigMap (UsesPlugin), and merge-patches only their metadata.annotations
-// with the refresh annotation. An ApplicationSet that still carries the
-// annotation (a refresh is pending, or its last reconcile failed, for example
-// while we answered 503: Argo CD keeps the annotation then) gets it removed
-// and set again, because setting it to the value it has would be no change
-// and would not wake the controller.
+// reads the ApplicationSets of the configured namespaces from an informer's
+// cache (no LIST per pass), keeps those whose generators (nested matrix and
+// merge ones included) reference our plugin ConfigMap (UsesPlugin), and
+// merge-patches only their metadata.annotations with the refresh
+// annotation. An ApplicationSet that still carries the annotation (a refresh
+// is pending, or its last reconcile failed, for example while we answered
+// 503: Argo CD keeps the annotation then) gets it removed and set again,
+// because setting it to the value it has would be no change and would not
+// wake the controller. A cached copy older than our last patch of it counts
+// as still carrying the annotation.
 package appsetrefresh
 
 import (
@@ -34,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,10 +44,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -118,6 +124,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// InformerNamespaces are the namespaces to inform the trigger of
+// ApplicationSets in, one informer each: the configured ones, or
+// metav1.NamespaceAll for AllNamespaces.
+func (c *Config) InformerNamespaces() []string {
+	if containsAll(c.Namespaces) {
+		return []string{metav1.NamespaceAll}
+	}
+	return c.Namespaces
+}
+
 func containsAll(ns []string) bool {
 	for _, n := range ns {
 		if n == AllNamespaces {
@@ -141,28 +157,62 @@ type Result struct {
 	Outcomes map[string]int
 }
 
+// Caches are the shared informers the trigger reads instead of listing;
+// the caller creates and starts them.
+type Caches struct {
+	// ApplicationSets has an informer of the ApplicationSets of each of
+	// Config.InformerNamespaces, trimmed by Transform.
+	ApplicationSets map[string]cache.SharedIndexInformer
+	// Secrets is an informer of the cluster Secrets of SecretsNamespace
+	// (it may hold more than SecretsSelector selects): the reconciler's
+	// cache. Required when SecretsNamespace is set.
+	Secrets cache.SharedIndexInformer
+}
+
+// defaultSyncTimeout is how long a pass waits for the ApplicationSet
+// caches to sync before it fails (and is tried again after RetryAfter).
+const defaultSyncTimeout = 30 * time.Second
+
 // Trigger patches the ApplicationSets that use our plugin.
 type Trigger struct {
 	cfg     Config
 	dyn     dynamic.Interface
 	kube    kubernetes.Interface
+	caches  Caches
+	owned   labels.Selector // SecretsSelector
 	inv     Inventory
 	logger  *slog.Logger
 	metrics *metrics
 	leader  atomic.Bool
+	// syncTimeout is defaultSyncTimeout; tests shorten it.
+	syncTimeout time.Duration
+
+	mu sync.Mutex
+	// patched maps namespace/name to the resourceVersion our last patch of
+	// an ApplicationSet returned, until the cache shows it.
+	patched map[string]string
 }
 
-// New returns a trigger. kube is needed only to watch Secrets
-// (SecretsNamespace) and for RunLeading; it may be nil otherwise.
-func New(cfg Config, dyn dynamic.Interface, kube kubernetes.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer) (*Trigger, error) {
+// New returns a trigger that patches through dyn and reads caches. kube is
+// needed only for RunLeading; it may be nil otherwise.
+func New(cfg Config, dyn dynamic.Interface, kube kubernetes.Interface, caches Caches, inv Inventory, logger *slog.Logger, reg prometheus.Registerer) (*Trigger, error) {
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = 10 * time.Second
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.SecretsNamespace != "" && kube == nil {
-		return nil, errors.New("a kubernetes client is needed to watch Secrets")
+	for _, ns := range cfg.InformerNamespaces() {
+		if caches.ApplicationSets[ns] == nil {
+			return nil, fmt.Errorf("no informer of the applicationsets in namespace %q", ns)
+		}
+	}
+	owned, err := labels.Parse(cfg.SecretsSelector)
+	if err != nil {
+		return nil, fmt.Errorf("secrets selector: %w", err)
+	}
+	if cfg.SecretsNamespace != "" && caches.Secrets == nil {
+		return nil, errors.New("an informer of the cluster secrets is needed to watch them")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -171,7 +221,8 @@ func New(cfg Config, dyn dynamic.Interface, kube kubernetes.Interface, inv Inven
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	return &Trigger{cfg: cfg, dyn: dyn, kube: kube, inv: inv, logger: logger.With("component", "appsetrefresh"), metrics: m}, nil
+	return &Trigger{cfg: cfg, dyn: dyn, kube: kube, caches: caches, owned: owned, inv: inv, logger: logger.With("component", "appsetrefresh"),
+		metrics: m, syncTimeout: defaultSyncTimeout, patched: map[string]string{}}, nil
 }
 
 // Run makes a pass now (after the debounce) if the inventory has a
@@ -183,7 +234,7 @@ func (t *Trigger) Run(ctx context.Context) {
 	defer cancel()
 	wake := make(chan struct{}, 1)
 	if t.cfg.SecretsNamespace != "" {
-		stop := t.watchSecrets(ctx, wake)
+		stop := t.watchSecrets(wake)
 		defer stop()
 	}
 	var retry *time.Timer
@@ -227,8 +278,9 @@ func (t *Trigger) Run(ctx context.Context) {
 }
 
 // Refresh makes one pass: it patches every ApplicationSet that uses our
-// plugin in the configured namespaces. The error joins the failures; the
-// other ApplicationSets are patched all the same.
+// plugin in the configured namespaces, as the cache shows them (it waits
+// for the cache's first sync). The error joins the failures; the other
+// ApplicationSets are patched all the same.
 func (t *Trigger) Refresh(ctx context.Context, reason string) (Result, error) {
 	res := Result{Outcomes: map[string]int{}}
 	start := time.Now()
@@ -238,8 +290,7 @@ func (t *Trigger) Refresh(ctx context.Context, reason string) (Result, error) {
 		return res, err
 	}
 	var errs []error
-	for i := range sets {
-		a := &sets[i]
+	for _, a := range sets {
 		if !UsesPlugin(a.Object, t.cfg.PluginConfigMap) {
 			continue
 		}
@@ -269,35 +320,35 @@ func (t *Trigger) Refresh(ctx context.Context, reason string) (Result, error) {
 	return res, err
 }
 
-// list returns the ApplicationSets of the configured namespaces, page by
-// page.
-func (t *Trigger) list(ctx context.Context) ([]unstructured.Unstructured, error) {
-	namespaces := t.cfg.Namespaces
-	if containsAll(namespaces) {
-		namespaces = []string{metav1.NamespaceAll}
-	}
-	var out []unstructured.Unstructured
-	for _, ns := range namespaces {
-		opts := metav1.ListOptions{Limit: 500}
-		for {
-			l, err := t.dyn.Resource(ApplicationSets).Namespace(ns).List(ctx, opts)
-			if err != nil {
+// list returns the ApplicationSets of the configured namespaces from the
+// caches, once they have synced. They must not be modified.
+func (t *Trigger) list(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, ns := range t.cfg.InformerNamespaces() {
+		inf := t.caches.ApplicationSets[ns]
+		if !inf.HasSynced() {
+			sctx, cancel := context.WithTimeout(ctx, t.syncTimeout)
+			synced := cache.WaitForCacheSync(sctx.Done(), inf.HasSynced)
+			cancel()
+			if !synced {
 				where := "namespace " + ns
 				if ns == metav1.NamespaceAll {
 					where = "all namespaces"
 				}
-				if apierrors.IsNotFound(err) {
-					err = fmt.Errorf("%w (is Argo CD's ApplicationSet CRD installed?)", err)
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("list applicationsets in %s: %w", where, ctx.Err())
 				}
-				return nil, fmt.Errorf("list applicationsets in %s: %w", where, err)
+				return nil, fmt.Errorf("list applicationsets in %s: not synced after %s (is Argo CD's ApplicationSet CRD installed? may we list and watch ApplicationSets?)",
+					where, t.syncTimeout)
 			}
-			out = append(out, l.Items...)
-			if l.GetContinue() == "" {
-				break
+		}
+		for _, o := range inf.GetStore().List() {
+			if a, ok := o.(*unstructured.Unstructured); ok {
+				out = append(out, a)
 			}
-			opts.Continue = l.GetContinue()
 		}
 	}
+	t.forgetShownPatches(out)
 	return out, nil
 }
 
@@ -307,7 +358,7 @@ var (
 )
 
 // patch adds the refresh annotation to a, removing it first when it is
-// already there.
+// already there, or may be: a cached copy older than our last patch.
 func (t *Trigger) patch(ctx context.Context, a *unstructured.Unstructured) (string, error) {
 	if t.cfg.DryRun {
 		t.logger.Info("dry run: would request a refresh", "applicationSet", a.GetNamespace()+"/"+a.GetName())
@@ -316,16 +367,57 @@ func (t *Trigger) patch(ctx context.Context, a *unstructured.Unstructured) (stri
 	client := t.dyn.Resource(ApplicationSets).Namespace(a.GetNamespace())
 	opts := metav1.PatchOptions{FieldManager: FieldManager}
 	outcome := OutcomePatched
-	if _, pending := a.GetAnnotations()[AnnotationRefresh]; pending {
+	if _, pending := a.GetAnnotations()[AnnotationRefresh]; pending || t.patchNotShown(a) {
 		outcome = OutcomeRepatched
 		if _, err := client.Patch(ctx, a.GetName(), types.MergePatchType, removePatch, opts); err != nil {
 			return t.failed(a, err)
 		}
 	}
-	if _, err := client.Patch(ctx, a.GetName(), types.MergePatchType, setPatch, opts); err != nil {
+	patched, err := client.Patch(ctx, a.GetName(), types.MergePatchType, setPatch, opts)
+	if err != nil {
 		return t.failed(a, err)
 	}
+	if rv := patched.GetResourceVersion(); rv != "" {
+		t.mu.Lock()
+		t.patched[a.GetNamespace()+"/"+a.GetName()] = rv
+		t.mu.Unlock()
+	}
 	return outcome, nil
+}
+
+// patchNotShown reports whether our last patch of a is newer than a, the
+// cached copy: the annotation may then still be set.
+func (t *Trigger) patchNotShown(a *unstructured.Unstructured) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rv, ok := t.patched[a.GetNamespace()+"/"+a.GetName()]
+	return ok && !atLeast(a.GetResourceVersion(), rv)
+}
+
+// forgetShownPatches forgets our patches of the ApplicationSets that the
+// cache shows (at their resourceVersion or later) or no longer holds.
+func (t *Trigger) forgetShownPatches(sets []*unstructured.Unstructured) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cached := make(map[string]string, len(sets))
+	for _, a := range sets {
+		cached[a.GetNamespace()+"/"+a.GetName()] = a.GetResourceVersion()
+	}
+	for key, rv := range t.patched {
+		if c, ok := cached[key]; !ok || atLeast(c, rv) {
+			delete(t.patched, key)
+		}
+	}
+}
+
+// atLeast reports whether resourceVersion a is known to be b or newer
+// (they compare as integers, KEP-5504; otherwise only equal ones do).
+func atLeast(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	if err != nil {
+		return a == b && a != ""
+	}
+	return c >= 0
 }
 
 func (t *Trigger) failed(a *unstructured.Unstructured, err error) (string, error) {

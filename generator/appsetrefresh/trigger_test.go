@@ -19,9 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -102,15 +105,47 @@ func newWorld() *world {
 	return &world{dyn: dyn, kube: kubefake.NewClientset(), inv: &fakeInventory{version: 1}, reg: prometheus.NewRegistry()}
 }
 
+// trigger is a trigger reading informers of the fake API, as the service
+// wires them: one per namespace of ApplicationSets trimmed by Transform, and
+// one of the Secrets of SecretsNamespace. They stop when the test ends.
 func (w *world) trigger(t *testing.T, mut ...func(*Config)) *Trigger {
 	t.Helper()
 	cfg := Config{PluginConfigMap: plugin, Namespaces: []string{"argocd"}, Debounce: 20 * time.Millisecond, RetryAfter: 50 * time.Millisecond}
 	for _, m := range mut {
 		m(&cfg)
 	}
-	tr, err := New(cfg, w.dyn, w.kube, w.inv, nil, w.reg)
+	ctx, cancel := context.WithCancel(context.Background())
+	var shutdown []func()
+	t.Cleanup(func() {
+		cancel()
+		for _, s := range shutdown {
+			s()
+		}
+	})
+	caches := Caches{ApplicationSets: map[string]cache.SharedIndexInformer{}}
+	for _, ns := range cfg.InformerNamespaces() {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.dyn, 0, ns, nil)
+		inf := f.ForResource(ApplicationSets).Informer()
+		require.NoError(t, inf.SetTransform(Transform(cfg.PluginConfigMap)))
+		caches.ApplicationSets[ns] = inf
+		f.Start(ctx.Done())
+		shutdown = append(shutdown, f.Shutdown)
+	}
+	if cfg.SecretsNamespace != "" {
+		f := informers.NewSharedInformerFactoryWithOptions(w.kube, 0, informers.WithNamespace(cfg.SecretsNamespace))
+		caches.Secrets = f.Core().V1().Secrets().Informer()
+		f.Start(ctx.Done())
+		shutdown = append(shutdown, f.Shutdown)
+	}
+	tr, err := New(cfg, w.dyn, w.kube, caches, w.inv, nil, w.reg)
 	require.NoError(t, err)
+	tr.syncTimeout = 2 * time.Second
 	return tr
+}
+
+// passes counts the trigger's passes, failed or not.
+func passes(tr *Trigger) int {
+	return int(testutil.ToFloat64(tr.metrics.passes.WithLabelValues("success")) + testutil.ToFloat64(tr.metrics.passes.WithLabelValues("error")))
 }
 
 // patched returns "namespace/name" of every patch request, in order.
@@ -233,11 +268,13 @@ func TestRefreshListErrorNamesTheNamespace(t *testing.T) {
 	w.dyn.PrependReactor("list", "applicationsets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(ApplicationSets.GroupResource(), "")
 	})
-	_, err := w.trigger(t).Refresh(context.Background(), "test")
+	tr := w.trigger(t)
+	tr.syncTimeout = 200 * time.Millisecond
+	_, err := tr.Refresh(context.Background(), "test")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "list applicationsets in namespace argocd")
 	assert.Contains(t, err.Error(), "CRD installed?")
-	assert.Empty(t, w.patched())
+	assert.Empty(t, w.patched(), "an unsynced cache patches nothing")
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -281,38 +318,143 @@ func TestRunWaitsForAListingThenDebounces(t *testing.T) {
 	defer stop()
 
 	time.Sleep(300 * time.Millisecond)
-	assert.Zero(t, w.lists(), "no pass before the first snapshot")
+	assert.Zero(t, passes(tr), "no pass before the first snapshot")
 
 	for range 5 { // a burst of changes
 		w.inv.change()
 		time.Sleep(10 * time.Millisecond)
 	}
-	require.Eventually(t, func() bool { return w.lists() == 1 }, 2*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return passes(tr) == 1 }, 2*time.Second, 10*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
-	assert.Equal(t, 1, w.lists(), "a burst makes one pass")
+	assert.Equal(t, 1, passes(tr), "a burst makes one pass")
 
-	w.inv.change()
-	require.Eventually(t, func() bool { return w.lists() == 2 }, 2*time.Second, 10*time.Millisecond)
+	for i := 2; i <= 4; i++ {
+		w.inv.change()
+		require.Eventually(t, func() bool { return passes(tr) == i }, 2*time.Second, 10*time.Millisecond)
+	}
+	assert.Equal(t, 1, w.lists(), "the informer listed ApplicationSets once; the passes read its cache")
+}
+
+// failOnce makes the first verb request on ApplicationSets fail with 503.
+func (w *world) failOnce(verb string) {
+	var once sync.Once
+	w.dyn.PrependReactor(verb, "applicationsets", func(k8stesting.Action) (handled bool, _ runtime.Object, err error) {
+		once.Do(func() { handled, err = true, apierrors.NewServiceUnavailable("apiserver restarting") })
+		return handled, nil, err
+	})
 }
 
 func TestRunRetriesAFailedPass(t *testing.T) {
 	w := newWorld()
-	var calls int
-	var mu sync.Mutex
-	w.dyn.PrependReactor("list", "applicationsets", func(k8stesting.Action) (bool, runtime.Object, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			return true, nil, apierrors.NewServiceUnavailable("apiserver restarting")
-		}
-		return false, nil, nil
-	})
+	w.failOnce("patch")
 	tr := w.trigger(t)
 	stop := run(tr.Run)
 	defer stop()
-	require.Eventually(t, func() bool { return len(w.patched()) == 4 }, 2*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return testutil.ToFloat64(tr.metrics.passes.WithLabelValues("success")) == 1 }, 2*time.Second, 10*time.Millisecond,
 		"the pass at start failed and was tried again without any change")
+	assert.Equal(t, 1.0, testutil.ToFloat64(tr.metrics.passes.WithLabelValues("error")))
+}
+
+func TestRunWaitsForTheCache(t *testing.T) {
+	w := newWorld()
+	w.failOnce("list")
+	tr := w.trigger(t)
+	tr.syncTimeout = 10 * time.Second
+	stop := run(tr.Run)
+	defer stop()
+	require.Eventually(t, func() bool { return len(w.patched()) == 4 }, 10*time.Second, 10*time.Millisecond,
+		"the pass at start waits for the informer's listing, which is tried again")
+	assert.Equal(t, 1, passes(tr), "one pass, once the cache synced")
+}
+
+// TestRefreshFromACacheThatLagsOurPatch: a cached copy older than our last
+// patch may still carry the annotation (Argo CD has not reconciled the
+// ApplicationSet yet): the next pass removes and sets it again, as for a
+// copy that shows it. Once the cache shows that version or a later one, or
+// no longer holds the ApplicationSet, the patch is forgotten.
+func TestRefreshFromACacheThatLagsOurPatch(t *testing.T) {
+	version := func(rv string) *unstructured.Unstructured {
+		u := appSet("argocd", "acme", []any{pluginGen(plugin)}, nil)
+		u.SetResourceVersion(rv)
+		return u
+	}
+	for _, tc := range []struct {
+		name    string
+		cached  []*unstructured.Unstructured
+		outcome string
+	}{
+		{name: "the cache does not show our patch", cached: []*unstructured.Unstructured{version("9")}, outcome: OutcomeRepatched},
+		{name: "the cache shows it", cached: []*unstructured.Unstructured{version("10")}, outcome: OutcomePatched},
+		{name: "the cache shows a later version", cached: []*unstructured.Unstructured{version("11")}, outcome: OutcomePatched},
+		{name: "deleted since", outcome: OutcomePatched},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld()
+			w.dyn.PrependReactor("patch", "applicationsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, version("10"), nil // the version our patch made
+			})
+			tr := w.trigger(t)
+			ctx := context.Background()
+			outcome, err := tr.patch(ctx, version("9"))
+			require.NoError(t, err)
+			require.Equal(t, OutcomePatched, outcome)
+			require.Equal(t, map[string]string{"argocd/acme": "10"}, tr.patched)
+
+			tr.forgetShownPatches(tc.cached)
+			a := version("9")
+			if len(tc.cached) > 0 {
+				a = tc.cached[0]
+			}
+			outcome, err = tr.patch(ctx, a)
+			require.NoError(t, err)
+			assert.Equal(t, tc.outcome, outcome)
+		})
+	}
+}
+
+func TestTransform(t *testing.T) {
+	full := func(generators []any, annotations map[string]any) *unstructured.Unstructured {
+		u := appSet("argocd", "a", generators, annotations)
+		u.SetUID("u1")
+		u.SetResourceVersion("42")
+		u.SetLabels(map[string]string{"team": "a"})
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
+		_ = unstructured.SetNestedField(u.Object, map[string]any{"metadata": map[string]any{"name": "{{.name}}"}}, "spec", "template")
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "app-1"}}, "status", "resources")
+		return u
+	}
+	for _, tc := range []struct {
+		name    string
+		in      *unstructured.Unstructured
+		uses    bool
+		pending bool
+	}{
+		{name: "plugin, nested", in: full([]any{map[string]any{"matrix": map[string]any{"generators": []any{pluginGen(plugin)}}}}, nil), uses: true},
+		{name: "plugin, refresh pending", in: full([]any{pluginGen(plugin)}, map[string]any{AnnotationRefresh: "true", "other": "x"}), uses: true, pending: true},
+		{name: "another plugin", in: full([]any{pluginGen("other")}, nil)},
+		{name: "no generator", in: full(nil, nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Transform(plugin)(tc.in.DeepCopy())
+			require.NoError(t, err)
+			u := out.(*unstructured.Unstructured)
+			assert.Equal(t, tc.uses, UsesPlugin(u.Object, plugin), "UsesPlugin reads the trimmed copy as the full one")
+			assert.Equal(t, "a", u.GetName())
+			assert.Equal(t, "argocd", u.GetNamespace())
+			assert.Equal(t, "42", u.GetResourceVersion())
+			assert.EqualValues(t, "u1", u.GetUID())
+			_, pending := u.GetAnnotations()[AnnotationRefresh]
+			assert.Equal(t, tc.pending, pending)
+			assert.NotContains(t, u.GetAnnotations(), "other")
+			assert.Empty(t, u.GetLabels())
+			assert.Empty(t, u.GetManagedFields())
+			assert.NotContains(t, u.Object, "status")
+			assert.NotContains(t, u.Object["spec"], "template")
+			again, err := Transform(plugin)(u.DeepCopy())
+			require.NoError(t, err)
+			assert.Equal(t, u, again, "idempotent")
+		})
+	}
 }
 
 func clusterSecret(name, server string) *corev1.Secret {
@@ -335,30 +477,39 @@ func TestRunWakesOnClusterSecretChanges(t *testing.T) {
 	})
 	stop := run(tr.Run)
 	defer stop()
-	require.Eventually(t, func() bool { return w.lists() == 1 }, 2*time.Second, 10*time.Millisecond, "one pass at start")
+	require.Eventually(t, func() bool { return passes(tr) == 1 }, 2*time.Second, 10*time.Millisecond, "one pass at start")
 	time.Sleep(200 * time.Millisecond)
-	require.Equal(t, 1, w.lists(), "Secrets already there wake nothing")
+	require.Equal(t, 1, passes(tr), "Secrets already there wake nothing")
 
 	// a new Secret makes a destination valid
 	s, err := secrets.Create(ctx, clusterSecret("new", "https://new.example.com"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return w.lists() == 2 }, 2*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return passes(tr) == 2 }, 2*time.Second, 10*time.Millisecond)
 
 	// the prune countdown changes annotations only: nothing to wake
 	s.Annotations = map[string]string{"argocd-cluster-discovery.io/missing-listings": "1"}
 	_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond)
-	assert.Equal(t, 2, w.lists())
+	assert.Equal(t, 2, passes(tr))
+
+	// a Secret the selector does not select (not ours) wakes nothing
+	foreign := clusterSecret("foreign", "https://foreign.example.com")
+	foreign.Labels = map[string]string{"argocd.argoproj.io/secret-type": "cluster"}
+	_, err = secrets.Create(ctx, foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, 2, passes(tr))
 
 	// the server changes
 	s.Data["server"] = []byte("https://moved.example.com")
 	_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return w.lists() == 3 }, 2*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return passes(tr) == 3 }, 2*time.Second, 10*time.Millisecond)
 
 	require.NoError(t, secrets.Delete(ctx, "new", metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return w.lists() == 4 }, 2*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return passes(tr) == 4 }, 2*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 1, w.lists(), "ApplicationSets listed once, by the informer")
 }
 
 func TestRunLeading(t *testing.T) {
