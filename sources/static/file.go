@@ -39,12 +39,25 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 		return nil, fmt.Errorf("read clusters file: %w", err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, fmt.Errorf("read clusters file: %w", err)
+	// A regular file is read to know whether it changed, then again to be
+	// decoded item by item. Anything else (a FIFO, a device) can be read
+	// only once: it is read whole, then decoded whole.
+	var (
+		raw []byte
+		sum [sha256.Size]byte
+	)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return nil, fmt.Errorf("read clusters file: %w", err)
+		}
+		h.Sum(sum[:0])
+	} else {
+		if raw, err = io.ReadAll(f); err != nil {
+			return nil, fmt.Errorf("read clusters file: %w", err)
+		}
+		sum = sha256.Sum256(raw)
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -53,13 +66,23 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 	case s.failed != nil && sum == s.failedSum:
 		return nil, s.failed
 	}
-	cs, sum, ok := decodeItems(f, len(s.fromFile))
+	var (
+		cs []sources.Cluster
+		ok bool
+	)
+	if raw == nil {
+		cs, sum, ok = decodeItems(f, len(s.fromFile))
+	}
 	if !ok {
-		raw, err := os.ReadFile(s.path)
-		if err != nil {
-			return nil, fmt.Errorf("read clusters file: %w", err)
+		if raw == nil { // the same file, not the path again: it may have been replaced since
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("read clusters file: %w", err)
+			}
+			if raw, err = io.ReadAll(f); err != nil {
+				return nil, fmt.Errorf("read clusters file: %w", err)
+			}
+			sum = sha256.Sum256(raw)
 		}
-		sum = sha256.Sum256(raw)
 		if cs, err = s.decodeFile(raw); err != nil {
 			s.failedSum, s.failed = sum, err
 			return nil, err

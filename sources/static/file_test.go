@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,6 +147,43 @@ func TestFileReadOnceWhenUnchanged(t *testing.T) {
 	require.Error(t, err)
 	_, again2 := src.Clusters(context.Background())
 	assert.True(t, err == again2, "the same error, not decoded again")
+}
+
+// TestFileReadOnceWhenNotRegular: a clusters file that can be read only
+// once (a FIFO) is read once by New's check, in both layouts: a second
+// open would wait for a writer that never comes.
+func TestFileReadOnceWhenNotRegular(t *testing.T) {
+	for name, content := range map[string]string{
+		"item by item": clustersYAML("a", "b"),
+		"whole (flow)": `{"clusters": [{"name": "a", "server": "https://a.example.com"}, {"name": "b", "server": "https://b.example.com"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "clusters.yaml")
+			require.NoError(t, syscall.Mkfifo(path, 0o600))
+			fed := make(chan error, 1)
+			go func() { // one writer, once
+				w, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err != nil {
+					fed <- err
+					return
+				}
+				_, err = w.WriteString(content)
+				fed <- errors.Join(err, w.Close())
+			}()
+			checked := make(chan error, 1)
+			go func() {
+				_, err := New(Config{File: path}, "")
+				checked <- err
+			}()
+			select {
+			case err := <-checked:
+				assert.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the FIFO was opened again: nobody writes it a second time")
+			}
+			require.NoError(t, <-fed)
+		})
+	}
 }
 
 // BenchmarkReadFile reports the allocations of decoding a file of 1,000
