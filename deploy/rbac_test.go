@@ -32,8 +32,9 @@ import (
 )
 
 // reconcilerSecretVerbs are the calls generator/clustersecret makes on
-// Secrets (secretsClient): nothing more may be granted.
-var reconcilerSecretVerbs = []string{"create", "delete", "get", "list", "update"}
+// Secrets (secretsClient, and list and watch for its informer cache):
+// nothing more may be granted.
+var reconcilerSecretVerbs = []string{"create", "delete", "get", "list", "update", "watch"}
 
 // TestRoleIsNamespacedAndMinimal reads the rendered RBAC objects: one Role
 // and its RoleBinding in Argo CD's namespace, nothing cluster-wide, no
@@ -90,17 +91,12 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 			for k := range granted {
 				sort.Strings(granted[k])
 			}
-			secretVerbs := reconcilerSecretVerbs
-			if cfg.ApplicationSetRefresh.Enabled {
-				// the refresh trigger watches our cluster Secrets
-				secretVerbs = append(slices.Clone(secretVerbs), "list", "watch")
-				sort.Strings(secretVerbs)
-			}
+			secretVerbs := reconcilerSecretVerbs // the refresh trigger reads the same cache
 			assert.Equal(t, map[string][]string{
 				"/secrets":                         secretVerbs,
 				"coordination.k8s.io/leases":       {"create"},
 				"coordination.k8s.io/leases@named": {"get", "update"},
-				"argoproj.io/applicationsets":      {"get", "list", "patch"},
+				"argoproj.io/applicationsets":      {"get", "list", "patch", "watch"},
 			}, granted)
 		})
 	}
@@ -162,8 +158,10 @@ func TestRoleAsAuthorized(t *testing.T) {
 			if c.ns != c.argocdNS {
 				denied = append(denied, struct{ verb, group, resource, ns, name string }{"get", "", "secrets", c.ns, "x"})
 			}
-			// only the refresh trigger watches (our cluster Secrets, in Argo CD's namespace)
-			assert.Equal(t, refresh, can("watch", "", "secrets", c.argocdNS, ""), "watch secrets iff applicationSetRefresh")
+			// the informer cache watches our cluster Secrets, and the refresh
+			// trigger's the ApplicationSets, in Argo CD's namespace only
+			assert.True(t, can("watch", "", "secrets", c.argocdNS, ""), "watch secrets: the reconciler's informer cache")
+			assert.True(t, can("watch", "argoproj.io", "applicationsets", c.argocdNS, ""), "watch applicationsets: the refresh trigger's cache")
 			if refresh {
 				assert.True(t, can("update", "coordination.k8s.io", "leases", c.argocdNS, "argocd-cluster-discovery-appset-refresh"))
 			}
@@ -212,7 +210,17 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	rc := cfg.Secrets.Reconciler()
 	rc.Policy = clustersecret.PolicySync
 	rc.Prune = clustersecret.PruneOptions{AfterListings: 1, MaxDeletions: 5, MaxDeletionsPercent: 100}
-	rec, err := clustersecret.New(rc, saKube, inv, nil, nil)
+	// as the service runs it: from the shared informer cache, which needs
+	// list and watch with the chart's Role
+	factory := clustersecret.NewInformerFactory(saKube, c.argocdNS)
+	secretsInformer := factory.Core().V1().Secrets().Informer()
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	defer stopInformer()
+	factory.Start(informerCtx.Done())
+	for typ, synced := range factory.WaitForCacheSync(ctx.Done()) {
+		require.True(t, synced, "the %v cache synced with the chart's Role", typ)
+	}
+	rec, err := clustersecret.New(rc, saKube, inv, nil, nil, clustersecret.WithInformer(secretsInformer))
 	require.NoError(t, err)
 	owned := func() []string {
 		l, err := kube(t).CoreV1().Secrets(c.argocdNS).List(ctx, metav1.ListOptions{LabelSelector: clustersecret.LabelOwner + "=" + cfg.Secrets.OwnerID})
@@ -225,7 +233,7 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 		return out
 	}
 
-	_, err = rec.Pass(ctx) // list + create
+	_, err = rec.Pass(ctx) // create, from the (empty) cache
 	require.NoError(t, err)
 	one, two := clustersecret.SecretName("cluster", "fleet", "one", "one"), clustersecret.SecretName("cluster", "fleet", "two", "two")
 	assert.Equal(t, []string{one, two}, owned())
