@@ -79,8 +79,8 @@ var (
 	e2ePlain    = regexp.MustCompile(`(?m)^time-to-Application: ([0-9.]+)s\s*$`)
 )
 
-// parseE2E returns the last time-to-Application of an e2e log (`make e2e`
-// output), with the refresh interval when the verbose line gives it.
+// parseE2E returns the last time-to-Application of the e2e steps' output
+// (go test -v), with the refresh interval when the verbose line gives it.
 func parseE2E(log string) (e2eFigure, bool) {
 	secs := func(s string) time.Duration {
 		v, _ := strconv.ParseFloat(s, 64)
