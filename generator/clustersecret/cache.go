@@ -6,10 +6,10 @@ package clustersecret
 // instead of listing them on every pass. Three things keep that as safe as
 // a fresh LIST:
 //
-//   - CacheTransform drops managedFields and replaces each Secret's config
-//     (CA data, bearer token) by its digest: the plan compares digests, a
-//     content update writes the full desired data, and an update that keeps
-//     the data (a prune countdown) reads the full Secret from the API first;
+//   - CacheTransform keeps of each Secret what the plan reads by key and the
+//     digest of the content we own: the plan compares digests, and an update
+//     planned from the cache reads the full Secret from the API, plans it
+//     again from that and writes it with its resourceVersion;
 //   - the reconciler's own writes stand in for their cached versions until
 //     the informer shows them (ownWrites), so a cache that lags them plans
 //     no second create, update or delete;
@@ -22,7 +22,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unique"
@@ -199,13 +203,13 @@ func (w *ownWrites) wrote(s *corev1.Secret) {
 	if s == nil || s.Name == "" {
 		return
 	}
-	trimmed, _ := CacheTransform(s) // s is ours: it may be trimmed in place
+	t, _ := CacheTransform(s) // s is ours: it may be trimmed in place
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.observed != nil && atLeast(w.observed.get(), s.ResourceVersion) {
 		return // the watch event came before the response (then shown saw no write)
 	}
-	w.put(s.Name, ownWrite{secret: trimmed.(*corev1.Secret), at: time.Now()})
+	w.put(s.Name, ownWrite{secret: t.(*corev1.Secret), at: time.Now()})
 }
 
 // deleted records the delete of the Secret name of UID uid.
@@ -289,119 +293,267 @@ func (w *ownWrites) view(cur []*corev1.Secret, observed string) []corev1.Secret 
 	return out
 }
 
-// The digests of credential-bearing values in the cache.
+// The trimmed Secrets of the cache.
+//
+// The cache keeps of each Secret only what the plan and the ApplicationSet
+// refresh trigger read by key (cachedLabels, cachedAnnotations, cachedData)
+// and, under contentKey, the digest of the content we own (ownedDigest).
+// The plan compares that digest with the digest of the desired Secret; an
+// update planned from a trimmed Secret reads the full Secret from the API
+// and is computed again from it (update), and a trimmed Secret is never
+// written.
 
-// digestPrefix starts a value that CacheTransform replaced by its SHA-256.
-// Values read from or written to the API never start with a NUL byte in
-// practice (config is JSON), and a digest is never written: see update.
-const digestPrefix = "\x00sha256:"
+// contentKey is the data key under which a trimmed Secret holds the digest
+// of its owned content. A NUL byte is not allowed in a data key: no Secret
+// of the API has it, and none with it is written.
+const contentKey = "\x00content"
 
-// digestedKeys are the data keys whose values the cache holds as digests.
-var digestedKeys = []string{"config"}
+// cachedLabels, cachedAnnotations and cachedData are the keys a trimmed
+// Secret keeps, when set: what Plan, Owned and the countdown read, the data
+// of clash detection (server) and what the refresh trigger compares (name,
+// server, project), and its selector's labels.
+var (
+	cachedLabels      = []string{LabelSecretType, LabelManagedBy, LabelOwner, LabelSource, LabelPin}
+	cachedAnnotations = []string{AnnotationCluster, AnnotationClusterID, AnnotationMissingSince, AnnotationMissingListings, AnnotationMissingListing}
+	cachedData        = []string{"name", "server", "project"}
+)
 
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+// ownedLabels and ownedAnnotations are the keys we set on every Secret, or
+// remove (state, the countdown), besides the propagated ones.
+var (
+	ownedLabels      = []string{LabelSecretType, LabelManagedBy, LabelOwner, LabelSource, LabelPhase, LabelState}
+	ownedAnnotations = []string{AnnotationLabels, AnnotationAnnotations, AnnotationCluster, AnnotationClusterID,
+		AnnotationMissingSince, AnnotationMissingListings, AnnotationMissingListing}
+)
 
 // CacheTransform trims a cluster Secret for an informer cache (a
-// cache.TransformFunc): it drops managedFields, replaces the config value
-// (CA data, bearer token: 2–3 KB) by its SHA-256 digest, and drops the
-// kubectl.kubernetes.io/last-applied-configuration annotation (a copy of
-// the data) of Secrets we do not manage. The reconciler compares digests
-// where it compares values, and reads a Secret from the API before an
-// update that keeps its data. The cache then holds no credential. It is
-// idempotent and changes obj in place, as client-go allows.
+// cache.TransformFunc): it keeps name, namespace, uid, resourceVersion,
+// the labels, annotations and data values the reconciler and the refresh
+// trigger read by key, and the digest of the content we own under
+// contentKey; it drops the rest (managedFields, config with its CA data and
+// bearer token, the labels and annotations propagated from the cluster,
+// people's additions). The cache then holds no credential. It is
+// idempotent and changes obj in place, as client-go allows; the maps of a
+// trimmed Secret may be shared with other Secrets and must not be modified.
 func CacheTransform(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
-	if !ok {
+	if !ok || trimmed(s) {
 		return obj, nil
 	}
+	sum := ownedDigest(s)
 	s.ManagedFields = nil
-	for _, k := range digestedKeys {
-		if v, ok := s.Data[k]; ok && !isDigest(v) {
-			s.Data[k] = digest(v)
-		}
-	}
-	if s.Labels[LabelManagedBy] != ManagedByValue {
-		delete(s.Annotations, lastApplied)
-	}
-	// the keys, label values, namespace and type repeat across thousands of
-	// Secrets: one copy of each
 	s.Namespace, s.Type = intern(s.Namespace), corev1.SecretType(intern(string(s.Type)))
-	s.Labels = internMap(s.Labels, true)
-	s.Annotations = internMap(s.Annotations, false)
-	if len(s.Data) > 0 {
-		data := make(map[string][]byte, len(s.Data))
-		for k, v := range s.Data {
-			data[intern(k)] = v
+	s.Labels = labelSets.get(keep(s.Labels, cachedLabels, true))
+	s.Annotations = keep(s.Annotations, cachedAnnotations, false)
+	data := make(map[string][]byte, len(cachedData)+1)
+	for _, k := range cachedData {
+		if v, ok := s.Data[k]; ok {
+			data[k] = v
 		}
-		s.Data = data
 	}
+	data[contentKey] = sum
+	s.Data = data
 	return s, nil
 }
 
-func intern(s string) string { return unique.Make(s).Value() }
+// trimmed reports whether s is a Secret as CacheTransform left it.
+func trimmed(s *corev1.Secret) bool {
+	_, ok := s.Data[contentKey]
+	return ok
+}
 
-// internMap returns m with interned keys, and values if values is set.
-func internMap(m map[string]string, values bool) map[string]string {
-	if len(m) == 0 {
-		return m
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if values {
-			v = intern(v)
+// keep returns the entries of m at keys (nil if none), with the keys of
+// keys, which are constants: one copy of each; values are interned if
+// internValues is set (those that repeat across Secrets).
+func keep(m map[string]string, keys []string, internValues bool) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			if internValues {
+				v = intern(v)
+			}
+			out[k] = v
 		}
-		out[intern(k)] = v
 	}
 	return out
 }
 
-func isDigest(v []byte) bool {
-	return len(v) == len(digestPrefix)+sha256.Size && string(v[:len(digestPrefix)]) == digestPrefix
+func intern(s string) string { return unique.Make(s).Value() }
+
+// labelSets shares the label maps of trimmed Secrets: thousands of our
+// Secrets carry the same few (secret-type, managed-by, owner, source).
+var labelSets = sharedMaps{max: 4096}
+
+// sharedMaps hands out one map per content, up to max contents.
+type sharedMaps struct {
+	mu  sync.Mutex
+	m   map[string]map[string]string
+	max int
 }
 
-func digest(v []byte) []byte {
-	sum := sha256.Sum256(v)
-	return append([]byte(digestPrefix), sum[:]...)
-}
-
-// sameValue compares two data values, either of which may be a digest.
-func sameValue(a, b []byte) bool {
-	switch da, db := isDigest(a), isDigest(b); {
-	case da == db:
-		return bytes.Equal(a, b)
-	case da:
-		return bytes.Equal(a, digest(b))
-	default:
-		return bytes.Equal(digest(a), b)
-	}
-}
-
-func hasDigest(s *corev1.Secret) bool {
-	for _, v := range s.Data {
-		if isDigest(v) {
-			return true
-		}
-	}
-	return false
-}
-
-// withFullData returns a copy of next with the values the cache replaced by
-// digests taken from full, the Secret as read from the API; nil if full is
-// not the version next was computed from.
-func withFullData(next, full *corev1.Secret) *corev1.Secret {
-	if full.UID != next.UID || full.ResourceVersion != next.ResourceVersion {
+// get returns the shared map of m's content, or m.
+func (s *sharedMaps) get(m map[string]string) map[string]string {
+	if len(m) == 0 {
 		return nil
 	}
-	out := next.DeepCopy()
-	for k, v := range out.Data {
-		if !isDigest(v) {
+	var b []byte
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		b = appendField(appendField(b, k), m[k])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shared, ok := s.m[string(b)]; ok {
+		return shared
+	}
+	if len(s.m) < s.max {
+		if s.m == nil {
+			s.m = map[string]map[string]string{}
+		}
+		s.m[string(b)] = m
+	}
+	return m
+}
+
+// ownedDigest is the SHA-256 of the content of s that a content update
+// sets (see merge): the values of the data keys we own, the labels and
+// annotations we own (ownedLabels, ownedAnnotations) and those s lists as
+// propagated, each present or absent. Two Secrets with equal digests need
+// the same update, and a Secret whose digest equals the desired Secret's
+// (which lists its propagated keys, and has no countdown) needs none: it
+// carries the desired propagated lists, so every key the update sets or
+// removes is one the digest covers. Labels, annotations and data keys
+// people added are not covered: an update keeps them.
+func ownedDigest(s *corev1.Secret) []byte {
+	h := sha256.New()
+	var b []byte
+	for _, k := range ownedDataKeys {
+		v, ok := s.Data[k]
+		b = appendEntry(b[:0], 'd', k, string(v), ok)
+		h.Write(b)
+	}
+	for _, kind := range []struct {
+		tag   byte
+		m     map[string]string
+		fixed []string
+		list  string
+	}{
+		{'l', s.Labels, ownedLabels, s.Annotations[AnnotationLabels]},
+		{'a', s.Annotations, ownedAnnotations, s.Annotations[AnnotationAnnotations]},
+	} {
+		for _, k := range coveredKeys(kind.fixed, kind.list) {
+			v, ok := kind.m[k]
+			b = appendEntry(b[:0], kind.tag, k, v, ok)
+			h.Write(b)
+		}
+	}
+	return h.Sum(nil)
+}
+
+// coveredKeys are fixed and the keys of the comma-separated list, sorted,
+// once each.
+func coveredKeys(fixed []string, list string) []string {
+	keys := slices.Clone(fixed)
+	for k := range strings.SplitSeq(list, ",") {
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// covers reports whether the digest of want covers every label and
+// annotation of want (the desired Secrets of Build list what they
+// propagate): if not, the digest cannot tell whether a Secret is up to date.
+func covers(want *corev1.Secret) bool {
+	for _, kind := range []struct {
+		m     map[string]string
+		fixed []string
+		list  string
+	}{
+		{want.Labels, ownedLabels, want.Annotations[AnnotationLabels]},
+		{want.Annotations, ownedAnnotations, want.Annotations[AnnotationAnnotations]},
+	} {
+		keys := coveredKeys(kind.fixed, kind.list)
+		for k := range kind.m {
+			if _, ok := slices.BinarySearch(keys, k); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// appendEntry appends an unambiguous encoding of one key of a kind.
+func appendEntry(b []byte, kind byte, k, v string, present bool) []byte {
+	b = appendField(append(b, kind), k)
+	if !present {
+		return append(b, 0)
+	}
+	return appendField(append(b, 1), v)
+}
+
+// appendField appends s with its length.
+func appendField(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// onFull returns full, the Secret as read from the API, with the changes
+// from old to next applied: old and next are trimmed Secrets (next planned
+// from old, a countdown), and full must be the version old was trimmed from
+// (nil otherwise: it changed since the plan, and the next pass decides).
+func onFull(old, next, full *corev1.Secret) *corev1.Secret {
+	if full.UID != old.UID || full.ResourceVersion != old.ResourceVersion || trimmed(full) {
+		return nil
+	}
+	out := full.DeepCopy()
+	out.Labels = replay(out.Labels, old.Labels, next.Labels)
+	out.Annotations = replay(out.Annotations, old.Annotations, next.Annotations)
+	for k := range mapsKeys(old.Data, next.Data) {
+		if k == contentKey {
 			continue
 		}
-		fv, ok := full.Data[k]
-		if !ok || !sameValue(v, fv) {
-			return nil
+		switch v, ok := next.Data[k]; {
+		case !ok:
+			delete(out.Data, k)
+		case !bytes.Equal(v, old.Data[k]):
+			if out.Data == nil {
+				out.Data = map[string][]byte{}
+			}
+			out.Data[k] = v
 		}
-		out.Data[k] = fv
+	}
+	return out
+}
+
+// replay applies to m the changes from old to next.
+func replay(m, old, next map[string]string) map[string]string {
+	for k := range mapsKeys(old, next) {
+		v, ok := next[k]
+		switch ov, had := old[k]; {
+		case !ok:
+			delete(m, k)
+		case !had || ov != v:
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// mapsKeys returns the keys of a and b.
+func mapsKeys[V any](a, b map[string]V) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
 	}
 	return out
 }

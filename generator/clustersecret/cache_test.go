@@ -3,6 +3,7 @@ package clustersecret
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -150,9 +151,11 @@ func TestSteadyStateMakesNoAPIServerRequests(t *testing.T) {
 	assert.Zero(t, e.counter.writes.Load(), "the reconciler's client wrote nothing")
 }
 
-// TestResyncRepairsDriftFromTheCache: a person edits one of our Secrets and
-// deletes another; the next resync pass, which reads the cache, restores
-// both without listing.
+// TestResyncRepairsDriftFromTheCache: a person edits the data of one of our
+// Secrets, the labels and annotations of another, and deletes a third; the
+// next resync pass, which reads the cache (trimmed: no config, no
+// propagated labels), restores all three without listing, and keeps what
+// the person added.
 func TestResyncRepairsDriftFromTheCache(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "a", "b", "c")
@@ -169,19 +172,33 @@ func TestResyncRepairsDriftFromTheCache(t *testing.T) {
 		s.Data["server"] = []byte("https://hijacked.example.com")
 		s.Data["config"] = []byte(`{"bearerToken":"stolen"}`)
 	})
+	wantC := e.get(sn("c"))
+	e.edit(sn("c"), func(s *corev1.Secret) {
+		s.Labels["env"] = "staging" // propagated: ours
+		delete(s.Labels, "tenant")  // propagated: ours
+		delete(s.Annotations, AnnotationClusterID)
+		s.Labels["added-by-hand"] = "kept" // a person's
+		s.Data["shard"] = []byte("1")      // a person's
+	})
 	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(ctx, sn("b"), metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
-		a := e.get(sn("a"))
-		return string(a.Data["server"]) == "https://a.example.com" && len(e.secrets()) == 3
-	}, 10*time.Second, 20*time.Millisecond, "the resync pass repairs the edit and re-creates the deleted Secret")
+		a, c := e.get(sn("a")), e.get(sn("c"))
+		return string(a.Data["server"]) == "https://a.example.com" && c.Labels["env"] == "prod" && len(e.secrets()) == 3
+	}, 10*time.Second, 20*time.Millisecond, "the resync pass repairs the edits and re-creates the deleted Secret")
 	assert.Equal(t, string(want.Data["config"]), string(e.get(sn("a")).Data["config"]), "the full config is written back, not a digest")
+	c := e.get(sn("c"))
+	assert.Equal(t, wantC.Annotations, c.Annotations, "our annotations restored")
+	wantC.Labels["added-by-hand"] = "kept"
+	assert.Equal(t, wantC.Labels, c.Labels, "our labels restored, the person's kept")
+	assert.Equal(t, "1", string(c.Data["shard"]), "the person's data key kept")
+	assert.Equal(t, string(wantC.Data["config"]), string(c.Data["config"]))
 	assert.Zero(t, e.counter.lists.Load(), "repaired from the cache, without a LIST")
 }
 
 // TestCacheThatLagsOurWrites: with a cache that never shows our writes (its
 // informer stopped after the first listing), a pass after a create, an
 // update or a delete does not repeat it, and a prune countdown computed
-// from the cache (which holds digests of config) writes the full config.
+// from the cache (which holds no config) writes the full config.
 func TestCacheThatLagsOurWrites(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "a", "b", "c")
@@ -229,7 +246,7 @@ func TestCacheThatLagsOurWrites(t *testing.T) {
 	assert.Empty(t, ch.Delete, "the delete is not repeated")
 	assert.Empty(t, ch.Create, "nor the Secret re-created")
 
-	// b leaves the selection: a countdown, from a cache that holds digests
+	// b leaves the selection: a countdown, from a cache of trimmed Secrets
 	config := string(e.get(sn("b")).Data["config"])
 	r = frozen(func(c *Config) {
 		c.Select = func(c *sources.Cluster) bool { return c.Name != "b" }
@@ -239,7 +256,7 @@ func TestCacheThatLagsOurWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ch.Update, 1)
 	require.Equal(t, "countdown", ch.Update[0].Reason)
-	require.True(t, hasDigest(ch.Update[0].New), "planned from the cache")
+	require.True(t, trimmed(ch.Update[0].New), "planned from the cache")
 	got := e.get(sn("b"))
 	assert.Contains(t, got.Annotations, AnnotationMissingSince, "the countdown is written")
 	assert.Equal(t, config, string(got.Data["config"]), "with the full config, not the cache's digest")
@@ -270,42 +287,49 @@ func TestUnsyncedCacheWritesNothing(t *testing.T) {
 func TestCacheTransform(t *testing.T) {
 	config := []byte(`{"bearerToken":"secret-token","tlsClientConfig":{"caData":"LS0t"}}`)
 	secret := func(managed bool) *corev1.Secret {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{LabelSecretType: "cluster"},
-			Annotations:   map[string]string{lastApplied: `{"data":{"config":"secret"}}`, "note": "kept"},
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "u1", ResourceVersion: "7",
+			Labels: map[string]string{LabelSecretType: "cluster", LabelOwner: "o", LabelSource: "fleet", LabelPhase: "ready", "env": "prod"},
+			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"config":"secret-token"}}`, "note": "dropped",
+				AnnotationCluster: "a", AnnotationClusterID: "a-id", AnnotationMissingListings: "1", AnnotationLabels: "env"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-			Data: map[string][]byte{"config": bytes.Clone(config), "server": []byte("https://x.example.com")}}
+			Data: map[string][]byte{"config": bytes.Clone(config), "server": []byte("https://x.example.com"), "name": []byte("a"), "shard": []byte("1")}}
 		if managed {
 			s.Labels[LabelManagedBy] = ManagedByValue
 		}
 		return s
 	}
 	for _, tc := range []struct {
-		name            string
-		in              any
-		keepLastApplied bool
+		name   string
+		in     *corev1.Secret
+		labels map[string]string
 	}{
-		{name: "our Secret", in: secret(true), keepLastApplied: true},
-		{name: "a Secret we do not manage", in: secret(false)},
+		{name: "our Secret", in: secret(true),
+			labels: map[string]string{LabelSecretType: "cluster", LabelManagedBy: ManagedByValue, LabelOwner: "o", LabelSource: "fleet"}},
+		{name: "a Secret we do not manage", in: secret(false),
+			labels: map[string]string{LabelSecretType: "cluster", LabelOwner: "o", LabelSource: "fleet"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			sum := ownedDigest(tc.in)
 			out, err := CacheTransform(tc.in)
 			require.NoError(t, err)
 			s := out.(*corev1.Secret)
+			assert.True(t, trimmed(s))
 			assert.Nil(t, s.ManagedFields)
-			assert.True(t, isDigest(s.Data["config"]))
-			assert.NotContains(t, string(s.Data["config"]), "secret-token", "no credential in the cache")
-			assert.True(t, sameValue(s.Data["config"], config), "the digest compares equal to the value")
-			assert.False(t, sameValue(s.Data["config"], []byte(`{}`)))
-			assert.Equal(t, "https://x.example.com", string(s.Data["server"]))
-			assert.Equal(t, "kept", s.Annotations["note"])
-			_, kept := s.Annotations[lastApplied]
-			assert.Equal(t, tc.keepLastApplied, kept)
+			assert.Equal(t, metav1.ObjectMeta{Name: "s", UID: "u1", ResourceVersion: "7", Labels: tc.labels,
+				Annotations: map[string]string{AnnotationCluster: "a", AnnotationClusterID: "a-id", AnnotationMissingListings: "1"}}, s.ObjectMeta)
+			assert.Equal(t, map[string][]byte{"server": []byte("https://x.example.com"), "name": []byte("a"), contentKey: sum}, s.Data,
+				"no config: no credential in the cache")
 
 			again, err := CacheTransform(s.DeepCopy())
 			require.NoError(t, err)
 			assert.Equal(t, s, again, "idempotent")
 		})
 	}
+	t.Run("label maps are shared", func(t *testing.T) {
+		a, _ := CacheTransform(secret(true))
+		b, _ := CacheTransform(secret(true))
+		assert.Equal(t, reflect.ValueOf(a.(*corev1.Secret).Labels).Pointer(), reflect.ValueOf(b.(*corev1.Secret).Labels).Pointer())
+	})
 	t.Run("not a Secret", func(t *testing.T) {
 		tomb := cache.DeletedFinalStateUnknown{Key: "ns/s"}
 		out, err := CacheTransform(tomb)
@@ -314,56 +338,94 @@ func TestCacheTransform(t *testing.T) {
 	})
 }
 
-func TestSameValue(t *testing.T) {
-	a, b := []byte("value-a"), []byte("value-b")
+// TestOwnedDigest: a Secret in the cache compares equal to the desired
+// Secret exactly when merging the desired Secret into it changes nothing.
+func TestOwnedDigest(t *testing.T) {
+	opts := Options{Namespace: "argocd", OwnerID: "o", Prefix: "cluster"}
+	require.NoError(t, opts.Validate())
+	d, err := Build(&sources.Cluster{Name: "a", Source: "fleet", Server: "https://a.example.com", Tenant: "acme",
+		Labels: map[string]string{"env": "prod", "team": "x"}, Annotations: map[string]string{"docs": "https://docs"},
+		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: "a"}}}, &opts, nil)
+	require.NoError(t, err)
+	want := d.Secret
 	for _, tc := range []struct {
 		name string
-		x, y []byte
+		edit func(s *corev1.Secret)
 		same bool
 	}{
-		{"plain equal", a, bytes.Clone(a), true},
-		{"plain different", a, b, false},
-		{"digest and its value", digest(a), a, true},
-		{"value and its digest", a, digest(a), true},
-		{"digest and another value", digest(a), b, false},
-		{"two digests", digest(a), digest(a), true},
-		{"two different digests", digest(a), digest(b), false},
-		{"nil and empty", nil, []byte{}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.same, sameValue(tc.x, tc.y)) })
-	}
-}
-
-func TestWithFullData(t *testing.T) {
-	full := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "u1", ResourceVersion: "7"},
-		Data: map[string][]byte{"config": []byte(`{"bearerToken":"t"}`), "server": []byte("https://x")}}
-	cached, _ := CacheTransform(full.DeepCopy())
-	next := withCountdown(cached.(*corev1.Secret), Pending{Missed: 1, Since: time.Unix(0, 0)}, time.Unix(1, 0))
-	for _, tc := range []struct {
-		name string
-		full func() *corev1.Secret
-		ok   bool
-	}{
-		{"same version", func() *corev1.Secret { return full }, true},
-		{"changed since", func() *corev1.Secret { s := full.DeepCopy(); s.ResourceVersion = "8"; return s }, false},
-		{"re-created", func() *corev1.Secret { s := full.DeepCopy(); s.UID = "u2"; return s }, false},
-		{"config differs at that version", func() *corev1.Secret {
-			s := full.DeepCopy()
-			s.Data["config"] = []byte("{}")
-			return s
+		{"as written", func(*corev1.Secret) {}, true},
+		{"a person's label, annotation and data key", func(s *corev1.Secret) {
+			s.Labels["added-by-hand"], s.Annotations["note"], s.Data["shard"] = "kept", "kept", []byte("1")
+		}, true},
+		{"pinned", func(s *corev1.Secret) { s.Labels[LabelPin] = "true" }, true},
+		{"a propagated label edited", func(s *corev1.Secret) { s.Labels["env"] = "staging" }, false},
+		{"a propagated label deleted", func(s *corev1.Secret) { delete(s.Labels, "team") }, false},
+		{"a propagated annotation deleted", func(s *corev1.Secret) { delete(s.Annotations, "docs") }, false},
+		{"our label edited", func(s *corev1.Secret) { s.Labels[LabelPhase] = "absent" }, false},
+		{"a label propagated earlier, not now", func(s *corev1.Secret) {
+			s.Labels["old"] = "x"
+			s.Annotations[AnnotationLabels] += ",old"
 		}, false},
+		{"a state label left over", func(s *corev1.Secret) { s.Labels[LabelState] = "ACTIVE" }, false},
+		{"a countdown", func(s *corev1.Secret) { s.Annotations[AnnotationMissingListings] = "1" }, false},
+		{"server edited", func(s *corev1.Secret) { s.Data["server"] = []byte("https://hijacked.example.com") }, false},
+		{"config edited", func(s *corev1.Secret) { s.Data["config"] = []byte(`{"bearerToken":"stolen"}`) }, false},
+		{"project added", func(s *corev1.Secret) { s.Data["project"] = []byte("p") }, false},
+		{"an empty value added", func(s *corev1.Secret) { s.Data["namespaces"] = nil }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := withFullData(next, tc.full())
-			if !tc.ok {
+			cur := want.DeepCopy()
+			tc.edit(cur)
+			assert.Equal(t, tc.same, sameContent(cur, merge(cur, want)), "merge changes nothing")
+			cached, err := CacheTransform(cur.DeepCopy())
+			require.NoError(t, err)
+			c := cached.(*corev1.Secret)
+			assert.Equal(t, tc.same, upToDate(c, want, merge(c, want)), "the cache agrees")
+		})
+	}
+	t.Run("a desired key the digest does not cover", func(t *testing.T) {
+		w := want.DeepCopy()
+		w.Labels["unlisted"] = "x"
+		cached, _ := CacheTransform(w.DeepCopy())
+		c := cached.(*corev1.Secret)
+		assert.False(t, upToDate(c, w, merge(c, w)), "never up to date in the cache: the update compares in full")
+	})
+}
+
+func TestOnFull(t *testing.T) {
+	full := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "u1", ResourceVersion: "7",
+		Labels: map[string]string{LabelManagedBy: ManagedByValue, "env": "prod"}, Annotations: map[string]string{AnnotationMissingSince: "t0", "note": "n"}},
+		Data: map[string][]byte{"config": []byte(`{"bearerToken":"t"}`), "server": []byte("https://x")}}
+	cached, _ := CacheTransform(full.DeepCopy())
+	old := cached.(*corev1.Secret)
+	counted := withCountdown(old, Pending{Missed: 1, Since: time.Unix(0, 0)}, time.Unix(1, 0))
+	var cleared Changes
+	clearCountdown(&cleared, old)
+	require.Len(t, cleared.Update, 1)
+	for _, tc := range []struct {
+		name string
+		next *corev1.Secret
+		full func() *corev1.Secret
+		want map[string]string // annotations; nil: not written
+	}{
+		{"countdown, same version", counted, func() *corev1.Secret { return full }, map[string]string{"note": "n",
+			AnnotationMissingSince: "1970-01-01T00:00:00Z", AnnotationMissingListings: "1", AnnotationMissingListing: "1970-01-01T00:00:01Z"}},
+		{"countdown cleared", cleared.Update[0].New, func() *corev1.Secret { return full }, map[string]string{"note": "n"}},
+		{"changed since", counted, func() *corev1.Secret { s := full.DeepCopy(); s.ResourceVersion = "8"; return s }, nil},
+		{"re-created", counted, func() *corev1.Secret { s := full.DeepCopy(); s.UID = "u2"; return s }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := onFull(old, tc.next, tc.full())
+			if tc.want == nil {
 				assert.Nil(t, out)
 				return
 			}
 			require.NotNil(t, out)
-			assert.False(t, hasDigest(out))
+			assert.False(t, trimmed(out))
 			assert.Equal(t, full.Data, out.Data, "the full data")
-			assert.Equal(t, next.Annotations, out.Annotations, "with the countdown")
-			assert.True(t, hasDigest(next), "next is not changed")
+			assert.Equal(t, full.Labels, out.Labels, "the full labels")
+			assert.Equal(t, tc.want, out.Annotations)
+			assert.True(t, trimmed(tc.next), "next is not changed")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package clustersecret
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math"
@@ -51,8 +52,8 @@ type PruneOptions struct {
 type Input struct {
 	// Desired Secrets of the served clusters (in the selection).
 	Desired []Desired
-	// Current holds every cluster Secret of the namespace, ours or not.
-	// Their config values may be digests (CacheTransform).
+	// Current holds every cluster Secret of the namespace, ours or not, as
+	// read from the API or trimmed by CacheTransform.
 	Current []corev1.Secret
 	// Snapshot tells which clusters are served, listed, or confirmed
 	// departed, and which sources completed their latest listing.
@@ -77,7 +78,10 @@ type Input struct {
 // its ID.
 func Identity(source, id string) string { return source + "/" + id }
 
-// Update replaces Old by New.
+// Update replaces Old by New. When Old is trimmed (CacheTransform), New is
+// too, and is not written as it is: the reconciler reads the Secret from
+// the API and applies Want (a content update) or the change from Old to
+// New (a countdown) to it.
 type Update struct {
 	Old, New *corev1.Secret
 	// Want is the desired Secret a content update merged in (nil for a
@@ -208,7 +212,7 @@ func Plan(in Input) Changes {
 		want.Name = cur.Name // in place: an upgrade or a rename keeps the Secret
 		next := merge(cur, want)
 		switch {
-		case sameContent(cur, next):
+		case upToDate(cur, want, next):
 			ch.Unchanged++
 		case in.Policy == PolicyCreateOnly:
 			ch.Unchanged++
@@ -389,10 +393,22 @@ func mergeMap(cur, want map[string]string, previouslyPropagated string) map[stri
 }
 
 // sameContent compares what we write, not resourceVersion: a pass that
-// changes nothing makes no write. A value may be a digest (CacheTransform).
+// changes nothing makes no write.
 func sameContent(a, b *corev1.Secret) bool {
-	return maps.EqualFunc(a.Data, b.Data, sameValue) &&
+	return maps.EqualFunc(a.Data, b.Data, bytes.Equal) &&
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+}
+
+// upToDate reports whether cur needs no content update to want: next,
+// merge(cur, want), has the same content, or, for a trimmed cur, the digest
+// of its owned content is want's (see ownedDigest). A desired Secret whose
+// digest does not cover all its keys is never up to date in the cache: the
+// update reads the Secret and compares it in full.
+func upToDate(cur, want, next *corev1.Secret) bool {
+	if !trimmed(cur) {
+		return sameContent(cur, next)
+	}
+	return covers(want) && bytes.Equal(cur.Data[contentKey], ownedDigest(want))
 }
 
 func sortedSecretNames(m map[string]*corev1.Secret) []string {

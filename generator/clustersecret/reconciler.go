@@ -444,42 +444,39 @@ func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Cl
 }
 
 // update writes u.New; on a conflict it re-reads the Secret and, for a
-// content update, merges want into the fresh copy again. An update that
-// keeps values the cache holds as digests (a countdown: a content update
-// replaces them all) reads the Secret first and writes its full data, or
-// nothing if it changed since the plan.
+// content update, merges want into the fresh copy again. An update planned
+// from a trimmed Secret (CacheTransform) reads the Secret first: a content
+// update merges want into it, a countdown applies its change to it if it
+// is still the version planned from; either writes nothing if nothing
+// changes, or the Secret is no longer ours for that cluster.
 func (r *Reconciler) update(ctx context.Context, u Update) error {
 	next, want := u.New, u.Want
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if first && hasDigest(next) {
-			full, err := r.secrets.Get(ctx, next.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if next = withFullData(next, full); next == nil {
-				return nil // changed since the plan: the next pass decides
-			}
-		}
-		if !first {
+		if !first || trimmed(next) {
 			fresh, err := r.secrets.Get(ctx, u.New.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			if !Owned(fresh, r.cfg.OwnerID) || want == nil || fresh.Annotations[AnnotationClusterID] != want.Annotations[AnnotationClusterID] &&
-				fresh.Annotations[AnnotationClusterID] != "" {
+			switch {
+			case want == nil && first:
+				next = onFull(u.Old, u.New, fresh) // nil if changed since the plan: the next pass decides
+			case !Owned(fresh, r.cfg.OwnerID) || want == nil || fresh.Annotations[AnnotationClusterID] != want.Annotations[AnnotationClusterID] &&
+				fresh.Annotations[AnnotationClusterID] != "":
 				next = nil // no longer ours or another cluster's, or a countdown: the next pass decides
-				return nil
+			default:
+				next = merge(fresh, want)
+				if sameContent(fresh, next) {
+					next = nil
+				}
 			}
-			next = merge(fresh, want)
-			if sameContent(fresh, next) {
-				next = nil
+			if next == nil {
 				return nil
 			}
 		}
 		first = false
-		if hasDigest(next) { // never: content updates replace config, countdowns read it above
-			return fmt.Errorf("refusing to write a digest of the cache in place of a value")
+		if trimmed(next) { // never: updates planned from the cache read the Secret above
+			return fmt.Errorf("refusing to write a Secret trimmed by the cache")
 		}
 		updated, err := r.secrets.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
