@@ -125,7 +125,7 @@ func TestContract(t *testing.T) {
 func TestNoCredentialsInParameters(t *testing.T) {
 	c := testCluster("with-token", "acme")
 	c.Auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: &sources.SecretRef{File: "/var/run/secrets/rancher-token"}}
-	c.CAData = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t"
+	c.CA = sources.CAFromData("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t")
 	e := testCluster("with-exec", "acme")
 	e.Auth = sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{Command: "argocd-k8s-auth", Env: map[string]string{"AZURE_CLIENT_ID": "client-id-value"}}}
 	inv := inventoryOf(t, &scripted{steps: []func() ([]sources.Cluster, error){ok(c, e)}})

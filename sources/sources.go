@@ -77,9 +77,9 @@ type Cluster struct {
 	Name string `json:"name"`
 	// Server is the API server URL, normalized (see NormalizeServer).
 	Server string `json:"server"`
-	// CAData is the base64-encoded PEM bundle of the API server's CA; empty
-	// when the server presents a publicly trusted certificate.
-	CAData string `json:"caData,omitempty"`
+	// CA is the API server's CA bundle (caData in JSON: base64 of its
+	// PEM); zero when the server presents a publicly trusted certificate.
+	CA CA `json:"caData,omitzero"`
 	// Auth describes how Argo CD authenticates to the cluster.
 	Auth Auth `json:"auth"`
 	// CloudID identifies the cloud cluster behind this one (see EKSCloudID

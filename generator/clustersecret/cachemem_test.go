@@ -49,7 +49,7 @@ func fleetSecrets(t testing.TB, n int) []byte {
 		ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 		name := fmt.Sprintf("eks-prod-%05d", i)
 		c := &sources.Cluster{Name: name, Source: "eks", Provider: sources.ProviderEKS, Server: "https://" + name + ".gr7.eu-west-1.eks.amazonaws.com",
-			CAData: ca, Region: "eu-west-1", Account: "123456789012", Tenant: "acme", Labels: map[string]string{"env": "prod"},
+			CA: sources.CAFromData(ca), Region: "eu-west-1", Account: "123456789012", Tenant: "acme", Labels: map[string]string{"env": "prod"},
 			Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: name, RoleARN: "arn:aws:iam::123456789012:role/argocd"}}}
 		d, err := Build(c, &opts, nil)
 		require.NoError(t, err)

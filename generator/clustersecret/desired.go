@@ -200,7 +200,7 @@ func SecretName(prefix, source, cluster, id string) string {
 // Build returns the desired Secret of a ready cluster. resolve reads token
 // references; it is called only for clusters that use a bearer token.
 func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, error) {
-	cfg := clusterConfig{TLSClientConfig: tlsClientConfig{CAData: c.CAData}, ProxyURL: c.ProxyURL}
+	cfg := clusterConfig{TLSClientConfig: tlsClientConfig{CAData: c.CA.Data()}, ProxyURL: c.ProxyURL}
 	fields := ClusterFields{Name: c.Name, Server: c.Server, Region: c.Region, Account: c.Account, Tenant: c.Tenant, Source: c.Source, Provider: string(c.Provider)}
 	auth := c.Auth
 	if ov, ok := o.Credentials[c.Source]; ok {

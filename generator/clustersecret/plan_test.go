@@ -33,7 +33,7 @@ func opts() *Options {
 
 func cl(name string, mut ...func(*sources.Cluster)) sources.Cluster {
 	c := sources.Cluster{Source: "fleet", Provider: sources.ProviderStatic, Name: name, Server: "https://" + name + ".example.com",
-		CAData: caA, Tenant: "acme", Region: "eu-west-1", Labels: map[string]string{"env": "prod"}, Ready: true,
+		CA: sources.CAFromData(caA), Tenant: "acme", Region: "eu-west-1", Labels: map[string]string{"env": "prod"}, Ready: true,
 		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: name, RoleARN: "arn:aws:iam::1:role/argocd"}}}
 	for _, m := range mut {
 		m(&c)
@@ -133,9 +133,9 @@ func TestPlan(t *testing.T) {
 	}{
 		{name: "new cluster", served: []sources.Cluster{cl("a")}, want: want{create: []string{sn("a")}}},
 		{name: "steady state", served: []sources.Cluster{cl("a")}, current: []corev1.Secret{current(t, cl("a"))}, want: want{unchanged: 1}},
-		{name: "changed CA", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CAData = caB })},
+		{name: "changed CA", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CA = sources.CAFromData(caB) })},
 			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{sn("a"): "content"}}},
-		{name: "changed CA under create-only", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CAData = caB })},
+		{name: "changed CA under create-only", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.CA = sources.CAFromData(caB) })},
 			current: []corev1.Secret{current(t, cl("a"))}, policy: PolicyCreateOnly, want: want{unchanged: 1}},
 		{name: "changed labels", served: []sources.Cluster{cl("a", func(c *sources.Cluster) { c.Labels = map[string]string{"env": "staging"} })},
 			current: []corev1.Secret{current(t, cl("a"))}, want: want{update: map[string]string{sn("a"): "content"}}},
@@ -283,7 +283,10 @@ func TestUpdateTouchesOnlyWhatWeOwn(t *testing.T) {
 		c.Labels = map[string]string{"env": "prod", "team": "payments"}
 		c.Annotations = map[string]string{"owner": "x@example.com"}
 	})
-	after := cl("a", func(c *sources.Cluster) { c.Labels = map[string]string{"env": "staging"}; c.CAData = caB })
+	after := cl("a", func(c *sources.Cluster) {
+		c.Labels = map[string]string{"env": "staging"}
+		c.CA = sources.CAFromData(caB)
+	})
 	cur := current(t, before, func(s *corev1.Secret) {
 		s.Labels["added-by-hand"] = "yes"
 		s.Annotations["note"] = "keep me"

@@ -468,51 +468,51 @@ func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
 	e, cached := s.cas[m.id]
 	s.mu.Unlock()
 	switch {
-	case cached && e.caData != "" && now.Sub(e.fetched) < caTTL(s.caTTL, m.id):
+	case cached && !e.ca.IsZero() && now.Sub(e.fetched) < caTTL(s.caTTL, m.id):
 		s.metrics.caCache.WithLabelValues("hit").Inc()
 	case cached && !e.failed.IsZero() && now.Sub(e.failed) < s.caErrorTTL:
 		s.metrics.caCache.WithLabelValues("negative").Inc()
 	default:
 		s.metrics.caCache.WithLabelValues("miss").Inc()
-		caData, err := s.fetchCA(ctx, m)
+		ca, err := s.fetchCA(ctx, m)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err == nil {
-			e = caEntry{caData: caData, fetched: now}
+			e = caEntry{ca: ca, fetched: now}
 		} else {
 			s.metrics.errors.WithLabelValues(errCAFetch, m.subscription).Inc()
 			e.failed, e.reason = now, err.Error()
 			s.log.Warn("cannot read the cluster's CA", "cluster", m.cluster.Name, "resourceID", m.cluster.Annotations[AnnotationResourceID],
-				"error", e.reason, "keptExpiredCA", e.caData != "")
+				"error", e.reason, "keptExpiredCA", !e.ca.IsZero())
 		}
 		s.mu.Lock()
 		s.cas[m.id] = e
 		s.mu.Unlock()
 	}
-	if e.caData == "" {
+	if e.ca.IsZero() {
 		m.cluster.Ready, m.notReadyKind = false, notReadyCA
 		m.cluster.NotReadyReason = "CA unavailable: " + e.reason
 		return nil
 	}
-	m.cluster.CAData = e.caData
+	m.cluster.CA = e.ca
 	return nil
 }
 
-func (s *Source) fetchCA(ctx context.Context, m *mapped) (string, error) {
+func (s *Source) fetchCA(ctx context.Context, m *mapped) (sources.CA, error) {
 	client, err := s.clustersClient(m.subscription)
 	if err != nil {
-		return "", err
+		return sources.CA{}, err
 	}
 	resp, err := client.ListClusterUserCredentials(ctx, m.resourceGroup, m.azureName, nil)
 	if err != nil {
-		return "", fmt.Errorf("listClusterUserCredential: %s", describe(err))
+		return sources.CA{}, fmt.Errorf("listClusterUserCredential: %s", describe(err))
 	}
-	caData, err := caFromCredentials(resp.CredentialResults)
+	ca, err := caFromCredentials(resp.CredentialResults)
 	if err != nil {
-		return "", fmt.Errorf("listClusterUserCredential: %w", err)
+		return sources.CA{}, fmt.Errorf("listClusterUserCredential: %w", err)
 	}
-	return caData, nil
+	return ca, nil
 }
 
 // forget drops the cached CAs of clusters no longer listed and the clients

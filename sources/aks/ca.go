@@ -2,7 +2,6 @@ package aks
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,10 +14,10 @@ import (
 )
 
 // caEntry is what the cache knows of one cluster's CA: the last
-// successful read (caData, base64 PEM, empty if none) and the last failed
-// read since (failed, zero if none, with the reason).
+// successful read (ca, zero if none) and the last failed read since
+// (failed, zero if none, with the reason).
 type caEntry struct {
-	caData  string
+	ca      sources.CA
 	fetched time.Time
 	failed  time.Time
 	reason  string
@@ -33,12 +32,12 @@ func caTTL(ttl time.Duration, id string) time.Duration {
 	return ttl - time.Duration(float64(ttl)*0.2*frac)
 }
 
-// caFromCredentials returns the caData (base64 PEM) of the user
+// caFromCredentials returns the CA of the user
 // kubeconfig returned by listClusterUserCredential. The SDK has already
 // decoded the kubeconfig from base64. The kubeconfig may hold credentials
 // (for clusters with local accounts): it is parsed here and dropped, and
 // no error quotes it.
-func caFromCredentials(res armcontainerservice.CredentialResults) (string, error) {
+func caFromCredentials(res armcontainerservice.CredentialResults) (sources.CA, error) {
 	var raw []byte
 	for _, kc := range res.Kubeconfigs {
 		if kc != nil && len(kc.Value) > 0 {
@@ -47,12 +46,12 @@ func caFromCredentials(res armcontainerservice.CredentialResults) (string, error
 		}
 	}
 	if raw == nil {
-		return "", errors.New("the response holds no kubeconfig")
+		return sources.CA{}, errors.New("the response holds no kubeconfig")
 	}
 	cfg, err := clientcmd.Load(raw)
 	if err != nil {
 		// The parser's message may quote the input; leave it out.
-		return "", errors.New("the kubeconfig does not parse")
+		return sources.CA{}, errors.New("the kubeconfig does not parse")
 	}
 	clusterName := ""
 	if ctx, ok := cfg.Contexts[cfg.CurrentContext]; ok && ctx != nil {
@@ -64,13 +63,14 @@ func caFromCredentials(res armcontainerservice.CredentialResults) (string, error
 	}
 	cluster, ok := cfg.Clusters[clusterName]
 	if !ok || cluster == nil {
-		return "", errors.New("the kubeconfig names no cluster")
+		return sources.CA{}, errors.New("the kubeconfig names no cluster")
 	}
 	if len(cluster.CertificateAuthorityData) == 0 {
-		return "", errors.New("the kubeconfig has no certificate-authority-data")
+		return sources.CA{}, errors.New("the kubeconfig has no certificate-authority-data")
 	}
-	if err := sources.ValidatePEM(cluster.CertificateAuthorityData); err != nil {
-		return "", fmt.Errorf("certificate-authority-data: %w", err)
+	ca, err := sources.ParsePEMCA(cluster.CertificateAuthorityData)
+	if err != nil {
+		return sources.CA{}, fmt.Errorf("certificate-authority-data: %w", err)
 	}
-	return base64.StdEncoding.EncodeToString(cluster.CertificateAuthorityData), nil
+	return ca, nil
 }

@@ -183,18 +183,18 @@ func FuzzCredentialResults(f *testing.F) {
 		if res.UnmarshalJSON(raw) != nil {
 			return
 		}
-		caData, err := caFromCredentials(res)
+		ca, err := caFromCredentials(res)
 		if err != nil {
 			msg := err.Error()
-			if caData != "" {
-				t.Fatal("caData with an error")
+			if !ca.IsZero() {
+				t.Fatal("a CA with an error")
 			}
 			if !strings.HasPrefix(msg, "certificate-authority-data: ") && !slices.Contains(caErrors, msg) {
 				t.Fatalf("unexpected error text (it may quote the kubeconfig): %q", msg)
 			}
 			return
 		}
-		if err := sources.ValidateCAData(caData); err != nil {
+		if err := sources.ValidateCAData(ca.Data()); err != nil {
 			t.Fatalf("caData accepted but invalid: %v", err)
 		}
 	})

@@ -197,7 +197,7 @@ func TestFixturesOverHTTP(t *testing.T) {
 		Provider: sources.ProviderAKS,
 		Name:     "aks-payments-prod-weu",
 		Server:   "https://aks-payments-prod-weu-dns-5f3c1a9e.hcp.westeurope.azmk8s.io:443",
-		CAData:   fixtureCAData(t),
+		CA:       sources.CAFromData(fixtureCAData(t)),
 		Auth: sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{
 			Command: "argocd-k8s-auth", Args: []string{"azure"}, APIVersion: "client.authentication.k8s.io/v1beta1",
 			Env: map[string]string{"AAD_LOGIN_METHOD": "workloadidentity", "AZURE_CLIENT_ID": "80faf920-1908-4b52-b5ef-a8e7bedfc67a"},
@@ -371,7 +371,7 @@ func TestLifecycleStatesOverHTTP(t *testing.T) {
 			assert.Equal(t, "/subscriptions/"+subA+"/resourcegroups/rg-apps/providers/microsoft.containerservice/managedclusters/"+tt.name, c.ID)
 			assert.Equal(t, tt.fqdn, c.Ready, "renderable exactly when there is a server")
 			if tt.fqdn {
-				assert.Equal(t, fixtureCAData(t), c.CAData)
+				assert.Equal(t, fixtureCAData(t), c.CA.Data())
 			} else {
 				assert.Equal(t, "the cluster reports no API server FQDN", c.NotReadyReason)
 			}
@@ -457,5 +457,5 @@ func TestSubscriptionStatesOverHTTP(t *testing.T) {
 	delete(want, "disabled-deleting")
 	want["disabled-new"] = got{sources.PhaseDegraded, "Disabled", false, "HTTP 409 ReadOnlyDisabledSubscription"}
 	check(t, cs, want)
-	assert.Equal(t, fixtureCAData(t), byName(cs, "disabled-running").CAData)
+	assert.Equal(t, fixtureCAData(t), byName(cs, "disabled-running").CA.Data())
 }

@@ -365,7 +365,7 @@ func TestCAFromCredentials(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want, got.Data())
 		})
 	}
 }

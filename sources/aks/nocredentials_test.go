@@ -266,7 +266,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 						assert.False(t, c.Ready)
 						assert.Contains(t, c.NotReadyReason, tc.wantNotReady)
 					} else {
-						assert.Equal(t, fixtureCAData(t), c.CAData, "the kubeconfig's CA, and only it")
+						assert.Equal(t, fixtureCAData(t), c.CA.Data(), "the kubeconfig's CA, and only it")
 						assert.NotEqual(t, sources.AuthBearerToken, c.Auth.Kind, "never the kubeconfig's token")
 					}
 				}

@@ -62,7 +62,7 @@ func TestClustersAcrossSubscriptionsAndPages(t *testing.T) {
 
 	d := byName(cs, "delta")
 	assert.Equal(t, subB, d.Account, "subscription ids are lower-cased")
-	assert.Equal(t, base64.StdEncoding.EncodeToString(testCAPEM(t)), d.CAData)
+	assert.Equal(t, base64.StdEncoding.EncodeToString(testCAPEM(t)), d.CA.Data())
 	assert.True(t, d.Ready)
 	assert.Equal(t, sources.PhaseReady, d.Phase)
 	assert.Equal(t, "/subscriptions/"+subB+"/resourcegroups/rg-c/providers/microsoft.containerservice/managedclusters/delta", d.ID)
@@ -71,7 +71,7 @@ func TestClustersAcrossSubscriptionsAndPages(t *testing.T) {
 	assert.Equal(t, sources.PhaseDegraded, echo.Phase)
 	for _, c := range cs {
 		require.NoError(t, c.Validate())
-		require.NoError(t, sources.ValidateCAData(c.CAData))
+		require.NoError(t, sources.ValidateCAData(c.CA.Data()))
 	}
 	assert.Equal(t, 5.0, testutil.ToFloat64(env.src.metrics.apiRequests.WithLabelValues("managedClusters.listClusterUserCredential", "200")))
 	assert.Equal(t, 3.0, testutil.ToFloat64(env.src.metrics.apiRequests.WithLabelValues("managedClusters.list", "200")))
@@ -316,7 +316,7 @@ func TestCAIsCachedUntilTTL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, f.Calls("credentials"), "steady state reads no credential")
 	assert.Equal(t, 1, f.Calls("list"))
-	assert.Equal(t, base64.StdEncoding.EncodeToString(testCAPEM(t)), byName(cs, "bravo").CAData)
+	assert.Equal(t, base64.StdEncoding.EncodeToString(testCAPEM(t)), byName(cs, "bravo").CA.Data())
 	assert.Equal(t, 2.0, testutil.ToFloat64(env.src.metrics.caCache.WithLabelValues("hit")))
 	assert.Equal(t, 2.0, testutil.ToFloat64(env.src.metrics.caCache.WithLabelValues("miss")))
 
@@ -356,7 +356,7 @@ func TestCAForbiddenListsTheClusterNotReady(t *testing.T) {
 	assert.True(t, byName(cs, "alpha").Ready)
 	locked := byName(cs, "locked")
 	assert.False(t, locked.Ready)
-	assert.Empty(t, locked.CAData, "never a Secret without CA")
+	assert.True(t, locked.CA.IsZero(), "never a Secret without CA")
 	assert.Equal(t, "CA unavailable: listClusterUserCredential: HTTP 403 AuthorizationFailed", locked.NotReadyReason)
 	assert.Equal(t, 1.0, testutil.ToFloat64(env.src.metrics.notReady.WithLabelValues(notReadyCA)))
 	assert.Equal(t, 1.0, testutil.ToFloat64(env.src.metrics.errors.WithLabelValues(errCAFetch, subA)))
@@ -399,7 +399,7 @@ func TestExpiredCAIsKeptWhenTheReadFails(t *testing.T) {
 	require.NoError(t, err)
 	alpha := byName(cs, "alpha")
 	assert.True(t, alpha.Ready, "a CA rotation is rare; flapping the cluster out would delete its Applications")
-	assert.Equal(t, base64.StdEncoding.EncodeToString(testCAPEM(t)), alpha.CAData)
+	assert.Equal(t, base64.StdEncoding.EncodeToString(testCAPEM(t)), alpha.CA.Data())
 	assert.Contains(t, env.logs.String(), `"keptExpiredCA":true`)
 }
 

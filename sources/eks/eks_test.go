@@ -125,7 +125,7 @@ func TestFixturesVerbatim(t *testing.T) {
 		Provider: sources.ProviderEKS, Name: "payments-prod", CloudID: "eks/123456789012/eu-west-1/payments-prod",
 		ID: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod", Phase: sources.PhaseReady,
 		Server:  "https://B7E41C0A9D3F5E2C8A1B6D4F0E9C7A35.gr7.eu-west-1.eks.amazonaws.com",
-		CAData:  fixture.Cluster.CertificateAuthority.Data,
+		CA:      sources.CAFromData(fixture.Cluster.CertificateAuthority.Data),
 		Account: "123456789012", Region: regionEU, KubernetesVersion: "1.31", State: "ACTIVE", Ready: true,
 		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{
 			ClusterName: "payments-prod", RoleARN: "arn:aws:iam::123456789012:role/argocd", Region: regionEU}},

@@ -161,7 +161,7 @@ func checkMapped(t *testing.T, m *mapper, c *sources.Cluster, in *types.Cluster,
 		if srv, _ := sources.NormalizeServer(c.Server); srv != c.Server {
 			t.Fatalf("server %q is not in normal form", c.Server)
 		}
-		if err := sources.ValidateCAData(c.CAData); err != nil {
+		if err := sources.ValidateCAData(c.CA.Data()); err != nil {
 			t.Fatalf("ready cluster with invalid caData: %v", err)
 		}
 	} else if c.NotReadyReason == "" {

@@ -153,13 +153,16 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 	} else {
 		cl.Server = srv
 	}
+	caData := ""
 	if c.CertificateAuthority != nil {
-		cl.CAData = aws.ToString(c.CertificateAuthority.Data)
+		caData = aws.ToString(c.CertificateAuthority.Data)
 	}
-	if cl.CAData == "" {
+	if caData == "" {
 		notReady(fmt.Sprintf("EKS reports no certificate authority yet (status %s)", c.Status))
-	} else if err := sources.ValidateCAData(cl.CAData); err != nil {
+	} else if ca, err := sources.ParseCAData(caData); err != nil {
 		notReady("invalid certificate authority data: " + err.Error())
+	} else {
+		cl.CA = ca
 	}
 	if v, ok := tags[m.namespacesTag]; ok {
 		ns, err := sources.ParseNamespaces(v)

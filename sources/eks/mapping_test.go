@@ -39,8 +39,8 @@ func TestToCluster(t *testing.T) {
 	want := func() sources.Cluster {
 		return sources.Cluster{
 			Provider: sources.ProviderEKS, Name: "payments-prod", Server: "https://ABC.gr7.eu-west-1.eks.amazonaws.com",
-			ID:     "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",
-			CAData: caData, Account: "123456789012", Region: "eu-west-1", KubernetesVersion: "1.31", State: "ACTIVE",
+			ID: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",
+			CA: sources.CAFromData(caData), Account: "123456789012", Region: "eu-west-1", KubernetesVersion: "1.31", State: "ACTIVE",
 			Phase: sources.PhaseReady, Ready: true,
 			Tenant: "acme", Project: "payments", CloudID: "eks/123456789012/eu-west-1/payments-prod",
 			Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{
@@ -96,7 +96,7 @@ func TestToCluster(t *testing.T) {
 				c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusCreating, nil, &types.Certificate{}
 			},
 			want: func(c *sources.Cluster) {
-				c.State, c.Phase, c.Server, c.CAData = "CREATING", sources.PhasePending, "", ""
+				c.State, c.Phase, c.Server, c.CA = "CREATING", sources.PhasePending, "", sources.CA{}
 			},
 			notReady: "EKS reports no endpoint yet (status CREATING)"},
 		{name: "FAILED without endpoint: pending, not ready",
@@ -104,7 +104,7 @@ func TestToCluster(t *testing.T) {
 				c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusFailed, nil, nil
 			},
 			want: func(c *sources.Cluster) {
-				c.State, c.Phase, c.Server, c.CAData = "FAILED", sources.PhasePending, "", ""
+				c.State, c.Phase, c.Server, c.CA = "FAILED", sources.PhasePending, "", sources.CA{}
 			},
 			notReady: "EKS reports no endpoint yet (status FAILED)"},
 		{name: "no ARN: no ID, no annotation", cluster: func(c *types.Cluster) { c.Arn = nil },
@@ -112,9 +112,9 @@ func TestToCluster(t *testing.T) {
 		{name: "no tags", cluster: func(c *types.Cluster) { c.Tags = nil },
 			want: func(c *sources.Cluster) { c.Labels, c.Tenant, c.Project = nil, "", "" }},
 		{name: "no CA", cluster: func(c *types.Cluster) { c.CertificateAuthority = nil },
-			want: func(c *sources.Cluster) { c.CAData = "" }, notReady: "EKS reports no certificate authority yet (status ACTIVE)"},
+			want: func(c *sources.Cluster) { c.CA = sources.CA{} }, notReady: "EKS reports no certificate authority yet (status ACTIVE)"},
 		{name: "CA not PEM", cluster: func(c *types.Cluster) { c.CertificateAuthority.Data = aws.String("bm90IGEgY2VydA==") },
-			want: func(c *sources.Cluster) { c.CAData = "bm90IGEgY2VydA==" }, notReady: "invalid certificate authority data: no PEM certificate found"},
+			want: func(c *sources.Cluster) { c.CA = sources.CA{} }, notReady: "invalid certificate authority data: no PEM certificate found"},
 		{name: "endpoint not https", cluster: func(c *types.Cluster) { c.Endpoint = aws.String("ftp://x") },
 			want: func(c *sources.Cluster) { c.Server = "ftp://x" }, notReady: "invalid endpoint: server url scheme must be https or http"},
 		{name: "namespaces", cluster: func(c *types.Cluster) { c.Tags["argocd-namespaces"] = "team-a  team-b,team-a" },

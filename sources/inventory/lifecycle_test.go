@@ -139,17 +139,17 @@ func TestLastGoodRenderingIsServed(t *testing.T) {
 	src := &listings{}
 	inv := newLifecycleInventory(t, Departure{}, time.Second, src)
 	good := inPhase("x", sources.PhaseReady)
-	good.CAData = "Z29vZA=="
+	good.CA = sources.CAFromData("Z29vZA==")
 	src.set(good)
 	require.NoError(t, inv.RefreshAll(context.Background()))
 
 	broken := inPhase("x", sources.PhaseDegraded)
-	broken.CAData, broken.Ready, broken.NotReadyReason = "", false, "CA unavailable: 503 from listClusterUserCredential"
+	broken.CA, broken.Ready, broken.NotReadyReason = sources.CA{}, false, "CA unavailable: 503 from listClusterUserCredential"
 	src.set(broken)
 	require.NoError(t, inv.RefreshAll(context.Background()))
 	snap := inv.Snapshot()
 	require.Len(t, snap.Clusters, 1)
-	assert.Equal(t, "Z29vZA==", snap.Clusters[0].CAData, "the last good rendering")
+	assert.Equal(t, "Z29vZA==", snap.Clusters[0].CA.Data(), "the last good rendering")
 	assert.Equal(t, sources.PhaseDegraded, snap.Clusters[0].Phase, "with the phase of the latest listing")
 	assert.Equal(t, "state-of-degraded", snap.Clusters[0].State)
 	assert.Equal(t, []Kept{{Name: "x", Source: "s1", Reason: broken.NotReadyReason}}, snap.Kept)

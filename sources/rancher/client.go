@@ -172,10 +172,11 @@ func (l *listing) cacerts() (rancherCA, error) {
 	if strings.TrimSpace(setting.Value) == "" {
 		return rancherCA{}, nil
 	}
-	if err := sources.ValidatePEM([]byte(setting.Value)); err != nil {
+	ca, err := sources.ParsePEMCA([]byte(setting.Value))
+	if err != nil {
 		return rancherCA{Problem: fmt.Sprintf("rancher's cacerts setting is not a usable CA bundle: %v", err)}, nil
 	}
-	return newRancherCA(setting.Value), nil
+	return rancherCA{CA: ca}, nil
 }
 
 // clusters fetches every page of /v3/clusters, following pagination.next.

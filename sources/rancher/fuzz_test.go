@@ -143,11 +143,11 @@ func checkMapped(t *testing.T, cfg *Config, in *Cluster, c *sources.Cluster) {
 	} else if c.NotReadyReason == "" {
 		t.Fatal("not ready without a reason")
 	}
-	if c.CAData != "" {
-		if err := sources.ValidateCAData(c.CAData); err != nil {
+	if c.CA.Data() != "" {
+		if err := sources.ValidateCAData(c.CA.Data()); err != nil {
 			t.Fatalf("caData invalid: %v", err)
 		}
-		if _, err := base64.StdEncoding.DecodeString(c.CAData); err != nil {
+		if _, err := base64.StdEncoding.DecodeString(c.CA.Data()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -103,8 +103,8 @@ func TestFixturePages(t *testing.T) {
 
 	prod := byName(got)["prod-eu-west"]
 	assert.Equal(t, f.srv.URL+"/k8s/clusters/c-m-2x7kqz4b", prod.Server, "auth proxy, never apiEndpoint")
-	assert.Equal(t, b64(f.cacerts), prod.CAData)
-	require.NoError(t, sources.ValidateCAData(prod.CAData))
+	assert.Equal(t, b64(f.cacerts), prod.CA.Data())
+	require.NoError(t, sources.ValidateCAData(prod.CA.Data()))
 	assert.True(t, prod.Ready)
 	assert.Equal(t, "v1.31.7+rke2r1", prod.KubernetesVersion)
 	assert.Equal(t, "active", prod.State)
@@ -171,7 +171,7 @@ func TestTLS(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, 3)
 		for _, c := range got {
-			assert.Equal(t, base64.StdEncoding.EncodeToString(certPEM), c.CAData)
+			assert.Equal(t, base64.StdEncoding.EncodeToString(certPEM), c.CA.Data())
 			assert.True(t, strings.HasPrefix(c.Server, "https://127.0.0.1:"), c.Server)
 		}
 		assert.Zero(t, paths(f.seen())["/v3/settings/cacerts"], "caFile replaces the cacerts setting")
@@ -183,7 +183,7 @@ func TestTLS(t *testing.T) {
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
 		require.Len(t, got, 3)
-		assert.Equal(t, b64(f.cacerts), got[0].CAData)
+		assert.Equal(t, b64(f.cacerts), got[0].CA.Data())
 	})
 	t.Run("empty cacerts gives no caData", func(t *testing.T) {
 		f := newFake(t, true)
@@ -193,7 +193,7 @@ func TestTLS(t *testing.T) {
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
 		for _, c := range got {
-			assert.Empty(t, c.CAData)
+			assert.Empty(t, c.CA.Data())
 			assert.True(t, c.Ready)
 		}
 	})
@@ -567,7 +567,7 @@ func TestACE(t *testing.T) {
 			require.NoError(t, err)
 			prod, eks := byName(got)["prod-eu-west"], byName(got)["staging-eks"]
 			assert.Equal(t, tc.prodSrv, prod.Server)
-			assert.Equal(t, tc.prodCA, prod.CAData)
+			assert.Equal(t, tc.prodCA, prod.CA.Data())
 			assert.True(t, prod.Ready)
 			assert.Equal(t, tc.eksReady, eks.Ready, eks.NotReadyReason)
 			if !tc.eksReady {

@@ -81,8 +81,8 @@ func checkListed(t *testing.T, c *sources.Cluster) {
 	if srv, err := sources.NormalizeServer(c.Server); err != nil || srv != c.Server {
 		t.Fatalf("cluster %s: server %q is not in normal form (%q, %v)", c.Name, c.Server, srv, err)
 	}
-	if c.CAData != "" {
-		if err := sources.ValidateCAData(c.CAData); err != nil {
+	if c.CA.Data() != "" {
+		if err := sources.ValidateCAData(c.CA.Data()); err != nil {
 			t.Fatalf("cluster %s: caData accepted but invalid: %v", c.Name, err)
 		}
 	}

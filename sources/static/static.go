@@ -220,7 +220,7 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		return sources.Cluster{}, fmt.Errorf("server: %w", err)
 	}
 	c := sources.Cluster{
-		Provider: sources.ProviderStatic, Name: sc.Name, Server: server, CAData: sc.CAData,
+		Provider: sources.ProviderStatic, Name: sc.Name, Server: server,
 		Labels: sc.Labels, Annotations: sc.Annotations, Region: sc.Region, Account: sc.Account,
 		Tenant: sc.Tenant, Project: sc.Project, Namespaces: sc.Namespaces, ClusterResources: sc.ClusterResources,
 		KubernetesVersion: sc.KubernetesVersion, State: sc.State, Ready: true, ID: sc.ID, Phase: sc.Phase,
@@ -246,31 +246,34 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		return sources.Cluster{}, fmt.Errorf("auth: %w", err)
 	}
 	if sc.CAData != "" {
-		if err := sources.ValidateCAData(sc.CAData); err != nil {
+		if c.CA, err = sources.ParseCAData(sc.CAData); err != nil {
 			return sources.Cluster{}, fmt.Errorf("caData: %w", err)
 		}
 	}
 	return c, nil
 }
 
-// interner keeps one copy of each distinct string of a listing, and one
-// copy of each distinct label or annotation set. The decoder gives every
-// cluster its own copy of every string and its own maps, but clusters share
-// most of them: a CA (every cluster behind one proxy, or one private CA
-// for a fleet; ~1.5 KiB for an RSA 2048 certificate, ~15 MiB at 10,000
-// clusters), tenants, projects, regions, versions, label keys and values
+// interner keeps one copy of each distinct string and CA of a listing, and
+// one copy of each distinct label or annotation set. The decoder gives
+// every cluster its own copy of every string and its own maps, and parsing
+// gives each its own CA, but clusters share most of them: a CA (every
+// cluster behind one proxy, or one private CA for a fleet; ~0.75 KiB for
+// an RSA 2048 certificate, ~7.5 MiB at 10,000 clusters), tenants, projects, regions, versions, label keys and values
 // (~3 MiB more at 10,000 clusters), and label sets (a map of a few entries
 // takes ~300 bytes: ~6 MiB for the labels and annotations of 10,000
 // clusters when each has its own).
 type interner struct {
 	strs map[string]string
+	// cas holds the distinct CAs (comparable: equal bundles are equal
+	// CAs), each mapped to itself.
+	cas map[sources.CA]sources.CA
 	// maps holds the shared maps by their content (see mapKey).
 	maps map[string]map[string]string
 	key  []byte // scratch for mapKey
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, maps: map[string]map[string]string{}}
+	return &interner{strs: map[string]string{}, cas: map[sources.CA]sources.CA{}, maps: map[string]map[string]string{}}
 }
 
 func (in *interner) str(s *string) {
@@ -325,7 +328,12 @@ func mapKey(b []byte, m map[string]string) []byte {
 // common (not names and servers, which are unique). An AWS cluster name
 // equal to the cluster's name, as it usually is, shares the name.
 func (in *interner) cluster(c *sources.Cluster) {
-	for _, s := range []*string{&c.CAData, &c.Region, &c.Account, &c.Tenant, &c.Project, &c.KubernetesVersion, &c.State} {
+	if shared, ok := in.cas[c.CA]; ok {
+		c.CA = shared
+	} else if !c.CA.IsZero() {
+		in.cas[c.CA] = c.CA
+	}
+	for _, s := range []*string{&c.Region, &c.Account, &c.Tenant, &c.Project, &c.KubernetesVersion, &c.State} {
 		in.str(s)
 	}
 	c.Labels, c.Annotations = in.strMap(c.Labels), in.strMap(c.Annotations)

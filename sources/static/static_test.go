@@ -115,7 +115,7 @@ func TestToCluster(t *testing.T) {
 				c.KubernetesVersion, c.State = "v1.31.4", "ACTIVE"
 			}),
 			want: sources.Cluster{
-				Provider: sources.ProviderStatic, Name: "prod", Server: "https://Prod.Example.com:6443", CAData: caData,
+				Provider: sources.ProviderStatic, Name: "prod", Server: "https://Prod.Example.com:6443", CA: sources.CAFromData(caData),
 				Auth:   sources.Auth{Kind: sources.AuthAWS, AWS: aws},
 				Labels: map[string]string{"env": "prod"}, Annotations: map[string]string{"owner": "team@example.com"},
 				Region: "eu-west-1", Account: "111111111111", Tenant: "acme", Project: "acme-project",
@@ -535,7 +535,7 @@ func TestDemoFiles(t *testing.T) {
 				assert.True(t, strings.HasPrefix(c.Name, c.Tenant+"-"), "%s: name starts with its tenant", c.Name)
 				assert.Equal(t, sources.ProviderStatic, c.Provider, c.Name)
 				assert.Equal(t, tt.authKind, c.Auth.Kind, c.Name)
-				assert.NoError(t, sources.ValidateCAData(c.CAData), c.Name)
+				assert.NoError(t, sources.ValidateCAData(c.CA.Data()), c.Name)
 				assert.True(t, strings.HasPrefix(c.Server, "https://"), c.Name)
 				assert.False(t, strings.HasSuffix(c.Server, "/"), c.Name)
 				assert.NotEmpty(t, c.Region, c.Name)
@@ -584,10 +584,11 @@ func TestFileWithoutClustersKeyIsAnError(t *testing.T) {
 	assert.Nil(t, cs)
 }
 
-// TestSharedStringsHeldOnce checks that strings clusters have in common
-// (caData, tenant, label keys and values, ...) are held once: the decoder
-// gives each cluster its own copy, ~1.5 KiB of caData alone for an RSA CA,
-// which at 10,000 clusters is ~15 MiB held for nothing.
+// TestSharedStringsHeldOnce checks that the CAs and strings clusters have
+// in common (tenant, label keys and values, ...) are held once: the
+// decoder gives each cluster its own copy, ~0.75 KiB for the CA alone
+// (an RSA CA held as DER), which at 10,000 clusters is ~7.5 MiB held for
+// nothing.
 func TestSharedStringsHeldOnce(t *testing.T) {
 	ca, other := testCAData(t), testCAData(t)
 	path := filepath.Join(t.TempDir(), "clusters.yaml")
@@ -600,12 +601,14 @@ func TestSharedStringsHeldOnce(t *testing.T) {
 	cs, err := src.Clusters(context.Background())
 	require.NoError(t, err)
 	require.Len(t, cs, 3)
-	assert.Equal(t, []string{ca, ca, other}, []string{cs[0].CAData, cs[1].CAData, cs[2].CAData})
+	assert.Equal(t, []string{ca, ca, other}, []string{cs[0].CA.Data(), cs[1].CA.Data(), cs[2].CA.Data()})
 	assert.Equal(t, []string{"acme", "acme", "globex"}, []string{cs[0].Tenant, cs[1].Tenant, cs[2].Tenant})
 	assert.Equal(t, []map[string]string{{"env": "prod"}, {"env": "prod"}, {"env": "dev"}}, []map[string]string{cs[0].Labels, cs[1].Labels, cs[2].Labels})
 	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
-	assert.True(t, same(cs[0].CAData, cs[1].CAData), "one copy of a shared caData")
-	assert.False(t, same(cs[0].CAData, cs[2].CAData))
+	// A CA is a struct of one string, the bundle in its compact form.
+	caBytes := func(ca *sources.CA) string { return *(*string)(unsafe.Pointer(ca)) }
+	assert.True(t, same(caBytes(&cs[0].CA), caBytes(&cs[1].CA)), "one copy of a shared CA")
+	assert.False(t, same(caBytes(&cs[0].CA), caBytes(&cs[2].CA)))
 	assert.True(t, same(cs[0].Tenant, cs[1].Tenant), "one copy of a shared tenant")
 	assert.True(t, same(cs[0].Labels["env"], cs[1].Labels["env"]), "one copy of a shared label value")
 	sameMap := func(a, b map[string]string) bool {
