@@ -137,6 +137,9 @@ type target struct {
 	region  string
 	client  api
 	tagging taggingAPI
+	// creds are the account's assumed-role credentials (nil without a
+	// role), shared by the account's targets.
+	creds aws.CredentialsProvider
 	// cache holds the last listing's clusters by EKS name. Only a listing,
 	// under Source.mu, reads or replaces it.
 	cache map[string]cacheEntry
@@ -231,6 +234,7 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 			regions = cfg.Regions
 		}
 		creds := base.Credentials
+		var assumed aws.CredentialsProvider
 		if acct.RoleARN != "" {
 			stsClient := sts.NewFromConfig(base, func(o *sts.Options) {
 				o.Region, o.Retryer, o.APIOptions = regions[0], newRetryer(), apiOptions
@@ -244,6 +248,7 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 					o.ExternalID = aws.String(acct.ExternalID)
 				}
 			}))
+			assumed = creds
 		}
 		for _, region := range regions {
 			// Both clients of a target share the credentials, region,
@@ -260,7 +265,7 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 					o.BaseEndpoint = aws.String(cfg.TaggingEndpoint)
 				}
 			})
-			s.targets = append(s.targets, &target{account: acct, region: region, client: client, tagging: tagging})
+			s.targets = append(s.targets, &target{account: acct, region: region, client: client, tagging: tagging, creds: assumed})
 		}
 	}
 	return s, nil
@@ -280,6 +285,9 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 	defer s.mu.Unlock()
 	results := make([]targetResult, len(s.targets))
 	errs := make([]error, len(s.targets))
+	if !s.assumeRoles(ctx, errs) {
+		return nil, s.failure(ctx, errs)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for i, t := range s.targets {
 		g.Go(func() error {
@@ -331,6 +339,30 @@ func (s *Source) failure(ctx context.Context, errs []error) error {
 		return errors.New("listing failed")
 	}
 	return errors.Join(real...)
+}
+
+// assumeRoles assumes each account's role once, through the first of its
+// targets, before its regions list: a denied role is one AssumeRole call
+// and one error, not one of each per region racing for the credentials
+// cache. It records each failure in errs and reports whether all
+// succeeded. Credentials still valid come from the cache, with no call.
+func (s *Source) assumeRoles(ctx context.Context, errs []error) bool {
+	g, gctx := errgroup.WithContext(ctx)
+	seen := map[string]bool{}
+	for i, t := range s.targets {
+		if t.creds == nil || seen[t.account.ID] {
+			continue
+		}
+		seen[t.account.ID] = true
+		g.Go(func() error {
+			if _, err := t.creds.Retrieve(gctx); err != nil {
+				errs[i] = fmt.Errorf("account %s region %s: assume role %s: %w", t.account.ID, t.region, t.account.RoleARN, err)
+				return errs[i]
+			}
+			return nil
+		})
+	}
+	return g.Wait() == nil
 }
 
 // listTarget lists one account and region: every page of names and every
