@@ -39,7 +39,7 @@ func (t *Trigger) watchSecrets(wake chan<- struct{}) func() {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			if _, ok := obj.(*corev1.Secret); !ok || t.selected(obj) {
+			if _, ok := secretOf(obj); !ok || t.selected(obj) {
 				signal() // a Secret whose last state is unknown may have been ours
 			}
 		},
@@ -55,20 +55,46 @@ func (t *Trigger) watchSecrets(wake chan<- struct{}) func() {
 	}
 }
 
+// secretView is what the trigger reads of a cluster Secret in the
+// shared informer's cache: a *corev1.Secret, or the compact record the
+// reconciler's cache transform keeps of it (clustersecret.Record).
+type secretView interface {
+	GetLabels() map[string]string
+	// Value returns the data value of key, "" if absent; the record keeps
+	// those of watchedKeys.
+	Value(key string) string
+}
+
+// fullSecret reads a *corev1.Secret as a secretView.
+type fullSecret struct{ *corev1.Secret }
+
+func (s fullSecret) Value(key string) string { return string(s.Data[key]) }
+
+// secretOf returns obj as a secretView, if it is one.
+func secretOf(obj any) (secretView, bool) {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		return fullSecret{o}, true
+	case secretView:
+		return o, true
+	}
+	return nil, false
+}
+
 // selected reports whether obj is a Secret that SecretsSelector selects.
 func (t *Trigger) selected(obj any) bool {
-	s, ok := obj.(*corev1.Secret)
-	return ok && t.owned.Matches(labels.Set(s.Labels))
+	s, ok := secretOf(obj)
+	return ok && t.owned.Matches(labels.Set(s.GetLabels()))
 }
 
 func secretChanged(oldObj, newObj any) bool {
-	o, ok1 := oldObj.(*corev1.Secret)
-	n, ok2 := newObj.(*corev1.Secret)
+	o, ok1 := secretOf(oldObj)
+	n, ok2 := secretOf(newObj)
 	if !ok1 || !ok2 {
 		return true
 	}
 	for _, k := range watchedKeys {
-		if string(o.Data[k]) != string(n.Data[k]) {
+		if o.Value(k) != n.Value(k) {
 			return true
 		}
 	}

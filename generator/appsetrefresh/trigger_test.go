@@ -26,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -132,7 +133,8 @@ func (w *world) trigger(t *testing.T, mut ...func(*Config)) *Trigger {
 		shutdown = append(shutdown, f.Shutdown)
 	}
 	if cfg.SecretsNamespace != "" {
-		f := informers.NewSharedInformerFactoryWithOptions(w.kube, 0, informers.WithNamespace(cfg.SecretsNamespace))
+		f := informers.NewSharedInformerFactoryWithOptions(w.kube, 0, informers.WithNamespace(cfg.SecretsNamespace),
+			informers.WithTransform(clustersecret.CacheTransform)) // the reconciler's cache, as in the service
 		caches.Secrets = f.Core().V1().Secrets().Informer()
 		f.Start(ctx.Done())
 		shutdown = append(shutdown, f.Shutdown)

@@ -6,10 +6,10 @@ package clustersecret
 // instead of listing them on every pass. Three things keep that as safe as
 // a fresh LIST:
 //
-//   - CacheTransform keeps of each Secret what the plan reads by key and the
-//     digest of the content we own: the plan compares digests, and an update
-//     planned from the cache reads the full Secret from the API, plans it
-//     again from that and writes it with its resourceVersion;
+//   - CacheTransform keeps of each Secret a Record: what the plan reads by
+//     key and the digest of the content we own. The plan compares digests,
+//     and an update planned from the cache reads the full Secret from the
+//     API, plans it again from that and writes it with its resourceVersion;
 //   - the reconciler's own writes stand in for their cached versions until
 //     the informer shows them (ownWrites), so a cache that lags them plans
 //     no second create, update or delete;
@@ -19,7 +19,6 @@ package clustersecret
 //     refused.
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -38,13 +37,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 // NewInformerFactory returns the shared informer factory of the cluster
 // Secrets of namespace: its Secrets informer lists and watches only the
-// Secrets labelled argocd.argoproj.io/secret-type=cluster there, trimmed by
+// Secrets labelled argocd.argoproj.io/secret-type=cluster there, kept as Records by
 // CacheTransform. The reconciler (WithInformer) and the ApplicationSet
 // refresh trigger read that one cache. There is no periodic resync of the
 // informer: the reconciler's own Resync compares the cache with what it
@@ -61,18 +59,21 @@ type Option func(*Reconciler) error
 
 // WithInformer makes the reconciler read the cluster Secrets of its
 // namespace from inf, a shared informer of the Secrets labelled
-// argocd.argoproj.io/secret-type=cluster in that namespace (trimmed by
+// argocd.argoproj.io/secret-type=cluster in that namespace (kept as Records by
 // CacheTransform, or not), instead of listing them on every pass. The
 // caller starts the informer; Run waits for its sync, and a pass before it
 // writes nothing.
 func WithInformer(inf cache.SharedIndexInformer) Option {
 	return func(r *Reconciler) error {
-		src := &informerSource{inf: inf, lister: corev1listers.NewSecretLister(inf.GetIndexer()).Secrets(r.cfg.Namespace)}
+		src := &informerSource{inf: inf, namespace: r.cfg.Namespace}
 		r.own.observed = &src.observed
 		see := func(obj any, deleted bool) {
 			src.observed.see(obj)
-			if s, ok := obj.(*corev1.Secret); ok {
-				r.own.shown(s, deleted)
+			switch o := obj.(type) {
+			case *Record:
+				r.own.shown(o, deleted)
+			case *corev1.Secret: // an informer without CacheTransform
+				r.own.shown(&Record{Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion}, deleted)
 			}
 		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -92,9 +93,10 @@ type secretSource interface {
 	// synced reports whether list reflects the API server (a cache that
 	// has not completed its first listing does not).
 	synced() bool
-	// list returns the cluster Secrets, which must not be modified, and a
-	// resourceVersion that they reflect at least ("" if unknown).
-	list(ctx context.Context) ([]*corev1.Secret, string, error)
+	// list returns the Records of the cluster Secrets, which must not be
+	// modified, and a resourceVersion that they reflect at least ("" if
+	// unknown).
+	list(ctx context.Context) ([]*Record, string, error)
 }
 
 var clusterSecrets = labels.SelectorFromSet(labels.Set{LabelSecretType: "cluster"})
@@ -107,22 +109,22 @@ type apiSource struct {
 
 func (apiSource) synced() bool { return true }
 
-func (a apiSource) list(ctx context.Context) ([]*corev1.Secret, string, error) {
+func (a apiSource) list(ctx context.Context) ([]*Record, string, error) {
 	l, err := a.secrets.List(ctx, metav1.ListOptions{LabelSelector: clusterSecrets.String()})
 	if err != nil {
 		return nil, "", fmt.Errorf("list cluster secrets in %s: %w", a.namespace, err)
 	}
-	out := make([]*corev1.Secret, len(l.Items))
+	out := make([]*Record, len(l.Items))
 	for i := range l.Items {
-		out[i] = &l.Items[i]
+		out[i] = recordOf(&l.Items[i], true)
 	}
 	return out, l.ResourceVersion, nil
 }
 
 // informerSource reads the Secrets from a shared informer's cache.
 type informerSource struct {
-	inf    cache.SharedIndexInformer
-	lister corev1listers.SecretNamespaceLister
+	inf       cache.SharedIndexInformer
+	namespace string
 	// observed is the newest resourceVersion our event handler was told of:
 	// handlers hear of an event after the cache applied it, in order.
 	observed newest
@@ -130,13 +132,29 @@ type informerSource struct {
 
 func (s *informerSource) synced() bool { return s.inf.HasSynced() }
 
-func (s *informerSource) list(context.Context) ([]*corev1.Secret, string, error) {
+// list returns the Records of the cache; an informer without
+// CacheTransform holds Secrets, which are read as Secrets from the API.
+func (s *informerSource) list(context.Context) ([]*Record, string, error) {
 	rv := s.observed.get() // first: the cache is at least as new as rv then
-	l, err := s.lister.List(clusterSecrets)
+	var out []*Record
+	var bad any
+	err := cache.ListAllByNamespace(s.inf.GetIndexer(), s.namespace, clusterSecrets, func(obj any) {
+		switch o := obj.(type) {
+		case *Record:
+			out = append(out, o)
+		case *corev1.Secret:
+			out = append(out, recordOf(o, true))
+		default:
+			bad = obj
+		}
+	})
+	if err == nil && bad != nil {
+		err = fmt.Errorf("unexpected %T", bad)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("read cluster secrets from the cache: %w", err)
 	}
-	return l, rv, nil
+	return out, rv, nil
 }
 
 // newest keeps the newest resourceVersion it sees.
@@ -190,9 +208,9 @@ type ownWrites struct {
 }
 
 type ownWrite struct {
-	// secret is the Secret as the API returned it, trimmed by
-	// CacheTransform; nil for a delete.
-	secret *corev1.Secret
+	// secret is the Record of the Secret as the API returned it; nil for a
+	// delete.
+	secret *Record
 	// uid is the deleted Secret's.
 	uid types.UID
 	at  time.Time
@@ -203,13 +221,13 @@ func (w *ownWrites) wrote(s *corev1.Secret) {
 	if s == nil || s.Name == "" {
 		return
 	}
-	t, _ := CacheTransform(s) // s is ours: it may be trimmed in place
+	rec := recordOf(s, false)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.observed != nil && atLeast(w.observed.get(), s.ResourceVersion) {
 		return // the watch event came before the response (then shown saw no write)
 	}
-	w.put(s.Name, ownWrite{secret: t.(*corev1.Secret), at: time.Now()})
+	w.put(s.Name, ownWrite{secret: rec, at: time.Now()})
 }
 
 // deleted records the delete of the Secret name of UID uid.
@@ -231,7 +249,7 @@ func (w *ownWrites) put(name string, o ownWrite) {
 // cache's version of the Secret, or its last version if deleted. (A pass
 // forgets the writes the cache shows too; this keeps the cache and our
 // writes from holding the same Secrets twice until then.)
-func (w *ownWrites) shown(s *corev1.Secret, deleted bool) {
+func (w *ownWrites) shown(s *Record, deleted bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o, ok := w.m[s.Name]
@@ -244,7 +262,7 @@ func (w *ownWrites) shown(s *corev1.Secret, deleted bool) {
 
 // shownBy reports whether cached, the cache's version of the Secret,
 // already shows the write.
-func (o ownWrite) shownBy(cached *corev1.Secret) bool {
+func (o ownWrite) shownBy(cached *Record) bool {
 	if o.secret == nil {
 		return cached.UID != o.uid // deleted, and since re-created by someone
 	}
@@ -254,27 +272,26 @@ func (o ownWrite) shownBy(cached *corev1.Secret) bool {
 // view returns the Secrets of cur (read from the cache, which is at least
 // as new as observed) with our writes that the cache does not show yet in
 // place of their cached versions. Writes the cache shows, or that are older
-// than ownWriteTTL, are forgotten. The Secrets are shallow copies: their
-// maps must not be modified.
-func (w *ownWrites) view(cur []*corev1.Secret, observed string) []corev1.Secret {
+// than ownWriteTTL, are forgotten. The Records must not be modified.
+func (w *ownWrites) view(cur []*Record, observed string) []*Record {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	out := make([]corev1.Secret, 0, len(cur)+len(w.m))
+	out := make([]*Record, 0, len(cur)+len(w.m))
 	inCache := make(map[string]bool, len(w.m))
 	for _, s := range cur {
 		o, ok := w.m[s.Name]
 		if !ok {
-			out = append(out, *s)
+			out = append(out, s)
 			continue
 		}
 		inCache[s.Name] = true
 		switch {
 		case o.shownBy(s) || now.Sub(o.at) > ownWriteTTL:
 			delete(w.m, s.Name)
-			out = append(out, *s)
+			out = append(out, s)
 		case o.secret != nil:
-			out = append(out, *o.secret)
+			out = append(out, o.secret)
 		} // else: our delete, not shown yet: the Secret is gone
 	}
 	for name, o := range w.m {
@@ -288,29 +305,24 @@ func (w *ownWrites) view(cur []*corev1.Secret, observed string) []corev1.Secret 
 			delete(w.m, name)
 			continue
 		}
-		out = append(out, *o.secret)
+		out = append(out, o.secret)
 	}
 	return out
 }
 
-// The trimmed Secrets of the cache.
+// The Records of the cache.
 //
-// The cache keeps of each Secret only what the plan and the ApplicationSet
-// refresh trigger read by key (cachedLabels, cachedAnnotations, cachedData)
-// and, under contentKey, the digest of the content we own (ownedDigest).
-// The plan compares that digest with the digest of the desired Secret; an
-// update planned from a trimmed Secret reads the full Secret from the API
-// and is computed again from it (update), and a trimmed Secret is never
-// written.
+// The cache keeps of each Secret only a Record: what the plan and the
+// ApplicationSet refresh trigger read by key (cachedLabels,
+// cachedAnnotations, cachedData) and the digest of the content we own
+// (ownedDigest). The plan compares that digest with the digest of the
+// desired Secret; an update planned from a Record of the cache reads the
+// full Secret from the API and is computed again from it (update): a
+// Record is never written.
 
-// contentKey is the data key under which a trimmed Secret holds the digest
-// of its owned content. A NUL byte is not allowed in a data key: no Secret
-// of the API has it, and none with it is written.
-const contentKey = "\x00content"
-
-// cachedLabels, cachedAnnotations and cachedData are the keys a trimmed
-// Secret keeps, when set: what Plan, Owned and the countdown read, the data
-// of clash detection (server) and what the refresh trigger compares (name,
+// cachedLabels, cachedAnnotations and cachedData are the keys a Record
+// keeps, when set: what Plan, Owned and the countdown read, the data of
+// clash detection (server) and what the refresh trigger compares (name,
 // server, project), and its selector's labels.
 var (
 	cachedLabels      = []string{LabelSecretType, LabelManagedBy, LabelOwner, LabelSource, LabelPin}
@@ -326,40 +338,20 @@ var (
 		AnnotationMissingSince, AnnotationMissingListings, AnnotationMissingListing}
 )
 
-// CacheTransform trims a cluster Secret for an informer cache (a
-// cache.TransformFunc): it keeps name, namespace, uid, resourceVersion,
+// CacheTransform turns a cluster Secret into its Record for an informer
+// cache (a cache.TransformFunc): name, namespace, uid, resourceVersion,
 // the labels, annotations and data values the reconciler and the refresh
-// trigger read by key, and the digest of the content we own under
-// contentKey; it drops the rest (managedFields, config with its CA data and
-// bearer token, the labels and annotations propagated from the cluster,
-// people's additions). The cache then holds no credential. It is
-// idempotent and changes obj in place, as client-go allows; the maps of a
-// trimmed Secret may be shared with other Secrets and must not be modified.
+// trigger read by key, and the digest of the content we own. The rest
+// (managedFields, config with its CA data and bearer token, the labels and
+// annotations propagated from the cluster, people's additions) is dropped:
+// the cache holds no credential. It is idempotent; anything but a Secret
+// is returned as it is.
 func CacheTransform(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
-	if !ok || trimmed(s) {
+	if !ok {
 		return obj, nil
 	}
-	sum := ownedDigest(s)
-	s.ManagedFields = nil
-	s.Namespace, s.Type = intern(s.Namespace), corev1.SecretType(intern(string(s.Type)))
-	s.Labels = labelSets.get(keep(s.Labels, cachedLabels, true))
-	s.Annotations = keep(s.Annotations, cachedAnnotations, false)
-	data := make(map[string][]byte, len(cachedData)+1)
-	for _, k := range cachedData {
-		if v, ok := s.Data[k]; ok {
-			data[k] = v
-		}
-	}
-	data[contentKey] = sum
-	s.Data = data
-	return s, nil
-}
-
-// trimmed reports whether s is a Secret as CacheTransform left it.
-func trimmed(s *corev1.Secret) bool {
-	_, ok := s.Data[contentKey]
-	return ok
+	return recordOf(s, false), nil
 }
 
 // keep returns the entries of m at keys (nil if none), with the keys of
@@ -383,7 +375,7 @@ func keep(m map[string]string, keys []string, internValues bool) map[string]stri
 
 func intern(s string) string { return unique.Make(s).Value() }
 
-// labelSets shares the label maps of trimmed Secrets: thousands of our
+// labelSets shares the label maps of Records: thousands of our
 // Secrets carry the same few (secret-type, managed-by, owner, source).
 var labelSets = sharedMaps{max: 4096}
 
@@ -501,59 +493,21 @@ func appendField(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// onFull returns full, the Secret as read from the API, with the changes
-// from old to next applied: old and next are trimmed Secrets (next planned
-// from old, a countdown), and full must be the version old was trimmed from
-// (nil otherwise: it changed since the plan, and the next pass decides).
-func onFull(old, next, full *corev1.Secret) *corev1.Secret {
-	if full.UID != old.UID || full.ResourceVersion != old.ResourceVersion || trimmed(full) {
+// onFresh returns fresh, the Secret as read from the API, with the prune
+// countdown annotations set to countdown (none: cleared), if fresh is still
+// the version old was read from; nil otherwise (it changed since the plan,
+// and the next pass decides).
+func onFresh(old *Record, countdown map[string]string, fresh *corev1.Secret) *corev1.Secret {
+	if fresh.UID != old.UID || fresh.ResourceVersion != old.ResourceVersion {
 		return nil
 	}
-	out := full.DeepCopy()
-	out.Labels = replay(out.Labels, old.Labels, next.Labels)
-	out.Annotations = replay(out.Annotations, old.Annotations, next.Annotations)
-	for k := range mapsKeys(old.Data, next.Data) {
-		if k == contentKey {
-			continue
-		}
-		switch v, ok := next.Data[k]; {
-		case !ok:
-			delete(out.Data, k)
-		case !bytes.Equal(v, old.Data[k]):
-			if out.Data == nil {
-				out.Data = map[string][]byte{}
-			}
-			out.Data[k] = v
-		}
+	out := fresh.DeepCopy()
+	for _, k := range countdownAnnotations {
+		delete(out.Annotations, k)
 	}
-	return out
-}
-
-// replay applies to m the changes from old to next.
-func replay(m, old, next map[string]string) map[string]string {
-	for k := range mapsKeys(old, next) {
-		v, ok := next[k]
-		switch ov, had := old[k]; {
-		case !ok:
-			delete(m, k)
-		case !had || ov != v:
-			if m == nil {
-				m = map[string]string{}
-			}
-			m[k] = v
-		}
+	if len(countdown) > 0 && out.Annotations == nil {
+		out.Annotations = map[string]string{}
 	}
-	return m
-}
-
-// mapsKeys returns the keys of a and b.
-func mapsKeys[V any](a, b map[string]V) map[string]bool {
-	out := make(map[string]bool, len(a)+len(b))
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
+	maps.Copy(out.Annotations, countdown)
 	return out
 }

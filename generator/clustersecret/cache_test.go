@@ -56,22 +56,26 @@ func caughtUp(t testing.TB, r *Reconciler) {
 	}
 	admin, err := kubernetes.NewForConfig(restConfig)
 	require.NoError(t, err)
-	versions := func(ss []*corev1.Secret) map[string]string {
+	versions := func(ss []metav1.Object) map[string]string {
 		out := map[string]string{}
 		for _, s := range ss {
-			out[s.Name] = s.ResourceVersion
+			out[s.GetName()] = s.GetResourceVersion()
 		}
 		return out
 	}
 	require.Eventually(t, func() bool {
 		l, err := admin.CoreV1().Secrets(r.cfg.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: clusterSecrets.String()})
 		require.NoError(t, err)
-		server := make([]*corev1.Secret, len(l.Items))
+		server := make([]metav1.Object, len(l.Items))
 		for i := range l.Items {
 			server[i] = &l.Items[i]
 		}
-		cached, err := src.lister.List(clusterSecrets)
+		recs, _, err := src.list(context.Background())
 		require.NoError(t, err)
+		cached := make([]metav1.Object, len(recs))
+		for i, rec := range recs {
+			cached[i] = rec
+		}
 		return assert.ObjectsAreEqual(versions(server), versions(cached))
 	}, 10*time.Second, 5*time.Millisecond, "the cache catches up with the API server")
 }
@@ -225,7 +229,7 @@ func TestCacheThatLagsOurWrites(t *testing.T) {
 	ch, err := r.Pass(ctx)
 	require.NoError(t, err)
 	require.Len(t, ch.Create, 3)
-	cached, err := r.src.(*informerSource).lister.List(clusterSecrets)
+	cached, _, err := r.src.(*informerSource).list(ctx)
 	require.NoError(t, err)
 	require.Empty(t, cached, "the cache does not show our creates")
 	assert.Equal(t, 3, again(r).Unchanged, "our creates stand in for the cache")
@@ -257,7 +261,8 @@ func TestCacheThatLagsOurWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ch.Update, 1)
 	require.Equal(t, "countdown", ch.Update[0].Reason)
-	require.True(t, trimmed(ch.Update[0].New), "planned from the cache")
+	require.Nil(t, ch.Update[0].Old.Full(), "planned from the cache")
+	require.Nil(t, ch.Update[0].New, "planned from the cache")
 	got := e.get(sn("b"))
 	assert.Contains(t, got.Annotations, AnnotationMissingSince, "the countdown is written")
 	assert.Equal(t, config, string(got.Data["config"]), "with the full config, not the cache's digest")
@@ -344,23 +349,23 @@ func TestCacheTransform(t *testing.T) {
 			sum := ownedDigest(tc.in)
 			out, err := CacheTransform(tc.in)
 			require.NoError(t, err)
-			s := out.(*corev1.Secret)
-			assert.True(t, trimmed(s))
-			assert.Nil(t, s.ManagedFields)
-			assert.Equal(t, metav1.ObjectMeta{Name: "s", UID: "u1", ResourceVersion: "7", Labels: tc.labels,
-				Annotations: map[string]string{AnnotationCluster: "a", AnnotationClusterID: "a-id", AnnotationMissingListings: "1"}}, s.ObjectMeta)
-			assert.Equal(t, map[string][]byte{"server": []byte("https://x.example.com"), "name": []byte("a"), contentKey: sum}, s.Data,
-				"no config: no credential in the cache")
+			s := out.(*Record)
+			assert.Equal(t, &Record{Name: "s", UID: "u1", ResourceVersion: "7", labels: tc.labels, cluster: "a", clusterID: "a-id",
+				countdown: map[string]string{AnnotationMissingListings: "1"}, name: "a", server: "https://x.example.com",
+				digest: [32]byte(sum)}, s, "no config: no credential in the cache")
+			assert.Equal(t, map[string]string{AnnotationCluster: "a", AnnotationClusterID: "a-id", AnnotationMissingListings: "1"}, s.GetAnnotations())
+			assert.Equal(t, "https://x.example.com", s.Value("server"))
+			assert.Empty(t, s.Value("config"))
 
-			again, err := CacheTransform(s.DeepCopy())
+			again, err := CacheTransform(s)
 			require.NoError(t, err)
-			assert.Equal(t, s, again, "idempotent")
+			assert.Same(t, s, again, "idempotent")
 		})
 	}
 	t.Run("label maps are shared", func(t *testing.T) {
 		a, _ := CacheTransform(secret(true))
 		b, _ := CacheTransform(secret(true))
-		assert.Equal(t, reflect.ValueOf(a.(*corev1.Secret).Labels).Pointer(), reflect.ValueOf(b.(*corev1.Secret).Labels).Pointer())
+		assert.Equal(t, reflect.ValueOf(a.(*Record).GetLabels()).Pointer(), reflect.ValueOf(b.(*Record).GetLabels()).Pointer())
 	})
 	t.Run("not a Secret", func(t *testing.T) {
 		tomb := cache.DeletedFinalStateUnknown{Key: "ns/s"}
@@ -409,55 +414,55 @@ func TestOwnedDigest(t *testing.T) {
 			cur := want.DeepCopy()
 			tc.edit(cur)
 			assert.Equal(t, tc.same, sameContent(cur, merge(cur, want)), "merge changes nothing")
+			assert.Equal(t, tc.same, upToDate(recordOf(cur, true), want), "the full Record agrees")
 			cached, err := CacheTransform(cur.DeepCopy())
 			require.NoError(t, err)
-			c := cached.(*corev1.Secret)
-			assert.Equal(t, tc.same, upToDate(c, want, merge(c, want)), "the cache agrees")
+			assert.Equal(t, tc.same, upToDate(cached.(*Record), want), "the cache agrees")
 		})
 	}
 	t.Run("a desired key the digest does not cover", func(t *testing.T) {
 		w := want.DeepCopy()
 		w.Labels["unlisted"] = "x"
 		cached, _ := CacheTransform(w.DeepCopy())
-		c := cached.(*corev1.Secret)
-		assert.False(t, upToDate(c, w, merge(c, w)), "never up to date in the cache: the update compares in full")
+		assert.False(t, upToDate(cached.(*Record), w), "never up to date in the cache: the update compares in full")
 	})
 }
 
-func TestOnFull(t *testing.T) {
+func TestOnFresh(t *testing.T) {
 	full := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", UID: "u1", ResourceVersion: "7",
 		Labels: map[string]string{LabelManagedBy: ManagedByValue, "env": "prod"}, Annotations: map[string]string{AnnotationMissingSince: "t0", "note": "n"}},
 		Data: map[string][]byte{"config": []byte(`{"bearerToken":"t"}`), "server": []byte("https://x")}}
 	cached, _ := CacheTransform(full.DeepCopy())
-	old := cached.(*corev1.Secret)
-	counted := withCountdown(old, Pending{Missed: 1, Since: time.Unix(0, 0)}, time.Unix(1, 0))
+	old := cached.(*Record)
+	counted := countdownOf(Pending{Missed: 1, Since: time.Unix(0, 0)}, time.Unix(1, 0))
 	var cleared Changes
 	clearCountdown(&cleared, old)
 	require.Len(t, cleared.Update, 1)
+	require.Nil(t, cleared.Update[0].New, "planned from the cache: nothing to write yet")
 	for _, tc := range []struct {
-		name string
-		next *corev1.Secret
-		full func() *corev1.Secret
-		want map[string]string // annotations; nil: not written
+		name      string
+		countdown map[string]string
+		full      func() *corev1.Secret
+		want      map[string]string // annotations; nil: not written
 	}{
 		{"countdown, same version", counted, func() *corev1.Secret { return full }, map[string]string{"note": "n",
 			AnnotationMissingSince: "1970-01-01T00:00:00Z", AnnotationMissingListings: "1", AnnotationMissingListing: "1970-01-01T00:00:01Z"}},
-		{"countdown cleared", cleared.Update[0].New, func() *corev1.Secret { return full }, map[string]string{"note": "n"}},
+		{"countdown cleared", cleared.Update[0].Countdown, func() *corev1.Secret { return full }, map[string]string{"note": "n"}},
 		{"changed since", counted, func() *corev1.Secret { s := full.DeepCopy(); s.ResourceVersion = "8"; return s }, nil},
 		{"re-created", counted, func() *corev1.Secret { s := full.DeepCopy(); s.UID = "u2"; return s }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := onFull(old, tc.next, tc.full())
+			before := full.DeepCopy()
+			out := onFresh(old, tc.countdown, tc.full())
+			assert.Equal(t, before, full, "the Secret read is not changed")
 			if tc.want == nil {
 				assert.Nil(t, out)
 				return
 			}
 			require.NotNil(t, out)
-			assert.False(t, trimmed(out))
 			assert.Equal(t, full.Data, out.Data, "the full data")
 			assert.Equal(t, full.Labels, out.Labels, "the full labels")
 			assert.Equal(t, tc.want, out.Annotations)
-			assert.True(t, trimmed(tc.next), "next is not changed")
 		})
 	}
 }
@@ -466,10 +471,11 @@ func TestOwnWritesView(t *testing.T) {
 	secret := func(name, rv string, uid types.UID) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv, UID: uid}}
 	}
+	rec := func(name, rv string, uid types.UID) *Record { return recordOf(secret(name, rv, uid), false) }
 	for _, tc := range []struct {
 		name     string
 		record   func(w *ownWrites)
-		cache    []*corev1.Secret
+		cache    []*Record
 		observed string
 		want     map[string]string // name → resourceVersion seen by the plan
 		kept     int               // writes still remembered
@@ -477,27 +483,27 @@ func TestOwnWritesView(t *testing.T) {
 		{name: "create not shown yet", record: func(w *ownWrites) { w.wrote(secret("a", "10", "u")) },
 			observed: "9", want: map[string]string{"a": "10"}, kept: 1},
 		{name: "create shown", record: func(w *ownWrites) { w.wrote(secret("a", "10", "u")) },
-			cache: []*corev1.Secret{secret("a", "10", "u")}, observed: "10", want: map[string]string{"a": "10"}},
+			cache: []*Record{rec("a", "10", "u")}, observed: "10", want: map[string]string{"a": "10"}},
 		{name: "create shown, then deleted by someone", record: func(w *ownWrites) { w.wrote(secret("a", "10", "u")) },
 			observed: "11", want: map[string]string{}},
 		{name: "update not shown yet", record: func(w *ownWrites) { w.wrote(secret("a", "10", "u")) },
-			cache: []*corev1.Secret{secret("a", "5", "u")}, observed: "9", want: map[string]string{"a": "10"}, kept: 1},
+			cache: []*Record{rec("a", "5", "u")}, observed: "9", want: map[string]string{"a": "10"}, kept: 1},
 		{name: "update shown, then changed by someone", record: func(w *ownWrites) { w.wrote(secret("a", "10", "u")) },
-			cache: []*corev1.Secret{secret("a", "12", "u")}, observed: "12", want: map[string]string{"a": "12"}},
+			cache: []*Record{rec("a", "12", "u")}, observed: "12", want: map[string]string{"a": "12"}},
 		{name: "delete not shown yet", record: func(w *ownWrites) { w.deleted("a", "u") },
-			cache: []*corev1.Secret{secret("a", "5", "u"), secret("b", "6", "v")}, observed: "9", want: map[string]string{"b": "6"}, kept: 1},
+			cache: []*Record{rec("a", "5", "u"), rec("b", "6", "v")}, observed: "9", want: map[string]string{"b": "6"}, kept: 1},
 		{name: "delete shown", record: func(w *ownWrites) { w.deleted("a", "u") },
 			observed: "9", want: map[string]string{}},
 		{name: "deleted, then re-created by someone", record: func(w *ownWrites) { w.deleted("a", "u") },
-			cache: []*corev1.Secret{secret("a", "15", "u2")}, observed: "15", want: map[string]string{"a": "15"}},
+			cache: []*Record{rec("a", "15", "u2")}, observed: "15", want: map[string]string{"a": "15"}},
 		{name: "versions that do not compare: equal only", record: func(w *ownWrites) { w.wrote(secret("a", "x10", "u")) },
-			cache: []*corev1.Secret{secret("a", "x9", "u")}, observed: "x9", want: map[string]string{"a": "x10"}, kept: 1},
+			cache: []*Record{rec("a", "x9", "u")}, observed: "x9", want: map[string]string{"a": "x10"}, kept: 1},
 		{name: "expired", record: func(w *ownWrites) {
 			w.wrote(secret("a", "10", "u"))
 			o := w.m["a"]
 			o.at = time.Now().Add(-2 * ownWriteTTL)
 			w.m["a"] = o
-		}, cache: []*corev1.Secret{secret("a", "5", "u")}, want: map[string]string{"a": "5"}},
+		}, cache: []*Record{rec("a", "5", "u")}, want: map[string]string{"a": "5"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var w ownWrites
@@ -517,21 +523,22 @@ func TestOwnWritesShown(t *testing.T) {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: rv, UID: uid}}
 	}
 	wrote := func(w *ownWrites) { w.wrote(secret("10", "u")) }
+	rec := func(rv string, uid types.UID) *Record { return recordOf(secret(rv, uid), false) }
 	deleted := func(w *ownWrites) { w.deleted("a", "u") }
 	for _, tc := range []struct {
 		name      string
 		record    func(w *ownWrites)
-		event     *corev1.Secret
+		event     *Record
 		deleted   bool
 		forgotten bool
 	}{
-		{"an older version of the written Secret", wrote, secret("9", "u"), false, false},
-		{"the written version", wrote, secret("10", "u"), false, true},
-		{"a later version", wrote, secret("11", "u"), false, true},
-		{"the written Secret deleted since", wrote, secret("12", "u"), true, true},
-		{"the deleted Secret, before the delete", deleted, secret("9", "u"), false, false},
-		{"the delete", deleted, secret("9", "u"), true, true},
-		{"re-created by someone", deleted, secret("15", "u2"), false, true},
+		{"an older version of the written Secret", wrote, rec("9", "u"), false, false},
+		{"the written version", wrote, rec("10", "u"), false, true},
+		{"a later version", wrote, rec("11", "u"), false, true},
+		{"the written Secret deleted since", wrote, rec("12", "u"), true, true},
+		{"the deleted Secret, before the delete", deleted, rec("9", "u"), false, false},
+		{"the delete", deleted, rec("9", "u"), true, true},
+		{"re-created by someone", deleted, rec("15", "u2"), false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var w ownWrites

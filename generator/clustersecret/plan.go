@@ -52,9 +52,10 @@ type PruneOptions struct {
 type Input struct {
 	// Desired Secrets of the served clusters (in the selection).
 	Desired []Desired
-	// Current holds every cluster Secret of the namespace, ours or not, as
-	// read from the API or trimmed by CacheTransform.
-	Current []corev1.Secret
+	// Current holds the Record of every cluster Secret of the namespace,
+	// ours or not, as read from the API (with the full Secret) or kept by
+	// the cache (CacheTransform).
+	Current []*Record
 	// Snapshot tells which clusters are served, listed, or confirmed
 	// departed, and which sources completed their latest listing.
 	Snapshot *inventory.Snapshot
@@ -78,15 +79,19 @@ type Input struct {
 // its ID.
 func Identity(source, id string) string { return source + "/" + id }
 
-// Update replaces Old by New. When Old is trimmed (CacheTransform), New is
-// too, and is not written as it is: the reconciler reads the Secret from
-// the API and applies Want (a content update) or the change from Old to
-// New (a countdown) to it.
+// Update changes the Secret of Old. When Old holds the full Secret (read
+// from the API), New is the Secret to write; when Old comes from the cache,
+// New is nil: the reconciler reads the Secret from the API and applies
+// Want (a content update) or Countdown (a countdown) to it.
 type Update struct {
-	Old, New *corev1.Secret
+	Old *Record
+	New *corev1.Secret
 	// Want is the desired Secret a content update merged in (nil for a
 	// countdown), to merge again into a fresh copy on a conflict.
 	Want *corev1.Secret
+	// Countdown, for a countdown, is the prune countdown annotations the
+	// Secret gets (none: the countdown is cleared).
+	Countdown map[string]string
 	// Reason is "content" or "countdown".
 	Reason string
 }
@@ -117,8 +122,8 @@ type Pending struct {
 type Changes struct {
 	Create  []*corev1.Secret
 	Update  []Update
-	Delete  []*corev1.Secret
-	Blocked []*corev1.Secret
+	Delete  []*Record
+	Blocked []*Record
 	Clashes []Clash
 	Pending []Pending
 	// Unchanged counts our Secrets that need no write.
@@ -156,24 +161,23 @@ func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.De
 // server, and never while its cluster is listed in any form.
 func Plan(in Input) Changes {
 	var ch Changes
-	owned := map[string]*corev1.Secret{}
-	byIdentity := map[string]*corev1.Secret{}
-	byLegacyName := map[string]*corev1.Secret{}
-	foreignByName := map[string]*corev1.Secret{}
-	foreignByServer := map[string]*corev1.Secret{}
-	for i := range in.Current {
-		s := &in.Current[i]
-		if Owned(s, in.OwnerID) {
+	owned := map[string]*Record{}
+	byIdentity := map[string]*Record{}
+	byLegacyName := map[string]*Record{}
+	foreignByName := map[string]*Record{}
+	foreignByServer := map[string]*Record{}
+	for _, s := range in.Current {
+		if s.owned(in.OwnerID) {
 			owned[s.Name] = s
-			if id := s.Annotations[AnnotationClusterID]; id != "" {
-				byIdentity[Identity(s.Labels[LabelSource], id)] = s
+			if id := s.clusterID; id != "" {
+				byIdentity[Identity(s.Label(LabelSource), id)] = s
 			} else {
-				byLegacyName[Identity(s.Labels[LabelSource], s.Annotations[AnnotationCluster])] = s
+				byLegacyName[Identity(s.Label(LabelSource), s.cluster)] = s
 			}
 			continue
 		}
 		foreignByName[s.Name] = s
-		if srv := strings.TrimRight(string(s.Data["server"]), "/"); srv != "" && s.Labels[LabelSecretType] == "cluster" {
+		if srv := strings.TrimRight(s.server, "/"); srv != "" && s.Label(LabelSecretType) == "cluster" {
 			foreignByServer[srv] = s
 		}
 	}
@@ -208,28 +212,31 @@ func Plan(in Input) Changes {
 			clearCountdown(&ch, cur)
 			continue
 		}
-		want = want.DeepCopy()
-		want.Name = cur.Name // in place: an upgrade or a rename keeps the Secret
-		next := merge(cur, want)
 		switch {
-		case upToDate(cur, want, next):
+		case upToDate(cur, want):
 			ch.Unchanged++
 		case in.Policy == PolicyCreateOnly:
 			ch.Unchanged++
 		default:
-			ch.Update = append(ch.Update, Update{Old: cur, New: next, Want: want, Reason: "content"})
+			want = want.DeepCopy()
+			want.Name = cur.Name // in place: an upgrade or a rename keeps the Secret
+			u := Update{Old: cur, Want: want, Reason: "content"}
+			if cur.full != nil {
+				u.New = merge(cur.full, want)
+			}
+			ch.Update = append(ch.Update, u)
 		}
 	}
 
 	listed := listedIdentities(in.Snapshot)
 	total := len(in.Current) - len(foreignByName)
-	var deletions []*corev1.Secret
+	var deletions []*Record
 	for _, name := range sortedSecretNames(owned) {
 		s := owned[name]
 		if matched[name] {
 			continue
 		}
-		cluster, source, id := s.Annotations[AnnotationCluster], s.Labels[LabelSource], s.Annotations[AnnotationClusterID]
+		cluster, source, id := s.cluster, s.Label(LabelSource), s.clusterID
 		ident := Identity(source, id)
 		if id == "" {
 			ident = ""
@@ -244,7 +251,7 @@ func Plan(in Input) Changes {
 		p := countdown(s, cluster, source, in)
 		st, configured := in.Snapshot.Source(source)
 		switch {
-		case s.Labels[LabelPin] == "true":
+		case s.Label(LabelPin) == "true":
 			p.Held = "pinned"
 		case in.Policy != PolicySync:
 			p.Held = "policy " + string(in.Policy) + " never deletes"
@@ -268,8 +275,8 @@ func Plan(in Input) Changes {
 			continue
 		}
 		ch.Pending = append(ch.Pending, p)
-		if next := withCountdown(s, p, in.Listings[source]); !sameContent(s, next) {
-			ch.Update = append(ch.Update, Update{Old: s, New: next, Reason: "countdown"})
+		if cd := countdownOf(p, in.Listings[source]); !maps.Equal(s.countdown, cd) {
+			ch.Update = append(ch.Update, countdownUpdate(s, cd))
 		} else {
 			ch.Unchanged++
 		}
@@ -303,11 +310,11 @@ func Owned(s *corev1.Secret, ownerID string) bool {
 }
 
 // countdown reads the countdown of s as it would be after this pass.
-func countdown(s *corev1.Secret, cluster, source string, in Input) Pending {
+func countdown(s *Record, cluster, source string, in Input) Pending {
 	p := Pending{Secret: s.Name, Cluster: cluster, Source: source, Needed: max(in.Prune.AfterListings, 1)}
-	since, err := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationMissingSince])
-	missed, _ := strconv.Atoi(s.Annotations[AnnotationMissingListings])
-	last, _ := time.Parse(time.RFC3339Nano, s.Annotations[AnnotationMissingListing])
+	since, err := time.Parse(time.RFC3339Nano, s.countdown[AnnotationMissingSince])
+	missed, _ := strconv.Atoi(s.countdown[AnnotationMissingListings])
+	last, _ := time.Parse(time.RFC3339Nano, s.countdown[AnnotationMissingListing])
 	listing, ok := in.Listings[source]
 	st, _ := in.Snapshot.Source(source)
 	advancing := ok && st.Synced && !st.Stale
@@ -329,27 +336,30 @@ func countdown(s *corev1.Secret, cluster, source string, in Input) Pending {
 	return p
 }
 
-func withCountdown(s *corev1.Secret, p Pending, listing time.Time) *corev1.Secret {
-	out := s.DeepCopy()
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
+// countdownOf returns the countdown annotations of p, counted at listing.
+func countdownOf(p Pending, listing time.Time) map[string]string {
+	return map[string]string{
+		AnnotationMissingSince:    p.Since.UTC().Format(time.RFC3339Nano),
+		AnnotationMissingListings: strconv.Itoa(p.Missed),
+		AnnotationMissingListing:  listing.UTC().Format(time.RFC3339Nano),
 	}
-	out.Annotations[AnnotationMissingSince] = p.Since.UTC().Format(time.RFC3339Nano)
-	out.Annotations[AnnotationMissingListings] = strconv.Itoa(p.Missed)
-	out.Annotations[AnnotationMissingListing] = listing.UTC().Format(time.RFC3339Nano)
-	return out
 }
 
-func clearCountdown(ch *Changes, s *corev1.Secret) {
-	if _, ok := s.Annotations[AnnotationMissingSince]; !ok {
+// countdownUpdate sets the countdown annotations of s to cd (none: cleared).
+func countdownUpdate(s *Record, cd map[string]string) Update {
+	u := Update{Old: s, Countdown: cd, Reason: "countdown"}
+	if s.full != nil {
+		u.New = onFresh(s, cd, s.full)
+	}
+	return u
+}
+
+func clearCountdown(ch *Changes, s *Record) {
+	if _, ok := s.countdown[AnnotationMissingSince]; !ok {
 		ch.Unchanged++
 		return
 	}
-	out := s.DeepCopy()
-	delete(out.Annotations, AnnotationMissingSince)
-	delete(out.Annotations, AnnotationMissingListings)
-	delete(out.Annotations, AnnotationMissingListing)
-	ch.Update = append(ch.Update, Update{Old: s, New: out, Reason: "countdown"})
+	ch.Update = append(ch.Update, countdownUpdate(s, nil))
 }
 
 // merge returns cur with the keys, labels and annotations we own set as in
@@ -399,19 +409,20 @@ func sameContent(a, b *corev1.Secret) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
-// upToDate reports whether cur needs no content update to want: next,
-// merge(cur, want), has the same content, or, for a trimmed cur, the digest
-// of its owned content is want's (see ownedDigest). A desired Secret whose
-// digest does not cover all its keys is never up to date in the cache: the
-// update reads the Secret and compares it in full.
-func upToDate(cur, want, next *corev1.Secret) bool {
-	if !trimmed(cur) {
-		return sameContent(cur, next)
+// upToDate reports whether cur needs no content update to want: for a
+// Record with its full Secret, merging want into it changes nothing; for
+// one of the cache, the digest of its owned content is want's (see
+// ownedDigest). A desired Secret whose digest does not cover all its keys
+// is never up to date in the cache: the update reads the Secret and
+// compares it in full.
+func upToDate(cur *Record, want *corev1.Secret) bool {
+	if cur.full != nil {
+		return sameContent(cur.full, merge(cur.full, want))
 	}
-	return covers(want) && bytes.Equal(cur.Data[contentKey], ownedDigest(want))
+	return covers(want) && bytes.Equal(cur.digest[:], ownedDigest(want))
 }
 
-func sortedSecretNames(m map[string]*corev1.Secret) []string {
+func sortedSecretNames(m map[string]*Record) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
@@ -422,17 +433,21 @@ func sortedSecretNames(m map[string]*corev1.Secret) []string {
 
 // String summarizes changes for logs: names and counts, never content.
 func (c *Changes) String() string {
-	names := func(ss []*corev1.Secret) string {
-		var n []string
-		for _, s := range ss {
-			n = append(n, s.Name)
-		}
-		return strings.Join(n, ",")
+	var created, deleted, blocked []string
+	for _, s := range c.Create {
+		created = append(created, s.Name)
+	}
+	for _, s := range c.Delete {
+		deleted = append(deleted, s.Name)
+	}
+	for _, s := range c.Blocked {
+		blocked = append(blocked, s.Name)
 	}
 	var upd []string
 	for _, u := range c.Update {
-		upd = append(upd, u.New.Name+"("+u.Reason+")")
+		upd = append(upd, u.Old.Name+"("+u.Reason+")")
 	}
 	return fmt.Sprintf("create=[%s] update=[%s] delete=[%s] blocked=[%s] clashes=%d pending=%d unchanged=%d",
-		names(c.Create), strings.Join(upd, ","), names(c.Delete), names(c.Blocked), len(c.Clashes), len(c.Pending), c.Unchanged)
+		strings.Join(created, ","), strings.Join(upd, ","), strings.Join(deleted, ","), strings.Join(blocked, ","),
+		len(c.Clashes), len(c.Pending), c.Unchanged)
 }

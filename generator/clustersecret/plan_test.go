@@ -98,10 +98,19 @@ func countdownAt(since time.Time, missed int, listing time.Time) func(*corev1.Se
 	}
 }
 
-func names(ss []*corev1.Secret) []string {
+func names[T interface{ GetName() string }](ss []T) []string {
 	out := []string{}
 	for _, s := range ss {
-		out = append(out, s.Name)
+		out = append(out, s.GetName())
+	}
+	return out
+}
+
+// records returns the Records of ss as read from the API.
+func records(ss ...corev1.Secret) []*Record {
+	out := make([]*Record, len(ss))
+	for i := range ss {
+		out[i] = recordOf(&ss[i], true)
 	}
 	return out
 }
@@ -238,7 +247,7 @@ func TestPlan(t *testing.T) {
 				listings = map[string]time.Time{"fleet": listing2}
 			}
 			snap := snapshotWith(append([]sources.Cluster{}, tc.served...), tc.listed, tc.states...)
-			ch := Plan(Input{Desired: desired(t, tc.served...), Current: tc.current, Snapshot: snap,
+			ch := Plan(Input{Desired: desired(t, tc.served...), Current: records(tc.current...), Snapshot: snap,
 				Listings: listings, Held: tc.held, OwnerID: owner, Policy: policy, Prune: p, Now: t0})
 
 			assert.Equal(t, orEmpty(tc.want.create), names(ch.Create), "create")
@@ -292,7 +301,7 @@ func TestUpdateTouchesOnlyWhatWeOwn(t *testing.T) {
 		s.Annotations["note"] = "keep me"
 		s.Data["shard"] = []byte("2")
 	})
-	ch := Plan(Input{Desired: desired(t, after), Current: []corev1.Secret{cur}, Snapshot: snapshot([]sources.Cluster{after}),
+	ch := Plan(Input{Desired: desired(t, after), Current: records(cur), Snapshot: snapshot([]sources.Cluster{after}),
 		OwnerID: owner, Policy: PolicySync, Prune: PruneOptions{AfterListings: 3}, Now: t0})
 	require.Len(t, ch.Update, 1)
 	got := ch.Update[0].New
@@ -476,7 +485,7 @@ func TestPlanLifecycle(t *testing.T) {
 					ds = append(ds, d)
 				}
 			}
-			ch := Plan(Input{Desired: ds, Current: tc.current, Snapshot: snap, Deselected: tc.deselected,
+			ch := Plan(Input{Desired: ds, Current: records(tc.current...), Snapshot: snap, Deselected: tc.deselected,
 				Listings: map[string]time.Time{"fleet": t0}, OwnerID: owner, Policy: tc.policy, Prune: prune, Now: t0})
 			assert.Equal(t, orEmpty(tc.want.create), names(ch.Create), "create")
 			assert.Equal(t, orEmpty(tc.want.delete), names(ch.Delete), "delete")

@@ -55,7 +55,7 @@ func TestPlanBreakerLimit(t *testing.T) {
 			for i := range tc.foreign {
 				cur = append(cur, current(t, cl(fmt.Sprintf("f%02d", i)), func(s *corev1.Secret) { s.Labels[LabelOwner] = "someone-else" }))
 			}
-			ch := Plan(Input{Desired: desired(t, served...), Current: cur, Snapshot: snapshot(append([]sources.Cluster{}, served...)),
+			ch := Plan(Input{Desired: desired(t, served...), Current: records(cur...), Snapshot: snapshot(append([]sources.Cluster{}, served...)),
 				Listings: map[string]time.Time{"fleet": t0}, OwnerID: owner, Policy: PolicySync, Now: t0,
 				Prune: PruneOptions{AfterListings: 3, MaxDeletions: tc.maxDeletions, MaxDeletionsPercent: tc.maxDeletionsPercent}})
 			if tc.blocked {
@@ -98,7 +98,7 @@ func TestPlanPinOnEveryDeletePath(t *testing.T) {
 				}
 				snap := snapshot(append([]sources.Cluster{}, p.served...))
 				snap.Departed = p.departed
-				ch := Plan(Input{Current: []corev1.Secret{s}, Snapshot: snap, Deselected: p.deselected,
+				ch := Plan(Input{Current: records(s), Snapshot: snap, Deselected: p.deselected,
 					Listings: map[string]time.Time{"fleet": t0}, OwnerID: owner, Policy: PolicySync, Now: t0,
 					Prune: PruneOptions{AfterListings: 3, MaxDeletions: 5, MaxDeletionsPercent: 10}})
 				assert.Empty(t, ch.Blocked)
@@ -137,7 +137,7 @@ func TestPlanNoPruneWhileNamePresent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := snapshot(nil)
 			snap.Conflicts, snap.Duplicates = tc.conflicts, tc.duplicates
-			ch := Plan(Input{Current: []corev1.Secret{reached}, Snapshot: snap,
+			ch := Plan(Input{Current: records(reached), Snapshot: snap,
 				Listings: map[string]time.Time{"fleet": t0}, OwnerID: owner, Policy: PolicySync, Now: t0,
 				Prune: PruneOptions{AfterListings: 3, MaxDeletions: 5, MaxDeletionsPercent: 10}})
 			if tc.deleted {

@@ -466,22 +466,22 @@ func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Cl
 
 // update writes u.New; on a conflict it re-reads the Secret and, for a
 // content update, merges want into the fresh copy again. An update planned
-// from a trimmed Secret (CacheTransform) reads the Secret first: a content
-// update merges want into it, a countdown applies its change to it if it
+// from a Record of the cache (no New) reads the Secret first: a content
+// update merges want into it, a countdown sets its annotations on it if it
 // is still the version planned from; either writes nothing if nothing
 // changes, or the Secret is no longer ours for that cluster.
 func (r *Reconciler) update(ctx context.Context, u Update) error {
 	next, want := u.New, u.Want
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first || trimmed(next) {
-			fresh, err := r.secrets.Get(ctx, u.New.Name, metav1.GetOptions{})
+		if !first || next == nil {
+			fresh, err := r.secrets.Get(ctx, u.Old.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			switch {
 			case want == nil && first:
-				next = onFull(u.Old, u.New, fresh) // nil if changed since the plan: the next pass decides
+				next = onFresh(u.Old, u.Countdown, fresh) // nil if changed since the plan: the next pass decides
 			case !Owned(fresh, r.cfg.OwnerID) || want == nil || fresh.Annotations[AnnotationClusterID] != want.Annotations[AnnotationClusterID] &&
 				fresh.Annotations[AnnotationClusterID] != "":
 				next = nil // no longer ours or another cluster's, or a countdown: the next pass decides
@@ -496,9 +496,6 @@ func (r *Reconciler) update(ctx context.Context, u Update) error {
 			}
 		}
 		first = false
-		if trimmed(next) { // never: updates planned from the cache read the Secret above
-			return fmt.Errorf("refusing to write a Secret trimmed by the cache")
-		}
 		updated, err := r.secrets.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
 			r.own.wrote(updated)
@@ -509,7 +506,7 @@ func (r *Reconciler) update(ctx context.Context, u Update) error {
 	case apierrors.IsNotFound(err):
 		return nil // deleted meanwhile; the next pass recreates it
 	case err != nil:
-		return fmt.Errorf("update secret %s: %w", u.New.Name, err)
+		return fmt.Errorf("update secret %s: %w", u.Old.Name, err)
 	case next != nil:
 		r.metrics.writes.WithLabelValues("updated").Inc()
 	}
@@ -517,7 +514,7 @@ func (r *Reconciler) update(ctx context.Context, u Update) error {
 }
 
 // delete removes s only if it is still exactly the Secret the plan saw.
-func (r *Reconciler) delete(ctx context.Context, s *corev1.Secret) error {
+func (r *Reconciler) delete(ctx context.Context, s *Record) error {
 	uid, rv := s.UID, s.ResourceVersion
 	err := r.secrets.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	switch {
@@ -528,6 +525,6 @@ func (r *Reconciler) delete(ctx context.Context, s *corev1.Secret) error {
 	}
 	r.own.deleted(s.Name, uid)
 	r.metrics.writes.WithLabelValues("deleted").Inc()
-	r.logger.Info("deleted cluster Secret", "secret", s.Name, "cluster", s.Annotations[AnnotationCluster])
+	r.logger.Info("deleted cluster Secret", "secret", s.Name, "cluster", s.cluster)
 	return nil
 }

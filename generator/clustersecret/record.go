@@ -1,0 +1,180 @@
+package clustersecret
+
+import (
+	"crypto/sha256"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Record is what a pass reads of a cluster Secret: its name, namespace,
+// uid and resourceVersion, the labels, annotations and data values the plan
+// and the ApplicationSet refresh trigger read by key (cachedLabels,
+// cachedAnnotations, cachedData), and the digest of the content we own
+// (ownedDigest). CacheTransform turns the Secrets of the informer's cache
+// into Records, which hold no credential; a Record read from the API also
+// holds the full Secret (Full), which an update then starts from.
+//
+// A Record is a metav1.Object and a runtime.Object, which is what an
+// informer's store and its event handlers need; only the fields above are
+// kept, and the setters of the others do nothing. Its label map may be
+// shared with other Records: it must not be modified.
+type Record struct {
+	Name, Namespace string
+	UID             types.UID
+	ResourceVersion string
+
+	labels map[string]string
+	// cluster and clusterID are the annotations AnnotationCluster and
+	// AnnotationClusterID ("" when absent).
+	cluster, clusterID string
+	// countdown holds the prune countdown annotations that are set (nil
+	// when none is: the usual case).
+	countdown map[string]string
+	// name, server and project are the data values of those keys.
+	name, server, project string
+	digest                [sha256.Size]byte
+	// full is the Secret the Record was read from, when read from the API
+	// (nil in the cache); it must not be modified.
+	full *corev1.Secret
+}
+
+// countdownAnnotations are the annotations of a prune countdown.
+var countdownAnnotations = []string{AnnotationMissingSince, AnnotationMissingListings, AnnotationMissingListing}
+
+// recordOf returns the Record of s; with full set it holds s, which must
+// not be modified after.
+func recordOf(s *corev1.Secret, full bool) *Record {
+	r := &Record{Name: s.Name, Namespace: intern(s.Namespace), UID: s.UID, ResourceVersion: s.ResourceVersion,
+		labels:    labelSets.get(keep(s.Labels, cachedLabels, true)),
+		cluster:   s.Annotations[AnnotationCluster],
+		clusterID: s.Annotations[AnnotationClusterID],
+		countdown: keep(s.Annotations, countdownAnnotations, false),
+		name:      string(s.Data["name"]), server: string(s.Data["server"]), project: string(s.Data["project"]),
+	}
+	if r.clusterID == r.cluster { // one string for equal values
+		r.clusterID = r.cluster
+	}
+	if r.name == r.cluster {
+		r.name = r.cluster
+	}
+	copy(r.digest[:], ownedDigest(s))
+	if full {
+		r.full = s
+	}
+	return r
+}
+
+// Full returns the Secret the Record was read from, or nil if it comes
+// from the cache.
+func (r *Record) Full() *corev1.Secret { return r.full }
+
+// Label returns the label k if the Record keeps it.
+func (r *Record) Label(k string) string { return r.labels[k] }
+
+// Annotation returns the annotation k if the Record keeps it.
+func (r *Record) Annotation(k string) (string, bool) {
+	switch k {
+	case AnnotationCluster:
+		return r.cluster, r.cluster != ""
+	case AnnotationClusterID:
+		return r.clusterID, r.clusterID != ""
+	}
+	v, ok := r.countdown[k]
+	return v, ok
+}
+
+// annotation returns the annotation k, "" if absent.
+func (r *Record) annotation(k string) string {
+	v, _ := r.Annotation(k)
+	return v
+}
+
+// Value returns the data value of key "name", "server" or "project" ("" for
+// another key, or if absent).
+func (r *Record) Value(k string) string {
+	switch k {
+	case "name":
+		return r.name
+	case "server":
+		return r.server
+	case "project":
+		return r.project
+	}
+	return ""
+}
+
+// owned reports whether r carries our managed-by label and owner id.
+func (r *Record) owned(ownerID string) bool {
+	return r.labels[LabelManagedBy] == ManagedByValue && r.labels[LabelOwner] == ownerID && ownerID != ""
+}
+
+// The metav1.Object of a Record.
+
+func (r *Record) GetNamespace() string                          { return r.Namespace }
+func (r *Record) SetNamespace(ns string)                        { r.Namespace = ns }
+func (r *Record) GetName() string                               { return r.Name }
+func (r *Record) SetName(name string)                           { r.Name = name }
+func (r *Record) GetGenerateName() string                       { return "" }
+func (r *Record) SetGenerateName(string)                        {}
+func (r *Record) GetUID() types.UID                             { return r.UID }
+func (r *Record) SetUID(uid types.UID)                          { r.UID = uid }
+func (r *Record) GetResourceVersion() string                    { return r.ResourceVersion }
+func (r *Record) SetResourceVersion(v string)                   { r.ResourceVersion = v }
+func (r *Record) GetGeneration() int64                          { return 0 }
+func (r *Record) SetGeneration(int64)                           {}
+func (r *Record) GetSelfLink() string                           { return "" }
+func (r *Record) SetSelfLink(string)                            {}
+func (r *Record) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
+func (r *Record) SetCreationTimestamp(metav1.Time)              {}
+func (r *Record) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (r *Record) SetDeletionTimestamp(*metav1.Time)             {}
+func (r *Record) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (r *Record) SetDeletionGracePeriodSeconds(*int64)          {}
+func (r *Record) GetLabels() map[string]string                  { return r.labels }
+func (r *Record) SetLabels(l map[string]string)                 { r.labels = l }
+func (r *Record) GetFinalizers() []string                       { return nil }
+func (r *Record) SetFinalizers([]string)                        {}
+func (r *Record) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (r *Record) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (r *Record) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (r *Record) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+// GetAnnotations returns a new map of the annotations the Record keeps.
+func (r *Record) GetAnnotations() map[string]string {
+	out := maps.Clone(r.countdown)
+	if out == nil {
+		out = map[string]string{}
+	}
+	if r.cluster != "" {
+		out[AnnotationCluster] = r.cluster
+	}
+	if r.clusterID != "" {
+		out[AnnotationClusterID] = r.clusterID
+	}
+	return out
+}
+
+// SetAnnotations keeps of a the annotations a Record keeps.
+func (r *Record) SetAnnotations(a map[string]string) {
+	r.cluster, r.clusterID, r.countdown = a[AnnotationCluster], a[AnnotationClusterID], keep(a, countdownAnnotations, false)
+}
+
+// GetObjectKind returns an empty kind: a Record is never encoded.
+func (r *Record) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns a copy of r (its maps and full Secret, which are
+// never modified, are shared).
+func (r *Record) DeepCopyObject() runtime.Object {
+	c := *r
+	return &c
+}
+
+var (
+	_ metav1.Object  = (*Record)(nil)
+	_ runtime.Object = (*Record)(nil)
+)
