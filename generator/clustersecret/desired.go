@@ -104,12 +104,58 @@ type ClusterFields struct {
 
 // Desired is the Secret a cluster should have. Secret.Data["config"] holds
 // the bearer token in clear when the cluster uses one: never log a Desired.
+//
+// Plan reads only the Secret's name, server and digest, which a Desired
+// keeps apart from the Secret: a pass keeps the Desired of each cluster
+// without its Secret (Compact) and renders the Secret again where it is
+// written (Render), so that it does not hold every cluster's config at
+// once.
 type Desired struct {
 	Cluster string
 	Source  string
 	// ID is the cluster's identity in its source (sources.Cluster.Key).
-	ID     string
+	ID string
+	// Secret is the desired Secret; nil in a compact Desired.
 	Secret *corev1.Secret
+
+	// name and server are the Secret's name and server.
+	name, server string
+	// digest is the digest of the Secret's owned content (ownedDigest);
+	// covered tells whether it covers every label and annotation of the
+	// Secret (covers).
+	digest  [sha256.Size]byte
+	covered bool
+	// cluster and opts are what Build made the Secret from.
+	cluster *sources.Cluster
+	opts    *Options
+}
+
+// GetName returns the name of the desired Secret.
+func (d Desired) GetName() string { return d.name }
+
+// Compact returns d without its Secret.
+func (d Desired) Compact() Desired {
+	d.Secret = nil
+	return d
+}
+
+// Render returns the desired Secret, built again for a compact Desired
+// (with resolve, as Build). The Secret is the caller's to modify.
+func (d Desired) Render(resolve TokenResolver) (*corev1.Secret, error) {
+	if d.Secret != nil {
+		return d.Secret.DeepCopy(), nil
+	}
+	if d.cluster == nil {
+		return nil, fmt.Errorf("cluster %s: no desired secret", d.Cluster)
+	}
+	again, err := Build(d.cluster, d.opts, resolve)
+	if err != nil {
+		return nil, err
+	}
+	if again.digest != d.digest {
+		return nil, fmt.Errorf("cluster %s: the desired secret changed since the plan", d.Cluster)
+	}
+	return again.Secret, nil
 }
 
 // TokenResolver reads the value behind a secret reference.
@@ -268,12 +314,21 @@ func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, erro
 	labels[LabelOwner] = o.OwnerID
 	labels[LabelSource] = c.Source
 
-	return Desired{Cluster: c.Name, Source: c.Source, ID: c.Key(), Secret: &corev1.Secret{
+	s := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: SecretName(o.Prefix, c.Source, c.Name, c.Key()), Namespace: o.Namespace, Labels: labels, Annotations: annotations},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
-	}}, nil
+	}
+	return desiredOf(s, c, o), nil
+}
+
+// desiredOf returns the Desired of s, built from c with o.
+func desiredOf(s *corev1.Secret, c *sources.Cluster, o *Options) Desired {
+	d := Desired{Cluster: c.Name, Source: c.Source, ID: c.Key(), Secret: s, name: s.Name, server: string(s.Data["server"]),
+		covered: covers(s), cluster: c, opts: o}
+	copy(d.digest[:], ownedDigest(s))
+	return d
 }
 
 // reservedLabel reports label keys that only this package or Argo CD set.

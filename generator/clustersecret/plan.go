@@ -50,7 +50,8 @@ type PruneOptions struct {
 
 // Input is everything a plan is computed from; no I/O happens in Plan.
 type Input struct {
-	// Desired Secrets of the served clusters (in the selection).
+	// Desired Secrets of the served clusters (in the selection), compact
+	// or not: Plan reads their names, servers and digests.
 	Desired []Desired
 	// Current holds the Record of every cluster Secret of the namespace,
 	// ours or not, as read from the API (with the full Secret) or kept by
@@ -79,16 +80,15 @@ type Input struct {
 // its ID.
 func Identity(source, id string) string { return source + "/" + id }
 
-// Update changes the Secret of Old. When Old holds the full Secret (read
-// from the API), New is the Secret to write; when Old comes from the cache,
-// New is nil: the reconciler reads the Secret from the API and applies
-// Want (a content update) or Countdown (a countdown) to it.
+// Update changes the Secret of Old in place: the reconciler applies Want
+// (a content update: merge) or Countdown (a countdown) to the Secret Old
+// holds when read from the API, else to the Secret it reads then, and to a
+// fresh copy on a conflict.
 type Update struct {
 	Old *Record
-	New *corev1.Secret
-	// Want is the desired Secret a content update merged in (nil for a
-	// countdown), to merge again into a fresh copy on a conflict.
-	Want *corev1.Secret
+	// Want is the desired Secret of a content update (nil for a
+	// countdown), rendered when it is written, under Old's name.
+	Want *Desired
 	// Countdown, for a countdown, is the prune countdown annotations the
 	// Secret gets (none: the countdown is cleared).
 	Countdown map[string]string
@@ -120,7 +120,7 @@ type Pending struct {
 
 // Changes is the outcome of Plan.
 type Changes struct {
-	Create  []*corev1.Secret
+	Create  []Desired
 	Update  []Update
 	Delete  []*Record
 	Blocked []*Record
@@ -184,7 +184,6 @@ func Plan(in Input) Changes {
 
 	matched := map[string]bool{}
 	for _, d := range in.Desired {
-		want := d.Secret
 		cur := byIdentity[Identity(d.Source, d.ID)]
 		if cur == nil {
 			cur = byLegacyName[Identity(d.Source, d.Cluster)]
@@ -194,37 +193,31 @@ func Plan(in Input) Changes {
 		}
 		if cur == nil {
 			switch {
-			case foreignByName[want.Name] != nil:
-				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: want.Name, By: "name"})
-			case foreignByServer[string(want.Data["server"])] != nil:
-				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignByServer[string(want.Data["server"])].Name, By: "server"})
-			case owned[want.Name] != nil:
-				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: want.Name, By: "identity"})
-				matched[want.Name] = true // another cluster's: never updated, never pruned for this one
+			case foreignByName[d.name] != nil:
+				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
+			case foreignByServer[d.server] != nil:
+				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignByServer[d.server].Name, By: "server"})
+			case owned[d.name] != nil:
+				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "identity"})
+				matched[d.name] = true // another cluster's: never updated, never pruned for this one
 			default:
-				ch.Create = append(ch.Create, want)
+				ch.Create = append(ch.Create, d)
 			}
 			continue
 		}
 		matched[cur.Name] = true
-		if f := foreignByServer[string(want.Data["server"])]; f != nil {
+		if f := foreignByServer[d.server]; f != nil {
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
 			clearCountdown(&ch, cur)
 			continue
 		}
 		switch {
-		case upToDate(cur, want):
+		case upToDate(cur, &d):
 			ch.Unchanged++
 		case in.Policy == PolicyCreateOnly:
 			ch.Unchanged++
-		default:
-			want = want.DeepCopy()
-			want.Name = cur.Name // in place: an upgrade or a rename keeps the Secret
-			u := Update{Old: cur, Want: want, Reason: "content"}
-			if cur.full != nil {
-				u.New = merge(cur.full, want)
-			}
-			ch.Update = append(ch.Update, u)
+		default: // in place: an upgrade or a rename keeps the Secret
+			ch.Update = append(ch.Update, Update{Old: cur, Want: &d, Reason: "content"})
 		}
 	}
 
@@ -347,11 +340,7 @@ func countdownOf(p Pending, listing time.Time) map[string]string {
 
 // countdownUpdate sets the countdown annotations of s to cd (none: cleared).
 func countdownUpdate(s *Record, cd map[string]string) Update {
-	u := Update{Old: s, Countdown: cd, Reason: "countdown"}
-	if s.full != nil {
-		u.New = onFresh(s, cd, s.full)
-	}
-	return u
+	return Update{Old: s, Countdown: cd, Reason: "countdown"}
 }
 
 func clearCountdown(ch *Changes, s *Record) {
@@ -409,17 +398,13 @@ func sameContent(a, b *corev1.Secret) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
-// upToDate reports whether cur needs no content update to want: for a
-// Record with its full Secret, merging want into it changes nothing; for
-// one of the cache, the digest of its owned content is want's (see
-// ownedDigest). A desired Secret whose digest does not cover all its keys
-// is never up to date in the cache: the update reads the Secret and
-// compares it in full.
-func upToDate(cur *Record, want *corev1.Secret) bool {
-	if cur.full != nil {
-		return sameContent(cur.full, merge(cur.full, want))
-	}
-	return covers(want) && bytes.Equal(cur.digest[:], ownedDigest(want))
+// upToDate reports whether cur needs no content update to want: the
+// digest of its owned content is want's (see ownedDigest), which then
+// merging want into it changes nothing. A desired Secret whose digest does
+// not cover all its keys is never up to date: the update compares the
+// Secret in full.
+func upToDate(cur *Record, want *Desired) bool {
+	return want.covered && cur.digest == want.digest
 }
 
 func sortedSecretNames(m map[string]*Record) []string {
@@ -434,8 +419,8 @@ func sortedSecretNames(m map[string]*Record) []string {
 // String summarizes changes for logs: names and counts, never content.
 func (c *Changes) String() string {
 	var created, deleted, blocked []string
-	for _, s := range c.Create {
-		created = append(created, s.Name)
+	for _, d := range c.Create {
+		created = append(created, d.name)
 	}
 	for _, s := range c.Delete {
 		deleted = append(deleted, s.Name)

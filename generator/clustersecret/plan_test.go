@@ -106,6 +106,20 @@ func names[T interface{ GetName() string }](ss []T) []string {
 	return out
 }
 
+// written is what u writes over the Secret its Record holds (read from
+// the API).
+func written(t testing.TB, u Update) *corev1.Secret {
+	t.Helper()
+	require.NotNil(t, u.Old.Full(), "a Record read from the API")
+	if u.Want == nil {
+		return onFresh(u.Old, u.Countdown, u.Old.Full())
+	}
+	want, err := u.Want.Render(noToken)
+	require.NoError(t, err)
+	want.Name = u.Old.Name
+	return merge(u.Old.Full(), want)
+}
+
 // records returns the Records of ss as read from the API.
 func records(ss ...corev1.Secret) []*Record {
 	out := make([]*Record, len(ss))
@@ -255,8 +269,9 @@ func TestPlan(t *testing.T) {
 			assert.Equal(t, orEmpty(tc.want.blocked), names(ch.Blocked), "blocked")
 			gotUpd := map[string]string{}
 			for _, u := range ch.Update {
-				gotUpd[u.New.Name] = u.Reason
-				assert.Equal(t, u.Old.ResourceVersion, u.New.ResourceVersion, "updates carry the version read")
+				next := written(t, u)
+				gotUpd[next.Name] = u.Reason
+				assert.Equal(t, u.Old.ResourceVersion, next.ResourceVersion, "updates carry the version read")
 			}
 			if tc.want.update == nil {
 				tc.want.update = map[string]string{}
@@ -304,7 +319,7 @@ func TestUpdateTouchesOnlyWhatWeOwn(t *testing.T) {
 	ch := Plan(Input{Desired: desired(t, after), Current: records(cur), Snapshot: snapshot([]sources.Cluster{after}),
 		OwnerID: owner, Policy: PolicySync, Prune: PruneOptions{AfterListings: 3}, Now: t0})
 	require.Len(t, ch.Update, 1)
-	got := ch.Update[0].New
+	got := written(t, ch.Update[0])
 	assert.Equal(t, "staging", got.Labels["env"])
 	assert.NotContains(t, got.Labels, "team", "propagated earlier, gone upstream")
 	assert.Equal(t, "yes", got.Labels["added-by-hand"])
@@ -492,9 +507,10 @@ func TestPlanLifecycle(t *testing.T) {
 			assert.Empty(t, ch.Blocked)
 			got := map[string]string{}
 			for _, u := range ch.Update {
-				got[u.New.Name] = string(u.New.Data["name"])
-				assert.Equal(t, u.Old.Name, u.New.Name, "in place")
-				assert.Equal(t, u.Old.UID, u.New.UID)
+				next := written(t, u)
+				got[next.Name] = string(next.Data["name"])
+				assert.Equal(t, u.Old.Name, next.Name, "in place")
+				assert.Equal(t, u.Old.UID, next.UID)
 			}
 			if tc.want.update == nil {
 				tc.want.update = map[string]string{}
@@ -514,4 +530,32 @@ func TestPlanLifecycle(t *testing.T) {
 			assert.Equal(t, tc.want.pending, pend, "pending")
 		})
 	}
+}
+
+// TestDesiredRender: a compact Desired (no Secret, as a pass keeps it)
+// plans as the full one and renders the same Secret again; one whose
+// cluster changed since it was planned renders nothing.
+func TestDesiredRender(t *testing.T) {
+	c := cl("a", func(c *sources.Cluster) { c.Annotations = map[string]string{"docs": "https://docs"} })
+	d := desired(t, c)[0]
+	compact := d.Compact()
+	require.Nil(t, compact.Secret)
+	cur := records(current(t, c))
+	for _, in := range []Desired{d, compact} {
+		ch := Plan(Input{Desired: []Desired{in}, Current: cur, Snapshot: snapshot([]sources.Cluster{c}), OwnerID: owner, Policy: PolicySync, Now: t0})
+		assert.Equal(t, 1, ch.Unchanged)
+		assert.Empty(t, ch.Update)
+	}
+	s, err := compact.Render(noToken)
+	require.NoError(t, err)
+	assert.Equal(t, d.Secret, s, "rendered again as built")
+	s.Labels["edited"] = "x"
+	again, err := d.Render(noToken)
+	require.NoError(t, err)
+	assert.NotContains(t, again.Labels, "edited", "the caller's copy")
+
+	compact.cluster = &sources.Cluster{Name: "a", Source: "fleet", Server: "https://elsewhere.example.com",
+		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: "a"}}}
+	_, err = compact.Render(noToken)
+	require.ErrorContains(t, err, "changed since the plan")
 }

@@ -148,7 +148,7 @@ func TestPlanNoPruneWhileNamePresent(t *testing.T) {
 			assert.Empty(t, ch.Pending)
 			if assert.Len(t, ch.Update, 1) {
 				assert.Equal(t, "countdown", ch.Update[0].Reason)
-				assert.NotContains(t, ch.Update[0].New.Annotations, AnnotationMissingSince, "countdown cleared")
+				assert.NotContains(t, written(t, ch.Update[0]).Annotations, AnnotationMissingSince, "countdown cleared")
 			}
 		})
 	}

@@ -323,7 +323,7 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 			r.logger.Warn("cluster Secret not written this pass", "cluster", c.Name, "error", err.Error())
 			continue
 		}
-		desired = append(desired, d)
+		desired = append(desired, d.Compact()) // rendered again if written
 	}
 	cur, observed, err := r.src.list(ctx)
 	if err != nil {
@@ -341,7 +341,7 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	if ch.Writes() > 0 {
 		r.logger.Info("applying plan", "plan", ch.String())
 	}
-	err = r.apply(ctx, &ch)
+	err = r.apply(ctx, &ch, resolve)
 	r.report(&ch)
 	return ch, heldNames, err
 }
@@ -395,9 +395,11 @@ func (r *Reconciler) tokenResolver(ctx context.Context) TokenResolver {
 	}
 }
 
-// apply writes the changes with bounded concurrency. It stops starting
-// writes as soon as ctx ends (for example when the leader lease is lost).
-func (r *Reconciler) apply(ctx context.Context, ch *Changes) error {
+// apply writes the changes with bounded concurrency, rendering each desired
+// Secret it writes with resolve (so that only the Secrets in flight are
+// held). It stops starting writes as soon as ctx ends (for example when the
+// leader lease is lost).
+func (r *Reconciler) apply(ctx context.Context, ch *Changes, resolve TokenResolver) error {
 	var mu sync.Mutex
 	clash := func(c Clash) {
 		mu.Lock()
@@ -405,11 +407,17 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes) error {
 		ch.Clashes = append(ch.Clashes, c)
 	}
 	var ops []func(context.Context) error
-	for _, s := range ch.Create {
-		ops = append(ops, func(ctx context.Context) error { return r.create(ctx, s, clash) })
+	for _, d := range ch.Create {
+		ops = append(ops, func(ctx context.Context) error {
+			s, err := d.Render(resolve)
+			if err != nil {
+				return fmt.Errorf("create secret %s: %w", d.name, err)
+			}
+			return r.create(ctx, s, clash)
+		})
 	}
 	for _, u := range ch.Update {
-		ops = append(ops, func(ctx context.Context) error { return r.update(ctx, u) })
+		ops = append(ops, func(ctx context.Context) error { return r.update(ctx, u, resolve) })
 	}
 	for _, s := range ch.Delete {
 		ops = append(ops, func(ctx context.Context) error { return r.delete(ctx, s) })
@@ -464,38 +472,49 @@ func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Cl
 	return nil
 }
 
-// update writes u.New; on a conflict it re-reads the Secret and, for a
-// content update, merges want into the fresh copy again. An update planned
-// from a Record of the cache (no New) reads the Secret first: a content
-// update merges want into it, a countdown sets its annotations on it if it
-// is still the version planned from; either writes nothing if nothing
-// changes, or the Secret is no longer ours for that cluster.
-func (r *Reconciler) update(ctx context.Context, u Update) error {
-	next, want := u.New, u.Want
+// update applies u to the Secret of u.Old: for a content update it merges
+// the desired Secret (rendered with resolve, under u.Old's name) into it,
+// for a countdown it sets the countdown annotations on it if it is still
+// the version planned from. The Secret is the one u.Old holds when read
+// from the API, else it is read first; on a conflict it is read again
+// (a countdown is then left to the next pass). Nothing is written if
+// nothing changes, or if the Secret is no longer ours for that cluster.
+func (r *Reconciler) update(ctx context.Context, u Update, resolve TokenResolver) error {
+	var want *corev1.Secret
+	if u.Want != nil {
+		w, err := u.Want.Render(resolve)
+		if err != nil {
+			return fmt.Errorf("update secret %s: %w", u.Old.Name, err)
+		}
+		want = w
+		want.Name = u.Old.Name // in place: an upgrade or a rename keeps the Secret
+	}
+	var next *corev1.Secret
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first || next == nil {
-			fresh, err := r.secrets.Get(ctx, u.Old.Name, metav1.GetOptions{})
-			if err != nil {
+		fresh := u.Old.full
+		if !first || fresh == nil {
+			var err error
+			if fresh, err = r.secrets.Get(ctx, u.Old.Name, metav1.GetOptions{}); err != nil {
 				return err
 			}
-			switch {
-			case want == nil && first:
-				next = onFresh(u.Old, u.Countdown, fresh) // nil if changed since the plan: the next pass decides
-			case !Owned(fresh, r.cfg.OwnerID) || want == nil || fresh.Annotations[AnnotationClusterID] != want.Annotations[AnnotationClusterID] &&
-				fresh.Annotations[AnnotationClusterID] != "":
-				next = nil // no longer ours or another cluster's, or a countdown: the next pass decides
-			default:
-				next = merge(fresh, want)
-				if sameContent(fresh, next) {
-					next = nil
-				}
-			}
-			if next == nil {
-				return nil
+		}
+		switch {
+		case want == nil && first:
+			next = onFresh(u.Old, u.Countdown, fresh) // nil if changed since the plan: the next pass decides
+		case !Owned(fresh, r.cfg.OwnerID) || want == nil || fresh.Annotations[AnnotationClusterID] != want.Annotations[AnnotationClusterID] &&
+			fresh.Annotations[AnnotationClusterID] != "":
+			next = nil // no longer ours or another cluster's, or a countdown: the next pass decides
+		default:
+			next = merge(fresh, want)
+			if sameContent(fresh, next) {
+				next = nil
 			}
 		}
 		first = false
+		if next == nil {
+			return nil
+		}
 		updated, err := r.secrets.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
 			r.own.wrote(updated)

@@ -259,7 +259,7 @@ func TestUpdateRacingAnotherWriter(t *testing.T) {
 			require.Len(t, ch.Update, 1)
 			planned := ch.Update[0]
 			assert.Equal(t, map[bool]string{false: "content", true: "countdown"}[tc.countdown], planned.Reason)
-			assert.Nil(t, planned.New, "planned from the cache: the update reads the Secret first")
+			assert.Nil(t, planned.Old.Full(), "planned from the cache: the update reads the Secret first")
 
 			puts := rec.sent(sn("a"))
 			require.Len(t, puts, tc.puts)
