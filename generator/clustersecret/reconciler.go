@@ -357,10 +357,14 @@ func (r *Reconciler) report(ch *Changes) {
 }
 
 // tokenResolver reads token references, each once per pass. A Secret
-// reference is read from Argo CD's namespace.
+// reference is read from Argo CD's namespace. It is safe for concurrent
+// use (apply renders the Secrets it writes with it).
 func (r *Reconciler) tokenResolver(ctx context.Context) TokenResolver {
 	cache := map[string]string{}
+	var mu sync.Mutex
 	return func(ref sources.SecretRef) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		key := ref.String()
 		if v, ok := cache[key]; ok {
 			return v, nil

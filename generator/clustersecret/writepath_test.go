@@ -481,3 +481,20 @@ func TestRealLeaseLossStopsWrites(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "intruder", *l.Spec.HolderIdentity, "we did not take the Lease back")
 }
+
+// TestTokenResolverConcurrent: apply renders the Secrets it writes from
+// several goroutines with the pass's token resolver, which reads each
+// reference once.
+func TestTokenResolverConcurrent(t *testing.T) {
+	t.Setenv("CLUSTERSECRET_TEST_TOKEN", "t0ken")
+	resolve := (&Reconciler{}).tokenResolver(context.Background())
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			v, err := resolve(sources.SecretRef{Env: "CLUSTERSECRET_TEST_TOKEN"})
+			assert.NoError(t, err)
+			assert.Equal(t, "t0ken", v)
+		})
+	}
+	wg.Wait()
+}
