@@ -80,7 +80,7 @@ lint:
 ## 5 passes with nothing to change; upstream calls per refresh; the built binary's RSS at 10,000
 ## clusters with a distinct CA each (Secrets and refresh trigger on), at rest, at start-up and under
 ## load; its log lines outside the configured format; time-to-Application from the e2e suite's first
-## steps. Raw outputs in bin/bench. ~6 minutes; exits 1 when a figure misses its target or was not measured.
+## steps. Raw outputs in bin/bench. ~7 minutes; exits 1 when a figure misses its target or was not measured.
 bench: testbin build
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) run ./cmd/benchreport -binary $(BINARY) -benchtime $(BENCHTIME)
 
