@@ -3,15 +3,8 @@ package generator
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/binary"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +18,7 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
 )
 
 // distinctCAs returns n distinct caData values the size of an RSA 2048 CA
@@ -34,19 +28,14 @@ import (
 // a minute.
 func distinctCAs(t testing.TB, n int) []string {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	signer, err := testca.NewSigner()
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := signer.DER(1)
 	require.NoError(t, err)
 	out := make([]string, n)
 	for i := range out {
 		binary.BigEndian.PutUint32(der[len(der)-4:], uint32(i))
-		out[i] = base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+		out[i] = testca.CAData(der)
 	}
 	require.NoError(t, sources.ValidateCAData(out[n-1]))
 	return out

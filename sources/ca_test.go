@@ -2,22 +2,17 @@ package sources_test
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
 )
 
 // rewrap returns the CERTIFICATE block of der with base64 lines of width
@@ -169,16 +164,11 @@ func TestParseCADataErrors(t *testing.T) {
 // its base64 (the size class of a ~1.1 KiB string is 1,152 bytes instead
 // of 1,536 for ~1.4 KiB of base64).
 func TestCASize(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	signer, err := testca.NewSigner()
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := signer.DER(1)
 	require.NoError(t, err)
-	caData := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	caData := testca.CAData(der)
 	ca, err := sources.ParseCAData(caData)
 	require.NoError(t, err)
 	form, size := sources.CAForm(ca)

@@ -2,21 +2,15 @@ package main
 
 import (
 	"bufio"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
 )
 
 // The synthetic fleet: every cluster has a tenant, an environment, a region
@@ -161,39 +155,26 @@ func writeClusters(path string, cs []cluster, source string, caData []string) er
 // signs them all, since 10,000 RSA keys would take minutes to generate), or
 // one certificate n times when distinct is false.
 func newCAs(n int, distinct bool) ([]string, error) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	signer, err := testca.NewSigner()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]string, n)
 	if !distinct {
-		ca, err := newCAData(key, 1)
+		der, err := signer.DER(1)
 		for i := range out {
-			out[i] = ca
+			out[i] = testca.CAData(der)
 		}
 		return out, err
 	}
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range out {
-		g.Go(func() (err error) {
-			out[i], err = newCAData(key, int64(i+1))
+		g.Go(func() error {
+			der, err := signer.DER(int64(i + 1))
+			out[i] = testca.CAData(der)
 			return err
 		})
 	}
 	return out, g.Wait()
-}
-
-// newCAData is base64 of a self-signed RSA 2048 CA certificate.
-func newCAData(key *rsa.PrivateKey, serial int64) (string, error) {
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: fmt.Sprintf("kubernetes-ca-%d", serial)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), nil
 }
