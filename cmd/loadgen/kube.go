@@ -235,23 +235,13 @@ func sumCounts(before, after map[string]float64) map[string]float64 {
 // serviceCounter reads one counter (summed over its labels matching
 // match) from the service's /metrics.
 func (s *service) serviceCounter(name string, match map[string]string) (float64, error) {
-	resp, err := opsClient.Get(s.base + "/metrics")
+	families, err := s.metrics()
 	if err != nil {
-		return 0, fmt.Errorf("scrape /metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("parse /metrics: %w", err)
-	}
-	fam, ok := families[name]
-	if !ok {
-		return 0, nil
+		return 0, err
 	}
 	var sum float64
 next:
-	for _, m := range fam.GetMetric() {
+	for _, m := range families[name].GetMetric() {
 		for _, l := range m.GetLabel() {
 			if want, ok := match[l.GetName()]; ok && want != l.GetValue() {
 				continue next

@@ -17,6 +17,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // buildService builds the service binary into dir from the module that
@@ -119,39 +123,38 @@ type processStats struct {
 	HeapInUse    float64 `json:"heapInUseBytes"`
 }
 
-// scrape reads go_goroutines, process_resident_memory_bytes and
-// go_memstats_heap_inuse_bytes from /metrics.
-func (s *service) scrape() (processStats, error) {
+// metrics reads the service's /metrics.
+func (s *service) metrics() (map[string]*dto.MetricFamily, error) {
 	resp, err := opsClient.Get(s.base + "/metrics")
 	if err != nil {
-		return processStats{}, fmt.Errorf("scrape /metrics: %w", err)
+		return nil, fmt.Errorf("scrape /metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return processStats{}, fmt.Errorf("scrape /metrics: status %d", resp.StatusCode)
+		return nil, fmt.Errorf("scrape /metrics: status %d", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	return families, nil
+}
+
+// scrape reads go_goroutines, process_resident_memory_bytes and
+// go_memstats_heap_inuse_bytes from /metrics.
+func (s *service) scrape() (processStats, error) {
+	families, err := s.metrics()
+	if err != nil {
+		return processStats{}, err
 	}
 	vals := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		switch name {
-		case "go_goroutines", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes":
-			if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
-				vals[name] = v
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return processStats{}, fmt.Errorf("read /metrics: %w", err)
-	}
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes"} {
-		if _, ok := vals[name]; !ok {
+		ms := families[name].GetMetric()
+		if len(ms) == 0 {
 			return processStats{}, fmt.Errorf("/metrics has no %s", name)
 		}
+		vals[name] = ms[0].GetGauge().GetValue()
 	}
 	return processStats{Goroutines: int(vals["go_goroutines"]), RSSBytes: vals["process_resident_memory_bytes"],
 		HeapInUse: vals["go_memstats_heap_inuse_bytes"], RSSFileBytes: s.procStatus("RssFile:")}, nil
