@@ -99,3 +99,10 @@ func (m *metrics) initSource(name string) {
 	m.departures.WithLabelValues(name)
 	m.held.WithLabelValues(name)
 }
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
