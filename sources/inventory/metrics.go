@@ -1,7 +1,11 @@
 package inventory
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 const namespace = "argocd_cluster_discovery"
@@ -98,6 +102,42 @@ func (m *metrics) initSource(name string) {
 	m.stale.WithLabelValues(name)
 	m.departures.WithLabelValues(name)
 	m.held.WithLabelValues(name)
+}
+
+// observeListing updates the series of source name after one listing,
+// from its status s that already records it. The caller holds inv.mu.
+func (m *metrics) observeListing(name string, s *SourceStatus, took time.Duration, err error) {
+	m.duration.WithLabelValues(name).Observe(took.Seconds())
+	if err != nil {
+		m.errors.WithLabelValues(name).Inc()
+	} else {
+		m.lastSuccess.WithLabelValues(name).Set(float64(s.LastSuccess.Unix()))
+		m.clusters.WithLabelValues(name, "true").Set(float64(s.Clusters - s.NotReady))
+		m.clusters.WithLabelValues(name, "false").Set(float64(s.NotReady))
+		m.synced.WithLabelValues(name).Set(1)
+	}
+	m.failures.WithLabelValues(name).Set(float64(s.ConsecutiveFailures))
+	m.stale.WithLabelValues(name).Set(boolFloat(s.Stale))
+}
+
+// observeLifecycle updates the lifecycle series of source name after a
+// complete listing: its served clusters by phase, the departures it
+// confirmed and the departures held.
+func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, departed, held int) {
+	for _, p := range sources.Phases() {
+		if p != sources.PhasePending {
+			m.served.WithLabelValues(name, string(p)).Set(float64(byPhase[p]))
+		}
+	}
+	m.departures.WithLabelValues(name).Add(float64(departed))
+	m.held.WithLabelValues(name).Set(float64(held))
+}
+
+// observeSnapshot updates the series of a changed snapshot.
+func (m *metrics) observeSnapshot(snap *Snapshot) {
+	m.version.Set(float64(snap.Version))
+	m.conflicts.Set(float64(len(snap.Conflicts)))
+	m.duplicates.Set(float64(len(snap.Duplicates)))
 }
 
 func boolFloat(b bool) float64 {

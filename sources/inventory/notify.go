@@ -33,3 +33,17 @@ func (inv *Inventory) subscribe(listings bool) (<-chan struct{}, func()) {
 		delete(inv.subs, id)
 	}
 }
+
+// notify tells the subscribers of a listing: all of them when the snapshot
+// changed, those of SubscribeListings also after a complete listing that
+// changed nothing. It never blocks. The caller holds inv.mu.
+func (inv *Inventory) notify(changed, complete bool) {
+	for _, sub := range inv.subs {
+		if changed || (sub.listings && complete) {
+			select {
+			case sub.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}

@@ -7,103 +7,108 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err error, start time.Time, took time.Duration) {
-	var res listed
-	inv.mu.Lock()
-	s := &st.status
-	s.LastAttempt = start
-	s.LastDuration = took.Round(time.Millisecond).String()
-	inv.metrics.duration.WithLabelValues(st.spec.Name).Observe(took.Seconds())
-	if err != nil {
-		s.LastError = err.Error()
-		s.ConsecutiveFailures++
-		s.Stale = s.Synced
-		inv.metrics.errors.WithLabelValues(st.spec.Name).Inc()
-	} else {
-		res = st.life.apply(st.spec.Name, clusters, start)
-		for _, d := range res.departed {
-			inv.departed[clusterKey{d.Source, d.ID}] = d
-		}
-		for i := range clusters {
-			delete(inv.departed, clusterKey{st.spec.Name, clusters[i].Key()})
-		}
-		s.Served, s.Absent = len(st.life.served), 0
-		byPhase := map[sources.Phase]int{}
-		for _, c := range st.life.served {
-			byPhase[c.Phase]++
-		}
-		s.Absent = byPhase[sources.PhaseAbsent] + byPhase[sources.PhaseLeaving]
-		for _, p := range sources.Phases() {
-			if p != sources.PhasePending {
-				inv.metrics.served.WithLabelValues(st.spec.Name, string(p)).Set(float64(byPhase[p]))
-			}
-		}
-		inv.metrics.departures.WithLabelValues(st.spec.Name).Add(float64(len(res.departed)))
-		inv.metrics.held.WithLabelValues(st.spec.Name).Set(float64(st.life.held))
-		s.LastError, s.ConsecutiveFailures, s.Stale = "", 0, false
-		s.Synced, s.LastSuccess = true, start
-		s.Clusters, s.NotReady = len(clusters), 0
-		for _, c := range clusters {
-			if !c.Ready {
-				s.NotReady++
-			}
-		}
-		inv.metrics.lastSuccess.WithLabelValues(st.spec.Name).Set(float64(start.Unix()))
-		inv.metrics.clusters.WithLabelValues(st.spec.Name, "true").Set(float64(s.Clusters - s.NotReady))
-		inv.metrics.clusters.WithLabelValues(st.spec.Name, "false").Set(float64(s.NotReady))
-		inv.metrics.synced.WithLabelValues(st.spec.Name).Set(1)
-	}
-	inv.metrics.failures.WithLabelValues(st.spec.Name).Set(float64(s.ConsecutiveFailures))
-	inv.metrics.stale.WithLabelValues(st.spec.Name).Set(boolFloat(s.Stale))
+// recorded is what recording one listing did, copied under inv.mu for the
+// logs written after it is released.
+type recorded struct {
+	err      error
+	took     time.Duration
+	clusters int
+	res      listed
+	// status and held are the source's after the listing.
+	status SourceStatus
+	held   int
+}
 
-	prev := inv.snap.Load()
-	next := inv.merge(prev.Version, start)
-	changed := !sameContent(prev, next)
+// record records the outcome of one listing of st: the source's status,
+// lifecycle and metrics, then a new snapshot and the subscribers, all under
+// inv.mu; then the logs, after it.
+func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err error, start time.Time, took time.Duration) {
+	inv.mu.Lock()
+	st.status.attempted(start, took)
+	var res listed
+	if err != nil {
+		st.status.failed(err)
+	} else {
+		res = inv.recordListing(st, clusters, start)
+	}
+	inv.metrics.observeListing(st.spec.Name, &st.status, took, err)
+	prev, next, changed := inv.publish(start)
+	inv.notify(changed, err == nil)
+	rec := recorded{err: err, took: took, clusters: len(clusters), res: res, status: st.status, held: st.life.held}
+	inv.mu.Unlock()
+
+	inv.logListing(st.spec, rec)
+	if changed {
+		inv.logSnapshot(prev, next)
+	}
+}
+
+// recordListing applies a complete listing of st to its lifecycle, the
+// remembered departures, its status and its lifecycle metrics. The caller
+// holds inv.mu.
+func (inv *Inventory) recordListing(st *sourceState, clusters []sources.Cluster, start time.Time) listed {
+	res := st.life.apply(st.spec.Name, clusters, start)
+	for _, d := range res.departed {
+		inv.departed[clusterKey{d.Source, d.ID}] = d
+	}
+	for i := range clusters {
+		delete(inv.departed, clusterKey{st.spec.Name, clusters[i].Key()})
+	}
+	byPhase := countPhases(st.life.served)
+	st.status.listed(start, clusters, len(st.life.served), byPhase)
+	inv.metrics.observeLifecycle(st.spec.Name, byPhase, len(res.departed), st.life.held)
+	return res
+}
+
+// publish merges a new snapshot and stores it, with the next version when
+// its content changed. It returns the previous snapshot, the new one and
+// whether it changed. The caller holds inv.mu.
+func (inv *Inventory) publish(now time.Time) (prev, next *Snapshot, changed bool) {
+	prev = inv.snap.Load()
+	next = inv.merge(prev.Version, now)
+	changed = !sameContent(prev, next)
 	if changed {
 		next.Version = prev.Version + 1
-		inv.metrics.version.Set(float64(next.Version))
-		inv.metrics.conflicts.Set(float64(len(next.Conflicts)))
-		inv.metrics.duplicates.Set(float64(len(next.Duplicates)))
+		inv.metrics.observeSnapshot(next)
 	}
 	// Stored even unchanged, under the same version: prev points into the
 	// listings it was merged from, and keeping it would keep a listing the
 	// lifecycle has replaced (~2 MiB per 5,000 clusters) for as long as
 	// nothing changes.
 	inv.snap.Store(next)
-	for _, sub := range inv.subs {
-		if changed || (sub.listings && err == nil) {
-			select {
-			case sub.ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-	failures, stale, held, served := s.ConsecutiveFailures, s.Stale, st.life.held, s.Served
-	inv.mu.Unlock()
+	return prev, next, changed
+}
 
-	log := inv.logger.With("source", st.spec.Name, "provider", string(st.spec.Provider), "took", took.Round(time.Millisecond).String())
-	if err != nil {
-		log.Warn("listing failed; keeping the last complete listing", "error", err.Error(), "consecutiveFailures", failures, "stale", stale)
+// logListing logs the outcome of one listing of the source of spec: failed
+// or complete, a mass drop held, departures confirmed. It needs no lock.
+func (inv *Inventory) logListing(spec SourceSpec, rec recorded) {
+	log := inv.logger.With("source", spec.Name, "provider", string(spec.Provider), "took", rec.took.Round(time.Millisecond).String())
+	if rec.err != nil {
+		log.Warn("listing failed; keeping the last complete listing", "error", rec.err.Error(),
+			"consecutiveFailures", rec.status.ConsecutiveFailures, "stale", rec.status.Stale)
 	} else {
-		log.Debug("listing complete", "clusters", len(clusters))
+		log.Debug("listing complete", "clusters", rec.clusters)
 	}
-	if res.newlyHeld > 0 {
+	if rec.res.newlyHeld > 0 {
 		log.Warn("mass drop: many served clusters missing from one listing; holding their departure",
-			"missing", res.newlyHeld, "share", fraction(res.newlyHeld, served+len(res.departed)), "heldDepartures", held)
+			"missing", rec.res.newlyHeld, "share", fraction(rec.res.newlyHeld, rec.status.Served+len(rec.res.departed)), "heldDepartures", rec.held)
 	}
-	for _, d := range res.departed {
+	for _, d := range rec.res.departed {
 		log.Info("cluster departure confirmed; no longer served", "cluster", d.Name, "id", d.ID)
 	}
-	if changed {
-		for _, c := range newConflicts(prev, next) {
-			inv.logger.Error("cluster name listed more than once; serving only the established cluster, if any",
-				"cluster", c.Name, "sources", strings.Join(c.Sources, ","), "keptSource", c.KeptSource)
-		}
-		for _, d := range newDuplicates(prev, next) {
-			inv.logger.Warn("cluster listed twice; serving one listing", "cluster", d.Name, "source", d.Source,
-				"served", d.KeptName, "servedSource", d.KeptSource, "sameBy", d.Reason)
-		}
-		inv.logger.Info("snapshot changed", "version", next.Version, "clusters", len(next.Clusters),
-			"conflicts", len(next.Conflicts), "duplicates", len(next.Duplicates))
+}
+
+// logSnapshot logs a changed snapshot: the conflicts and duplicates it
+// adds to prev, then its version and counts. It needs no lock.
+func (inv *Inventory) logSnapshot(prev, next *Snapshot) {
+	for _, c := range newConflicts(prev, next) {
+		inv.logger.Error("cluster name listed more than once; serving only the established cluster, if any",
+			"cluster", c.Name, "sources", strings.Join(c.Sources, ","), "keptSource", c.KeptSource)
 	}
+	for _, d := range newDuplicates(prev, next) {
+		inv.logger.Warn("cluster listed twice; serving one listing", "cluster", d.Name, "source", d.Source,
+			"served", d.KeptName, "servedSource", d.KeptSource, "sameBy", d.Reason)
+	}
+	inv.logger.Info("snapshot changed", "version", next.Version, "clusters", len(next.Clusters),
+		"conflicts", len(next.Conflicts), "duplicates", len(next.Duplicates))
 }

@@ -2,6 +2,8 @@ package inventory
 
 import (
 	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // SourceStatus is the live status of one source, for /status and logs.
@@ -58,4 +60,43 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// attempted records the start and duration of a listing, successful or
+// not. The caller holds inv.mu.
+func (s *SourceStatus) attempted(start time.Time, took time.Duration) {
+	s.LastAttempt = start
+	s.LastDuration = took.Round(time.Millisecond).String()
+}
+
+// failed records a failed listing: the source keeps its last complete
+// listing, stale once it has one. The caller holds inv.mu.
+func (s *SourceStatus) failed(err error) {
+	s.LastError = err.Error()
+	s.ConsecutiveFailures++
+	s.Stale = s.Synced
+}
+
+// listed records a complete listing started at start, after the lifecycle
+// applied it: served clusters, byPhase of them. The caller holds inv.mu.
+func (s *SourceStatus) listed(start time.Time, clusters []sources.Cluster, served int, byPhase map[sources.Phase]int) {
+	s.Served = served
+	s.Absent = byPhase[sources.PhaseAbsent] + byPhase[sources.PhaseLeaving]
+	s.LastError, s.ConsecutiveFailures, s.Stale = "", 0, false
+	s.Synced, s.LastSuccess = true, start
+	s.Clusters, s.NotReady = len(clusters), 0
+	for _, c := range clusters {
+		if !c.Ready {
+			s.NotReady++
+		}
+	}
+}
+
+// countPhases counts served clusters by phase.
+func countPhases(served []*sources.Cluster) map[sources.Phase]int {
+	byPhase := map[sources.Phase]int{}
+	for _, c := range served {
+		byPhase[c.Phase]++
+	}
+	return byPhase
 }
