@@ -124,57 +124,13 @@ type listed struct {
 //	                                                    AfterListings (HeldListings in a mass drop)
 //	                                                    and GracePeriod: departed
 func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Time) listed {
-	var out listed
 	l.served, l.unserved, l.kept = l.served[:0:0], nil, nil
 	l.listings++
-	type missing struct {
-		key     string
-		t       *tracked
-		leaving *sources.Cluster
-	}
 	var gone []missing
 	for i := range listing {
-		c := &listing[i]
-		key := c.Key()
-		t := l.tracked[key]
-		if t == nil {
-			t = &tracked{}
+		if m, leaving := l.take(source, &listing[i]); leaving {
+			gone = append(gone, m)
 		}
-		t.listing = l.listings
-		phase := c.Phase.OrReady()
-		if phase == sources.PhaseLeaving {
-			if t.served {
-				gone = append(gone, missing{key, t, c})
-			} else {
-				delete(l.tracked, key)
-				l.unserved = append(l.unserved, unserved(c, phase, ""))
-			}
-			continue
-		}
-		l.tracked[key] = t
-		t.missed, t.missingSince, t.held = 0, time.Time{}, false
-		switch {
-		case phase == sources.PhasePending && !t.served:
-			l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
-			continue
-		case phase == sources.PhasePending:
-			phase = sources.PhaseDegraded // an established cluster re-provisioning has not left
-		case !phase.Valid() || phase == sources.PhaseAbsent:
-			phase = sources.PhaseDegraded // unknown is degraded, never absence
-		}
-		if c.Ready {
-			c.Phase = phase
-			t.last, t.served = c, true
-			l.served = append(l.served, c)
-			continue
-		}
-		if t.last == nil {
-			l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
-			continue
-		}
-		t.last = withPhase(t.last, phase, c.State)
-		l.served = append(l.served, t.last)
-		l.kept = append(l.kept, Kept{Name: t.last.Name, Source: source, Reason: c.NotReadyReason})
 	}
 	for key, t := range l.tracked {
 		switch {
@@ -185,20 +141,71 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 			gone = append(gone, missing{key: key, t: t})
 		}
 	}
+	out := l.depart(source, gone, now)
+	sort.Slice(l.served, func(i, j int) bool { return l.served[i].Name < l.served[j].Name })
+	sort.Slice(l.unserved, func(i, j int) bool { return l.unserved[i].Name < l.unserved[j].Name })
+	return out
+}
 
-	servedBefore := 0
-	for _, t := range l.tracked {
+// missing is a served cluster absent from a listing, or leaving in it.
+type missing struct {
+	key string
+	t   *tracked
+	// leaving is the cluster as listed when it is leaving, nil when absent.
+	leaving *sources.Cluster
+}
+
+// take moves one listed cluster c along its lifecycle (apply's table). A
+// served cluster leaving is left to depart: take returns it, with leaving
+// true.
+func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving bool) {
+	key := c.Key()
+	t := l.tracked[key]
+	if t == nil {
+		t = &tracked{}
+	}
+	t.listing = l.listings
+	phase := c.Phase.OrReady()
+	if phase == sources.PhaseLeaving {
 		if t.served {
-			servedBefore++
+			return missing{key, t, c}, true
 		}
+		delete(l.tracked, key)
+		l.unserved = append(l.unserved, unserved(c, phase, ""))
+		return missing{}, false
 	}
-	newly := 0
-	for _, g := range gone {
-		if g.t.missed == 0 {
-			newly++
-		}
+	l.tracked[key] = t
+	t.missed, t.missingSince, t.held = 0, time.Time{}, false
+	switch {
+	case phase == sources.PhasePending && !t.served:
+		l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
+		return missing{}, false
+	case phase == sources.PhasePending:
+		phase = sources.PhaseDegraded // an established cluster re-provisioning has not left
+	case !phase.Valid() || phase == sources.PhaseAbsent:
+		phase = sources.PhaseDegraded // unknown is degraded, never absence
 	}
-	massDrop := newly > 1 && float64(newly) > l.rule.MaxFraction*float64(servedBefore)
+	switch {
+	case c.Ready:
+		c.Phase = phase
+		t.last, t.served = c, true
+		l.served = append(l.served, c)
+	case t.last == nil:
+		l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
+	default:
+		t.last = withPhase(t.last, phase, c.State)
+		l.served = append(l.served, t.last)
+		l.kept = append(l.kept, Kept{Name: t.last.Name, Source: source, Reason: c.NotReadyReason})
+	}
+	return missing{}, false
+}
+
+// depart counts one more listing missed by each gone cluster and confirms
+// the departure of those that missed enough (the last row of apply's
+// table); the others stay served with their last rendering.
+func (l *lifecycle) depart(source string, gone []missing, now time.Time) listed {
+	var out listed
+	massDrop := l.massDrop(gone)
 	l.held = 0
 	for _, g := range gone {
 		t := g.t
@@ -228,9 +235,25 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 		t.last = withPhase(t.last, phase, state)
 		l.served = append(l.served, t.last)
 	}
-	sort.Slice(l.served, func(i, j int) bool { return l.served[i].Name < l.served[j].Name })
-	sort.Slice(l.unserved, func(i, j int) bool { return l.unserved[i].Name < l.unserved[j].Name })
 	return out
+}
+
+// massDrop reports whether the clusters newly gone in this listing (more
+// than one) are more than MaxFraction of the source's served clusters.
+func (l *lifecycle) massDrop(gone []missing) bool {
+	servedBefore := 0
+	for _, t := range l.tracked {
+		if t.served {
+			servedBefore++
+		}
+	}
+	newly := 0
+	for _, g := range gone {
+		if g.t.missed == 0 {
+			newly++
+		}
+	}
+	return newly > 1 && float64(newly) > l.rule.MaxFraction*float64(servedBefore)
 }
 
 // withPhase returns c with another phase and state: c itself when they are
