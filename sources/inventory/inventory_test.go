@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,20 +141,6 @@ func TestFailureBeforeFirstSyncLeavesSourceUnsynced(t *testing.T) {
 	assert.Empty(t, inv.Snapshot().Clusters)
 }
 
-func TestUnchangedListingKeepsVersion(t *testing.T) {
-	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
-	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
-	require.NoError(t, err)
-	ch, cancel := inv.Subscribe()
-	defer cancel()
-	require.NoError(t, inv.RefreshAll(context.Background()))
-	require.Len(t, ch, 1, "first listing notifies")
-	<-ch
-	require.NoError(t, inv.RefreshAll(context.Background()))
-	assert.Equal(t, uint64(1), inv.Snapshot().Version, "same content, same version (the response cache stays warm)")
-	assert.Len(t, ch, 0, "no notification without a change")
-}
-
 func TestConflictsAreReportedAndNotServed(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
@@ -271,82 +256,6 @@ func TestSnapshotsShareListings(t *testing.T) {
 	assert.Equal(t, *before.Clusters[1], *after.Clusters[1])
 }
 
-func TestListingTimeout(t *testing.T) {
-	src := &scripted{steps: []step{{block: true}}}
-	sp := spec("slow", src)
-	sp.Timeout = 50 * time.Millisecond
-	inv, err := New([]SourceSpec{sp}, Options{})
-	require.NoError(t, err)
-	err = inv.RefreshAll(context.Background())
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.ErrorContains(t, err, "timed out after 50ms")
-}
-
-func TestRunLoopRefreshesSubscribesAndStops(t *testing.T) {
-	src := &scripted{steps: []step{
-		{clusters: []sources.Cluster{cluster("a")}},
-		{clusters: []sources.Cluster{cluster("a"), cluster("b")}},
-	}}
-	sp := spec("s1", src)
-	sp.Interval = 20 * time.Millisecond
-	inv, err := New([]SourceSpec{sp}, Options{Jitter: -1})
-	require.NoError(t, err)
-	ch, unsubscribe := inv.Subscribe()
-	defer unsubscribe()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inv.Run(ctx); close(done) }()
-
-	require.Eventually(t, func() bool { return len(inv.Snapshot().Clusters) == 2 }, 5*time.Second, 5*time.Millisecond)
-	select {
-	case <-ch:
-	case <-time.After(time.Second):
-		t.Fatal("subscriber was not told about the change")
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
-	calls := src.Calls()
-	time.Sleep(50 * time.Millisecond)
-	assert.Equal(t, calls, src.Calls(), "no listing after Run returned")
-}
-
-func TestTriggerRefreshesBeforeTheInterval(t *testing.T) {
-	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}, {clusters: []sources.Cluster{cluster("b")}}}}
-	inv, err := New([]SourceSpec{spec("s1", src)}, Options{}) // interval: 1h
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inv.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-
-	require.Eventually(t, func() bool { return inv.Snapshot().Version == 1 }, 5*time.Second, 5*time.Millisecond)
-	assert.True(t, inv.Trigger("s1"))
-	assert.False(t, inv.Trigger("nope"))
-	require.Eventually(t, func() bool { return slices.Equal(names(inv.Snapshot()), []string{"a", "b"}) }, 5*time.Second, 5*time.Millisecond)
-}
-
-func TestShutdownDuringListingIsNotAFailure(t *testing.T) {
-	src := &scripted{steps: []step{{block: true}}}
-	sp := spec("s1", src)
-	sp.Timeout = time.Minute
-	inv, err := New([]SourceSpec{sp}, Options{})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inv.Run(ctx); close(done) }()
-	require.Eventually(t, func() bool { return src.Calls() == 1 }, 5*time.Second, time.Millisecond)
-	cancel()
-	<-done
-	st := inv.Status().Sources[0]
-	assert.Equal(t, 0, st.ConsecutiveFailures)
-	assert.Empty(t, st.LastError)
-}
-
 func TestNewRejectsBadSpecs(t *testing.T) {
 	ok := &scripted{steps: []step{{}}}
 	cases := []struct {
@@ -372,16 +281,6 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 	}
 }
 
-func TestJitterStaysInRange(t *testing.T) {
-	inv, err := New(nil, Options{Jitter: 0.2})
-	require.NoError(t, err)
-	for range 1000 {
-		d := inv.jittered(10 * time.Second)
-		require.GreaterOrEqual(t, d, 8*time.Second)
-		require.LessOrEqual(t, d, 12*time.Second)
-	}
-}
-
 func TestMetricsExposeEverySource(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	_, err := New([]SourceSpec{spec("a", &scripted{steps: []step{{}}})}, Options{Registerer: reg})
@@ -395,76 +294,4 @@ func TestMetricsExposeEverySource(t *testing.T) {
 argocd_cluster_discovery_source_synced{source="a"} 0
 `), "argocd_cluster_discovery_source_synced")
 	require.NoError(t, err)
-}
-
-func TestOneClusterIsServedOnce(t *testing.T) {
-	withProvider := func(c sources.Cluster, cloudID string) sources.Cluster {
-		c.CloudID = cloudID
-		return c
-	}
-	// the same EKS cluster seen by Rancher (hosted, through its proxy) and by
-	// the EKS source; and two static entries pointing at one server
-	rancherEKS := withProvider(cluster("rancher-payments"), sources.EKSCloudID("111", "eu-west-1", "payments"))
-	rancherEKS.Server = "https://rancher.example.com/k8s/clusters/c-7qgnz"
-	eksPayments := withProvider(cluster("payments"), sources.EKSCloudID("111", "EU-WEST-1", "payments"))
-	sameServerA, sameServerB := cluster("alias-a"), cluster("alias-b")
-	sameServerB.Server = sameServerA.Server
-
-	specs := func() []SourceSpec {
-		r := spec("rancher", &scripted{steps: []step{{clusters: []sources.Cluster{rancherEKS}}}})
-		r.Provider = sources.ProviderRancher
-		e := spec("eks", &scripted{steps: []step{{clusters: []sources.Cluster{eksPayments}}}})
-		e.Provider = sources.ProviderEKS
-		s := spec("files", &scripted{steps: []step{{clusters: []sources.Cluster{sameServerA, sameServerB}}}})
-		return []SourceSpec{r, e, s}
-	}
-	for _, tc := range []struct {
-		prefer Preference
-		served string
-		dup    Duplicate
-	}{
-		{PreferCloud, "payments", Duplicate{Name: "rancher-payments", Source: "rancher", KeptName: "payments", KeptSource: "eks", Reason: "cloudID"}},
-		{PreferRancher, "rancher-payments", Duplicate{Name: "payments", Source: "eks", KeptName: "rancher-payments", KeptSource: "rancher", Reason: "cloudID"}},
-	} {
-		t.Run(string(tc.prefer), func(t *testing.T) {
-			reg := prometheus.NewRegistry()
-			inv, err := New(specs(), Options{Prefer: tc.prefer, Registerer: reg})
-			require.NoError(t, err)
-			require.NoError(t, inv.RefreshAll(context.Background()))
-			snap := inv.Snapshot()
-			assert.Equal(t, []string{"alias-a", tc.served}, names(snap))
-			assert.Equal(t, []Duplicate{
-				{Name: "alias-b", Source: "files", KeptName: "alias-a", KeptSource: "files", Reason: "server"},
-				tc.dup,
-			}, snap.Duplicates)
-			assert.True(t, snap.Present(tc.dup.Name), "a duplicate is not gone")
-			assert.True(t, snap.Present("alias-b"))
-			assert.False(t, snap.Present("never-listed"))
-			assert.Equal(t, 2.0, testutil.ToFloat64(inv.metrics.duplicates))
-			assert.Len(t, inv.Status().Duplicates, 2)
-		})
-	}
-	_, err := New(nil, Options{Prefer: "both"})
-	assert.ErrorContains(t, err, "prefer")
-}
-
-func TestSubscribeListingsHearsUnchangedListings(t *testing.T) {
-	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}, {clusters: []sources.Cluster{cluster("a")}}, {err: errors.New("down")}}}
-	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
-	require.NoError(t, err)
-	changes, c1 := inv.Subscribe()
-	defer c1()
-	listings, c2 := inv.SubscribeListings()
-	defer c2()
-	require.NoError(t, inv.RefreshAll(context.Background()))
-	require.Len(t, changes, 1)
-	require.Len(t, listings, 1)
-	<-changes
-	<-listings
-	require.NoError(t, inv.RefreshAll(context.Background())) // same content
-	assert.Len(t, changes, 0, "no change, no notification")
-	assert.Len(t, listings, 1, "but one more complete listing")
-	<-listings
-	require.Error(t, inv.RefreshAll(context.Background())) // fails: now stale, a change
-	assert.Len(t, changes, 1)
 }
