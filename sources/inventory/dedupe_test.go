@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,9 +28,9 @@ func TestOneClusterIsServedOnce(t *testing.T) {
 
 	specs := func() []SourceSpec {
 		r := spec("rancher", &scripted{steps: []step{{clusters: []sources.Cluster{rancherEKS}}}})
-		r.Provider = sources.ProviderRancher
+		r.Provider, r.Kind = sources.ProviderRancher, sources.KindManager
 		e := spec("eks", &scripted{steps: []step{{clusters: []sources.Cluster{eksPayments}}}})
-		e.Provider = sources.ProviderEKS
+		e.Provider, e.Kind = sources.ProviderEKS, sources.KindCloud
 		s := spec("files", &scripted{steps: []step{{clusters: []sources.Cluster{sameServerA, sameServerB}}}})
 		return []SourceSpec{r, e, s}
 	}
@@ -61,4 +62,85 @@ func TestOneClusterIsServedOnce(t *testing.T) {
 	}
 	_, err := New(nil, Options{Prefer: "both"})
 	assert.ErrorContains(t, err, "prefer")
+}
+
+// TestDedupeRanksByKind checks which of two listings of one cluster is
+// served: the listing of the source whose kind the preference ranks first,
+// whatever the provider's name and whichever source comes first by name.
+func TestDedupeRanksByKind(t *testing.T) {
+	type source struct {
+		provider sources.Provider
+		kind     sources.Kind
+	}
+	var (
+		eks     = source{sources.ProviderEKS, sources.KindCloud}
+		aks     = source{sources.ProviderAKS, sources.KindCloud}
+		rancher = source{sources.ProviderRancher, sources.KindManager}
+		static  = source{sources.ProviderStatic, sources.KindFile}
+		toy     = source{"toy", sources.KindCloud} // a provider the package has never heard of
+		noKind  = source{"mystery", ""}
+		oddKind = source{"odd", "satellite"}
+	)
+	for _, tc := range []struct {
+		name        string
+		prefer      Preference
+		kept, other source
+	}{
+		{"cloud: eks over rancher", PreferCloud, eks, rancher},
+		{"cloud: aks over static", PreferCloud, aks, static},
+		{"cloud: static over rancher", PreferCloud, static, rancher},
+		{"cloud: an unknown provider of kind cloud is cloud", PreferCloud, toy, rancher},
+		{"cloud: toy over static", PreferCloud, toy, static},
+		{"cloud: no kind ranks last", PreferCloud, rancher, noKind},
+		{"cloud: an unknown kind ranks last", PreferCloud, rancher, oddKind},
+		{"rancher: rancher over eks", PreferRancher, rancher, eks},
+		{"rancher: rancher over static", PreferRancher, rancher, static},
+		{"rancher: static over aks", PreferRancher, static, aks},
+		{"rancher: static over toy", PreferRancher, static, toy},
+		{"rancher: toy over no kind", PreferRancher, toy, noKind},
+	} {
+		for _, keptFirst := range []bool{true, false} { // the tie-break by source name must not decide
+			keptName, otherName := "a", "b"
+			if !keptFirst {
+				keptName, otherName = otherName, keptName
+			}
+			t.Run(fmt.Sprintf("%s/kept is %s", tc.name, keptName), func(t *testing.T) {
+				specs := make([]SourceSpec, 2)
+				for i, s := range []struct {
+					name string
+					source
+				}{{keptName, tc.kept}, {otherName, tc.other}} {
+					c := cluster("x-" + s.name) // the same server under two names
+					c.Server = "https://x.example.com"
+					specs[i] = spec(s.name, &scripted{steps: []step{{clusters: []sources.Cluster{c}}}})
+					specs[i].Provider, specs[i].Kind = s.provider, s.kind
+				}
+				inv, err := New(specs, Options{Prefer: tc.prefer})
+				require.NoError(t, err)
+				require.NoError(t, inv.RefreshAll(context.Background()))
+				snap := inv.Snapshot()
+				assert.Equal(t, []string{"x-" + keptName}, names(snap))
+				assert.Equal(t, []Duplicate{{Name: "x-" + otherName, Source: otherName, KeptName: "x-" + keptName, KeptSource: keptName, Reason: "server"}},
+					snap.Duplicates)
+			})
+		}
+	}
+}
+
+func TestKindOrder(t *testing.T) {
+	for _, tc := range []struct {
+		prefer Preference
+		want   []sources.Kind // best first; the last is any kind not in the order
+	}{
+		{PreferCloud, []sources.Kind{sources.KindCloud, sources.KindFile, sources.KindManager, ""}},
+		{PreferRancher, []sources.Kind{sources.KindManager, sources.KindFile, sources.KindCloud, "satellite"}},
+	} {
+		t.Run(string(tc.prefer), func(t *testing.T) {
+			order := kindOrder(tc.prefer)
+			for i, k := range tc.want {
+				assert.Equal(t, i, kindRank(order, k), "kind %q", k)
+			}
+			assert.Equal(t, kindRank(order, ""), kindRank(order, "satellite"), "empty and unknown kinds rank alike, last")
+		})
+	}
 }

@@ -14,8 +14,9 @@
 // rendering, through every phase but a confirmed departure: absent from (or
 // leaving in) Departure.AfterListings consecutive complete listings and
 // Departure.GracePeriod. A mass drop is held longer. Merging (merge.go)
-// dedupes one cluster listed by two sources before resolving name
-// conflicts, and an established cluster keeps its name against a newcomer.
+// dedupes one cluster listed by two sources (dedupe.go: by the kind of
+// source and the preference) before resolving name conflicts, and an
+// established cluster keeps its name against a newcomer.
 package inventory
 
 import (
@@ -33,9 +34,15 @@ import (
 // SourceSpec is one configured source instance.
 type SourceSpec struct {
 	// Name is unique among the configured sources.
-	Name     string
+	Name string
+	// Provider is the provider's name; it must not be empty.
 	Provider sources.Provider
-	Source   sources.Source
+	// Kind is what the provider's upstream is to its clusters (its
+	// sources.Registration's Kind). When one cluster is listed by two
+	// sources, it ranks the source's listing (see Preference); an empty or
+	// unknown kind ranks last.
+	Kind   sources.Kind
+	Source sources.Source
 	// Interval between the end of one listing and the start of the next,
 	// before jitter.
 	Interval time.Duration
@@ -71,10 +78,12 @@ type Preference string
 
 // The preferences.
 const (
-	// PreferCloud serves the EKS/AKS listing of a cluster also found in
-	// Rancher: Argo CD then talks to the cloud endpoint directly.
+	// PreferCloud serves the listing of a source of kind cloud (EKS, AKS)
+	// of a cluster also found elsewhere (Argo CD then talks to the cloud
+	// endpoint directly), then of kind file, then of kind manager.
 	PreferCloud Preference = "cloud"
-	// PreferRancher serves the Rancher listing (through Rancher's proxy).
+	// PreferRancher serves the listing of a source of kind manager
+	// (Rancher, through its proxy), then of kind file, then of kind cloud.
 	PreferRancher Preference = "rancher"
 )
 
@@ -148,8 +157,8 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			return nil, fmt.Errorf("source %d: no name", i)
 		case seen[spec.Name]:
 			return nil, fmt.Errorf("source %s: name used twice", spec.Name)
-		case !spec.Provider.Valid():
-			return nil, fmt.Errorf("source %s: unknown provider %q", spec.Name, spec.Provider)
+		case spec.Provider == "":
+			return nil, fmt.Errorf("source %s: no provider", spec.Name)
 		case spec.Source == nil:
 			return nil, fmt.Errorf("source %s: no implementation", spec.Name)
 		case spec.Interval <= 0:

@@ -75,7 +75,7 @@ func names(snap *Snapshot) []string {
 }
 
 func spec(name string, src sources.Source) SourceSpec {
-	return SourceSpec{Name: name, Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: time.Second}
+	return SourceSpec{Name: name, Provider: sources.ProviderStatic, Kind: sources.KindFile, Source: src, Interval: time.Hour, Timeout: time.Second}
 }
 
 func TestLastGoodListingIsKeptWhileFailing(t *testing.T) {
@@ -266,7 +266,7 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 	}{
 		{"no name", []SourceSpec{spec("", ok)}, Options{}, "no name"},
 		{"duplicate", []SourceSpec{spec("a", ok), spec("a", ok)}, Options{}, "used twice"},
-		{"provider", []SourceSpec{{Name: "a", Provider: "gke", Source: ok, Interval: time.Second, Timeout: time.Second}}, Options{}, "unknown provider"},
+		{"provider", []SourceSpec{{Name: "a", Source: ok, Interval: time.Second, Timeout: time.Second}}, Options{}, "no provider"},
 		{"no source", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Interval: time.Second, Timeout: time.Second}}, Options{}, "no implementation"},
 		{"interval", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Timeout: time.Second}}, Options{}, "interval"},
 		{"timeout", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Interval: time.Second}}, Options{}, "timeout"},

@@ -271,6 +271,7 @@ func TestDedupeRunsBeforeConflictsAndKeepsTheEstablishedListing(t *testing.T) {
 	rancher, eks := &listings{}, &listings{}
 	specs := []SourceSpec{spec("rancher", rancher), spec("eks", eks)}
 	specs[0].Provider, specs[1].Provider = sources.ProviderRancher, sources.ProviderEKS
+	specs[0].Kind, specs[1].Kind = sources.KindManager, sources.KindCloud
 	inv, err := New(specs, Options{Prefer: PreferCloud})
 	require.NoError(t, err)
 	cloudID := sources.EKSCloudID("111", "eu-west-1", "payments")
@@ -295,6 +296,7 @@ func TestNothingIsEstablishedBeforeEverySourceListed(t *testing.T) {
 	rancher, eks := &listings{}, &listings{}
 	specs := []SourceSpec{spec("rancher", rancher), spec("eks", eks)}
 	specs[0].Provider, specs[1].Provider = sources.ProviderRancher, sources.ProviderEKS
+	specs[0].Kind, specs[1].Kind = sources.KindManager, sources.KindCloud
 	inv, err := New(specs, Options{Prefer: PreferCloud})
 	require.NoError(t, err)
 	cloudID := sources.EKSCloudID("111", "eu-west-1", "payments")

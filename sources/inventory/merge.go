@@ -29,7 +29,7 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 		snap.Unserved = append(snap.Unserved, st.life.unserved...)
 		snap.Kept = append(snap.Kept, st.life.kept...)
 	}
-	kept, dups := dedupe(all, inv.prefer, inv.establishedAt)
+	kept, dups := dedupe(all, inv.prefer, inv.establishedAt, inv.kindOf)
 	snap.Duplicates = dups
 	snap.Clusters, snap.Conflicts = inv.resolveNames(kept)
 	snap.Departed = sortedDeparted(inv.departed, now)
@@ -51,6 +51,14 @@ func (inv *Inventory) tracked(c *sources.Cluster) *tracked {
 		return st.life.tracked[c.Key()]
 	}
 	return nil
+}
+
+// kindOf returns the kind of c's source, empty if it has none.
+func (inv *Inventory) kindOf(c *sources.Cluster) sources.Kind {
+	if st := inv.bySource[c.Source]; st != nil {
+		return st.spec.Kind
+	}
+	return ""
 }
 
 // establishedAt returns when c was established, zero if it is not.
@@ -98,73 +106,6 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 	sort.Slice(served, func(i, j int) bool { return served[i].Name < served[j].Name }) // names are unique here
 	sort.Slice(conflicts, func(i, j int) bool { return conflicts[i].Name < conflicts[j].Name })
 	return served, conflicts
-}
-
-// dedupe keeps one listing per cluster: clusters sharing a server URL or a
-// CloudID are one cluster. The listing kept is the established one, else
-// the one of the preferred kind of source, then the first by source and
-// name, so the choice is stable.
-func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.Cluster) time.Time) ([]*sources.Cluster, []Duplicate) {
-	type ranked struct {
-		c    *sources.Cluster
-		rank int
-		at   time.Time // when established
-	}
-	rs := make([]ranked, len(cs))
-	for i, c := range cs {
-		r := ranked{c: c, rank: 3, at: established(c)}
-		cloud := c.Provider == sources.ProviderEKS || c.Provider == sources.ProviderAKS
-		switch {
-		case !r.at.IsZero():
-			r.rank = 0
-		case prefer == PreferCloud && cloud, prefer == PreferRancher && c.Provider == sources.ProviderRancher:
-			r.rank = 1
-		case c.Provider == sources.ProviderStatic:
-			r.rank = 2
-		}
-		rs[i] = r
-	}
-	sort.SliceStable(rs, func(i, j int) bool {
-		a, b := rs[i], rs[j]
-		switch {
-		case a.rank != b.rank:
-			return a.rank < b.rank
-		case !a.at.Equal(b.at):
-			return a.at.Before(b.at)
-		case a.c.Source != b.c.Source:
-			return a.c.Source < b.c.Source
-		}
-		return a.c.Name < b.c.Name
-	})
-	for i := range rs {
-		cs[i] = rs[i].c
-	}
-	byServer := map[string]*sources.Cluster{}
-	byCloud := map[string]*sources.Cluster{}
-	kept := make([]*sources.Cluster, 0, len(cs))
-	var dups []Duplicate
-	for _, c := range cs {
-		first, reason := byServer[c.Server], "server"
-		if first == nil && c.CloudID != "" {
-			first, reason = byCloud[c.CloudID], "cloudID"
-		}
-		if first != nil {
-			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, KeptName: first.Name, KeptSource: first.Source, Reason: reason})
-			continue
-		}
-		byServer[c.Server] = c
-		if c.CloudID != "" {
-			byCloud[c.CloudID] = c
-		}
-		kept = append(kept, c)
-	}
-	sort.Slice(dups, func(i, j int) bool {
-		if dups[i].Name != dups[j].Name {
-			return dups[i].Name < dups[j].Name
-		}
-		return dups[i].Source < dups[j].Source
-	})
-	return kept, dups
 }
 
 func sameContent(a, b *Snapshot) bool {
