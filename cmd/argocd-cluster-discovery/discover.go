@@ -26,8 +26,8 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	logger := newLogger(cfg.Log, stderr)
 	inv, err := buildInventory(cfg, logger, nil)
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
+		return 2
 	}
 	// The same strict decoder as the plugin API: what the API rejects with
 	// 400, discover rejects too.
@@ -41,8 +41,8 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 2
 	}
 	var longest time.Duration
-	for _, s := range cfg.Sources {
-		longest = max(longest, s.Timeout.Std())
+	for i := range cfg.Sources {
+		longest = max(longest, cfg.EffectiveTimeout(&cfg.Sources[i]))
 	}
 	listCtx, cancel := context.WithTimeout(ctx, longest+5*time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@
 //
 //	argocd-cluster-discovery serve --config FILE [--listen ADDR]
 //	argocd-cluster-discovery discover --config FILE [--input JSON]
+//	argocd-cluster-discovery validate --config FILE
 //	argocd-cluster-discovery version
 package main
 
@@ -30,11 +31,7 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/eks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/rancher"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -43,7 +40,10 @@ var version = "dev"
 const usage = `usage:
   argocd-cluster-discovery serve --config FILE [--listen ADDR]
   argocd-cluster-discovery discover --config FILE [--input JSON]
+  argocd-cluster-discovery validate --config FILE
   argocd-cluster-discovery version
+
+Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
 `
 
 func main() {
@@ -64,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdServe(ctx, args[1:], stderr, nil)
 	case "discover":
 		return cmdDiscover(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "argocd-cluster-discovery %s (%s)\n", version, runtime.Version())
 		return 0
@@ -89,6 +91,9 @@ func loadConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Conf
 		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
 		return nil, false
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 	return cfg, true
 }
 
@@ -109,35 +114,29 @@ func routeKlog(logger *slog.Logger) {
 	klog.SetSlogLogger(logger.With("component", "client-go"))
 }
 
-// buildInventory turns the configured sources into an inventory.
+// buildInventory builds every configured source and the inventory over
+// them. Building reads what a source needs at start (a static file, a CA
+// file), so an error here is a configuration error.
 func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*inventory.Inventory, error) {
-	var specs []inventory.SourceSpec
-	for i, sc := range cfg.Sources {
-		spec := inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Interval: sc.Interval.Std(), Timeout: sc.Timeout.Std()}
-		log := logger.With("source", sc.Name)
+	specs := make([]inventory.SourceSpec, 0, len(cfg.Sources))
+	for i := range cfg.Sources {
+		sc := &cfg.Sources[i]
+		r, ok := cfg.Registry().Lookup(sc.Provider)
+		if !ok || sc.Section == nil {
+			return nil, fmt.Errorf("sources[%d] (%s): provider %q is not available", i, sc.Name, sc.Provider)
+		}
 		// each instance registers the same metric names under its own
 		// constant source label
 		var sreg prometheus.Registerer
 		if reg != nil {
 			sreg = prometheus.WrapRegistererWith(prometheus.Labels{"source": sc.Name}, reg)
 		}
-		var err error
-		switch sc.Provider {
-		case sources.ProviderStatic:
-			spec.Source, err = static.New(*sc.Static, cfg.Dir)
-		case sources.ProviderEKS:
-			spec.Source, err = eks.New(sc.Name, *sc.EKS, eks.Options{Logger: log, Registerer: sreg})
-		case sources.ProviderAKS:
-			spec.Source, err = aks.New(sc.Name, *sc.AKS, aks.Options{Logger: log, Registerer: sreg})
-		case sources.ProviderRancher:
-			spec.Source, err = rancher.New(sc.Name, *sc.Rancher, rancher.Options{Logger: log, Registerer: sreg})
-		default:
-			err = fmt.Errorf("provider %s is not available", sc.Provider)
-		}
+		src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: logger.With("source", sc.Name), Registerer: sreg})
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
 		}
-		specs = append(specs, spec)
+		specs = append(specs, inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Kind: r.Kind(), Source: src,
+			Interval: cfg.EffectiveInterval(sc), Timeout: cfg.EffectiveTimeout(sc)})
 	}
 	return inventory.New(specs, inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter, Prefer: cfg.Inventory.Prefer,
 		Departure: cfg.Departure.Inventory(), Tenants: cfg.Secrets.Tenants})
@@ -165,27 +164,68 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serve
 	}
 	logger := newLogger(cfg.Log, stderr)
 	routeKlog(logger)
-	if err := serve(ctx, cfg, logger, hooks); err != nil {
+	reg := prometheus.NewRegistry()
+	built, err := build(cfg, logger, reg)
+	if err != nil {
+		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
+		return 2
+	}
+	if err := serve(ctx, cfg, built, logger, reg, hooks); err != nil {
 		logger.Error("stopped", "error", err.Error())
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, hooks *serveHooks) error {
-	logger.Info("starting", "version", version, "config", cfg.JSON())
-	applyRuntime(cfg.Runtime, logger)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// parts are what serve runs, built from the configuration before anything
+// starts: a problem here is the configuration's (exit 2).
+type parts struct {
+	inv    *inventory.Inventory
+	tokens *generator.TokenSet
+}
 
+// build builds the sources (reading what they need at start, such as a
+// static file) and reads the tokens.
+func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*parts, error) {
 	inv, err := buildInventory(cfg, logger, reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tokens, err := generator.NewTokenSet(cfg.Server.Tokens, logger)
 	if err != nil {
-		return fmt.Errorf("server.tokens: %w", err)
+		return nil, fmt.Errorf("server.tokens: %w", err)
 	}
+	return &parts{inv: inv, tokens: tokens}, nil
+}
+
+// cmdValidate checks a configuration as serve would before starting: the
+// file (every problem at once, each with its path), then the sources built
+// (a static file that is missing or invalid) and the tokens read. Nothing
+// is listed and nothing listens.
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg, ok := loadConfig(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+	if _, err := build(cfg, slog.New(slog.DiscardHandler), nil); err != nil {
+		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "configuration is valid: %d source(s)\n", len(cfg.Sources))
+	return 0
+}
+
+func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logger, reg *prometheus.Registry, hooks *serveHooks) error {
+	logger.Info("starting", "version", version, "config", cfg.JSON())
+	for _, w := range cfg.Warnings {
+		logger.Warn("deprecated configuration key", "warning", w)
+	}
+	applyRuntime(cfg.Runtime, logger)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	inv, tokens := p.inv, p.tokens
+	var err error
 	opts := generator.Options{
 		Inventory: inv, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
 		Registerer: reg, Gatherer: reg, Version: version,

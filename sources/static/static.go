@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -83,10 +82,11 @@ type Source struct {
 	failed    error
 }
 
-// New validates cfg and, when it names a file, reads and validates the file
-// once so that a broken file is a start-up error. baseDir resolves a
-// relative File.
+// New builds the source of cfg; a relative File is taken from baseDir
+// (SetDirectory). When cfg names a file, the file is read and validated
+// once, so that a broken file is a start-up error.
 func New(cfg Config, baseDir string) (*Source, error) {
+	cfg.SetDirectory(baseDir)
 	s := &Source{}
 	inline, err := convert(cfg.Clusters, "clusters")
 	if err != nil {
@@ -100,9 +100,6 @@ func New(cfg Config, baseDir string) (*Source, error) {
 		return s, nil
 	}
 	s.path = cfg.File
-	if !filepath.IsAbs(s.path) {
-		s.path = filepath.Join(baseDir, s.path)
-	}
 	if _, err := s.Clusters(context.Background()); err != nil {
 		return nil, err
 	}
@@ -210,14 +207,19 @@ func (cv *converter) clusters() []sources.Cluster {
 	return append(out, cv.cur...)
 }
 
+// clusterError is a problem of one field of a YAML cluster.
+type clusterError struct{ field, detail string }
+
+func (e *clusterError) Error() string { return e.field + ": " + e.detail }
+
 // toCluster is the pure mapping from a YAML cluster to the model.
 func toCluster(sc Cluster) (sources.Cluster, error) {
 	if sc.Name == "" {
-		return sources.Cluster{}, fmt.Errorf("name: required")
+		return sources.Cluster{}, &clusterError{"name", "required"}
 	}
 	server, err := sources.NormalizeServer(sc.Server)
 	if err != nil {
-		return sources.Cluster{}, fmt.Errorf("server: %w", err)
+		return sources.Cluster{}, &clusterError{"server", err.Error()}
 	}
 	c := sources.Cluster{
 		Provider: sources.ProviderStatic, Name: sc.Name, Server: server,
@@ -226,7 +228,7 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		KubernetesVersion: sc.KubernetesVersion, State: sc.State, Ready: true, ID: sc.ID, Phase: sc.Phase,
 	}
 	if !c.Phase.Valid() || c.Phase == sources.PhaseAbsent {
-		return sources.Cluster{}, fmt.Errorf("phase: %q is not one of pending, ready, degraded, leaving", sc.Phase)
+		return sources.Cluster{}, &clusterError{"phase", fmt.Sprintf("%q is not one of pending, ready, degraded, leaving", sc.Phase)}
 	}
 	if sc.Ready != nil && !*sc.Ready {
 		c.Ready, c.NotReadyReason = false, sc.NotReadyReason
@@ -240,14 +242,14 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		c.Auth = sources.Auth{Kind: sources.AuthExec, Exec: sc.Auth.Exec}
 	}
 	if sc.Auth.BearerToken != nil && (sc.Auth.AWS != nil || sc.Auth.Exec != nil) || sc.Auth.AWS != nil && sc.Auth.Exec != nil {
-		return sources.Cluster{}, fmt.Errorf("auth: set at most one of bearerToken, aws and exec")
+		return sources.Cluster{}, &clusterError{"auth", "set at most one of bearerToken, aws and exec"}
 	}
 	if err := c.Auth.Validate(); err != nil {
-		return sources.Cluster{}, fmt.Errorf("auth: %w", err)
+		return sources.Cluster{}, &clusterError{"auth", err.Error()}
 	}
 	if sc.CAData != "" {
 		if c.CA, err = sources.ParseCAData(sc.CAData); err != nil {
-			return sources.Cluster{}, fmt.Errorf("caData: %w", err)
+			return sources.Cluster{}, &clusterError{"caData", err.Error()}
 		}
 	}
 	return c, nil

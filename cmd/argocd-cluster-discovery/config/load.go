@@ -1,0 +1,168 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Load reads path and returns the configuration, defaulted, with relative
+// paths resolved and validated; the error lists every problem of the file
+// at once, each with its full path.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(raw, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("config %s:\n%w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse is Load for bytes already read, with the providers of this
+// binary; dir resolves relative paths.
+func Parse(raw []byte, dir string) (*Config, error) { return ParseWith(raw, dir, Providers()) }
+
+// ParseWith is Parse with the given providers. The steps are the same for
+// every part of the file: decode (unknown keys are errors), defaults,
+// relative paths, then validation, which changes nothing.
+func ParseWith(raw []byte, dir string, reg *sources.Registry) (*Config, error) {
+	cfg := Default()
+	cfg.Dir, cfg.registry = dir, reg
+	doc, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	if string(doc) == "null" {
+		doc = []byte("{}")
+	}
+	errs := decodeInto(nil, doc, &cfg, true)
+	errs = append(errs, cfg.decodeSources(reg)...)
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		if s.Section == nil {
+			continue
+		}
+		s.Section.Default()
+		s.Section.SetDirectory(dir)
+		if d, ok := s.Section.(sources.Deprecations); ok {
+			cfg.Warnings = append(cfg.Warnings, d.Deprecations(sourcePath(i, s.Provider))...)
+		}
+	}
+	cfg.resolvePaths()
+	errs = append(errs, cfg.Validate()...)
+	if len(errs) > 0 {
+		return nil, errorList(errs)
+	}
+	return &cfg, nil
+}
+
+// resolvePaths makes the relative file paths of the file's own sections
+// relative to its directory (the providers' sections do it themselves).
+func (c *Config) resolvePaths() {
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(c.Dir, *p)
+		}
+	}
+	for i := range c.Server.Tokens {
+		abs(&c.Server.Tokens[i].File)
+	}
+	abs(&c.Secrets.Kubeconfig)
+}
+
+func sourcePath(i int, p sources.Provider) *field.Path {
+	return field.NewPath("sources").Index(i).Child(string(p))
+}
+
+// errorList is every problem of the file, one per line, sorted by path.
+type errorList field.ErrorList
+
+func (l errorList) Error() string {
+	lines := make([]string, len(l))
+	for i, e := range l {
+		lines[i] = e.Error()
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i] < lines[j] })
+	return strings.Join(lines, "\n")
+}
+
+// Errors returns the field errors behind err, for tests and tools.
+func Errors(err error) field.ErrorList {
+	var l errorList
+	if errors.As(err, &l) {
+		return field.ErrorList(l)
+	}
+	return nil
+}
+
+// unknownKey is the error of a key no type has.
+func unknownKey(at *field.Path) *field.Error {
+	return field.Forbidden(at, "unknown key")
+}
+
+// strictError turns an unknown or duplicate key of sigs.k8s.io/json into a
+// field error under at.
+func strictError(at *field.Path, err error) *field.Error {
+	fe, ok := err.(interface{ FieldPath() string })
+	if !ok {
+		return field.Invalid(at, field.OmitValueType{}, err.Error())
+	}
+	p := joinPath(at, fe.FieldPath())
+	if strings.HasPrefix(err.Error(), "duplicate field") {
+		return field.Duplicate(p, field.OmitValueType{})
+	}
+	return unknownKey(p)
+}
+
+// typeError turns a decoding error (a wrong type) into a field error.
+func typeError(at *field.Path, err error) *field.Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return field.TypeInvalid(joinPath(at, te.Field), field.OmitValueType{}, fmt.Sprintf("got a JSON %s where %s is expected", te.Value, te.Type))
+	}
+	return field.Invalid(at, field.OmitValueType{}, err.Error())
+}
+
+// joinPath appends a dotted path with [i] indexes ("a.b[2].c") to at.
+func joinPath(at *field.Path, rel string) *field.Path {
+	p := at
+	for _, part := range strings.Split(rel, ".") {
+		if part == "" {
+			continue
+		}
+		name, rest, _ := strings.Cut(part, "[")
+		if name != "" {
+			if p == nil {
+				p = field.NewPath(name)
+			} else {
+				p = p.Child(name)
+			}
+		}
+		for rest != "" {
+			idx, after, _ := strings.Cut(rest, "]")
+			var n int
+			fmt.Sscanf(idx, "%d", &n)
+			if p == nil {
+				p = field.NewPath("")
+			}
+			p = p.Index(n)
+			rest = strings.TrimPrefix(after, "[")
+		}
+	}
+	if p == nil {
+		return field.NewPath("")
+	}
+	return p
+}

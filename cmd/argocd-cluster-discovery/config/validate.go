@@ -1,0 +1,287 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// Validate checks every field and returns every problem, each with its
+// full path. It changes nothing.
+func (c *Config) Validate() field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, c.validateLogAndRuntime()...)
+	errs = append(errs, c.validateServer(field.NewPath("server"))...)
+	errs = append(errs, c.validateInventory(field.NewPath("inventory"))...)
+	errs = append(errs, c.validateDeparture(field.NewPath("departure"))...)
+	errs = append(errs, c.validateSources(field.NewPath("sources"))...)
+	errs = append(errs, c.validateSecrets(field.NewPath("secrets"))...)
+	errs = append(errs, c.validateAppSetRefresh(field.NewPath("applicationSetRefresh"))...)
+	return errs
+}
+
+// check appends e when it is not nil.
+func check(errs field.ErrorList, e *field.Error) field.ErrorList {
+	if e != nil {
+		return append(errs, e)
+	}
+	return errs
+}
+
+func (c *Config) validateLogAndRuntime() field.ErrorList {
+	var errs field.ErrorList
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("log", "level"), c.Log.Level, []string{"debug", "info", "warn", "error"}))
+	}
+	if c.Log.Format != "json" && c.Log.Format != "text" {
+		errs = append(errs, field.NotSupported(field.NewPath("log", "format"), c.Log.Format, []string{"json", "text"}))
+	}
+	if c.Runtime.GCPercent < 1 || c.Runtime.GCPercent > 1000 {
+		errs = append(errs, field.Invalid(field.NewPath("runtime", "gcPercent"), c.Runtime.GCPercent, "must be between 1 and 1000 (Go's own default is 100)"))
+	}
+	return errs
+}
+
+func (c *Config) validateServer(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	s := &c.Server
+	if s.Listen == "" {
+		errs = append(errs, field.Required(at.Child("listen"), ""))
+	}
+	if s.OpsListen != "" && s.OpsListen == s.Listen {
+		errs = append(errs, field.Invalid(at.Child("opsListen"), s.OpsListen, "must differ from server.listen (leave it empty to serve both on one address)"))
+	}
+	if _, err := generator.NormalizePrefix(s.PathPrefix); err != nil {
+		errs = append(errs, field.Invalid(at.Child("pathPrefix"), s.PathPrefix, err.Error()))
+	}
+	if len(s.Tokens) == 0 {
+		errs = append(errs, field.Required(at.Child("tokens"), "at least one token reference (file or env)"))
+	}
+	for i, t := range s.Tokens {
+		if t.Secret != nil {
+			errs = append(errs, field.Forbidden(at.Child("tokens").Index(i).Child("secret"), "use file (a mounted Secret) or env"))
+		} else if err := t.Validate(); err != nil {
+			errs = append(errs, field.Invalid(at.Child("tokens").Index(i), field.OmitValueType{}, err.Error()))
+		}
+	}
+	errs = check(errs, s.TokenReloadInterval.Validate(at.Child("tokenReloadInterval"), time.Second, 0))
+	return check(errs, s.ShutdownTimeout.Validate(at.Child("shutdownTimeout"), time.Millisecond, 0))
+}
+
+func (c *Config) validateInventory(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	inv := &c.Inventory
+	errs = check(errs, inv.Interval.Validate(at.Child("interval"), time.Second, 0))
+	errs = check(errs, inv.Timeout.Validate(at.Child("timeout"), time.Millisecond, 0))
+	if inv.Jitter < 0 || inv.Jitter >= 1 {
+		errs = append(errs, field.Invalid(at.Child("jitter"), inv.Jitter, "must be in [0, 1)"))
+	}
+	if inv.Prefer != inventory.PreferCloud && inv.Prefer != inventory.PreferRancher {
+		errs = append(errs, field.NotSupported(at.Child("prefer"), inv.Prefer, []inventory.Preference{inventory.PreferCloud, inventory.PreferRancher}))
+	}
+	return errs
+}
+
+func (c *Config) validateDeparture(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	d := &c.Departure
+	if d.AfterListings < 1 {
+		errs = append(errs, field.Invalid(at.Child("afterListings"), d.AfterListings, "must be at least 1 (one listing is never enough to confirm a departure)"))
+	}
+	errs = check(errs, d.GracePeriod.Validate(at.Child("gracePeriod"), 0, 0))
+	if d.MaxFraction <= 0 || d.MaxFraction > 1 {
+		errs = append(errs, field.Invalid(at.Child("maxFraction"), d.MaxFraction, "must be above 0 and at most 1"))
+	}
+	if d.HeldListings < d.AfterListings {
+		errs = append(errs, field.Invalid(at.Child("heldListings"), d.HeldListings, fmt.Sprintf("must be at least departure.afterListings (%d)", d.AfterListings)))
+	}
+	return errs
+}
+
+func (c *Config) validateSources(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(c.Sources) == 0 {
+		errs = append(errs, field.Required(at, "at least one source"))
+	}
+	names := map[string]int{}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		si := at.Index(i)
+		switch {
+		case s.Name == "":
+			errs = append(errs, field.Required(si.Child("name"), ""))
+		case !sourceNameOK(s.Name):
+			errs = append(errs, field.Invalid(si.Child("name"), s.Name, "use lower-case letters, digits and '-', at most 40 (it appears in cluster names and labels)"))
+		default:
+			if j, dup := names[s.Name]; dup {
+				errs = append(errs, field.Duplicate(si.Child("name"), s.Name+" (also sources["+fmt.Sprint(j)+"])"))
+			} else {
+				names[s.Name] = i
+			}
+		}
+		if !s.Interval.IsZero() {
+			errs = check(errs, s.Interval.Validate(si.Child("interval"), time.Second, 0))
+		}
+		if !s.Timeout.IsZero() {
+			errs = check(errs, s.Timeout.Validate(si.Child("timeout"), time.Millisecond, 0))
+		}
+		if s.Section != nil {
+			errs = append(errs, s.Section.Validate(si.Child(string(s.Provider)))...)
+		}
+	}
+	return append(errs, c.validateNamePrefixes(at)...)
+}
+
+// validateNamePrefixes requires one namePrefix per Rancher source:
+// Rancher display names and ids repeat across servers.
+func (c *Config) validateNamePrefixes(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	prefixes := map[string]int{}
+	for i, s := range c.Sources {
+		np, ok := s.Section.(interface{ NamePrefixOf() string })
+		if !ok || s.Provider != sources.ProviderRancher {
+			continue
+		}
+		p := np.NamePrefixOf()
+		if j, dup := prefixes[p]; dup {
+			errs = append(errs, field.Invalid(at.Index(i).Child("rancher", "namePrefix"), p,
+				fmt.Sprintf("also the prefix of sources[%d]: Rancher display names and ids repeat across servers, give each Rancher source its own namePrefix", j)))
+		}
+		prefixes[p] = i
+	}
+	return errs
+}
+
+// EffectiveInterval is the source's interval, or the inventory's.
+func (c *Config) EffectiveInterval(s *Source) time.Duration {
+	if !s.Interval.IsZero() {
+		return s.Interval.Std()
+	}
+	return c.Inventory.Interval.Std()
+}
+
+// EffectiveTimeout is the source's timeout, or the inventory's.
+func (c *Config) EffectiveTimeout(s *Source) time.Duration {
+	if !s.Timeout.IsZero() {
+		return s.Timeout.Std()
+	}
+	return c.Inventory.Timeout.Std()
+}
+
+func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	s := &c.Secrets
+	for _, d := range []struct {
+		path *field.Path
+		d    sources.Duration
+	}{{at.Child("resync"), s.Resync}, {at.Child("prune", "gracePeriod"), s.Prune.GracePeriod}} {
+		errs = check(errs, d.d.Validate(d.path, 0, 0))
+	}
+	if len(s.Select) > 0 {
+		if f, err := c.parseSelect(); err != nil {
+			errs = append(errs, field.Invalid(at.Child("select"), field.OmitValueType{}, strings.TrimPrefix(err.Error(), "input.parameters")))
+		} else {
+			s.match = f.Match // not a change of the configuration: its parsed form
+		}
+	}
+	if s.Client.QPS <= 0 || s.Client.QPS > 10000 {
+		errs = append(errs, field.Invalid(at.Child("client", "qps"), s.Client.QPS, "must be above 0 and at most 10000"))
+	}
+	if s.Client.Burst < 1 || float32(s.Client.Burst) < s.Client.QPS {
+		errs = append(errs, field.Invalid(at.Child("client", "burst"), s.Client.Burst, "must be at least 1 and at least qps"))
+	}
+	for name := range s.Credentials {
+		if !c.hasSource(name) {
+			errs = append(errs, field.NotFound(at.Child("credentials").Key(name), "no source of that name is configured"))
+		}
+	}
+	if s.Enabled {
+		rc := s.Reconciler()
+		if err := rc.Validate(); err != nil {
+			errs = append(errs, field.Invalid(at, field.OmitValueType{}, err.Error()))
+		}
+	}
+	if s.Enabled || c.ApplicationSetRefresh.Enabled {
+		errs = append(errs, c.validateLeaderElection(at.Child("leaderElection"))...)
+	}
+	return errs
+}
+
+// validateLeaderElection checks the Lease settings the reconciler and the
+// refresh trigger share.
+func (c *Config) validateLeaderElection(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	le := &c.Secrets.LeaderElection
+	for _, d := range []struct {
+		name string
+		d    sources.Duration
+	}{{"leaseDuration", le.LeaseDuration}, {"renewDeadline", le.RenewDeadline}, {"retryPeriod", le.RetryPeriod}} {
+		errs = check(errs, d.d.Validate(at.Child(d.name), 0, 0))
+	}
+	if le.Enabled && (le.LeaseName == "" || le.RenewDeadline.Std() >= le.LeaseDuration.Std() || le.RetryPeriod.Std() <= 0) {
+		errs = append(errs, field.Invalid(at, field.OmitValueType{}, "needs a leaseName and retryPeriod < renewDeadline < leaseDuration"))
+	}
+	return errs
+}
+
+func (c *Config) hasSource(name string) bool {
+	for _, s := range c.Sources {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) validateAppSetRefresh(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	r := &c.ApplicationSetRefresh
+	errs = check(errs, r.Debounce.Validate(at.Child("debounce"), 100*time.Millisecond, 10*time.Minute))
+	if !r.Enabled {
+		return errs
+	}
+	if len(validation.IsDNS1123Subdomain(r.PluginConfigMap)) > 0 {
+		errs = append(errs, field.Invalid(at.Child("pluginConfigMap"), r.PluginConfigMap, "not a ConfigMap name"))
+	}
+	for i, ns := range r.Namespaces {
+		if ns == appsetrefresh.AllNamespaces {
+			if len(r.Namespaces) > 1 {
+				errs = append(errs, field.Invalid(at.Child("namespaces").Index(i), ns, "every namespace: must be the only entry"))
+			}
+		} else if len(validation.IsDNS1123Label(ns)) > 0 {
+			errs = append(errs, field.Invalid(at.Child("namespaces").Index(i), ns, "not a namespace name"))
+		}
+	}
+	if !c.Secrets.Enabled && len(validation.IsDNS1123Label(c.Secrets.Namespace)) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("secrets", "namespace"), c.Secrets.Namespace,
+			"not a namespace name (applicationSetRefresh takes it as Argo CD's namespace)"))
+	}
+	return errs
+}
+
+func sourceNameOK(s string) bool {
+	if len(s) > 40 || strings.HasPrefix(s, "-") || strings.HasSuffix(s, "-") {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseSelect parses secrets.select with the plugin input's filters.
+func (c *Config) parseSelect() (generator.Filter, error) {
+	return generator.ParseParameters(c.Secrets.Select)
+}
