@@ -10,7 +10,7 @@ import (
 )
 
 func TestRefreshConfig(t *testing.T) {
-	base := "server: {tokens: [{env: T}]}\nsources: [{name: one, provider: static, static: {clusters: []}}]\n"
+	base := "server: {tokens: [{env: T}]}\nsources: [{name: one, provider: static, static: {clusters: [{name: a, server: 'https://a.example.com'}]}}]\n"
 	parse := func(doc string) *config.Config {
 		cfg, err := config.Parse([]byte(base+doc), t.TempDir())
 		require.NoError(t, err)

@@ -214,6 +214,16 @@ func TestCLIErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("server:\n  listen: ''\nsources: []\n"), 0o600))
 	unknown := filepath.Join(dir, "unknown.yaml")
 	require.NoError(t, os.WriteFile(unknown, []byte("sever: {}\n"), 0o600))
+	// valid as a file, but its static file is missing and its token file
+	// unreadable: problems found when the sources are built, still before
+	// anything starts
+	noFile := filepath.Join(dir, "no-file.yaml")
+	require.NoError(t, os.WriteFile(noFile, []byte("server: {tokens: [{env: ACD_TEST_TOKEN}]}\n"+
+		"sources: [{name: one, provider: static, static: {file: gone.yaml}}]\n"), 0o600))
+	noToken := filepath.Join(dir, "no-token.yaml")
+	require.NoError(t, os.WriteFile(noToken, []byte("server: {listen: '127.0.0.1:0', tokens: [{file: missing-token}]}\n"+
+		"sources: [{name: one, provider: static, static: {clusters: [{name: a, server: 'https://a.example.com'}]}}]\n"), 0o600))
+	t.Setenv("ACD_TEST_TOKEN", "t")
 
 	cases := []struct {
 		name   string
@@ -226,8 +236,13 @@ func TestCLIErrors(t *testing.T) {
 		{"unknown command", []string{"serv"}, 2, []string{`unknown command "serv"`}, ""},
 		{"version", []string{"version"}, 0, nil, "argocd-cluster-discovery dev"},
 		{"serve without config", []string{"serve"}, 2, []string{"--config is required"}, ""},
-		{"invalid config names fields", []string{"serve", "--config", bad}, 2, []string{"server.listen: required", "server.tokens:", "sources: at least one source"}, ""},
-		{"unknown key", []string{"discover", "--config", unknown}, 2, []string{`unknown field "sever"`}, ""},
+		{"invalid config names fields", []string{"serve", "--config", bad}, 2, []string{"server.listen: Required value", "server.tokens: Required value", "sources: Required value: at least one source"}, ""},
+		{"unknown key", []string{"discover", "--config", unknown}, 2, []string{"sever: Forbidden: unknown key"}, ""},
+		{"validate a valid file", []string{"validate", "--config", demoConfig}, 0, nil, "configuration is valid: 2 source(s)"},
+		{"validate reports every problem", []string{"validate", "--config", bad}, 2, []string{"server.listen: Required value", "sources: Required value"}, ""},
+		{"validate builds the sources", []string{"validate", "--config", noFile}, 2, []string{"invalid configuration", "sources[0] (one)", filepath.Join(dir, "gone.yaml")}, ""},
+		{"serve: a missing static file is a configuration error", []string{"serve", "--config", noFile}, 2, []string{"invalid configuration", filepath.Join(dir, "gone.yaml")}, ""},
+		{"serve: an unreadable token file exits 2 before starting", []string{"serve", "--config", noToken}, 2, []string{"invalid configuration", "server.tokens"}, ""},
 		{"missing file", []string{"serve", "--config", filepath.Join(dir, "nope.yaml")}, 2, []string{"read config"}, ""},
 		{"discover bad input", []string{"discover", "--config", demoConfig, "--input", `{"parameters":{"tennant":"x"}}`}, 2, []string{`unknown key "tennant"`}, ""},
 		{"discover unknown source", []string{"discover", "--config", demoConfig, "--input", `{"parameters":{"source":"x"}}`}, 2, []string{`no source named "x"`}, ""},
@@ -240,6 +255,9 @@ func TestCLIErrors(t *testing.T) {
 			assert.Equal(t, tc.code, code, stderr.String())
 			for _, s := range tc.stderr {
 				assert.Contains(t, stderr.String(), s)
+			}
+			if tc.code == 2 {
+				assert.NotContains(t, stderr.String(), "starting", "a configuration error stops everything before the start")
 			}
 			assert.Contains(t, stdout.String(), tc.stdout)
 		})
