@@ -39,39 +39,7 @@ import (
 func TestCloudLifecycle(t *testing.T) {
 	start := time.Now()
 	c := startCloud(t)
-
-	eksPayments := cloudEKSCluster{Name: "eks-payments", Status: "ACTIVE"}
-	eksPlatform := cloudEKSCluster{Name: "eks-platform", Status: "ACTIVE"}
-	aksPayments := cloudAKSCluster{Sub: cloudSubA, RG: "rg-payments", Name: "aks-payments-weu", Provisioning: "Succeeded", PowerState: "Running"}
-	aksSandbox := cloudAKSCluster{Sub: cloudSubB, RG: "rg-sandbox", Name: "aks-sandbox-weu", Provisioning: "Succeeded", PowerState: "Running"}
-	c.fake.SetEKS([]cloudEKSCluster{eksPayments, eksPlatform})
-	c.fake.SetAKS(aksPayments, aksSandbox)
-	c.fake.SetSubscriptions(cloudSubA, cloudSubB)
-	// one cluster under one name from Rancher and from EKS: Rancher's
-	// "platform" (namePrefix eks-) is the hosted EKS cluster eks-platform,
-	// listed by both sources from the start; Rancher's "payments" joins
-	// later (eks-payments)
-	rancherPlatform := rancherCluster{ID: "c-m-eksplt01", Name: "platform", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
-	rancherPayments := rancherCluster{ID: "c-m-ekspay01", Name: "payments", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
-	c.rancher.Host(rancherPlatform, eksPlatform.Name)
-
-	c.start(t)
-	c.eventually(t, 30*time.Second, "/readyz of the cloud deployment", func() error { return getOK("http://" + c.addr + "/readyz") })
-
-	fleet := map[string]string{ // cluster → server
-		eksPayments.Name: eksPayments.server(), eksPlatform.Name: eksPlatform.server(),
-		aksPayments.Name: aksPayments.server(), aksSandbox.Name: aksSandbox.server(),
-	}
-	c.eventually(t, 30*time.Second, "a Secret per cluster, ready, with its state", func() error {
-		return c.secretsAre(fleet, map[string]string{
-			eksPayments.Name: "ACTIVE", eksPlatform.Name: "ACTIVE", aksPayments.Name: "Succeeded", aksSandbox.Name: "Succeeded",
-		})
-	})
-	c.apply(t)
-	c.eventually(t, 30*time.Second, "one Application per cluster, targeting its Secret's server", func() error {
-		return c.appsAre(fleet)
-	})
-	t.Logf("EKS and AKS clusters served, Secrets and Applications created %.1fs after the start", time.Since(start).Seconds())
+	fleet := c.serveFleet(t, start)
 	if !t.Run("EKS and Rancher list eks-platform from the start: served once, the EKS listing (inventory.prefer cloud)", func(t *testing.T) {
 		c.eventually(t, 15*time.Second, "eks-platform served once, from EKS; Rancher's listing a duplicate by cloudID", func() error {
 			return errors.Join(c.servedOnce(eksPlatform.Name, eksPlatform.server()), c.duplicate(eksPlatform.Name, true))
@@ -92,6 +60,70 @@ func TestCloudLifecycle(t *testing.T) {
 		return errors.Join(errs...)
 	}
 
+	c.cloudStates(t, checkAll)
+	c.rancherListsEKS(t, checkAll)
+
+	// the departures: each leaves its Application and Secret through
+	// listings 1 and 2 without it, and loses both after the 3rd
+	if !t.Run("an AKS subscription drops out of the list: its cluster goes after the confirmation", func(t *testing.T) {
+		n0 := c.fake.SetSubscriptions(cloudSubA)
+		c.departs(t, st, checkAll, aksSandbox.Name, c.fake.AKSListings, n0)
+	}) {
+		t.FailNow()
+	}
+	if !t.Run("an EKS cluster gone from ListClusters: Application and Secret go after the 3rd listing", func(t *testing.T) {
+		n0 := c.fake.SetEKS(nil, eksPayments.Name)
+		c.departs(t, st, checkAll, eksPayments.Name, c.fake.EKSListings, n0)
+	}) {
+		t.FailNow()
+	}
+	// the clusters that stayed: unchanged, and what stays served
+	delete(fleet, aksSandbox.Name)
+	delete(fleet, eksPayments.Name)
+	if err := errors.Join(checkAll(), c.appsAre(fleet)); err != nil {
+		t.Fatalf("at the end: %v\n%s", err, c.logs())
+	}
+	if bad, tokens := c.fake.BadAuth(); len(bad) > 0 || tokens == 0 {
+		t.Errorf("requests without the expected credentials: %v; ARM tokens handed out: %d", bad, tokens)
+	}
+	t.Logf("cloud lifecycle took %s (EKS listings %d, AKS listings %d)", time.Since(start).Round(100*time.Millisecond), c.fake.EKSListings(), c.fake.AKSListings())
+}
+
+// serveFleet lists the fleet from the fakes (and eks-platform from Rancher
+// too), starts the deployment and applies its ApplicationSet: a Secret and
+// an Application per cluster. It returns the fleet, cluster → server.
+func (c *cloudEnv) serveFleet(t *testing.T, start time.Time) map[string]string {
+	t.Helper()
+	c.fake.SetEKS([]cloudEKSCluster{eksPayments, eksPlatform})
+	c.fake.SetAKS(aksPayments, aksSandbox)
+	c.fake.SetSubscriptions(cloudSubA, cloudSubB)
+	c.rancher.Host(rancherPlatform, eksPlatform.Name)
+
+	c.start(t)
+	c.eventually(t, 30*time.Second, "/readyz of the cloud deployment", func() error { return getOK("http://" + c.addr + "/readyz") })
+
+	fleet := map[string]string{ // cluster → server
+		eksPayments.Name: eksPayments.server(), eksPlatform.Name: eksPlatform.server(),
+		aksPayments.Name: aksPayments.server(), aksSandbox.Name: aksSandbox.server(),
+	}
+	c.eventually(t, 30*time.Second, "a Secret per cluster, ready, with its state", func() error {
+		return c.secretsAre(fleet, map[string]string{
+			eksPayments.Name: "ACTIVE", eksPlatform.Name: "ACTIVE", aksPayments.Name: "Succeeded", aksSandbox.Name: "Succeeded",
+		})
+	})
+	c.apply(t)
+	c.eventually(t, 30*time.Second, "one Application per cluster, targeting its Secret's server", func() error {
+		return c.appsAre(fleet)
+	})
+	t.Logf("EKS and AKS clusters served, Secrets and Applications created %.1fs after the start", time.Since(start).Seconds())
+	return fleet
+}
+
+// cloudStates takes eks-payments and aks-payments through the cloud states
+// of clusters that have not left, for steadyListings listings each: every
+// Application and Secret is kept (checkAll), the phase and state labels
+// follow. It stops the test at the first step that fails.
+func (c *cloudEnv) cloudStates(t *testing.T, checkAll func() error) {
 	for _, step := range []struct {
 		name     string
 		eks      string
@@ -128,7 +160,12 @@ func TestCloudLifecycle(t *testing.T) {
 			t.FailNow()
 		}
 	}
+}
 
+// rancherListsEKS has Rancher list eks-payments, established from EKS, as
+// well as eks-platform, then neither: the EKS listings stay served
+// throughout and the Applications and Secrets are kept (checkAll).
+func (c *cloudEnv) rancherListsEKS(t *testing.T, checkAll func() error) {
 	// Rancher starts listing eks-payments, established from EKS: the same
 	// cluster (CloudID eks/<account>/<region>/eks-payments), not a name
 	// conflict; the EKS listing stays served, no Secret is made for
@@ -166,102 +203,97 @@ func TestCloudLifecycle(t *testing.T) {
 	}) {
 		t.FailNow()
 	}
-
-	// the departures: each leaves its Application and Secret through
-	// listings 1 and 2 without it, and loses both after the 3rd
-	departs := func(t *testing.T, name string, listings func() int, n0 int) {
-		t.Helper()
-		gone := st[name]
-		delete(st, name)
-		phases := map[string]bool{}
-		confirm := n0 + departureListings
-		deadline := time.Now().Add(time.Duration(departureListings+5) * 3 * time.Second)
-		sawTwo := false
-		for {
-			n := listings()
-			if n >= confirm {
-				break
-			}
-			err := errors.Join(checkAll(), gone.check())
-			if err == nil {
-				var ps map[string]cloudParam
-				if ps, err = c.params(); err == nil {
-					p, ok := ps[name]
-					switch {
-					case !ok:
-						err = fmt.Errorf("%s is not in the plugin answer", name)
-					case n > n0+1 && p.Phase != "absent":
-						err = fmt.Errorf("%s in the plugin answer after %d listings without it: phase %q, want absent", name, n-n0, p.Phase)
-					}
-				}
-			}
-			if err == nil {
-				if s, gerr := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), gone.secret.Name, metav1.GetOptions{}); gerr == nil {
-					phases[s.Labels[clustersecret.LabelPhase]] = true
-				}
-			}
-			// a check that ran into the confirming listing proves nothing
-			if after := listings(); err != nil && after < confirm {
-				t.Fatalf("%s removed after %d listing(s) without it, before the confirmation (%d listings): %v\n%s", name, after-n0, departureListings, err, c.logs())
-			}
-			if n >= n0+2 {
-				sawTwo = true
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d listings since %s left, want %d, by %s\n%s", n-n0, name, departureListings, deadline.Format(time.TimeOnly), c.logs())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if !sawTwo {
-			t.Fatalf("never checked %s after 2 listings without it", name)
-		}
-		c.eventually(t, 15*time.Second, "the Application and the Secret of "+name+" go after the confirmation", func() error {
-			apps, err := e.apps("cloud-lifecycle")
-			if err != nil {
-				return err
-			}
-			if _, ok := apps[gone.app.Name]; ok {
-				return fmt.Errorf("Application %s is still there", gone.app.Name)
-			}
-			_, err = e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), gone.secret.Name, metav1.GetOptions{})
-			if err == nil {
-				return fmt.Errorf("Secret %s is still there", gone.secret.Name)
-			}
-			if !apierrors.IsNotFound(err) {
-				return err
-			}
-			return nil
-		})
-		if !phases["absent"] {
-			t.Errorf("the Secret of %s never showed phase absent before its departure was confirmed (phases seen: %v)", name, names(phases))
-		}
-		if err := checkAll(); err != nil {
-			t.Fatalf("after %s left: %v\n%s", name, err, c.logs())
-		}
-	}
-	if !t.Run("an AKS subscription drops out of the list: its cluster goes after the confirmation", func(t *testing.T) {
-		n0 := c.fake.SetSubscriptions(cloudSubA)
-		departs(t, aksSandbox.Name, c.fake.AKSListings, n0)
-	}) {
-		t.FailNow()
-	}
-	if !t.Run("an EKS cluster gone from ListClusters: Application and Secret go after the 3rd listing", func(t *testing.T) {
-		n0 := c.fake.SetEKS(nil, eksPayments.Name)
-		departs(t, eksPayments.Name, c.fake.EKSListings, n0)
-	}) {
-		t.FailNow()
-	}
-	// the clusters that stayed: unchanged, and what stays served
-	delete(fleet, aksSandbox.Name)
-	delete(fleet, eksPayments.Name)
-	if err := errors.Join(checkAll(), c.appsAre(fleet)); err != nil {
-		t.Fatalf("at the end: %v\n%s", err, c.logs())
-	}
-	if bad, tokens := c.fake.BadAuth(); len(bad) > 0 || tokens == 0 {
-		t.Errorf("requests without the expected credentials: %v; ARM tokens handed out: %d", bad, tokens)
-	}
-	t.Logf("cloud lifecycle took %s (EKS listings %d, AKS listings %d)", time.Since(start).Round(100*time.Millisecond), c.fake.EKSListings(), c.fake.AKSListings())
 }
+
+// departs checks the departure of name, gone from its source's listings
+// (counted by listings) after n0: its Application and Secret stay through
+// listings 1 and 2 without it, its Secret showing phase absent, and go
+// after the 3rd; the clusters that stay (st, checked by checkAll) are
+// kept. It removes name from st.
+func (c *cloudEnv) departs(t *testing.T, st map[string]*cloudSteady, checkAll func() error, name string, listings func() int, n0 int) {
+	t.Helper()
+	gone := st[name]
+	delete(st, name)
+	phases := map[string]bool{}
+	confirm := n0 + departureListings
+	deadline := time.Now().Add(time.Duration(departureListings+5) * 3 * time.Second)
+	sawTwo := false
+	for {
+		n := listings()
+		if n >= confirm {
+			break
+		}
+		err := errors.Join(checkAll(), gone.check())
+		if err == nil {
+			var ps map[string]cloudParam
+			if ps, err = c.params(); err == nil {
+				p, ok := ps[name]
+				switch {
+				case !ok:
+					err = fmt.Errorf("%s is not in the plugin answer", name)
+				case n > n0+1 && p.Phase != "absent":
+					err = fmt.Errorf("%s in the plugin answer after %d listings without it: phase %q, want absent", name, n-n0, p.Phase)
+				}
+			}
+		}
+		if err == nil {
+			if s, gerr := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), gone.secret.Name, metav1.GetOptions{}); gerr == nil {
+				phases[s.Labels[clustersecret.LabelPhase]] = true
+			}
+		}
+		// a check that ran into the confirming listing proves nothing
+		if after := listings(); err != nil && after < confirm {
+			t.Fatalf("%s removed after %d listing(s) without it, before the confirmation (%d listings): %v\n%s", name, after-n0, departureListings, err, c.logs())
+		}
+		if n >= n0+2 {
+			sawTwo = true
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d listings since %s left, want %d, by %s\n%s", n-n0, name, departureListings, deadline.Format(time.TimeOnly), c.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !sawTwo {
+		t.Fatalf("never checked %s after 2 listings without it", name)
+	}
+	c.eventually(t, 15*time.Second, "the Application and the Secret of "+name+" go after the confirmation", func() error {
+		apps, err := e.apps("cloud-lifecycle")
+		if err != nil {
+			return err
+		}
+		if _, ok := apps[gone.app.Name]; ok {
+			return fmt.Errorf("Application %s is still there", gone.app.Name)
+		}
+		_, err = e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), gone.secret.Name, metav1.GetOptions{})
+		if err == nil {
+			return fmt.Errorf("Secret %s is still there", gone.secret.Name)
+		}
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	})
+	if !phases["absent"] {
+		t.Errorf("the Secret of %s never showed phase absent before its departure was confirmed (phases seen: %v)", name, names(phases))
+	}
+	if err := checkAll(); err != nil {
+		t.Fatalf("after %s left: %v\n%s", name, err, c.logs())
+	}
+}
+
+// The cloud fleet of TestCloudLifecycle: two EKS and two AKS clusters.
+var (
+	eksPayments = cloudEKSCluster{Name: "eks-payments", Status: "ACTIVE"}
+	eksPlatform = cloudEKSCluster{Name: "eks-platform", Status: "ACTIVE"}
+	aksPayments = cloudAKSCluster{Sub: cloudSubA, RG: "rg-payments", Name: "aks-payments-weu", Provisioning: "Succeeded", PowerState: "Running"}
+	aksSandbox  = cloudAKSCluster{Sub: cloudSubB, RG: "rg-sandbox", Name: "aks-sandbox-weu", Provisioning: "Succeeded", PowerState: "Running"}
+	// one cluster under one name from Rancher and from EKS: Rancher's
+	// "platform" (namePrefix eks-) is the hosted EKS cluster eks-platform,
+	// listed by both sources from the start; Rancher's "payments" joins
+	// later (eks-payments)
+	rancherPlatform = rancherCluster{ID: "c-m-eksplt01", Name: "platform", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
+	rancherPayments = rancherCluster{ID: "c-m-ekspay01", Name: "payments", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
+)
 
 const (
 	cloudSubA      = "9b4d2f6e-1a3c-4e8b-b7d5-2c0f9e8a6d41"

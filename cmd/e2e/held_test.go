@@ -30,30 +30,7 @@ func testMassDrop(t *testing.T) {
 	}
 	was := settledFleet(t)
 	missing := stores[2:]
-	held := func() error {
-		st, err := e.status()
-		if err != nil {
-			return err
-		}
-		if f := st["fleet"]; f.HeldDepartures != 2 || f.Served != 4 || f.Absent != 2 {
-			return fmt.Errorf("/status fleet: %+v, want 2 held departures, 4 served, 2 absent", f)
-		}
-		var errs []error
-		if n, err := e.metric("argocd_cluster_discovery_source_departures_held", `{source="fleet"}`); err != nil || n != 2 {
-			errs = append(errs, fmt.Errorf("metric source_departures_held{source=fleet}: %v (%v), want 2", n, err))
-		}
-		secrets, err := e.clusterSecrets()
-		if err != nil {
-			return err
-		}
-		for _, c := range missing {
-			errs = append(errs, served("globex", c.Name, "fleet", c.Server, "absent")())
-			if p := secrets[staticSecret("fleet", c)].Labels[clustersecret.LabelPhase]; p != "absent" {
-				errs = append(errs, fmt.Errorf("Secret of %s: phase %q, want absent", c.Name, p))
-			}
-		}
-		return errors.Join(errs...)
-	}
+	held := massDropHeld(missing)
 	n0 := writeSourceAt(t, "fleet", stores[:2]...)
 	t.Run("held: the missing clusters keep their Applications and Secrets", func(t *testing.T) {
 		through(t, "fleet", n0, steadyListings, sameFleet(was), held)
@@ -113,6 +90,37 @@ func testMassDrop(t *testing.T) {
 	})
 }
 
+// massDropHeld returns a check that the mass drop of missing is held:
+// /status shows their 2 held departures (4 served, 2 absent), and so does
+// the metric; they stay in the plugin answer and on their Secrets with
+// phase absent.
+func massDropHeld(missing []staticCluster) func() error {
+	return func() error {
+		st, err := e.status()
+		if err != nil {
+			return err
+		}
+		if f := st["fleet"]; f.HeldDepartures != 2 || f.Served != 4 || f.Absent != 2 {
+			return fmt.Errorf("/status fleet: %+v, want 2 held departures, 4 served, 2 absent", f)
+		}
+		var errs []error
+		if n, err := e.metric("argocd_cluster_discovery_source_departures_held", `{source="fleet"}`); err != nil || n != 2 {
+			errs = append(errs, fmt.Errorf("metric source_departures_held{source=fleet}: %v (%v), want 2", n, err))
+		}
+		secrets, err := e.clusterSecrets()
+		if err != nil {
+			return err
+		}
+		for _, c := range missing {
+			errs = append(errs, served("globex", c.Name, "fleet", c.Server, "absent")())
+			if p := secrets[staticSecret("fleet", c)].Labels[clustersecret.LabelPhase]; p != "absent" {
+				errs = append(errs, fmt.Errorf("Secret of %s: phase %q, want absent", c.Name, p))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
 // testLateSource restarts our service while one static source (aws-prod)
 // cannot complete its first listing: its file is a FIFO that nobody writes
 // after the start-up check read it. Until it lists, every plugin answer is
@@ -126,6 +134,57 @@ func testLateSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	path, content := restartWithLateSource(t)
+	unwritten := secretsUnwritten(stopped)
+	same := sameFleet(was)
+	t.Run("aws-prod has not listed: 503 for every answer, nothing removed, no Secret written", func(t *testing.T) {
+		n0 := e.rancher.Served()
+		through(t, "rancher", n0, steadyListings, func() error { return errors.Join(same(), unwritten()) }, allAnswers503)
+		eventually(t, 20*time.Second, "the ApplicationSet shows the 503", func() error {
+			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
+			if err != nil {
+				return err
+			}
+			if s != "True" || !strings.Contains(msg, "aws-prod") {
+				return fmt.Errorf("ErrorOccurred=%s %q", s, msg)
+			}
+			return nil
+		})
+		_, msg, _ := e.condition("acme-guestbook", "ErrorOccurred")
+		t.Logf("ApplicationSet condition: %s", msg)
+		if err := errors.Join(same(), unwritten()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	refillLateSource(t, path, content)
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("aws-prod lists: 200 again, nothing was removed", func(t *testing.T) {
+		eventually(t, interval+10*time.Second, "the plugin answers 200", func() error {
+			_, err := e.params(map[string]string{"tenant": "acme"})
+			return err
+		})
+		eventually(t, interval+10*time.Second, "the ApplicationSet error clears", func() error {
+			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
+			if err != nil {
+				return err
+			}
+			if s != "False" {
+				return fmt.Errorf("ErrorOccurred=%s %q", s, msg)
+			}
+			return nil
+		})
+		n0 := listingsOf(t, "aws-prod")
+		through(t, "aws-prod", n0, 2, same, served("globex", awsEU.Name, "aws-prod", awsEU.Server, "ready"))
+	})
+}
+
+// restartWithLateSource starts our service while aws-prod's file is a FIFO
+// fed once, for the start-up check: its first listing blocks. It returns
+// the FIFO's path and the content aws-prod lists once it is fed again.
+func restartWithLateSource(t *testing.T) (string, []byte) {
+	t.Helper()
 	path := e.sourceFile("aws-prod")
 	content, err := json.Marshal(map[string]any{"clusters": []staticCluster{awsEU}})
 	if err != nil {
@@ -157,26 +216,34 @@ func testLateSource(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the service never read aws-prod's file at start-up")
 	}
-	all503 := func() error {
-		var errs []error
-		for _, in := range []map[string]string{{"tenant": "acme"}, {"tenant": "globex"}, nil, {"source": "rancher"}} {
-			_, err := e.params(in)
-			if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "aws-prod") {
-				errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming aws-prod", in, err))
-			}
+	return path, content
+}
+
+// allAnswers503 checks that every plugin answer, whatever it selects, is a
+// 503 naming aws-prod, and that /status shows aws-prod not synced.
+func allAnswers503() error {
+	var errs []error
+	for _, in := range []map[string]string{{"tenant": "acme"}, {"tenant": "globex"}, nil, {"source": "rancher"}} {
+		_, err := e.params(in)
+		if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "aws-prod") {
+			errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming aws-prod", in, err))
 		}
-		st, err := e.status()
-		if err != nil {
-			return err
-		}
-		if a := st["aws-prod"]; a.Synced {
-			errs = append(errs, fmt.Errorf("aws-prod synced: %+v", a))
-		}
-		return errors.Join(errs...)
 	}
-	// nothing written or deleted: every cluster Secret as it was when the
-	// previous process stopped, to the resourceVersion
-	unwritten := func() error {
+	st, err := e.status()
+	if err != nil {
+		return err
+	}
+	if a := st["aws-prod"]; a.Synced {
+		errs = append(errs, fmt.Errorf("aws-prod synced: %+v", a))
+	}
+	return errors.Join(errs...)
+}
+
+// secretsUnwritten returns a check that nothing was written or deleted:
+// every cluster Secret as it was when the previous process stopped
+// (stopped), to the resourceVersion.
+func secretsUnwritten(stopped *fleet) func() error {
+	return func() error {
 		secrets, err := e.clusterSecrets()
 		if err != nil {
 			return err
@@ -193,28 +260,12 @@ func testLateSource(t *testing.T) {
 		}
 		return nil
 	}
-	same := sameFleet(was)
-	t.Run("aws-prod has not listed: 503 for every answer, nothing removed, no Secret written", func(t *testing.T) {
-		n0 := e.rancher.Served()
-		through(t, "rancher", n0, steadyListings, func() error { return errors.Join(same(), unwritten()) }, all503)
-		eventually(t, 20*time.Second, "the ApplicationSet shows the 503", func() error {
-			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
-			if err != nil {
-				return err
-			}
-			if s != "True" || !strings.Contains(msg, "aws-prod") {
-				return fmt.Errorf("ErrorOccurred=%s %q", s, msg)
-			}
-			return nil
-		})
-		_, msg, _ := e.condition("acme-guestbook", "ErrorOccurred")
-		t.Logf("ApplicationSet condition: %s", msg)
-		if err := errors.Join(same(), unwritten()); err != nil {
-			t.Fatal(err)
-		}
-	})
-	// the file comes back: the blocked listing gets its content, the next
-	// ones read a regular file again
+}
+
+// refillLateSource brings aws-prod's file back: the blocked listing gets
+// its content from the FIFO, the next ones read a regular file again.
+func refillLateSource(t *testing.T, path string, content []byte) {
+	t.Helper()
 	back := make(chan error, 1)
 	go func() {
 		w, err := os.OpenFile(path, os.O_WRONLY, 0) // the blocked listing is its reader
@@ -238,25 +289,4 @@ func testLateSource(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("nobody was reading aws-prod's FIFO: its listing was not blocked")
 	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Run("aws-prod lists: 200 again, nothing was removed", func(t *testing.T) {
-		eventually(t, interval+10*time.Second, "the plugin answers 200", func() error {
-			_, err := e.params(map[string]string{"tenant": "acme"})
-			return err
-		})
-		eventually(t, interval+10*time.Second, "the ApplicationSet error clears", func() error {
-			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
-			if err != nil {
-				return err
-			}
-			if s != "False" {
-				return fmt.Errorf("ErrorOccurred=%s %q", s, msg)
-			}
-			return nil
-		})
-		n0 := listingsOf(t, "aws-prod")
-		through(t, "aws-prod", n0, 2, same, served("globex", awsEU.Name, "aws-prod", awsEU.Server, "ready"))
-	})
 }

@@ -172,6 +172,30 @@ func testLifecycle(t *testing.T) {
 		return appsAre("acme-guestbook", "acme", acmeApps)
 	})
 	st := established(t, acmeQA)
+	lifecycleStates(t, st)
+	t.Run("the newcomer leaves: the established cluster stays", func(t *testing.T) {
+		n0 := e.rancher.Change(nil, acmeQA2.ID)
+		// the newcomer's own departure is confirmed after departureListings
+		st.stays(t, n0, departureListings, func() error { return noSecretFor(acmeQA2) })
+		eventually(t, 2*interval, "no conflict left on acme-qa", conflictKept("acme-qa", false))
+		if err := errors.Join(st.check(), st.shows("ready", "active")()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("true removal: removing, then gone; Application and Secret go after the confirmation", func(t *testing.T) {
+		trueRemoval(t, st)
+	})
+	t.Logf("lifecycle scenarios took %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// lifecycleStates takes the established cluster of st through the states
+// Rancher shows for a cluster that has not left, then through a newcomer
+// with its display name, each for steadyListings listings; it stops the
+// test at the first that fails.
+func lifecycleStates(t *testing.T, st *steady) {
 	for _, step := range []struct {
 		name         string
 		set          []rancherCluster
@@ -208,63 +232,55 @@ func testLifecycle(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	t.Run("the newcomer leaves: the established cluster stays", func(t *testing.T) {
-		n0 := e.rancher.Change(nil, acmeQA2.ID)
-		// the newcomer's own departure is confirmed after departureListings
-		st.stays(t, n0, departureListings, func() error { return noSecretFor(acmeQA2) })
-		eventually(t, 2*interval, "no conflict left on acme-qa", conflictKept("acme-qa", false))
-		if err := errors.Join(st.check(), st.shows("ready", "active")()); err != nil {
-			t.Fatal(err)
+}
+
+// trueRemoval takes the established cluster of st out of Rancher: removing,
+// then gone once Rancher's finalizers are done. Its Application and Secret
+// stay until the departure is confirmed, its Secret showing phase leaving,
+// then go; /status lists the departure.
+func trueRemoval(t *testing.T, st *steady) {
+	left := time.Now()
+	n0 := e.rancher.Change([]rancherCluster{inState(acmeQA, "removing")})
+	removed := false
+	phases := map[string]bool{}
+	untilConfirmed(t, n0, acmeQA.Name, func() error {
+		// Rancher's finalizers are done after two listings
+		if !removed && e.rancher.Served() >= n0+2 {
+			e.rancher.Change(nil, acmeQA.ID)
+			removed = true
 		}
+		if err := st.check(); err != nil {
+			return err
+		}
+		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		phases[s.Labels[clustersecret.LabelPhase]] = true
+		return nil
 	})
-	if t.Failed() {
-		t.FailNow()
+	if !removed {
+		t.Fatal("the cluster was never removed from Rancher")
 	}
-	t.Run("true removal: removing, then gone; Application and Secret go after the confirmation", func(t *testing.T) {
-		left := time.Now()
-		n0 := e.rancher.Change([]rancherCluster{inState(acmeQA, "removing")})
-		removed := false
-		phases := map[string]bool{}
-		untilConfirmed(t, n0, acmeQA.Name, func() error {
-			// Rancher's finalizers are done after two listings
-			if !removed && e.rancher.Served() >= n0+2 {
-				e.rancher.Change(nil, acmeQA.ID)
-				removed = true
-			}
-			if err := st.check(); err != nil {
-				return err
-			}
-			s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			phases[s.Labels[clustersecret.LabelPhase]] = true
-			return nil
-		})
-		if !removed {
-			t.Fatal("the cluster was never removed from Rancher")
-		}
-		delete(acmeApps, "guestbook-acme-qa")
-		eventually(t, 2*interval+10*time.Second, "its Application goes", func() error {
-			return appsAre("acme-guestbook", "acme", acmeApps)
-		})
-		eventually(t, 2*interval+10*time.Second, "its Secret is pruned", func() error {
-			_, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			return errors.New("still there")
-		})
-		t.Logf("acme-qa's Application and Secret removed %.1fs after it began removing (phases seen on its Secret: %v)", time.Since(left).Seconds(), names(phases))
-		if !phases["leaving"] {
-			t.Errorf("the Secret never showed phase leaving while Rancher removed the cluster (phases seen: %v)", names(phases))
-		}
-		if err := departedListed(acmeQA); err != nil {
-			t.Error(err)
-		}
+	delete(acmeApps, "guestbook-acme-qa")
+	eventually(t, 2*interval+10*time.Second, "its Application goes", func() error {
+		return appsAre("acme-guestbook", "acme", acmeApps)
 	})
-	t.Logf("lifecycle scenarios took %s", time.Since(start).Round(100*time.Millisecond))
+	eventually(t, 2*interval+10*time.Second, "its Secret is pruned", func() error {
+		_, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
+	t.Logf("acme-qa's Application and Secret removed %.1fs after it began removing (phases seen on its Secret: %v)", time.Since(left).Seconds(), names(phases))
+	if !phases["leaving"] {
+		t.Errorf("the Secret never showed phase leaving while Rancher removed the cluster (phases seen: %v)", names(phases))
+	}
+	if err := departedListed(acmeQA); err != nil {
+		t.Error(err)
+	}
 }
