@@ -190,22 +190,7 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	ctx := context.Background()
 
 	// a static source behind a real inventory
-	dir := t.TempDir()
-	write := func(servers ...string) { // cluster name = first label of the server's host
-		s := "clusters:\n"
-		for _, srv := range servers {
-			n := strings.SplitN(srv, "-", 2)[0]
-			s += fmt.Sprintf("  - {name: %s, server: 'https://%s.example.com', tenant: acme, auth: {aws: {clusterName: %s}}}\n", n, srv, n)
-		}
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte(s), 0o600))
-	}
-	write("one", "two")
-	src, err := static.New(static.Config{File: "clusters.yaml"}, dir)
-	require.NoError(t, err)
-	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src,
-		Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1}})
-	require.NoError(t, err)
-	require.NoError(t, inv.RefreshAll(ctx))
+	inv, write := staticInventory(t)
 
 	rc := cfg.Secrets.Reconciler()
 	rc.Policy = clustersecret.PolicySync
@@ -222,16 +207,7 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	}
 	rec, err := clustersecret.New(rc, saKube, inv, nil, nil, clustersecret.WithInformer(secretsInformer))
 	require.NoError(t, err)
-	owned := func() []string {
-		l, err := kube(t).CoreV1().Secrets(c.argocdNS).List(ctx, metav1.ListOptions{LabelSelector: clustersecret.LabelOwner + "=" + cfg.Secrets.OwnerID})
-		require.NoError(t, err)
-		var out []string
-		for _, s := range l.Items {
-			out = append(out, s.Name)
-		}
-		sort.Strings(out)
-		return out
-	}
+	owned := func() []string { return ownedSecrets(t, c.argocdNS, cfg.Secrets.OwnerID) }
 
 	_, err = rec.Pass(ctx) // create, from the (empty) cache
 	require.NoError(t, err)
@@ -256,18 +232,70 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	assert.Equal(t, "https://one-moved.example.com", string(s.Data["server"]))
 
 	// leader election on the chart's Lease
-	le := cfg.Secrets.LeaderElection
+	leaseHeldAs(t, rec, saKube, c.argocdNS, cfg.Secrets.LeaderElection.LeaseName)
+
+	// the refresh trigger's calls on an ApplicationSet of Argo CD's namespace
+	refreshPatchedAs(t, asSA, c.argocdNS)
+}
+
+// staticInventory is a static source (clusters.yaml in a temporary
+// directory, listing clusters one and two) behind a real inventory,
+// refreshed once, and the function that rewrites its file: a cluster per
+// server, named after the first label of the server's host.
+func staticInventory(t *testing.T) (*inventory.Inventory, func(servers ...string)) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(servers ...string) { // cluster name = first label of the server's host
+		s := "clusters:\n"
+		for _, srv := range servers {
+			n := strings.SplitN(srv, "-", 2)[0]
+			s += fmt.Sprintf("  - {name: %s, server: 'https://%s.example.com', tenant: acme, auth: {aws: {clusterName: %s}}}\n", n, srv, n)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte(s), 0o600))
+	}
+	write("one", "two")
+	src, err := static.New(static.Config{File: "clusters.yaml"}, dir)
+	require.NoError(t, err)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src,
+		Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(ctx))
+	return inv, write
+}
+
+// ownedSecrets are the names of the Secrets of namespace ns that owner
+// owns, sorted.
+func ownedSecrets(t *testing.T, ns, owner string) []string {
+	t.Helper()
+	ctx := context.Background()
+	l, err := kube(t).CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: clustersecret.LabelOwner + "=" + owner})
+	require.NoError(t, err)
+	var out []string
+	for _, s := range l.Items {
+		out = append(out, s.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leaseHeldAs runs the reconciler's leader election as the ServiceAccount
+// (saKube) on the Lease leaseName of namespace ns: the Lease must be
+// created, acquired and renewed.
+func leaseHeldAs(t *testing.T, rec *clustersecret.Reconciler, saKube kubernetes.Interface, ns, leaseName string) {
+	t.Helper()
+	ctx := context.Background()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = rec.RunLeading(runCtx, saKube, clustersecret.LeaderElection{LeaseName: le.LeaseName, Identity: "chart-test",
+		_ = rec.RunLeading(runCtx, saKube, clustersecret.LeaderElection{LeaseName: leaseName, Identity: "chart-test",
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond})
 	}()
 	var renewed bool
 	var first *metav1.MicroTime
 	for end := time.Now().Add(15 * time.Second); time.Now().Before(end) && !renewed; time.Sleep(100 * time.Millisecond) {
-		l, err := kube(t).CoordinationV1().Leases(c.argocdNS).Get(ctx, le.LeaseName, metav1.GetOptions{})
+		l, err := kube(t).CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "chart-test" || l.Spec.RenewTime == nil {
 			continue
 		}
@@ -281,12 +309,18 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	<-done
 	assert.NotNil(t, first, "the Lease was created and acquired as the ServiceAccount")
 	assert.True(t, renewed, "the Lease was renewed as the ServiceAccount")
+}
 
-	// the refresh trigger's calls on an ApplicationSet of Argo CD's namespace
-	as := withNamespace(t, readExample(t, "applicationset-per-tenant.yaml").one(t, "ApplicationSet"), c.argocdNS)
+// refreshPatchedAs makes the refresh trigger's calls on an example
+// ApplicationSet applied in namespace ns as the ServiceAccount (asSA): list,
+// get and the refresh patch succeed, a delete is refused.
+func refreshPatchedAs(t *testing.T, asSA *rest.Config, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	as := withNamespace(t, readExample(t, "applicationset-per-tenant.yaml").one(t, "ApplicationSet"), ns)
 	applyObjects(t, manifests{as})
 	saDyn := dynamic.NewForConfigOrDie(asSA)
-	res := saDyn.Resource(applicationSetGVR).Namespace(c.argocdNS)
+	res := saDyn.Resource(applicationSetGVR).Namespace(ns)
 	l, err := res.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	assert.True(t, slices.ContainsFunc(l.Items, func(i unstructured.Unstructured) bool { return i.GetName() == as.GetName() }))

@@ -30,7 +30,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,115 +57,15 @@ type options struct {
 	syncTimeout  time.Duration
 }
 
-// result is one fleet size's figures, also written with -json.
-type result struct {
-	Clusters    int           `json:"clusters"`
-	Connections int           `json:"connections"`
-	Duration    time.Duration `json:"durationNs"`
-	Inputs      int           `json:"inputs"`
-	Load        *loadResult   `json:"load"`
-	Throughput  float64       `json:"requestsPerSecond"`
-	P50         time.Duration `json:"p50Ns"`
-	P99         time.Duration `json:"p99Ns"`
-	Max         time.Duration `json:"maxNs"`
-	Errors      int64         `json:"errors"`
-	Before      processStats  `json:"before"`
-	During      processStats  `json:"during"`
-	After       processStats  `json:"after"`
-	// PeakRSSBytes is the high-water mark of RSS during the load and the
-	// idle pause; StartupPeakRSSBytes is the one before (start-up, first
-	// listing, verification), or 0 when the mark could not be reset and
-	// PeakRSSBytes covers the process's whole life.
-	PeakRSSBytes        float64       `json:"peakRSSBytes"`
-	StartupPeakRSSBytes float64       `json:"startupPeakRSSBytes"`
-	ReadyAfter          time.Duration `json:"readyAfterNs"`
-	ByKind              []kindStats   `json:"byInput"`
-	// Sync is the cluster Secrets' figures, with -secrets.
-	Sync *syncResult `json:"sync,omitempty"`
-	// LogLines is the number of lines the service logged, ForeignLogLines
-	// those not in the configured format (JSON), FirstForeignLogLine the
-	// first of them.
-	LogLines            int    `json:"logLines"`
-	ForeignLogLines     int    `json:"foreignLogLines"`
-	FirstForeignLogLine string `json:"firstForeignLogLine,omitempty"`
-}
-
-// syncResult is what the apiserver saw of the service's cluster Secrets.
-type syncResult struct {
-	Secrets int `json:"secrets"`
-	// ColdSync is from the service's start to the last of its Secrets
-	// seen by a watch opened before it started.
-	ColdSync time.Duration `json:"coldSyncNs"`
-	// SteadyPasses reconcile passes with nothing to change made the
-	// SteadyRequests, counted by the apiserver (apiserver_request_total,
-	// "VERB resource", Secrets and ApplicationSets, non-zero only).
-	SteadyPasses   int                `json:"steadyPasses"`
-	SteadyRequests map[string]float64 `json:"steadyRequests"`
-	SteadyWindow   time.Duration      `json:"steadyWindowNs"`
-}
-
-type kindStats struct {
-	Kind     string        `json:"kind"`
-	Requests int           `json:"requests"`
-	P50      time.Duration `json:"p50Ns"`
-	P99      time.Duration `json:"p99Ns"`
-}
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	sizes := fs.String("clusters", "1000,10000", "comma-separated fleet sizes, one run each")
-	var o options
-	fs.IntVar(&o.conns, "conns", 200, "concurrent keep-alive connections")
-	fs.DurationVar(&o.duration, "duration", 60*time.Second, "load duration per fleet size")
-	fs.DurationVar(&o.settle, "settle", 5*time.Second, "pause after start-up and the answers' verification, before reading the figures the load is compared with")
-	fs.DurationVar(&o.idle, "idle", 10*time.Second, "pause after the load, connections closed, before reading the figures again")
-	fs.StringVar(&o.binary, "binary", "", "service binary (default: go build ./cmd/argocd-cluster-discovery into a temporary directory)")
-	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
-	fs.IntVar(&o.slack, "goroutine-slack", 2, "goroutines the service may have after the idle pause beyond its count before the load")
-	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long the service may take to become ready")
-	fs.BoolVar(&o.secrets, "secrets", false, "run against a real kube-apiserver and etcd (envtest, from KUBEBUILDER_ASSETS) with cluster Secrets and the ApplicationSet refresh trigger on: reports the cold sync and the requests of -steady-passes passes")
-	fs.DurationVar(&o.resync, "resync", 0, "with -secrets: secrets.resync of the service (0: its default, 5m)")
-	fs.IntVar(&o.steadyPasses, "steady-passes", 0, "with -secrets: reconcile passes with nothing to change to count the apiserver's requests over (set -resync so that they come)")
-	fs.DurationVar(&o.syncTimeout, "sync-timeout", 5*time.Minute, "with -secrets: how long the cold sync may take")
-	ca := fs.String("ca", "distinct", "CA certificates of the fleet: distinct (one per cluster, as EKS and AKS have) or shared (one for all)")
-	if err := fs.Parse(args); err != nil {
+	o, ok := parseOptions(args, stderr)
+	if !ok {
 		return 2
 	}
-	switch *ca {
-	case "distinct", "shared":
-		o.distinctCA = *ca == "distinct"
-	default:
-		fmt.Fprintf(stderr, "-ca: %q is neither distinct nor shared\n", *ca)
-		return 2
-	}
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 1_000_000 {
-			fmt.Fprintf(stderr, "-clusters: %q is not a fleet size (1 to 1,000,000)\n", s)
-			return 2
-		}
-		o.sizes = append(o.sizes, n)
-	}
-	if o.conns < 1 || o.conns > 10_000 || o.duration < 0 || o.duration == 0 && !o.secrets {
-		fmt.Fprintln(stderr, "-conns must be 1 to 10,000 and -duration positive (0 only with -secrets: no load)")
-		return 2
-	}
-	if o.secrets {
-		if o.kubeAssets = os.Getenv("KUBEBUILDER_ASSETS"); o.kubeAssets == "" {
-			fmt.Fprintln(stderr, "-secrets needs KUBEBUILDER_ASSETS (kube-apiserver, etcd and argocd-crds/: make testbin)")
-			return 2
-		}
-	}
-	if o.steadyPasses > 0 && (!o.secrets || o.resync <= 0) {
-		fmt.Fprintln(stderr, "-steady-passes needs -secrets and a -resync")
-		return 2
-	}
-
 	tmp, err := os.MkdirTemp("", "loadgen-")
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -216,6 +115,61 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// parseOptions reads and checks the flags; false when they are not usable
+// (the reason written to stderr).
+func parseOptions(args []string, stderr io.Writer) (options, bool) {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizes := fs.String("clusters", "1000,10000", "comma-separated fleet sizes, one run each")
+	var o options
+	fs.IntVar(&o.conns, "conns", 200, "concurrent keep-alive connections")
+	fs.DurationVar(&o.duration, "duration", 60*time.Second, "load duration per fleet size")
+	fs.DurationVar(&o.settle, "settle", 5*time.Second, "pause after start-up and the answers' verification, before reading the figures the load is compared with")
+	fs.DurationVar(&o.idle, "idle", 10*time.Second, "pause after the load, connections closed, before reading the figures again")
+	fs.StringVar(&o.binary, "binary", "", "service binary (default: go build ./cmd/argocd-cluster-discovery into a temporary directory)")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	fs.IntVar(&o.slack, "goroutine-slack", 2, "goroutines the service may have after the idle pause beyond its count before the load")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long the service may take to become ready")
+	fs.BoolVar(&o.secrets, "secrets", false, "run against a real kube-apiserver and etcd (envtest, from KUBEBUILDER_ASSETS) with cluster Secrets and the ApplicationSet refresh trigger on: reports the cold sync and the requests of -steady-passes passes")
+	fs.DurationVar(&o.resync, "resync", 0, "with -secrets: secrets.resync of the service (0: its default, 5m)")
+	fs.IntVar(&o.steadyPasses, "steady-passes", 0, "with -secrets: reconcile passes with nothing to change to count the apiserver's requests over (set -resync so that they come)")
+	fs.DurationVar(&o.syncTimeout, "sync-timeout", 5*time.Minute, "with -secrets: how long the cold sync may take")
+	ca := fs.String("ca", "distinct", "CA certificates of the fleet: distinct (one per cluster, as EKS and AKS have) or shared (one for all)")
+	if err := fs.Parse(args); err != nil {
+		return o, false
+	}
+	switch *ca {
+	case "distinct", "shared":
+		o.distinctCA = *ca == "distinct"
+	default:
+		fmt.Fprintf(stderr, "-ca: %q is neither distinct nor shared\n", *ca)
+		return o, false
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 1_000_000 {
+			fmt.Fprintf(stderr, "-clusters: %q is not a fleet size (1 to 1,000,000)\n", s)
+			return o, false
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	if o.conns < 1 || o.conns > 10_000 || o.duration < 0 || o.duration == 0 && !o.secrets {
+		fmt.Fprintln(stderr, "-conns must be 1 to 10,000 and -duration positive (0 only with -secrets: no load)")
+		return o, false
+	}
+	if o.secrets {
+		if o.kubeAssets = os.Getenv("KUBEBUILDER_ASSETS"); o.kubeAssets == "" {
+			fmt.Fprintln(stderr, "-secrets needs KUBEBUILDER_ASSETS (kube-apiserver, etcd and argocd-crds/: make testbin)")
+			return o, false
+		}
+	}
+	if o.steadyPasses > 0 && (!o.secrets || o.resync <= 0) {
+		fmt.Fprintln(stderr, "-steady-passes needs -secrets and a -resync")
+		return o, false
+	}
+	return o, true
+}
+
 func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	ctx := context.Background()
 	cs := fleet(n)
@@ -261,12 +215,9 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	}
 	r := &result{Clusters: n, Connections: o.conns, Duration: o.duration, ReadyAfter: time.Since(started)}
 	if o.secrets {
-		last, err := sw.waitFor(n, o.syncTimeout, svc.exited())
-		if err != nil {
-			return nil, fmt.Errorf("cold sync: %w; log:\n%s", err, svc.logTail())
+		if r.Sync, err = waitColdSync(o, n, sw, svc, started, log); err != nil {
+			return nil, err
 		}
-		r.Sync = &syncResult{Secrets: n, ColdSync: last.Sub(started)}
-		fmt.Fprintf(log, "loadgen: %d clusters: %d Secrets written %s after the start\n", n, n, r.Sync.ColdSync.Round(time.Millisecond))
 	}
 	ins := inputs()
 	r.Inputs = len(ins)
@@ -279,8 +230,42 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 			return nil, err
 		}
 	}
-	if r.Before, err = svc.scrape(); err != nil {
+	if err := underLoad(o, n, svc, ins, r, log); err != nil {
 		return nil, err
+	}
+	stopped = true
+	if err := svc.stop(30 * time.Second); err != nil {
+		return nil, err
+	}
+	if r.LogLines, r.ForeignLogLines, r.FirstForeignLogLine, err = svc.logFormat(); err != nil {
+		return nil, fmt.Errorf("read the service's log: %w", err)
+	}
+	if r.Load == nil {
+		return r, nil
+	}
+	r.summarize(ins)
+	return r, nil
+}
+
+// waitColdSync waits for the service's n Secrets, seen by sw, and returns
+// the cold sync's figures: from started to the last of them.
+func waitColdSync(o options, n int, sw *secretWatch, svc *service, started time.Time, log io.Writer) (*syncResult, error) {
+	last, err := sw.waitFor(n, o.syncTimeout, svc.exited())
+	if err != nil {
+		return nil, fmt.Errorf("cold sync: %w; log:\n%s", err, svc.logTail())
+	}
+	sr := &syncResult{Secrets: n, ColdSync: last.Sub(started)}
+	fmt.Fprintf(log, "loadgen: %d clusters: %d Secrets written %s after the start\n", n, n, sr.ColdSync.Round(time.Millisecond))
+	return sr, nil
+}
+
+// underLoad reads the service's figures before the load (and its start-up
+// peak RSS) into r, then, with a positive o.duration, drives the load and
+// reads them during it and after the idle pause.
+func underLoad(o options, n int, svc *service, ins []*input, r *result, log io.Writer) error {
+	var err error
+	if r.Before, err = svc.scrape(); err != nil {
+		return err
 	}
 	if peak := svc.peakRSS(); svc.resetPeakRSS() == nil {
 		r.StartupPeakRSSBytes = peak
@@ -303,29 +288,10 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 		r.PeakRSSBytes = svc.peakRSS()
 		time.Sleep(o.idle)
 		if r.After, err = svc.scrape(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	stopped = true
-	if err := svc.stop(30 * time.Second); err != nil {
-		return nil, err
-	}
-	if r.LogLines, r.ForeignLogLines, r.FirstForeignLogLine, err = svc.logFormat(); err != nil {
-		return nil, fmt.Errorf("read the service's log: %w", err)
-	}
-	if r.Load == nil {
-		return r, nil
-	}
-	slices.Sort(r.Load.all)
-	r.P50, r.P99, r.Max = quantile(r.Load.all, 0.50), quantile(r.Load.all, 0.99), quantile(r.Load.all, 1)
-	r.Throughput = float64(r.Load.Requests) / r.Load.Elapsed.Seconds()
-	r.Errors = r.Load.errors()
-	for _, k := range kinds(ins) {
-		lat := r.Load.byKind[k]
-		slices.Sort(lat)
-		r.ByKind = append(r.ByKind, kindStats{Kind: k, Requests: len(lat), P50: quantile(lat, 0.5), P99: quantile(lat, 0.99)})
-	}
-	return r, nil
+	return nil
 }
 
 // steady counts the apiserver's requests over o.steadyPasses successful
@@ -364,48 +330,4 @@ func steady(ctx context.Context, o options, kube *kubeEnv, svc *service, sr *syn
 	sr.SteadyRequests, sr.SteadyWindow = sumCounts(before, after), time.Since(t0)
 	fmt.Fprintf(log, "loadgen: %d passes with nothing to change in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
 	return nil
-}
-
-func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-
-func report(w io.Writer, r *result) {
-	defer func() {
-		fmt.Fprintf(w, "  log           %d lines, %d not in the configured format (JSON)\n", r.LogLines, r.ForeignLogLines)
-		if r.FirstForeignLogLine != "" {
-			fmt.Fprintf(w, "    first: %s\n", r.FirstForeignLogLine)
-		}
-	}()
-	if sr := r.Sync; sr != nil {
-		fmt.Fprintf(w, "\n== %d clusters, cluster Secrets on a real kube-apiserver\n", r.Clusters)
-		fmt.Fprintf(w, "  cold sync     %d Secrets in %s from the start\n", sr.Secrets, sr.ColdSync.Round(time.Millisecond))
-		if sr.SteadyPasses > 0 {
-			fmt.Fprintf(w, "  steady state  %d passes in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
-		}
-	}
-	l := r.Load
-	if l == nil {
-		fmt.Fprintf(w, "  RSS           %s at rest (heap in use %s), peak at start-up %s\n", mib(r.Before.RSSBytes), mib(r.Before.HeapInUse), mib(r.StartupPeakRSSBytes))
-		return
-	}
-	fmt.Fprintf(w, "\n== %d clusters, %d connections, %s, %d inputs (ready after %s)\n",
-		r.Clusters, r.Connections, r.Duration, r.Inputs, r.ReadyAfter.Round(time.Millisecond))
-	fmt.Fprintf(w, "  requests      %d in %s: %.0f req/s, %.1f MiB/s read\n", l.Requests, l.Elapsed.Round(time.Millisecond),
-		r.Throughput, float64(l.Bytes)/(1<<20)/l.Elapsed.Seconds())
-	fmt.Fprintf(w, "  latency       p50 %s   p99 %s   max %s\n", ms(r.P50), ms(r.P99), ms(r.Max))
-	for _, k := range r.ByKind {
-		fmt.Fprintf(w, "    %-10s  %7d requests   p50 %s   p99 %s\n", k.Kind, k.Requests, ms(k.P50), ms(k.P99))
-	}
-	fmt.Fprintf(w, "  errors        %d (non-200 %d, transport %d, wrong answer %d)\n", r.Errors, l.Non200, l.Transport, l.WrongBody)
-	if l.firstError != "" {
-		fmt.Fprintf(w, "    first: %s\n", l.firstError)
-	}
-	fmt.Fprintf(w, "  connections   %d opened for %d connections\n", l.Dials, r.Connections)
-	fmt.Fprintf(w, "  goroutines    before %d   during %d   after %d (growth %+d)\n",
-		r.Before.Goroutines, r.During.Goroutines, r.After.Goroutines, r.After.Goroutines-r.Before.Goroutines)
-	fmt.Fprintf(w, "  RSS           before %s   during %s   after %s   peak under load %s   peak at start-up %s\n",
-		mib(r.Before.RSSBytes), mib(r.During.RSSBytes), mib(r.After.RSSBytes), mib(r.PeakRSSBytes), mib(r.StartupPeakRSSBytes))
-	fmt.Fprintf(w, "  RSS file-backed (the binary) before %s   after %s\n", mib(r.Before.RSSFileBytes), mib(r.After.RSSFileBytes))
-	fmt.Fprintf(w, "  heap in use   before %s   during %s   after %s\n", mib(r.Before.HeapInUse), mib(r.During.HeapInUse), mib(r.After.HeapInUse))
 }

@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+)
+
+// testMassDrop: the fleet source lists 2 of its 4 served clusters. Half of
+// them at once is a mass drop (above departure.maxFraction): the 2 missing
+// clusters keep their Applications and Secrets through steadyListings
+// listings (phase absent), /status shows 2 held departures; the drop is
+// confirmed only after heldListings listings.
+func testMassDrop(t *testing.T) {
+	if err := e.writeSource("fleet", stores...); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range stores {
+		globexApps["monitoring-"+c.Name] = staticSecret("fleet", c)
+	}
+	was := settledFleet(t)
+	missing := stores[2:]
+	held := massDropHeld(missing)
+	n0 := writeSourceAt(t, "fleet", stores[:2]...)
+	t.Run("held: the missing clusters keep their Applications and Secrets", func(t *testing.T) {
+		through(t, "fleet", n0, steadyListings, sameFleet(was), held)
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("confirmed after heldListings listings", func(t *testing.T) {
+		confirm := n0 + departureHeldListings
+		same := sameFleet(was)
+		deadline := time.Now().Add(time.Duration(departureHeldListings+3) * interval * 2)
+		for {
+			n := listingsOf(t, "fleet")
+			if n >= confirm {
+				break
+			}
+			// a check that ran into the confirming listing proves nothing
+			if err := same(); err != nil && listingsOf(t, "fleet") < confirm {
+				t.Fatalf("after %d listings without them (held for %d): %v\n%s", n-n0, departureHeldListings, err, e.logs())
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("fleet: %d listings, want %d, by %s", n-n0, departureHeldListings, deadline.Format(time.TimeOnly))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		for _, c := range missing {
+			delete(globexApps, "monitoring-"+c.Name)
+		}
+		eventually(t, 2*interval+10*time.Second, "their Applications go", func() error {
+			return appsAre("globex-monitoring", "globex", globexApps)
+		})
+		eventually(t, 2*interval+10*time.Second, "their Secrets are pruned", func() error {
+			secrets, err := e.clusterSecrets()
+			if err != nil {
+				return err
+			}
+			for _, c := range missing {
+				if _, ok := secrets[staticSecret("fleet", c)]; ok {
+					return fmt.Errorf("Secret %s still there", staticSecret("fleet", c))
+				}
+			}
+			return nil
+		})
+		doc, err := e.statusDoc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range missing {
+			found := false
+			for _, d := range doc.Departed {
+				found = found || d.Source == "fleet" && d.ID == c.Name
+			}
+			if !found {
+				t.Errorf("/status departed %+v: no fleet %s", doc.Departed, c.Name)
+			}
+		}
+	})
+}
+
+// massDropHeld returns a check that the mass drop of missing is held:
+// /status shows their 2 held departures (4 served, 2 absent), and so does
+// the metric; they stay in the plugin answer and on their Secrets with
+// phase absent.
+func massDropHeld(missing []staticCluster) func() error {
+	return func() error {
+		st, err := e.status()
+		if err != nil {
+			return err
+		}
+		if f := st["fleet"]; f.HeldDepartures != 2 || f.Served != 4 || f.Absent != 2 {
+			return fmt.Errorf("/status fleet: %+v, want 2 held departures, 4 served, 2 absent", f)
+		}
+		var errs []error
+		if n, err := e.metric("argocd_cluster_discovery_source_departures_held", `{source="fleet"}`); err != nil || n != 2 {
+			errs = append(errs, fmt.Errorf("metric source_departures_held{source=fleet}: %v (%v), want 2", n, err))
+		}
+		secrets, err := e.clusterSecrets()
+		if err != nil {
+			return err
+		}
+		for _, c := range missing {
+			errs = append(errs, served("globex", c.Name, "fleet", c.Server, "absent")())
+			if p := secrets[staticSecret("fleet", c)].Labels[clustersecret.LabelPhase]; p != "absent" {
+				errs = append(errs, fmt.Errorf("Secret of %s: phase %q, want absent", c.Name, p))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// testLateSource restarts our service while one static source (aws-prod)
+// cannot complete its first listing: its file is a FIFO that nobody writes
+// after the start-up check read it. Until it lists, every plugin answer is
+// 503 whatever it selects, Argo CD keeps every Application and no Secret is
+// written or deleted. Then the file comes back: answers are 200 again and
+// nothing was removed.
+func testLateSource(t *testing.T) {
+	was := settledFleet(t)
+	e.stopService(t)
+	stopped, err := fleetNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, content := restartWithLateSource(t)
+	unwritten := secretsUnwritten(stopped)
+	same := sameFleet(was)
+	t.Run("aws-prod has not listed: 503 for every answer, nothing removed, no Secret written", func(t *testing.T) {
+		n0 := e.rancher.Served()
+		through(t, "rancher", n0, steadyListings, func() error { return errors.Join(same(), unwritten()) }, allAnswers503)
+		eventually(t, 20*time.Second, "the ApplicationSet shows the 503", func() error {
+			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
+			if err != nil {
+				return err
+			}
+			if s != "True" || !strings.Contains(msg, "aws-prod") {
+				return fmt.Errorf("ErrorOccurred=%s %q", s, msg)
+			}
+			return nil
+		})
+		_, msg, _ := e.condition("acme-guestbook", "ErrorOccurred")
+		t.Logf("ApplicationSet condition: %s", msg)
+		if err := errors.Join(same(), unwritten()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	refillLateSource(t, path, content)
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("aws-prod lists: 200 again, nothing was removed", func(t *testing.T) {
+		eventually(t, interval+10*time.Second, "the plugin answers 200", func() error {
+			_, err := e.params(map[string]string{"tenant": "acme"})
+			return err
+		})
+		eventually(t, interval+10*time.Second, "the ApplicationSet error clears", func() error {
+			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
+			if err != nil {
+				return err
+			}
+			if s != "False" {
+				return fmt.Errorf("ErrorOccurred=%s %q", s, msg)
+			}
+			return nil
+		})
+		n0 := listingsOf(t, "aws-prod")
+		through(t, "aws-prod", n0, 2, same, served("globex", awsEU.Name, "aws-prod", awsEU.Server, "ready"))
+	})
+}
+
+// restartWithLateSource starts our service while aws-prod's file is a FIFO
+// fed once, for the start-up check: its first listing blocks. It returns
+// the FIFO's path and the content aws-prod lists once it is fed again.
+func restartWithLateSource(t *testing.T) (string, []byte) {
+	t.Helper()
+	path := e.sourceFile("aws-prod")
+	content, err := json.Marshal(map[string]any{"clusters": []staticCluster{awsEU}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// the start-up check (static.New) reads the file once: feed it once
+	fed := make(chan error, 1)
+	go func() {
+		w, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			fed <- err
+			return
+		}
+		_, err = w.Write(content)
+		fed <- errors.Join(err, w.Close())
+	}()
+	e.startService(t, "sync")
+	select {
+	case err := <-fed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the service never read aws-prod's file at start-up")
+	}
+	return path, content
+}
+
+// allAnswers503 checks that every plugin answer, whatever it selects, is a
+// 503 naming aws-prod, and that /status shows aws-prod not synced.
+func allAnswers503() error {
+	var errs []error
+	for _, in := range []map[string]string{{"tenant": "acme"}, {"tenant": "globex"}, nil, {"source": "rancher"}} {
+		_, err := e.params(in)
+		if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "aws-prod") {
+			errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming aws-prod", in, err))
+		}
+	}
+	st, err := e.status()
+	if err != nil {
+		return err
+	}
+	if a := st["aws-prod"]; a.Synced {
+		errs = append(errs, fmt.Errorf("aws-prod synced: %+v", a))
+	}
+	return errors.Join(errs...)
+}
+
+// secretsUnwritten returns a check that nothing was written or deleted:
+// every cluster Secret as it was when the previous process stopped
+// (stopped), to the resourceVersion.
+func secretsUnwritten(stopped *fleet) func() error {
+	return func() error {
+		secrets, err := e.clusterSecrets()
+		if err != nil {
+			return err
+		}
+		if !maps.EqualFunc(secrets, stopped.secrets, func(a, b corev1.Secret) bool { return a.ResourceVersion == b.ResourceVersion }) {
+			var got, want []string
+			for _, n := range names(secrets) {
+				got = append(got, n+"@"+secrets[n].ResourceVersion)
+			}
+			for _, n := range names(stopped.secrets) {
+				want = append(want, n+"@"+stopped.secrets[n].ResourceVersion)
+			}
+			return fmt.Errorf("cluster Secrets %v, were %v", got, want)
+		}
+		return nil
+	}
+}
+
+// refillLateSource brings aws-prod's file back: the blocked listing gets
+// its content from the FIFO, the next ones read a regular file again.
+func refillLateSource(t *testing.T, path string, content []byte) {
+	t.Helper()
+	back := make(chan error, 1)
+	go func() {
+		w, err := os.OpenFile(path, os.O_WRONLY, 0) // the blocked listing is its reader
+		if err != nil {
+			back <- err
+			return
+		}
+		tmp := path + ".tmp"
+		err = os.WriteFile(tmp, content, 0o600)
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		_, werr := w.Write(content)
+		back <- errors.Join(err, werr, w.Close())
+	}()
+	select {
+	case err := <-back:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody was reading aws-prod's FIFO: its listing was not blocked")
+	}
+}

@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+)
+
+// steady is an established cluster's Application and Secret as they must
+// stay while the cluster has not left: the same objects (UIDs), the same
+// destination, the same Secret content but for the phase and state labels.
+type steady struct {
+	c      rancherCluster
+	app    app
+	secret *corev1.Secret
+}
+
+func established(t *testing.T, c rancherCluster) *steady {
+	t.Helper()
+	st := &steady{c: c}
+	eventually(t, 10*time.Second, c.Name+" served ready, with its Application and Secret", func() error {
+		apps, err := e.apps("acme-guestbook")
+		if err != nil {
+			return err
+		}
+		a, ok := apps["guestbook-"+c.Name]
+		if !ok {
+			return fmt.Errorf("no Application guestbook-%s", c.Name)
+		}
+		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), secretName(c), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Labels[clustersecret.LabelPhase] != "ready" || s.Annotations[clustersecret.AnnotationClusterID] != c.ID {
+			return fmt.Errorf("Secret %s: labels %v annotations %v", s.Name, s.Labels, s.Annotations)
+		}
+		st.app, st.secret = a, s
+		return nil
+	})
+	return st
+}
+
+// check returns why the cluster's Application or Secret is not as it was.
+func (st *steady) check() error {
+	apps, err := e.apps("acme-guestbook")
+	if err != nil {
+		return err
+	}
+	a, ok := apps[st.app.Name]
+	switch {
+	case !ok:
+		return fmt.Errorf("Application %s was deleted", st.app.Name)
+	case a != st.app:
+		return fmt.Errorf("Application %s changed: %+v, was %+v", st.app.Name, a, st.app)
+	}
+	s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("Secret %s: %w", st.secret.Name, err)
+	}
+	return sameSecret(s, st.secret)
+}
+
+// shows returns a check that the cluster is served with phase and state:
+// in the plugin answer and on its Secret's labels.
+func (st *steady) shows(phase, state string) func() error {
+	return func() error {
+		ps, err := e.params(map[string]string{"tenant": "acme"})
+		if err != nil {
+			return err
+		}
+		if p := ps[st.c.Name]; p.Phase != phase || p.State != state || p.Server != e.rancher.Server(st.c.ID) {
+			return fmt.Errorf("plugin answer for %s: %+v, want phase %q state %q server %s", st.c.Name, p, phase, state, e.rancher.Server(st.c.ID))
+		}
+		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Labels[clustersecret.LabelPhase] != phase || s.Labels[clustersecret.LabelState] != state {
+			return fmt.Errorf("Secret %s: phase %q state %q, want %q %q", s.Name, s.Labels[clustersecret.LabelPhase], s.Labels[clustersecret.LabelState], phase, state)
+		}
+		return nil
+	}
+}
+
+// stays checks, through listings n0+1 .. n0+listings of Rancher and one
+// interval more, that the cluster keeps its Application and Secret
+// (st.check, fatal at once), and that want holds from the second listing on.
+func (st *steady) stays(t *testing.T, n0, listings int, want func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Duration(listings+3) * interval * 2)
+	for {
+		n := e.rancher.Served()
+		if err := st.check(); err != nil {
+			t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.logs())
+		}
+		if n >= n0+2 {
+			if err := want(); err != nil {
+				t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.logs())
+			}
+		}
+		if n > n0+listings {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Rancher answered %d listings, want %d, by %s", n-n0, listings+1, deadline.Format(time.TimeOnly))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// noSecretFor checks that no cluster Secret carries c's identity.
+func noSecretFor(c rancherCluster) error {
+	secrets, err := e.clusterSecrets()
+	if err != nil {
+		return err
+	}
+	for n, s := range secrets {
+		if s.Annotations[clustersecret.AnnotationClusterID] == c.ID || n == secretName(c) {
+			return fmt.Errorf("Secret %s was written for %s (%s)", n, c.Name, c.ID)
+		}
+	}
+	return nil
+}
+
+// conflictKept returns a check that /status reports the name conflict of
+// name, kept by the rancher source (keep), or no conflict on it (!keep).
+func conflictKept(name string, keep bool) func() error {
+	return func() error {
+		doc, err := e.statusDoc()
+		if err != nil {
+			return err
+		}
+		for _, c := range doc.Conflicts {
+			if c.Name != name {
+				continue
+			}
+			if !keep {
+				return fmt.Errorf("/status still reports a conflict on %s: %+v", name, c)
+			}
+			if c.KeptSource != "rancher" {
+				return fmt.Errorf("/status conflict on %s: %+v, want kept by rancher", name, c)
+			}
+			return nil
+		}
+		if keep {
+			return fmt.Errorf("/status reports no conflict on %s: %+v", name, doc.Conflicts)
+		}
+		return nil
+	}
+}
+
+// testLifecycle takes an established Rancher cluster through the states
+// Rancher shows for a cluster that has not left, then through a newcomer
+// with its display name: through each, for steadyListings listings, its
+// Application keeps its UID and its Secret its content (but for the phase
+// and state labels). Then it truly leaves: removing, then gone from
+// Rancher; its Application and Secret go once the departure is confirmed,
+// not before.
+func testLifecycle(t *testing.T) {
+	start := time.Now()
+	e.rancher.Change([]rancherCluster{acmeQA})
+	acmeApps["guestbook-acme-qa"] = secretName(acmeQA)
+	eventually(t, 2*interval+20*time.Second, "acme-qa established: its Secret and Application", func() error {
+		return appsAre("acme-guestbook", "acme", acmeApps)
+	})
+	st := established(t, acmeQA)
+	lifecycleStates(t, st)
+	t.Run("the newcomer leaves: the established cluster stays", func(t *testing.T) {
+		n0 := e.rancher.Change(nil, acmeQA2.ID)
+		// the newcomer's own departure is confirmed after departureListings
+		st.stays(t, n0, departureListings, func() error { return noSecretFor(acmeQA2) })
+		eventually(t, 2*interval, "no conflict left on acme-qa", conflictKept("acme-qa", false))
+		if err := errors.Join(st.check(), st.shows("ready", "active")()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("true removal: removing, then gone; Application and Secret go after the confirmation", func(t *testing.T) {
+		trueRemoval(t, st)
+	})
+	t.Logf("lifecycle scenarios took %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// lifecycleStates takes the established cluster of st through the states
+// Rancher shows for a cluster that has not left, then through a newcomer
+// with its display name, each for steadyListings listings; it stops the
+// test at the first that fails.
+func lifecycleStates(t *testing.T, st *steady) {
+	for _, step := range []struct {
+		name         string
+		set          []rancherCluster
+		phase, state string
+		also         func() error
+	}{
+		{name: "updating: its hosted update runs (Updated Unknown)",
+			set: []rancherCluster{inState(acmeQA, "updating")}, phase: "degraded", state: "updating"},
+		{name: "unavailable: its agent disconnected (Connected False, Ready False Disconnected)",
+			set: []rancherCluster{inState(acmeQA, "unavailable")}, phase: "degraded", state: "unavailable"},
+		{name: "error: its health check fails (Ready False, reason Error)",
+			set: []rancherCluster{inState(acmeQA, "error")}, phase: "degraded", state: "error"},
+		{name: "a new cluster with its display name: the established one keeps the name",
+			set: []rancherCluster{acmeQA, acmeQA2}, phase: "ready", state: "active",
+			also: func() error {
+				if err := noSecretFor(acmeQA2); err != nil {
+					return err
+				}
+				if err := appsAre("acme-guestbook", "acme", acmeApps); err != nil {
+					return err
+				}
+				return conflictKept("acme-qa", true)()
+			}},
+	} {
+		ok := t.Run(step.name, func(t *testing.T) {
+			n0 := e.rancher.Change(step.set)
+			want := st.shows(step.phase, step.state)
+			if step.also != nil {
+				want = func() error { return errors.Join(st.shows(step.phase, step.state)(), step.also()) }
+			}
+			st.stays(t, n0, steadyListings, want)
+		})
+		if !ok {
+			t.FailNow()
+		}
+	}
+}
+
+// trueRemoval takes the established cluster of st out of Rancher: removing,
+// then gone once Rancher's finalizers are done. Its Application and Secret
+// stay until the departure is confirmed, its Secret showing phase leaving,
+// then go; /status lists the departure.
+func trueRemoval(t *testing.T, st *steady) {
+	left := time.Now()
+	n0 := e.rancher.Change([]rancherCluster{inState(acmeQA, "removing")})
+	removed := false
+	phases := map[string]bool{}
+	untilConfirmed(t, n0, acmeQA.Name, func() error {
+		// Rancher's finalizers are done after two listings
+		if !removed && e.rancher.Served() >= n0+2 {
+			e.rancher.Change(nil, acmeQA.ID)
+			removed = true
+		}
+		if err := st.check(); err != nil {
+			return err
+		}
+		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		phases[s.Labels[clustersecret.LabelPhase]] = true
+		return nil
+	})
+	if !removed {
+		t.Fatal("the cluster was never removed from Rancher")
+	}
+	delete(acmeApps, "guestbook-acme-qa")
+	eventually(t, 2*interval+10*time.Second, "its Application goes", func() error {
+		return appsAre("acme-guestbook", "acme", acmeApps)
+	})
+	eventually(t, 2*interval+10*time.Second, "its Secret is pruned", func() error {
+		_, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
+	t.Logf("acme-qa's Application and Secret removed %.1fs after it began removing (phases seen on its Secret: %v)", time.Since(left).Seconds(), names(phases))
+	if !phases["leaving"] {
+		t.Errorf("the Secret never showed phase leaving while Rancher removed the cluster (phases seen: %v)", names(phases))
+	}
+	if err := departedListed(acmeQA); err != nil {
+		t.Error(err)
+	}
+}

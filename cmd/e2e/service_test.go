@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeConfig writes the service's configuration with the given Secret
+// policy and returns its path.
+func (x *env) writeConfig(policy string) (string, error) {
+	files := map[string]string{
+		"token":         pluginToken + "\n",
+		"rancher-token": rancherTok + "\n",
+		"config-" + policy + ".yaml": fmt.Sprintf(`log: {level: debug, format: json}
+server:
+  listen: %s
+  tokens: [{file: token}]
+  shutdownTimeout: 2s
+inventory: {interval: %s, timeout: 5s}
+# a departure is confirmed after departureListings listings without the
+# cluster and departureGrace; a listing that drops more than a quarter of a
+# source's served clusters (and more than one) is held for heldListings
+# (one cluster leaving is never a mass drop)
+departure: {afterListings: %d, gracePeriod: %s, maxFraction: %g, heldListings: %d}
+sources:
+  - name: rancher
+    provider: rancher
+    rancher:
+      url: %s
+      token: {file: rancher-token}
+      requestTimeout: 2s
+  - name: onprem
+    provider: static
+    static: {file: onprem.yaml}
+  # two sources whose names and cluster names join the same way
+  # (aws + prod-eu, aws-prod + eu): their Secret names must not collide
+  - name: aws
+    provider: static
+    static: {file: aws.yaml}
+  - name: aws-prod
+    provider: static
+    static: {file: aws-prod.yaml}
+  # the source of the mass-drop scenario
+  - name: fleet
+    provider: static
+    static: {file: fleet.yaml}
+secrets:
+  enabled: true
+  namespace: %s
+  ownerID: %s
+  policy: %s
+  resync: 2s
+  # the countdown of Secrets whose cluster this process never served (none
+  # in this suite): departures of served clusters follow departure above
+  prune: {afterListings: 2, gracePeriod: 3s}
+  leaderElection: {leaseName: acd-e2e, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
+  kubeconfig: %s
+applicationSetRefresh: {enabled: true, debounce: 500ms}
+`, x.apiAddr, interval, departureListings, departureGrace, departureMaxFraction, departureHeldListings, x.rancher.URL(), argoNS, ownerID, policy, x.kubeconfig),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(x.dir, name), []byte(content), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(x.dir, "config-"+policy+".yaml"), nil
+}
+
+// writeStatic writes the static source's file.
+func (x *env) writeStatic(content string) error {
+	x.staticFile = filepath.Join(x.dir, "onprem.yaml")
+	return os.WriteFile(x.staticFile, []byte(content), 0o600)
+}
+
+// staticCluster is a cluster of a static source's file, as the scenarios
+// write it (JSON is YAML).
+type staticCluster struct {
+	Name           string            `json:"name"`
+	Server         string            `json:"server"`
+	ID             string            `json:"id,omitempty"`
+	Tenant         string            `json:"tenant,omitempty"`
+	Project        string            `json:"project,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Ready          *bool             `json:"ready,omitempty"`
+	NotReadyReason string            `json:"notReadyReason,omitempty"`
+}
+
+// sourceFile is the path of a static source's file.
+func (x *env) sourceFile(source string) string {
+	return filepath.Join(x.dir, source+".yaml")
+}
+
+// writeSource replaces a static source's file at once (a listing never
+// reads it half written).
+func (x *env) writeSource(source string, clusters ...staticCluster) error {
+	if clusters == nil {
+		clusters = []staticCluster{}
+	}
+	b, err := json.MarshalIndent(map[string]any{"clusters": clusters}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := x.sourceFile(source) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, x.sourceFile(source))
+}
+
+// listings returns how many listings of a source our service completed or
+// attempted: Rancher's cluster lists answered, or a static source's
+// listings (the count of its listing duration histogram).
+func (x *env) listings(source string) (int, error) {
+	if source == "rancher" {
+		return x.rancher.Served(), nil
+	}
+	n, err := x.metric("argocd_cluster_discovery_source_listing_duration_seconds_count", `{source="`+source+`"}`)
+	return int(n), err
+}
+
+// startService runs our binary with the Secret policy given, and waits
+// until it serves /healthz.
+func (x *env) startService(t *testing.T, policy string) {
+	t.Helper()
+	path, err := x.writeConfig(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := startProc("argocd-cluster-discovery", filepath.Join(x.dir, "argocd-cluster-discovery.log"),
+		[]string{"KUBECONFIG=" + x.kubeconfig}, x.binary, "serve", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.mu.Lock()
+	x.service = p
+	x.mu.Unlock()
+	if err := waitHTTP(p, "http://"+x.apiAddr+"/healthz", 60*time.Second); err != nil {
+		t.Fatalf("our service did not start: %v\n%s", err, p.tail(40))
+	}
+}
+
+// stopService sends SIGTERM to our service and waits for it.
+func (x *env) stopService(t *testing.T) {
+	t.Helper()
+	x.mu.Lock()
+	p := x.service
+	x.service = nil
+	x.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.stop()
+	if p.err != nil {
+		t.Errorf("our service did not stop cleanly on SIGTERM: %v\n%s", p.err, p.tail(20))
+	}
+}
+
+// logs returns the tails of the processes' logs, for failure messages.
+func (x *env) logs() string {
+	x.mu.Lock()
+	svc := x.service
+	x.mu.Unlock()
+	var parts []string
+	if svc != nil {
+		parts = append(parts, svc.tail(40))
+	}
+	parts = append(parts, x.controller.tail(25))
+	return strings.Join(parts, "\n")
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// result is one fleet size's figures, also written with -json.
+type result struct {
+	Clusters    int           `json:"clusters"`
+	Connections int           `json:"connections"`
+	Duration    time.Duration `json:"durationNs"`
+	Inputs      int           `json:"inputs"`
+	Load        *loadResult   `json:"load"`
+	Throughput  float64       `json:"requestsPerSecond"`
+	P50         time.Duration `json:"p50Ns"`
+	P99         time.Duration `json:"p99Ns"`
+	Max         time.Duration `json:"maxNs"`
+	Errors      int64         `json:"errors"`
+	Before      processStats  `json:"before"`
+	During      processStats  `json:"during"`
+	After       processStats  `json:"after"`
+	// PeakRSSBytes is the high-water mark of RSS during the load and the
+	// idle pause; StartupPeakRSSBytes is the one before (start-up, first
+	// listing, verification), or 0 when the mark could not be reset and
+	// PeakRSSBytes covers the process's whole life.
+	PeakRSSBytes        float64       `json:"peakRSSBytes"`
+	StartupPeakRSSBytes float64       `json:"startupPeakRSSBytes"`
+	ReadyAfter          time.Duration `json:"readyAfterNs"`
+	ByKind              []kindStats   `json:"byInput"`
+	// Sync is the cluster Secrets' figures, with -secrets.
+	Sync *syncResult `json:"sync,omitempty"`
+	// LogLines is the number of lines the service logged, ForeignLogLines
+	// those not in the configured format (JSON), FirstForeignLogLine the
+	// first of them.
+	LogLines            int    `json:"logLines"`
+	ForeignLogLines     int    `json:"foreignLogLines"`
+	FirstForeignLogLine string `json:"firstForeignLogLine,omitempty"`
+}
+
+// syncResult is what the apiserver saw of the service's cluster Secrets.
+type syncResult struct {
+	Secrets int `json:"secrets"`
+	// ColdSync is from the service's start to the last of its Secrets
+	// seen by a watch opened before it started.
+	ColdSync time.Duration `json:"coldSyncNs"`
+	// SteadyPasses reconcile passes with nothing to change made the
+	// SteadyRequests, counted by the apiserver (apiserver_request_total,
+	// "VERB resource", Secrets and ApplicationSets, non-zero only).
+	SteadyPasses   int                `json:"steadyPasses"`
+	SteadyRequests map[string]float64 `json:"steadyRequests"`
+	SteadyWindow   time.Duration      `json:"steadyWindowNs"`
+}
+
+type kindStats struct {
+	Kind     string        `json:"kind"`
+	Requests int           `json:"requests"`
+	P50      time.Duration `json:"p50Ns"`
+	P99      time.Duration `json:"p99Ns"`
+}
+
+// summarize computes the load's figures from its latencies: throughput,
+// quantiles, errors, and the quantiles of each kind of input.
+func (r *result) summarize(ins []*input) {
+	slices.Sort(r.Load.all)
+	r.P50, r.P99, r.Max = quantile(r.Load.all, 0.50), quantile(r.Load.all, 0.99), quantile(r.Load.all, 1)
+	r.Throughput = float64(r.Load.Requests) / r.Load.Elapsed.Seconds()
+	r.Errors = r.Load.errors()
+	for _, k := range kinds(ins) {
+		lat := r.Load.byKind[k]
+		slices.Sort(lat)
+		r.ByKind = append(r.ByKind, kindStats{Kind: k, Requests: len(lat), P50: quantile(lat, 0.5), P99: quantile(lat, 0.99)})
+	}
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+func report(w io.Writer, r *result) {
+	defer func() {
+		fmt.Fprintf(w, "  log           %d lines, %d not in the configured format (JSON)\n", r.LogLines, r.ForeignLogLines)
+		if r.FirstForeignLogLine != "" {
+			fmt.Fprintf(w, "    first: %s\n", r.FirstForeignLogLine)
+		}
+	}()
+	if sr := r.Sync; sr != nil {
+		fmt.Fprintf(w, "\n== %d clusters, cluster Secrets on a real kube-apiserver\n", r.Clusters)
+		fmt.Fprintf(w, "  cold sync     %d Secrets in %s from the start\n", sr.Secrets, sr.ColdSync.Round(time.Millisecond))
+		if sr.SteadyPasses > 0 {
+			fmt.Fprintf(w, "  steady state  %d passes in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
+		}
+	}
+	l := r.Load
+	if l == nil {
+		fmt.Fprintf(w, "  RSS           %s at rest (heap in use %s), peak at start-up %s\n", mib(r.Before.RSSBytes), mib(r.Before.HeapInUse), mib(r.StartupPeakRSSBytes))
+		return
+	}
+	fmt.Fprintf(w, "\n== %d clusters, %d connections, %s, %d inputs (ready after %s)\n",
+		r.Clusters, r.Connections, r.Duration, r.Inputs, r.ReadyAfter.Round(time.Millisecond))
+	fmt.Fprintf(w, "  requests      %d in %s: %.0f req/s, %.1f MiB/s read\n", l.Requests, l.Elapsed.Round(time.Millisecond),
+		r.Throughput, float64(l.Bytes)/(1<<20)/l.Elapsed.Seconds())
+	fmt.Fprintf(w, "  latency       p50 %s   p99 %s   max %s\n", ms(r.P50), ms(r.P99), ms(r.Max))
+	for _, k := range r.ByKind {
+		fmt.Fprintf(w, "    %-10s  %7d requests   p50 %s   p99 %s\n", k.Kind, k.Requests, ms(k.P50), ms(k.P99))
+	}
+	fmt.Fprintf(w, "  errors        %d (non-200 %d, transport %d, wrong answer %d)\n", r.Errors, l.Non200, l.Transport, l.WrongBody)
+	if l.firstError != "" {
+		fmt.Fprintf(w, "    first: %s\n", l.firstError)
+	}
+	fmt.Fprintf(w, "  connections   %d opened for %d connections\n", l.Dials, r.Connections)
+	fmt.Fprintf(w, "  goroutines    before %d   during %d   after %d (growth %+d)\n",
+		r.Before.Goroutines, r.During.Goroutines, r.After.Goroutines, r.After.Goroutines-r.Before.Goroutines)
+	fmt.Fprintf(w, "  RSS           before %s   during %s   after %s   peak under load %s   peak at start-up %s\n",
+		mib(r.Before.RSSBytes), mib(r.During.RSSBytes), mib(r.After.RSSBytes), mib(r.PeakRSSBytes), mib(r.StartupPeakRSSBytes))
+	fmt.Fprintf(w, "  RSS file-backed (the binary) before %s   after %s\n", mib(r.Before.RSSFileBytes), mib(r.After.RSSFileBytes))
+	fmt.Fprintf(w, "  heap in use   before %s   during %s   after %s\n", mib(r.Before.HeapInUse), mib(r.During.HeapInUse), mib(r.After.HeapInUse))
+}
