@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 func TestEveryExampleValuesFileHasACase(t *testing.T) {
@@ -135,12 +135,14 @@ func TestRenderedConfigIsValid(t *testing.T) {
 			_, ok := ms.find("Secret", c.ns, vol.Secret.SecretName)
 			assert.True(t, ok, "the token Secret the pod mounts is rendered in the release namespace")
 
-			// static sources start from the mounted files
+			// static sources build from the mounted files (the others read
+			// credentials this test does not mount)
 			for _, s := range cfg.Sources {
-				if s.Static != nil {
-					_, err := static.New(*s.Static, dir)
-					require.NoError(t, err, "static source %s", s.Name)
+				if s.Provider != sources.ProviderStatic {
+					continue
 				}
+				_, err := s.Section.NewSource(sources.SourceOptions{Name: s.Name})
+				require.NoError(t, err, "source %s", s.Name)
 			}
 		})
 	}
