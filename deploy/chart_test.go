@@ -53,7 +53,7 @@ func TestTemplateRendersEveryObject(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ms := render(t, c)
-			want := map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": 1, "ConfigMap": 2, "Role": 1,
+			want := map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": 1, "ConfigMap": 3, "Job": 1, "Role": 1,
 				"RoleBinding": 1, "PodDisruptionBudget": 1, "Secret": 1}
 			if c.ns != c.argocdNS {
 				want["Secret"] = 2 // the generated token, for Argo CD and for the pod

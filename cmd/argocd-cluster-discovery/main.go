@@ -40,7 +40,7 @@ var version = "dev"
 const usage = `usage:
   argocd-cluster-discovery serve --config FILE [--listen ADDR]
   argocd-cluster-discovery discover --config FILE [--input JSON]
-  argocd-cluster-discovery validate --config FILE
+  argocd-cluster-discovery validate --config FILE [--no-credentials]
   argocd-cluster-discovery version
 
 Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
@@ -201,20 +201,44 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 // cmdValidate checks a configuration as serve would before starting: the
 // file (every problem at once, each with its path), then the sources built
 // (a static file that is missing or invalid) and the tokens read. Nothing
-// is listed and nothing listens.
+// is listed and nothing listens. With --no-credentials (the chart's
+// install hook, which runs before the credentials are mounted), tokens are
+// not read and only the sources of kind file (static) are built: their
+// clusters file is part of the configuration.
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	noCreds := fs.Bool("no-credentials", false, "do not read token or credential files; build only static sources")
 	cfg, ok := loadConfig(fs, args, stderr)
 	if !ok {
 		return 2
 	}
-	if _, err := build(cfg, slog.New(slog.DiscardHandler), nil); err != nil {
+	var err error
+	if *noCreds {
+		err = buildFileSources(cfg)
+	} else {
+		_, err = build(cfg, slog.New(slog.DiscardHandler), nil)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
 		return 2
 	}
 	fmt.Fprintf(stdout, "configuration is valid: %d source(s)\n", len(cfg.Sources))
 	return 0
+}
+
+// buildFileSources builds the sources whose provider is of kind file.
+func buildFileSources(cfg *config.Config) error {
+	for i := range cfg.Sources {
+		sc := &cfg.Sources[i]
+		if r, ok := cfg.Registry().Lookup(sc.Provider); !ok || r.Kind() != sources.KindFile {
+			continue
+		}
+		if _, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+			return fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
+		}
+	}
+	return nil
 }
 
 func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logger, reg *prometheus.Registry, hooks *serveHooks) error {

@@ -241,6 +241,8 @@ func TestCLIErrors(t *testing.T) {
 		{"validate a valid file", []string{"validate", "--config", demoConfig}, 0, nil, "configuration is valid: 2 source(s)"},
 		{"validate reports every problem", []string{"validate", "--config", bad}, 2, []string{"server.listen: Required value", "sources: Required value"}, ""},
 		{"validate builds the sources", []string{"validate", "--config", noFile}, 2, []string{"invalid configuration", "sources[0] (one)", filepath.Join(dir, "gone.yaml")}, ""},
+		{"validate without credentials still reads static files", []string{"validate", "--config", noFile, "--no-credentials"}, 2, []string{filepath.Join(dir, "gone.yaml")}, ""},
+		{"validate without credentials reads no token", []string{"validate", "--config", noToken, "--no-credentials"}, 0, nil, "configuration is valid: 1 source(s)"},
 		{"serve: a missing static file is a configuration error", []string{"serve", "--config", noFile}, 2, []string{"invalid configuration", filepath.Join(dir, "gone.yaml")}, ""},
 		{"serve: an unreadable token file exits 2 before starting", []string{"serve", "--config", noToken}, 2, []string{"invalid configuration", "server.tokens"}, ""},
 		{"missing file", []string{"serve", "--config", filepath.Join(dir, "nope.yaml")}, 2, []string{"read config"}, ""},

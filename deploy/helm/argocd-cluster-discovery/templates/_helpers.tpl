@@ -156,3 +156,13 @@ namespace, the owner id). It is the input of the config checksum annotation.
 {{- fail "set credentials.existingSecret or credentials.stringData, not both" }}
 {{- end }}
 {{- end }}
+
+{{/* The configuration ConfigMap's data: config.yaml and the extra files. */}}
+{{- define "acd.configData" -}}
+config.yaml: |
+  {{- include "acd.config" . | nindent 2 }}
+{{- range $name, $content := .Values.files }}
+{{ $name }}: |
+  {{- $content | nindent 2 }}
+{{- end }}
+{{- end }}
