@@ -45,21 +45,21 @@ type target struct {
 	cache map[string]cacheEntry
 }
 
-// baseConfig is the AWS configuration every client starts from: hooks's
-// or the SDK's default chain (IRSA, EKS Pod Identity, environment,
+// baseConfig is the AWS configuration every client starts from: the one
+// of h, else the SDK's default chain (IRSA, EKS Pod Identity, environment,
 // profile), with the SDK's own logging off.
-func baseConfig(hooks hooks) (aws.Config, error) {
+func baseConfig(h hooks) (aws.Config, error) {
 	var base aws.Config
-	if hooks.awsConfig != nil {
-		base = hooks.awsConfig.Copy()
+	if h.awsConfig != nil {
+		base = h.awsConfig.Copy()
 	} else {
 		var err error
 		if base, err = awsconfig.LoadDefaultConfig(context.Background()); err != nil {
 			return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 		}
 	}
-	if hooks.httpClient != nil {
-		base.HTTPClient = hooks.httpClient
+	if h.httpClient != nil {
+		base.HTTPClient = h.httpClient
 	}
 	// The SDK's own logs of the wire, the signing and the retries carry
 	// credentials (signatures, session tokens, STS answers, error messages
