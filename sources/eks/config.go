@@ -1,32 +1,37 @@
 package eks
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"path"
 	"regexp"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-// Defaults of Config, applied by Default.
+// Defaults of Config, written by Default.
 const (
-	DefaultConcurrency   = 8
-	DefaultDescribeTTL   = "1h"
-	DefaultMaxAttempts   = 5
-	DefaultMaxBackoff    = "20s"
-	DefaultSessionName   = "argocd-cluster-discovery"
-	DefaultTenantTag     = "tenant"
-	DefaultProjectTag    = "argocd-project"
-	DefaultNamespacesTag = "argocd-namespaces"
-	DefaultNameTemplate  = "{{.Name}}"
-	DefaultExecCommand   = "argocd-k8s-auth"
+	defaultConcurrency   = 8
+	defaultDescribeTTL   = time.Hour
+	defaultMaxAttempts   = 5
+	defaultMaxBackoff    = 20 * time.Second
+	defaultSessionName   = "argocd-cluster-discovery"
+	defaultTenantTag     = "tenant"
+	defaultProjectTag    = "argocd-project"
+	defaultNamespacesTag = "argocd-namespaces"
+	defaultNameTemplate  = "{{.Name}}"
+	defaultExecCommand   = "argocd-k8s-auth"
+)
+
+// Bounds checked by Validate.
+const (
+	maxConcurrency = 100
+	maxMaxAttempts = 20
 )
 
 // statusesRemoved is why Validate rejects the former statuses key.
@@ -55,8 +60,8 @@ const (
 )
 
 // Config is the `eks:` section of a source: the accounts and regions to
-// list and how their clusters become Argo CD clusters. Call Default, then
-// Validate (New does both).
+// list and how their clusters become Argo CD clusters. The service calls
+// Default, SetDirectory and Validate, then NewSource.
 type Config struct {
 	// Accounts to list; at least one.
 	Accounts []Account `json:"accounts"`
@@ -70,7 +75,7 @@ type Config struct {
 	// is described again (each entry expires up to 20% early so that a
 	// fleet does not expire at once). Clusters not ACTIVE are described on
 	// every listing. Default 1h.
-	DescribeTTL string `json:"describeTTL,omitempty"`
+	DescribeTTL sources.Duration `json:"describeTTL,omitzero"`
 	// Statuses was removed: every cluster is listed and its EKS status
 	// mapped to a phase. The key stays only so that Validate can reject it
 	// with that explanation, rather than as an unknown field.
@@ -103,8 +108,8 @@ type Config struct {
 	STSEndpoint     string `json:"stsEndpoint,omitempty"`
 	// MaxAttempts and MaxBackoff configure the SDK's standard retryer (per
 	// API call, throttling included). Defaults 5 and 20s.
-	MaxAttempts int    `json:"maxAttempts,omitempty"`
-	MaxBackoff  string `json:"maxBackoff,omitempty"`
+	MaxAttempts int              `json:"maxAttempts,omitempty"`
+	MaxBackoff  sources.Duration `json:"maxBackoff,omitzero"`
 }
 
 // Account is one AWS account to list.
@@ -151,50 +156,42 @@ type PrivateEndpoints struct {
 	ProxyURL string `json:"proxyUrl,omitempty"`
 }
 
-// Default fills every unset field with its default.
+// Default fills every unset field with its default. It is the only place
+// the section's defaults are written.
 func (c *Config) Default() {
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.DescribeTTL == "" {
-		c.DescribeTTL = DefaultDescribeTTL
+	setDefault(&c.Concurrency, defaultConcurrency)
+	if c.DescribeTTL.IsZero() {
+		c.DescribeTTL = sources.D(defaultDescribeTTL)
 	}
 	if c.Tags.Deny == nil {
 		c.Tags.Deny = []string{"aws:*"}
 	}
-	if c.TenantTag == "" {
-		c.TenantTag = DefaultTenantTag
-	}
-	if c.ProjectTag == "" {
-		c.ProjectTag = DefaultProjectTag
-	}
-	if c.NamespacesTag == "" {
-		c.NamespacesTag = DefaultNamespacesTag
-	}
-	if c.Auth.Mode == "" {
-		c.Auth.Mode = AuthModeAWS
-	}
-	if c.Auth.Command == "" {
-		c.Auth.Command = DefaultExecCommand
-	}
-	if c.PrivateEndpoints.Policy == "" {
-		c.PrivateEndpoints.Policy = PrivateInclude
-	}
-	if c.NameTemplate == "" {
-		c.NameTemplate = DefaultNameTemplate
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.MaxBackoff == "" {
-		c.MaxBackoff = DefaultMaxBackoff
+	setDefault(&c.TenantTag, defaultTenantTag)
+	setDefault(&c.ProjectTag, defaultProjectTag)
+	setDefault(&c.NamespacesTag, defaultNamespacesTag)
+	setDefault(&c.Auth.Mode, AuthModeAWS)
+	setDefault(&c.Auth.Command, defaultExecCommand)
+	setDefault(&c.PrivateEndpoints.Policy, PrivateInclude)
+	setDefault(&c.NameTemplate, defaultNameTemplate)
+	setDefault(&c.MaxAttempts, defaultMaxAttempts)
+	if c.MaxBackoff.IsZero() {
+		c.MaxBackoff = sources.D(defaultMaxBackoff)
 	}
 	for i := range c.Accounts {
-		if c.Accounts[i].SessionName == "" {
-			c.Accounts[i].SessionName = DefaultSessionName
-		}
+		setDefault(&c.Accounts[i].SessionName, defaultSessionName)
 	}
 }
+
+// setDefault sets *v to def when it is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// SetDirectory does nothing: the eks section has no file paths.
+func (c *Config) SetDirectory(string) {}
 
 var (
 	accountIDRe   = regexp.MustCompile(`^[0-9]{12}$`)
@@ -203,157 +200,185 @@ var (
 	externalIDRe  = regexp.MustCompile(`^[\w+=,.@:/-]+$`)
 )
 
-// Validate checks every field and returns all problems at once, each
-// naming its field relative to the section (`accounts[1].argocdRoleARN:
-// ...`). It expects Default to have run.
-func (c Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	regions := func(field string, rs []string) {
-		seen := map[string]bool{}
-		for i, r := range rs {
-			switch {
-			case !regionRe.MatchString(r):
-				bad(fmt.Sprintf("%s[%d]", field, i), "%q is not an AWS region such as eu-west-1", r)
-			case seen[r]:
-				bad(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", r)
-			}
-			seen[r] = true
-		}
-	}
+// Validate returns every problem of the section at once, each with its
+// full path under path (sources[2].eks.accounts[1].roleARN: ...). It
+// expects Default to have run and does not change the section. Values
+// that may hold credentials (URLs, external ids) are never quoted.
+func (c *Config) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if len(c.Regions) == 0 {
-		bad("regions", "required")
+		errs = append(errs, field.Required(path.Child("regions"), `there is no "all regions"`))
 	}
-	regions("regions", c.Regions)
-	if len(c.Accounts) == 0 {
-		bad("accounts", "at least one account is required")
-	}
-	ids := map[string]int{}
-	for i, a := range c.Accounts {
-		at := fmt.Sprintf("accounts[%d]", i)
-		if !accountIDRe.MatchString(a.ID) {
-			bad(at+".id", "%q is not a 12-digit AWS account id", a.ID)
-		} else if j, dup := ids[a.ID]; dup {
-			bad(at+".id", "%s is already listed by accounts[%d]", a.ID, j)
-		}
-		ids[a.ID] = i
-		if a.RoleARN != "" {
-			if acct, err := roleAccount(a.RoleARN); err != nil {
-				bad(at+".roleARN", "%v", err)
-			} else if acct != a.ID {
-				bad(at+".roleARN", "is a role of account %s, not %s (the discovery role must be in the account it lists)", acct, a.ID)
-			}
-		} else if a.ExternalID != "" {
-			bad(at+".externalID", "only used with roleARN")
-		}
-		if a.ExternalID != "" && (!externalIDRe.MatchString(a.ExternalID) || len(a.ExternalID) < 2 || len(a.ExternalID) > 1224) {
-			bad(at+".externalID", "must be 2-1224 characters of letters, digits and +=,.@:/-")
-		}
-		if !sessionNameRe.MatchString(a.SessionName) {
-			bad(at+".sessionName", "%q must be 2-64 characters of letters, digits and +=,.@_-", a.SessionName)
-		}
-		if a.ArgocdRoleARN != "" {
-			if _, err := roleAccount(a.ArgocdRoleARN); err != nil {
-				bad(at+".argocdRoleARN", "%v", err)
-			}
-		}
-		regions(at+".regions", a.Regions)
-	}
-	if c.Concurrency < 1 || c.Concurrency > 100 {
-		bad("concurrency", "%d must be between 1 and 100", c.Concurrency)
-	}
-	if d, err := time.ParseDuration(c.DescribeTTL); err != nil || d <= 0 {
-		bad("describeTTL", "%q is not a positive duration such as \"1h\"", c.DescribeTTL)
-	}
+	errs = append(errs, validateRegions(path.Child("regions"), c.Regions)...)
+	errs = append(errs, c.validateAccounts(path.Child("accounts"))...)
+	errs = append(errs, inRange(path.Child("concurrency"), c.Concurrency, 1, maxConcurrency)...)
+	errs = append(errs, positive(path.Child("describeTTL"), c.DescribeTTL)...)
 	if c.Statuses != nil {
-		bad("statuses", "%s", statusesRemoved)
+		errs = append(errs, field.Forbidden(path.Child("statuses"), statusesRemoved))
 	}
-	patterns := func(field string, ps []string) {
-		for i, p := range ps {
-			if _, err := path.Match(p, ""); err != nil || p == "" {
-				bad(fmt.Sprintf("%s[%d]", field, i), "%q is not a path.Match pattern", p)
-			}
+	errs = append(errs, validatePatterns(path.Child("tags", "allow"), c.Tags.Allow)...)
+	errs = append(errs, validatePatterns(path.Child("tags", "deny"), c.Tags.Deny)...)
+	errs = append(errs, c.Auth.validate(path.Child("auth"))...)
+	errs = append(errs, c.PrivateEndpoints.validate(path.Child("privateEndpoints"))...)
+	if _, err := parseNameTemplate(c.NameTemplate); err != nil {
+		errs = append(errs, field.Invalid(path.Child("nameTemplate"), c.NameTemplate, err.Error()))
+	}
+	errs = append(errs, validateEndpoint(path.Child("endpoint"), c.Endpoint)...)
+	errs = append(errs, validateEndpoint(path.Child("taggingEndpoint"), c.TaggingEndpoint)...)
+	errs = append(errs, validateEndpoint(path.Child("stsEndpoint"), c.STSEndpoint)...)
+	errs = append(errs, inRange(path.Child("maxAttempts"), c.MaxAttempts, 1, maxMaxAttempts)...)
+	errs = append(errs, positive(path.Child("maxBackoff"), c.MaxBackoff)...)
+	return errs
+}
+
+// validateAccounts checks that there is at least one account, each listed
+// once, and each account's fields.
+func (c *Config) validateAccounts(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(c.Accounts) == 0 {
+		errs = append(errs, field.Required(path, "at least one account is required"))
+	}
+	first := map[string]int{}
+	for i, a := range c.Accounts {
+		if j, dup := first[a.ID]; dup && accountIDRe.MatchString(a.ID) {
+			e := field.Duplicate(path.Index(i).Child("id"), a.ID)
+			e.Detail = "already listed by " + path.Index(j).String()
+			errs = append(errs, e)
+		} else if !dup {
+			first[a.ID] = i
+		}
+		errs = append(errs, a.validate(path.Index(i))...)
+	}
+	return errs
+}
+
+// validate checks one account.
+func (a *Account) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !accountIDRe.MatchString(a.ID) {
+		errs = append(errs, field.Invalid(path.Child("id"), a.ID, "not a 12-digit AWS account id"))
+	}
+	if a.RoleARN != "" {
+		if acct, ok := roleAccount(a.RoleARN); !ok {
+			errs = append(errs, field.Invalid(path.Child("roleARN"), a.RoleARN, notRoleARN))
+		} else if acct != a.ID {
+			errs = append(errs, field.Invalid(path.Child("roleARN"), a.RoleARN,
+				fmt.Sprintf("a role of account %s, not %s (the discovery role must be in the account it lists)", acct, a.ID)))
+		}
+	} else if a.ExternalID != "" {
+		errs = append(errs, field.Forbidden(path.Child("externalID"), "only used with roleARN"))
+	}
+	if a.ExternalID != "" && (!externalIDRe.MatchString(a.ExternalID) || len(a.ExternalID) < 2 || len(a.ExternalID) > 1224) {
+		errs = append(errs, field.Invalid(path.Child("externalID"), field.OmitValueType{},
+			"must be 2-1224 characters of letters, digits and +=,.@:/-"))
+	}
+	if !sessionNameRe.MatchString(a.SessionName) {
+		errs = append(errs, field.Invalid(path.Child("sessionName"), a.SessionName, "must be 2-64 characters of letters, digits and +=,.@_-"))
+	}
+	if _, ok := roleAccount(a.ArgocdRoleARN); a.ArgocdRoleARN != "" && !ok {
+		errs = append(errs, field.Invalid(path.Child("argocdRoleARN"), a.ArgocdRoleARN, notRoleARN))
+	}
+	return append(errs, validateRegions(path.Child("regions"), a.Regions)...)
+}
+
+// validateRegions checks that each region is an AWS region, listed once.
+func validateRegions(path *field.Path, regions []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, r := range regions {
+		switch {
+		case !regionRe.MatchString(r):
+			errs = append(errs, field.Invalid(path.Index(i), r, "not an AWS region such as eu-west-1"))
+		case seen[r]:
+			errs = append(errs, field.Duplicate(path.Index(i), r))
+		}
+		seen[r] = true
+	}
+	return errs
+}
+
+// validatePatterns checks path.Match patterns of tag keys.
+func validatePatterns(fp *field.Path, patterns []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			errs = append(errs, field.Invalid(fp.Index(i), p, "not a path.Match pattern"))
 		}
 	}
-	patterns("tags.allow", c.Tags.Allow)
-	patterns("tags.deny", c.Tags.Deny)
-	switch c.Auth.Mode {
+	return errs
+}
+
+// validate checks the auth mode and its command.
+func (a *AuthConfig) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch a.Mode {
 	case AuthModeAWS, AuthModeExec:
 	default:
-		bad("auth.mode", "%q is not one of %s, %s", c.Auth.Mode, AuthModeAWS, AuthModeExec)
+		errs = append(errs, field.NotSupported(path.Child("mode"), a.Mode, []string{AuthModeAWS, AuthModeExec}))
 	}
-	if strings.TrimSpace(c.Auth.Command) != c.Auth.Command || c.Auth.Command == "" {
-		bad("auth.command", "must be a command name without surrounding spaces")
+	if strings.TrimSpace(a.Command) != a.Command || a.Command == "" {
+		errs = append(errs, field.Invalid(path.Child("command"), a.Command, "must be a command name without surrounding spaces"))
 	}
-	switch c.PrivateEndpoints.Policy {
+	return errs
+}
+
+// validate checks the policy and that proxyUrl goes with policy proxy.
+func (p *PrivateEndpoints) validate(path *field.Path) field.ErrorList {
+	proxy := path.Child("proxyUrl")
+	switch p.Policy {
 	case PrivateInclude, PrivateExclude:
-		if c.PrivateEndpoints.ProxyURL != "" {
-			bad("privateEndpoints.proxyUrl", "only used with policy %s", PrivateProxy)
+		if p.ProxyURL != "" {
+			return field.ErrorList{field.Forbidden(proxy, "only used with policy "+PrivateProxy)}
 		}
 	case PrivateProxy:
-		if err := validateProxyURL(c.PrivateEndpoints.ProxyURL); err != nil {
-			bad("privateEndpoints.proxyUrl", "%v", err)
+		if p.ProxyURL == "" {
+			return field.ErrorList{field.Required(proxy, "required with policy "+PrivateProxy)}
+		}
+		if err := sources.ValidateProxyURL(p.ProxyURL); err != nil {
+			return field.ErrorList{field.Invalid(proxy, field.OmitValueType{}, err.Error())}
 		}
 	default:
-		bad("privateEndpoints.policy", "%q is not one of %s, %s, %s", c.PrivateEndpoints.Policy, PrivateInclude, PrivateExclude, PrivateProxy)
+		return field.ErrorList{field.NotSupported(path.Child("policy"), p.Policy, []string{PrivateInclude, PrivateExclude, PrivateProxy})}
 	}
-	if _, err := parseNameTemplate(c.NameTemplate); err != nil {
-		bad("nameTemplate", "%v", err)
-	}
-	endpoint := func(field, e string) {
-		if u, err := url.Parse(e); e != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil) {
-			bad(field, "must be an http(s) URL with a host and no user info")
-		}
-	}
-	endpoint("endpoint", c.Endpoint)
-	endpoint("taggingEndpoint", c.TaggingEndpoint)
-	endpoint("stsEndpoint", c.STSEndpoint)
-	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
-		bad("maxAttempts", "%d must be between 1 and 20", c.MaxAttempts)
-	}
-	if d, err := time.ParseDuration(c.MaxBackoff); err != nil || d <= 0 {
-		bad("maxBackoff", "%q is not a positive duration such as \"20s\"", c.MaxBackoff)
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
-// roleAccount checks that s is an IAM role ARN and returns its account.
-func roleAccount(s string) (string, error) {
+// validateEndpoint checks an optional API endpoint override; the value is
+// not quoted, as it could carry user info.
+func validateEndpoint(path *field.Path, e string) field.ErrorList {
+	if e == "" {
+		return nil
+	}
+	if u, err := url.Parse(e); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return field.ErrorList{field.Invalid(path, field.OmitValueType{}, "must be an http(s) URL with a host and no user info")}
+	}
+	return nil
+}
+
+// inRange checks that n lies in [lo, hi].
+func inRange(path *field.Path, n, lo, hi int) field.ErrorList {
+	if n < lo || n > hi {
+		return field.ErrorList{field.Invalid(path, n, fmt.Sprintf("must be between %d and %d", lo, hi))}
+	}
+	return nil
+}
+
+// positive checks that a duration parsed and is positive.
+func positive(path *field.Path, d sources.Duration) field.ErrorList {
+	if err := d.Validate(path, time.Nanosecond, 0); err != nil {
+		return field.ErrorList{err}
+	}
+	return nil
+}
+
+// notRoleARN is the detail of a value that is not an IAM role ARN.
+const notRoleARN = "not an IAM role ARN such as arn:aws:iam::123456789012:role/name"
+
+// roleAccount returns the account of an IAM role ARN, and whether s is one.
+func roleAccount(s string) (string, bool) {
 	a, err := arn.Parse(s)
 	if err != nil || a.Service != "iam" || !strings.HasPrefix(a.Resource, "role/") || !accountIDRe.MatchString(a.AccountID) {
-		return "", fmt.Errorf("%q is not an IAM role ARN such as arn:aws:iam::123456789012:role/name", s)
+		return "", false
 	}
-	return a.AccountID, nil
-}
-
-// validateProxyURL is sources.ValidateProxyURL, required with policy proxy.
-func validateProxyURL(s string) error {
-	if s == "" {
-		return fmt.Errorf("required with policy %s", PrivateProxy)
-	}
-	return sources.ValidateProxyURL(s)
-}
-
-// nameData is what NameTemplate sees.
-type nameData struct {
-	Name, Account, Region string
-}
-
-// parseNameTemplate parses t and checks that it renders a non-empty name
-// from sample data and only refers to known fields.
-func parseNameTemplate(t string) (*template.Template, error) {
-	tmpl, err := template.New("name").Option("missingkey=error").Parse(t)
-	if err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	if err := tmpl.Execute(&b, nameData{Name: "payments-prod", Account: "123456789012", Region: "eu-west-1"}); err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(b.String()) == "" {
-		return nil, fmt.Errorf("renders an empty name")
-	}
-	return tmpl, nil
+	return a.AccountID, true
 }

@@ -3,9 +3,11 @@ package eks
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -36,18 +38,24 @@ eks:
   nameTemplate: "{{.Name}}-{{.Region}}"
 `)
 	c.Default()
-	require.NoError(t, c.Validate())
-	assert.Equal(t, "30m", c.DescribeTTL)
-	assert.Equal(t, DefaultConcurrency, c.Concurrency)
+	require.Empty(t, c.Validate(nil))
+	assert.Equal(t, 30*time.Minute, c.DescribeTTL.Std())
+	assert.Equal(t, defaultConcurrency, c.Concurrency)
 	assert.Nil(t, c.Statuses, "no default: the key is rejected")
 	assert.Equal(t, []string{"aws:*"}, c.Tags.Deny)
-	assert.Equal(t, DefaultSessionName, c.Accounts[1].SessionName)
+	assert.Equal(t, defaultSessionName, c.Accounts[1].SessionName)
 	assert.Equal(t, AuthModeAWS, c.Auth.Mode)
-	assert.Equal(t, DefaultExecCommand, c.Auth.Command)
-	assert.Equal(t, DefaultMaxAttempts, c.MaxAttempts)
-	assert.Equal(t, "20s", c.MaxBackoff)
+	assert.Equal(t, defaultExecCommand, c.Auth.Command)
+	assert.Equal(t, defaultMaxAttempts, c.MaxAttempts)
+	assert.Equal(t, 20*time.Second, c.MaxBackoff.Std())
 	assert.Equal(t, []string{"tenant", "argocd-project", "argocd-namespaces"}, []string{c.TenantTag, c.ProjectTag, c.NamespacesTag})
 
+	t.Run("unset durations get their defaults", func(t *testing.T) {
+		c := parseSection(t, "eks: {regions: [eu-west-1]}\n")
+		c.Default()
+		assert.Equal(t, time.Hour, c.DescribeTTL.Std())
+		assert.Equal(t, 20*time.Second, c.MaxBackoff.Std())
+	})
 	t.Run("deny: [] turns the default off", func(t *testing.T) {
 		c := parseSection(t, "eks:\n  tags: {deny: []}\n")
 		c.Default()
@@ -61,29 +69,68 @@ eks:
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `unknown field "region"`)
 	})
+	t.Run("SetDirectory changes nothing", func(t *testing.T) {
+		before := c
+		c.SetDirectory("/etc/argocd-cluster-discovery")
+		assert.Equal(t, before, c)
+	})
 }
 
-func TestConfigValidate(t *testing.T) {
-	valid := func() Config {
-		c := Config{
-			Regions:  []string{"eu-west-1"},
-			Accounts: []Account{{ID: "111111111111", RoleARN: "arn:aws:iam::111111111111:role/discovery"}},
-		}
-		c.Default()
-		return c
+// validConfig is a valid, defaulted section.
+func validConfig() Config {
+	c := Config{
+		Regions:  []string{"eu-west-1"},
+		Accounts: []Account{{ID: "111111111111", RoleARN: "arn:aws:iam::111111111111:role/discovery"}},
 	}
-	for _, tc := range []struct {
-		name   string
-		yaml   string // parsed over valid(), when set
-		mutate func(*Config)
-		want   []string
-	}{
+	c.Default()
+	return c
+}
+
+// validateCase changes validConfig (yaml is parsed over it, then mutate
+// runs) and lists the errors Validate must return, in order: each error's
+// text contains its entry.
+type validateCase struct {
+	name   string
+	yaml   string
+	mutate func(*Config)
+	want   []string
+}
+
+// checkValidate runs cases against Validate with no root path, so that
+// errors name their field relative to the section.
+func checkValidate(t *testing.T, cases []validateCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			if tc.yaml != "" {
+				require.NoError(t, yaml.UnmarshalStrict([]byte(tc.yaml), &c))
+			}
+			if tc.mutate != nil {
+				tc.mutate(&c)
+			}
+			errs := c.Validate(nil)
+			got := make([]string, len(errs))
+			for i, e := range errs {
+				got[i] = e.Error()
+			}
+			require.Len(t, got, len(tc.want), "one error per problem: %q", got)
+			for i, w := range tc.want {
+				assert.Contains(t, got[i], w)
+			}
+			assert.NotContains(t, strings.Join(got, "\n"), "hunter2")
+		})
+	}
+}
+
+func TestValidateAccountsAndRegions(t *testing.T) {
+	checkValidate(t, []validateCase{
 		{name: "valid"},
-		{name: "regions required", mutate: func(c *Config) { c.Regions = nil }, want: []string{"regions: required"}},
+		{name: "regions required", mutate: func(c *Config) { c.Regions = nil }, want: []string{"regions: Required value"}},
 		{name: "bad and duplicate regions", mutate: func(c *Config) { c.Regions = []string{"eu-west-1", "Europe", "eu-west-1"} },
-			want: []string{`regions[1]: "Europe" is not an AWS region`, `regions[2]: "eu-west-1" is listed twice`}},
+			want: []string{`regions[1]: Invalid value: "Europe": not an AWS region`, `regions[2]: Duplicate value: "eu-west-1"`}},
 		{name: "gov and china regions", mutate: func(c *Config) { c.Regions = []string{"us-gov-west-1", "cn-north-1", "ap-southeast-5"} }},
-		{name: "accounts required", mutate: func(c *Config) { c.Accounts = nil }, want: []string{"accounts: at least one account is required"}},
+		{name: "accounts required", mutate: func(c *Config) { c.Accounts = nil },
+			want: []string{"accounts: Required value: at least one account is required"}},
 		{name: "account checks", mutate: func(c *Config) {
 			c.Accounts = append(c.Accounts,
 				Account{ID: "111111111111", SessionName: "x"},
@@ -93,67 +140,146 @@ func TestConfigValidate(t *testing.T) {
 				Account{ID: "444444444444", ExternalID: "ext", SessionName: "ok-name"},
 			)
 		}, want: []string{
-			"accounts[1].id: 111111111111 is already listed by accounts[0]",
-			`accounts[1].sessionName: "x" must be 2-64 characters`,
-			`accounts[2].id: "12345" is not a 12-digit AWS account id`,
-			"accounts[2].roleARN: is a role of account 222222222222, not 12345",
-			"accounts[2].externalID: must be 2-1224 characters",
-			`accounts[2].argocdRoleARN: "arn:aws:iam::222222222222:user/u" is not an IAM role ARN`,
-			`accounts[2].regions[0]: "mars-1" is not an AWS region`,
-			`accounts[3].roleARN: "arn:aws:s3:::bucket" is not an IAM role ARN`,
-			"accounts[4].externalID: only used with roleARN",
+			`accounts[1].id: Duplicate value: "111111111111": already listed by accounts[0]`,
+			`accounts[1].sessionName: Invalid value: "x": must be 2-64 characters`,
+			`accounts[2].id: Invalid value: "12345": not a 12-digit AWS account id`,
+			`accounts[2].roleARN: Invalid value: "arn:aws:iam::222222222222:role/r": a role of account 222222222222, not 12345`,
+			"accounts[2].externalID: Invalid value: must be 2-1224 characters",
+			`accounts[2].argocdRoleARN: Invalid value: "arn:aws:iam::222222222222:user/u": not an IAM role ARN`,
+			`accounts[2].regions[0]: Invalid value: "mars-1": not an AWS region`,
+			`accounts[3].roleARN: Invalid value: "arn:aws:s3:::bucket": not an IAM role ARN`,
+			"accounts[4].externalID: Forbidden: only used with roleARN",
 		}},
+	})
+}
+
+func TestValidateSettings(t *testing.T) {
+	checkValidate(t, []validateCase{
 		{name: "bad durations", yaml: "describeTTL: soon\nmaxBackoff: \"-1s\"\n",
-			want: []string{`describeTTL: "soon" is not a positive duration such as "1h"`, `maxBackoff: "-1s" is not a positive duration`}},
+			want: []string{`describeTTL: Invalid value: "soon": not a duration`, `maxBackoff: Invalid value: "-1s": must be at least 1ns`}},
 		{name: "numbers out of range", mutate: func(c *Config) { c.Concurrency, c.MaxAttempts = 1000, -1 },
-			want: []string{"concurrency: 1000 must be between 1 and 100", "maxAttempts: -1 must be between 1 and 20"}},
+			want: []string{"concurrency: Invalid value: 1000: must be between 1 and 100", "maxAttempts: Invalid value: -1: must be between 1 and 20"}},
 		{name: "statuses was removed", yaml: "statuses: [ACTIVE, UPDATING]\n",
-			want: []string{`statuses: was removed: every cluster is listed and its EKS status mapped to a phase (see "Cluster lifecycle" in the README)`}},
-		{name: "statuses was removed, even empty", yaml: "statuses: []\n", want: []string{"statuses: was removed: "}},
+			want: []string{`statuses: Forbidden: was removed: every cluster is listed and its EKS status mapped to a phase (see "Cluster lifecycle" in the README)`}},
+		{name: "statuses was removed, even empty", yaml: "statuses: []\n", want: []string{"statuses: Forbidden: was removed: "}},
 		{name: "tag patterns", mutate: func(c *Config) { c.Tags.Allow = []string{"[", ""} },
-			want: []string{`tags.allow[0]: "[" is not a path.Match pattern`, `tags.allow[1]: "" is not a path.Match pattern`}},
-		{name: "auth mode", mutate: func(c *Config) { c.Auth.Mode = "token" }, want: []string{`auth.mode: "token" is not one of awsAuthConfig, exec`}},
+			want: []string{`tags.allow[0]: Invalid value: "[": not a path.Match pattern`, `tags.allow[1]: Invalid value: "": not a path.Match pattern`}},
+		{name: "auth mode", mutate: func(c *Config) { c.Auth.Mode = "token" },
+			want: []string{`auth.mode: Unsupported value: "token": supported values: "awsAuthConfig", "exec"`}},
+		{name: "auth command", mutate: func(c *Config) { c.Auth.Command = " argocd-k8s-auth" },
+			want: []string{"auth.command: Invalid value: \" argocd-k8s-auth\": must be a command name without surrounding spaces"}},
+		{name: "name template", mutate: func(c *Config) { c.NameTemplate = "{{.Cluster}}" },
+			want: []string{`nameTemplate: Invalid value: "{{.Cluster}}": template: name:1:2: executing "name" at <.Cluster>: can't evaluate field Cluster`}},
+		{name: "empty name", mutate: func(c *Config) { c.NameTemplate = "{{if false}}x{{end}}" },
+			want: []string{`nameTemplate: Invalid value: "{{if false}}x{{end}}": renders an empty name`}},
+		{name: "endpoints", mutate: func(c *Config) { c.Endpoint, c.STSEndpoint = "localhost:8080", "https://sts.example.com" },
+			want: []string{"endpoint: Invalid value: must be an http(s) URL"}},
+		{name: "tagging endpoint", mutate: func(c *Config) { c.TaggingEndpoint = "https://user:hunter2@tagging.example.com" },
+			want: []string{"taggingEndpoint: Invalid value: must be an http(s) URL with a host and no user info"}},
+		{name: "tagging endpoint, valid", mutate: func(c *Config) { c.TaggingEndpoint = "https://tagging.eu-west-1.amazonaws.com" }},
+	})
+}
+
+func TestValidatePrivateEndpoints(t *testing.T) {
+	checkValidate(t, []validateCase{
 		{name: "proxy needs a url", mutate: func(c *Config) { c.PrivateEndpoints.Policy = PrivateProxy },
-			want: []string{"privateEndpoints.proxyUrl: required with policy proxy"}},
+			want: []string{"privateEndpoints.proxyUrl: Required value: required with policy proxy"}},
 		{name: "proxy url without credentials", mutate: func(c *Config) {
 			c.PrivateEndpoints = PrivateEndpoints{Policy: PrivateProxy, ProxyURL: "http://user:hunter2@proxy:3128"}
-		}, want: []string{"privateEndpoints.proxyUrl: must not carry user info"}},
+		}, want: []string{"privateEndpoints.proxyUrl: Invalid value: must not carry user info"}},
 		{name: "proxy url only with proxy", mutate: func(c *Config) { c.PrivateEndpoints.ProxyURL = "http://proxy:3128" },
-			want: []string{"privateEndpoints.proxyUrl: only used with policy proxy"}},
+			want: []string{"privateEndpoints.proxyUrl: Forbidden: only used with policy proxy"}},
 		{name: "policy", mutate: func(c *Config) { c.PrivateEndpoints.Policy = "skip" },
-			want: []string{`privateEndpoints.policy: "skip" is not one of include, exclude, proxy`}},
-		{name: "name template", mutate: func(c *Config) { c.NameTemplate = "{{.Cluster}}" },
-			want: []string{"nameTemplate: ", "can't evaluate field Cluster"}},
-		{name: "empty name", mutate: func(c *Config) { c.NameTemplate = "{{if false}}x{{end}}" },
-			want: []string{"nameTemplate: renders an empty name"}},
-		{name: "endpoints", mutate: func(c *Config) { c.Endpoint, c.STSEndpoint = "localhost:8080", "https://sts.example.com" },
-			want: []string{"endpoint: must be an http(s) URL"}},
-		{name: "tagging endpoint", mutate: func(c *Config) { c.TaggingEndpoint = "https://user@tagging.example.com" },
-			want: []string{"taggingEndpoint: must be an http(s) URL with a host and no user info"}},
-		{name: "tagging endpoint, valid", mutate: func(c *Config) { c.TaggingEndpoint = "https://tagging.eu-west-1.amazonaws.com" }},
-	} {
+			want: []string{`privateEndpoints.policy: Unsupported value: "skip": supported values: "include", "exclude", "proxy"`}},
+	})
+}
+
+// fieldErr is the type and full path of one validation error.
+type fieldErr struct {
+	typ   field.ErrorType
+	field string
+}
+
+// fieldPathCases are bad sections (parsed, then defaulted) and every error
+// Validate must return for them, in order, under sources[2].eks.
+var fieldPathCases = []struct {
+	name string
+	yaml string
+	want []fieldErr
+}{
+	{name: "empty section", yaml: "{}", want: []fieldErr{
+		{field.ErrorTypeRequired, "sources[2].eks.regions"},
+		{field.ErrorTypeRequired, "sources[2].eks.accounts"},
+	}},
+	{name: "accounts", yaml: `
+regions: [eu-west-1]
+accounts:
+  - {id: "111111111111"}
+  - {id: "222222222222", regions: [eu-west-1, moon-1]}
+  - {id: "333333333333", roleARN: "arn:aws:iam::444444444444:role/discovery", sessionName: "a b", argocdRoleARN: nope}
+  - {id: "111111111111", externalID: ext}
+`, want: []fieldErr{
+		{field.ErrorTypeInvalid, "sources[2].eks.accounts[1].regions[1]"},
+		{field.ErrorTypeInvalid, "sources[2].eks.accounts[2].roleARN"},
+		{field.ErrorTypeInvalid, "sources[2].eks.accounts[2].sessionName"},
+		{field.ErrorTypeInvalid, "sources[2].eks.accounts[2].argocdRoleARN"},
+		{field.ErrorTypeDuplicate, "sources[2].eks.accounts[3].id"},
+		{field.ErrorTypeForbidden, "sources[2].eks.accounts[3].externalID"},
+	}},
+	{name: "settings", yaml: `
+regions: [eu-west-1, eu-west-1]
+accounts: [{id: "111111111111"}]
+concurrency: 101
+describeTTL: 1
+statuses: [ACTIVE]
+tags: {allow: ["["], deny: ["a", "["]}
+auth: {mode: token, command: " x"}
+privateEndpoints: {policy: exclude, proxyUrl: "http://proxy:3128"}
+nameTemplate: "{{.Nope}}"
+endpoint: ftp://eks
+taggingEndpoint: "://"
+stsEndpoint: "https://user@sts"
+maxAttempts: 21
+maxBackoff: 0.5
+`, want: []fieldErr{
+		{field.ErrorTypeDuplicate, "sources[2].eks.regions[1]"},
+		{field.ErrorTypeInvalid, "sources[2].eks.concurrency"},
+		{field.ErrorTypeInvalid, "sources[2].eks.describeTTL"},
+		{field.ErrorTypeForbidden, "sources[2].eks.statuses"},
+		{field.ErrorTypeInvalid, "sources[2].eks.tags.allow[0]"},
+		{field.ErrorTypeInvalid, "sources[2].eks.tags.deny[1]"},
+		{field.ErrorTypeNotSupported, "sources[2].eks.auth.mode"},
+		{field.ErrorTypeInvalid, "sources[2].eks.auth.command"},
+		{field.ErrorTypeForbidden, "sources[2].eks.privateEndpoints.proxyUrl"},
+		{field.ErrorTypeInvalid, "sources[2].eks.nameTemplate"},
+		{field.ErrorTypeInvalid, "sources[2].eks.endpoint"},
+		{field.ErrorTypeInvalid, "sources[2].eks.taggingEndpoint"},
+		{field.ErrorTypeInvalid, "sources[2].eks.stsEndpoint"},
+		{field.ErrorTypeInvalid, "sources[2].eks.maxAttempts"},
+		{field.ErrorTypeInvalid, "sources[2].eks.maxBackoff"},
+	}},
+}
+
+// TestValidateFieldPaths: bad sections report every problem at once, each
+// with its full path from the root of the file and its type.
+func TestValidateFieldPaths(t *testing.T) {
+	root := field.NewPath("sources").Index(2).Child("eks")
+	for _, tc := range fieldPathCases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := valid()
-			if tc.yaml != "" {
+			parse := func() Config {
+				var c Config
 				require.NoError(t, yaml.UnmarshalStrict([]byte(tc.yaml), &c))
+				c.Default()
+				return c
 			}
-			if tc.mutate != nil {
-				tc.mutate(&c)
+			c := parse()
+			errs := c.Validate(root)
+			got := make([]fieldErr, len(errs))
+			for i, e := range errs {
+				got[i] = fieldErr{e.Type, e.Field}
 			}
-			err := c.Validate()
-			if len(tc.want) == 0 {
-				require.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			lines := strings.Split(err.Error(), "\n")
-			for _, w := range tc.want {
-				assert.Contains(t, err.Error(), w)
-			}
-			if !strings.HasPrefix(tc.want[0], "nameTemplate") {
-				assert.Len(t, lines, len(tc.want), "one line per problem: %s", err)
-			}
-			assert.NotContains(t, err.Error(), "hunter2")
+			assert.Equal(t, tc.want, got, "%v", errs)
+			assert.Equal(t, parse(), c, "Validate changes nothing")
 		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -30,34 +29,6 @@ func clusterNames(cs []sources.Cluster) []string {
 		out[i] = c.Name
 	}
 	return out
-}
-
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metric
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return 0
 }
 
 // TestFixturesVerbatim serves the upstream-shaped fixture files as they are
@@ -101,10 +72,12 @@ func TestFixturesVerbatim(t *testing.T) {
 	}))
 	defer srv.Close()
 	base := aws.Config{Credentials: credentials.NewStaticCredentialsProvider(baseKey, "secret", "")}
-	s, err := New("fixtures", Config{
+	cfg := Config{
 		Accounts: []Account{{ID: "123456789012", ArgocdRoleARN: "arn:aws:iam::123456789012:role/argocd"}},
 		Regions:  []string{regionEU}, Endpoint: srv.URL, TaggingEndpoint: srv.URL, MaxAttempts: 1,
-	}, Options{AWSConfig: &base, HTTPClient: srv.Client()})
+	}
+	cfg.Default()
+	s, err := newSource(&cfg, sources.SourceOptions{Name: "fixtures"}, hooks{awsConfig: &base, httpClient: srv.Client()})
 	require.NoError(t, err)
 
 	got, err := s.Clusters(context.Background())
@@ -179,69 +152,6 @@ func TestTagPagination(t *testing.T) {
 	assert.Equal(t, map[int]bool{100: true}, f.perPage)
 }
 
-// TestTagsFreshEveryListing: tags, and what they scope (labels, tenant,
-// project, namespaces), are read on every listing, while the describe
-// cache still holds the cluster.
-func TestTagsFreshEveryListing(t *testing.T) {
-	f := newFake(t)
-	f.add(acctA, regionEU,
-		fakeCluster{Name: "one", Tags: map[string]string{"team": "a", "tenant": "acme", "argocd-project": "p1", "argocd-namespaces": "ns-a"}},
-		fakeCluster{Name: "untagged", NeverTagged: true})
-	clk := newClock()
-	s, _ := f.newSource(t, f.testConfig(), clk.Now)
-	list := func(t *testing.T) map[string]sources.Cluster {
-		t.Helper()
-		got, err := s.Clusters(context.Background())
-		require.NoError(t, err)
-		out := map[string]sources.Cluster{}
-		for _, c := range got {
-			out[c.Name] = c
-		}
-		return out
-	}
-
-	got := list(t)
-	assert.Equal(t, map[string]string{"team": "a", "tenant": "acme", "argocd-project": "p1", "argocd-namespaces": "ns-a"}, got["one"].Labels)
-	assert.Equal(t, []string{"acme", "p1"}, []string{got["one"].Tenant, got["one"].Project})
-	assert.Equal(t, []string{"ns-a"}, got["one"].Namespaces)
-	u := got["untagged"]
-	assert.True(t, u.Ready, "missing from GetResources: no tags, nothing else")
-	assert.Nil(t, u.Labels)
-	assert.Empty(t, u.Tenant+u.Project)
-	assert.Nil(t, u.Namespaces)
-
-	t.Run("a tag change shows on the next listing, without a describe", func(t *testing.T) {
-		f.resetCounts()
-		clk.Advance(time.Minute)
-		f.setTags(acctA, regionEU, "one", map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b ns-c"})
-		got := list(t)
-		assert.Equal(t, map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b-ns-c"}, got["one"].Labels)
-		assert.Equal(t, []string{"globex", "p2"}, []string{got["one"].Tenant, got["one"].Project})
-		assert.Equal(t, []string{"ns-b", "ns-c"}, got["one"].Namespaces)
-		assert.Equal(t, 0, f.count("DescribeCluster"), "the describe cache holds both clusters")
-		assert.Equal(t, 1, f.count("GetResources"))
-	})
-	t.Run("a namespaces tag that cannot be read makes the cluster not ready at once", func(t *testing.T) {
-		f.setTags(acctA, regionEU, "one", map[string]string{"argocd-namespaces": "Not_A_Namespace"})
-		got := list(t)
-		assert.False(t, got["one"].Ready)
-		assert.Contains(t, got["one"].NotReadyReason, "tag argocd-namespaces")
-		assert.Equal(t, sources.PhaseReady, got["one"].Phase, "renderability is not the lifecycle")
-	})
-	t.Run("every tag removed (\"Tags\": []): none", func(t *testing.T) {
-		f.setTags(acctA, regionEU, "one", map[string]string{})
-		got := list(t)
-		assert.True(t, got["one"].Ready)
-		assert.Nil(t, got["one"].Labels)
-		assert.Empty(t, got["one"].Tenant+got["one"].Project)
-		assert.Nil(t, got["one"].Namespaces, "every namespace, as for a cluster never scoped")
-	})
-	t.Run("unchanged tags: the same clusters", func(t *testing.T) {
-		first, second := list(t), list(t)
-		assert.Equal(t, first, second)
-	})
-}
-
 // TestEveryStatusListed: a cluster in any EKS status, known or not, is
 // listed with its status as State and the phase of the package doc's
 // table; those not ACTIVE are described on every listing.
@@ -294,11 +204,14 @@ func TestEveryStatusListed(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 7, f.count("DescribeCluster"), "the second listing describes every cluster but the ACTIVE one")
-	gauge := func(status string) float64 {
-		return counter(t, reg, "argocd_cluster_discovery_eks_clusters", map[string]string{"status": status})
+	gauge := func(name, label, value string) float64 {
+		return counter(t, reg, "argocd_cluster_discovery_eks_"+name, map[string]string{label: value})
 	}
-	assert.Equal(t, 2.0, gauge("FAILED"))
-	assert.Equal(t, 1.0, gauge("HIBERNATING"))
+	assert.Equal(t, 2.0, gauge("upstream_clusters", "state", "FAILED"))
+	assert.Equal(t, 1.0, gauge("upstream_clusters", "state", "HIBERNATING"))
+	for phase, n := range map[sources.Phase]float64{sources.PhasePending: 3, sources.PhaseReady: 1, sources.PhaseDegraded: 3, sources.PhaseLeaving: 1} {
+		assert.Equal(t, n, gauge("clusters", "phase", string(phase)), phase)
+	}
 }
 
 func TestDescribeConcurrencyBound(t *testing.T) {
@@ -316,204 +229,6 @@ func TestDescribeConcurrencyBound(t *testing.T) {
 	require.Len(t, got, 80)
 	assert.LessOrEqual(t, f.maxInFlight.Load(), int64(3), "calls in flight, across both regions")
 	assert.GreaterOrEqual(t, f.maxInFlight.Load(), int64(2), "describes do run concurrently")
-}
-
-func TestDescribeCache(t *testing.T) {
-	f := newFake(t)
-	f.add(acctA, regionEU, names("c", 5)...)
-	f.add(acctA, regionEU, fakeCluster{Name: "new", Status: "CREATING", Creating: true})
-	clk := newClock()
-	s, reg := f.newSource(t, f.testConfig(), clk.Now)
-	ctx := context.Background()
-	cache := func(result string) float64 {
-		return counter(t, reg, "argocd_cluster_discovery_eks_describe_cache_total", map[string]string{"result": result})
-	}
-
-	got, err := s.Clusters(ctx)
-	require.NoError(t, err)
-	assert.Len(t, got, 6, "the CREATING one is listed too")
-	assert.Equal(t, 6, f.count("DescribeCluster"))
-	assert.Equal(t, 0.0, cache("hit"))
-	assert.Equal(t, 6.0, cache("miss"))
-
-	t.Run("steady state: list and tagging calls, and a describe of the cluster not ACTIVE", func(t *testing.T) {
-		f.resetCounts()
-		clk.Advance(30 * time.Minute)
-		got, err := s.Clusters(ctx)
-		require.NoError(t, err)
-		assert.Len(t, got, 6)
-		assert.Equal(t, 1, f.count("ListClusters"))
-		assert.Equal(t, 1, f.count("GetResources"))
-		assert.Equal(t, 1, f.count("DescribeCluster"), "only the CREATING one")
-		assert.Equal(t, 5.0, cache("hit"))
-		assert.Equal(t, 7.0, cache("miss"))
-	})
-	t.Run("a new name is described, a removed one leaves", func(t *testing.T) {
-		f.resetCounts()
-		f.add(acctA, regionEU, fakeCluster{Name: "late"})
-		f.remove(acctA, regionEU, "c-000")
-		got, err := s.Clusters(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, []string{"c-001", "c-002", "c-003", "c-004", "new", "late"}, clusterNames(got))
-		assert.Equal(t, 2, f.count("DescribeCluster"), "late and the CREATING one")
-		assert.NotContains(t, s.targets[0].cache, "c-000", "pruned")
-	})
-	t.Run("after the TTL every cluster is described again", func(t *testing.T) {
-		f.resetCounts()
-		clk.Advance(time.Hour)
-		_, err := s.Clusters(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 6, f.count("DescribeCluster"))
-	})
-	t.Run("the cache hands out copies", func(t *testing.T) {
-		got, err := s.Clusters(ctx)
-		require.NoError(t, err)
-		got[0].Labels["team"] = "mutated"
-		got[0].Auth.AWS.RoleARN = "mutated"
-		again, err := s.Clusters(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, "payments", again[0].Labels["team"])
-		assert.NotEqual(t, "mutated", again[0].Auth.AWS.RoleARN)
-	})
-	assert.Equal(t, 1.0, counter(t, reg, "argocd_cluster_discovery_eks_clusters", map[string]string{"status": "CREATING"}))
-	assert.Equal(t, 5.0, counter(t, reg, "argocd_cluster_discovery_eks_clusters", map[string]string{"status": "ACTIVE"}))
-}
-
-func TestCacheSpreadsExpiry(t *testing.T) {
-	f := newFake(t)
-	f.add(acctA, regionEU, names("c", 200)...)
-	clk := newClock()
-	s, _ := f.newSource(t, f.testConfig(), clk.Now)
-	_, err := s.Clusters(context.Background())
-	require.NoError(t, err)
-	f.resetCounts()
-	clk.Advance(54 * time.Minute) // in the last fifth of the hour: some expired, not all
-	_, err = s.Clusters(context.Background())
-	require.NoError(t, err)
-	n := f.count("DescribeCluster")
-	assert.Greater(t, n, 0)
-	assert.Less(t, n, 200)
-}
-
-// TestThrottledThenAnswered: TooManyRequestsException is retried by the
-// SDK's retryer with backoff, and the listing succeeds.
-func TestThrottledThenAnswered(t *testing.T) {
-	throttle := &fakeResp{Status: http.StatusTooManyRequests, ErrType: "TooManyRequestsException"}
-	throttleTagging := &fakeResp{Status: http.StatusBadRequest, ErrType: "ThrottledException"} // the tagging API's own
-	f := newFake(t)
-	f.add(acctA, regionEU, names("c", 4)...)
-	f.Hook = func(r fakeReq) *fakeResp {
-		if r.Op == "DescribeCluster" && r.N <= 2 || r.Op == "ListClusters" && r.N == 1 {
-			return throttle
-		}
-		if r.Op == "GetResources" && r.N == 1 {
-			return throttleTagging
-		}
-		return nil
-	}
-	s, reg := f.newSource(t, f.testConfig(), nil)
-	got, err := s.Clusters(context.Background())
-	require.NoError(t, err)
-	assert.Len(t, got, 4)
-	calls := func(op, outcome string) float64 {
-		return counter(t, reg, "argocd_cluster_discovery_eks_api_calls_total", map[string]string{"operation": op, "outcome": outcome})
-	}
-	assert.Equal(t, 2.0, calls("DescribeCluster", "throttled"))
-	assert.Equal(t, 4.0, calls("DescribeCluster", "success"))
-	assert.Equal(t, 1.0, calls("ListClusters", "throttled"))
-	assert.Equal(t, 1.0, calls("GetResources", "throttled"))
-	assert.Equal(t, 1.0, calls("GetResources", "success"))
-	assert.Equal(t, "payments", got[0].Labels["team"])
-	assert.Equal(t, 1.0, calls("AssumeRole", "success"))
-}
-
-// on answers requests of operation op (and, when set, of that region or
-// cluster name) with resp.
-func on(op, region, name string, resp *fakeResp) func(fakeReq) *fakeResp {
-	return func(r fakeReq) *fakeResp {
-		if r.Op == op && (region == "" || r.Region == region) && (name == "" || r.Name == name) {
-			return resp
-		}
-		return nil
-	}
-}
-
-// TestListingFailures: any failing call of any (account, region) fails the
-// whole listing with no partial result, an error naming the account,
-// region and call, and an error counted by kind.
-func TestListingFailures(t *testing.T) {
-	throttle := &fakeResp{Status: http.StatusTooManyRequests, ErrType: "TooManyRequestsException"}
-	for _, tc := range []struct {
-		name    string
-		hook    func(fakeReq) *fakeResp
-		want    []string
-		notWant []string
-		kind    string
-		region  string
-		calls   map[string]int
-	}{
-		{name: "throttled on every attempt", hook: on("DescribeCluster", "", "c-002", throttle),
-			want: []string{"account 111111111111 region eu-west-1: describe cluster c-002:", "TooManyRequestsException", "exceeded maximum number of attempts, 3"},
-			kind: "throttled", region: regionEU},
-		{name: "one region answers 500", hook: on("ListClusters", regionUS, "", &fakeResp{Status: http.StatusInternalServerError, ErrType: "ServerException"}),
-			want: []string{"account 111111111111 region us-east-1: list clusters:", "StatusCode: 500"}, notWant: []string{"region eu-west-1"},
-			kind: "server", region: regionUS},
-		{name: "AssumeRole denied", hook: on("AssumeRole", "", "", &fakeResp{Status: http.StatusForbidden, ErrType: "AccessDenied"}),
-			want: []string{"account 111111111111 region ", ": assume role arn:aws:iam::111111111111:role/discovery:", "AccessDenied"},
-			kind: "assume_role", calls: map[string]int{"AssumeRole": 1, "ListClusters": 0}},
-		{name: "expired token, key redacted", hook: on("ListClusters", regionEU, "", &fakeResp{Status: http.StatusForbidden, ErrType: "ExpiredTokenException",
-			Body: `{"message":"The security token included in the request is expired (key ` + assumedKey(acctA) + `)"}`}),
-			want:    []string{"account 111111111111 region eu-west-1: list clusters:", "ExpiredTokenException", "(key <redacted>)"},
-			notWant: []string{assumedKey(acctA)}, kind: "expired_token", region: regionEU},
-		{name: "malformed list", hook: on("ListClusters", regionEU, "", &fakeResp{Status: 200, Body: `{"clusters": [`}),
-			want: []string{"account 111111111111 region eu-west-1: list clusters:"}, kind: "invalid_response", region: regionEU},
-		{name: "malformed describe", hook: on("DescribeCluster", regionEU, "", &fakeResp{Status: 200, Body: `{"cluster": {"name": 1}}`}),
-			want: []string{"account 111111111111 region eu-west-1: describe cluster c-00"}, kind: "invalid_response", region: regionEU},
-		{name: "nextToken repeated", hook: on("ListClusters", regionEU, "", &fakeResp{Status: 200, Body: `{"clusters":["c-000"],"nextToken":"same"}`}),
-			want: []string{"account 111111111111 region eu-west-1: list clusters: nextToken of an earlier page returned again"},
-			kind: "other", region: regionEU},
-		{name: "tagging AccessDenied", hook: on("GetResources", regionUS, "", &fakeResp{Status: http.StatusBadRequest, ErrType: "AccessDeniedException",
-			Body: `{"__type":"AccessDeniedException","Message":"User: arn:aws:sts::111111111111:assumed-role/discovery/argocd-cluster-discovery is not authorized to perform: tag:GetResources"}`}),
-			want:    []string{"account 111111111111 region us-east-1: get cluster tags:", "GetResources", "AccessDeniedException", "not authorized to perform: tag:GetResources"},
-			notWant: []string{"region eu-west-1"}, kind: "access_denied", region: regionUS},
-		{name: "tagging answers 500", hook: on("GetResources", regionEU, "", &fakeResp{Status: http.StatusInternalServerError, ErrType: "InternalServiceException"}),
-			want: []string{"account 111111111111 region eu-west-1: get cluster tags:", "StatusCode: 500", "InternalServiceException",
-				"exceeded maximum number of attempts, 3"},
-			kind: "server", region: regionEU},
-		{name: "malformed tagging answer", hook: on("GetResources", regionEU, "", &fakeResp{Status: 200, Body: `{"ResourceTagMappingList": [`}),
-			want: []string{"account 111111111111 region eu-west-1: get cluster tags:"}, kind: "invalid_response", region: regionEU},
-		{name: "PaginationToken repeated", hook: on("GetResources", regionEU, "", &fakeResp{Status: 200, Body: `{"PaginationToken":"same","ResourceTagMappingList":[]}`}),
-			want: []string{"account 111111111111 region eu-west-1: get cluster tags: PaginationToken of an earlier page returned again"},
-			kind: "other", region: regionEU},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t)
-			f.add(acctA, regionEU, names("c", 4)...)
-			f.add(acctA, regionUS, names("d", 4)...)
-			f.Hook = tc.hook
-			cfg := f.testConfig()
-			cfg.Regions = []string{regionEU, regionUS}
-			s, reg := f.newSource(t, cfg, nil)
-
-			got, err := s.Clusters(context.Background())
-			require.Error(t, err)
-			assert.Nil(t, got)
-			for _, w := range tc.want {
-				assert.Contains(t, err.Error(), w)
-			}
-			for _, w := range append(tc.notWant, "base-secret-key", baseKey) {
-				assert.NotContains(t, err.Error(), w)
-			}
-			labels := map[string]string{"kind": tc.kind, "account": acctA}
-			if tc.region != "" {
-				labels["region"] = tc.region
-			}
-			assert.GreaterOrEqual(t, counter(t, reg, "argocd_cluster_discovery_eks_errors_total", labels), 1.0)
-			for op, n := range tc.calls {
-				assert.Equal(t, n, f.count(op), op)
-			}
-		})
-	}
 }
 
 func TestDeletedBetweenListAndDescribe(t *testing.T) {
@@ -547,10 +262,16 @@ func TestPrivateEndpointPolicies(t *testing.T) {
 			f.add(acctA, regionEU, fakeCluster{Name: "private", Private: true}, fakeCluster{Name: "public"})
 			cfg := f.testConfig()
 			cfg.PrivateEndpoints = PrivateEndpoints{Policy: tc.policy, ProxyURL: tc.proxy}
-			s, _ := f.newSource(t, cfg, nil)
+			s, reg := f.newSource(t, cfg, nil)
 			got, err := s.Clusters(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, tc.want, clusterNames(got))
+			skipped := 0.0
+			if tc.policy == PrivateExclude {
+				skipped = 1
+			}
+			assert.Equal(t, skipped, counter(t, reg, "argocd_cluster_discovery_eks_clusters_skipped", map[string]string{"reason": "private_endpoint"}))
+			assert.Equal(t, 2.0, counter(t, reg, "argocd_cluster_discovery_eks_upstream_clusters", map[string]string{"state": "ACTIVE"}))
 			for _, c := range got {
 				if c.Name == "private" {
 					assert.Equal(t, "true", c.Labels[LabelPrivateEndpoint])
@@ -624,64 +345,34 @@ func TestTwoAccountsThroughAssumedRoles(t *testing.T) {
 	}, f.assumed)
 }
 
-func TestBaseCredentialsOfAnotherAccount(t *testing.T) {
-	f := newFake(t)
-	f.baseAccount(acctB)
-	f.add(acctB, regionEU, names("c", 1)...)
-	cfg := f.testConfig()
-	cfg.Accounts = []Account{{ID: acctA}} // no role: the base credentials are used, but they are B's
-	s, _ := f.newSource(t, cfg, nil)
-	got, err := s.Clusters(context.Background())
-	require.Error(t, err)
-	assert.Nil(t, got)
-	assert.Contains(t, err.Error(), "account 111111111111 region eu-west-1: cluster c-000 belongs to account 222222222222")
-	assert.Equal(t, map[string]bool{baseKey: true}, f.seenKeys)
-}
+// TestProvider: the registration gives the eks section, which goes through
+// the service's steps (decode, Default, SetDirectory, Validate, NewSource).
+func TestProvider(t *testing.T) {
+	reg, ok := sources.NewRegistry(Provider{}).Lookup(sources.ProviderEKS)
+	require.True(t, ok)
+	assert.Equal(t, sources.KindCloud, reg.Kind())
+	section := reg.NewConfig()
+	require.IsType(t, &Config{}, section)
+	require.NoError(t, json.Unmarshal([]byte(`{"regions":["eu-west-1"],"accounts":[{"id":"111111111111"}],"describeTTL":"10m"}`), section))
+	section.Default()
+	section.SetDirectory("/etc/argocd-cluster-discovery")
+	require.Empty(t, section.Validate(nil))
+	assert.Equal(t, 10*time.Minute, section.(*Config).DescribeTTL.Std())
 
-func TestCancelledListing(t *testing.T) {
-	f := newFake(t)
-	f.Delay = time.Second
-	f.add(acctA, regionEU, names("c", 3)...)
-	s, reg := f.newSource(t, f.testConfig(), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	got, err := s.Clusters(ctx)
-	require.Error(t, err)
-	assert.Nil(t, got)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Equal(t, 1.0, counter(t, reg, "argocd_cluster_discovery_eks_errors_total", map[string]string{"kind": "timeout"}))
-}
-
-func TestEmptyFleet(t *testing.T) {
-	f := newFake(t)
-	s, reg := f.newSource(t, f.testConfig(), nil)
-	got, err := s.Clusters(context.Background())
+	dir := t.TempDir()
+	t.Setenv("AWS_CONFIG_FILE", dir+"/config")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", dir+"/credentials")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	src, err := section.NewSource(sources.SourceOptions{Name: "aws", Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
-	assert.NotNil(t, got)
-	assert.Empty(t, got)
-	assert.Equal(t, 1.0, counter(t, reg, "argocd_cluster_discovery_eks_listing_duration_seconds", map[string]string{"region": regionEU}))
-	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP argocd_cluster_discovery_eks_describe_cache_total Listed cluster names answered from the describe cache (hit) or described (miss).
-# TYPE argocd_cluster_discovery_eks_describe_cache_total counter
-argocd_cluster_discovery_eks_describe_cache_total{result="hit"} 0
-argocd_cluster_discovery_eks_describe_cache_total{result="miss"} 0
-`), "argocd_cluster_discovery_eks_describe_cache_total"))
+	assert.IsType(t, &Source{}, src)
 }
 
-func TestNewRejectsInvalidConfig(t *testing.T) {
-	_, err := New("x", Config{}, Options{AWSConfig: &aws.Config{}})
+func TestNewSourceRejectsInvalidConfig(t *testing.T) {
+	c := &Config{}
+	c.Default()
+	_, err := c.NewSource(sources.SourceOptions{Name: "x"})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "regions: required")
-	assert.Contains(t, err.Error(), "accounts: at least one account is required")
-}
-
-func TestNewRegistersMetricsOnce(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	cfg := Config{Accounts: []Account{{ID: acctA}}, Regions: []string{regionEU}}
-	for _, name := range []string{"a", "b"} {
-		_, err := New(name, cfg, Options{AWSConfig: &aws.Config{}, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": name}, reg)})
-		require.NoError(t, err, "two sources, told apart by the caller's source label")
-	}
-	_, err := New("a", cfg, Options{AWSConfig: &aws.Config{}, Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": "a"}, reg)})
-	require.Error(t, err, "the same source twice")
+	assert.Contains(t, err.Error(), "regions: Required value")
+	assert.Contains(t, err.Error(), "accounts: Required value: at least one account is required")
 }

@@ -3,14 +3,12 @@ package eks
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 const fixtures = "../../testdata/fixtures/eks"
@@ -328,160 +328,6 @@ func (f *fakeAWS) assumeRole(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(xml))
 }
 
-func (f *fakeAWS) list(w http.ResponseWriter, r *http.Request, req fakeReq) {
-	q := r.URL.Query()
-	max, err := strconv.Atoi(q.Get("maxResults"))
-	if err != nil || max < 1 || max > 100 {
-		http.Error(w, "maxResults", http.StatusBadRequest)
-		return
-	}
-	f.mu.Lock()
-	f.maxResult[q.Get("maxResults")] = true
-	all := f.clusters[req.Account+"/"+req.Region]
-	f.mu.Unlock()
-	start := 0
-	if tok := q.Get("nextToken"); tok != "" {
-		if start, err = strconv.Atoi(strings.TrimPrefix(tok, "tok-")); err != nil {
-			http.Error(w, "nextToken", http.StatusBadRequest)
-			return
-		}
-	}
-	end := min(start+min(max, f.PageSize), len(all))
-	out := struct {
-		Clusters  []string `json:"clusters"`
-		NextToken *string  `json:"nextToken,omitempty"`
-	}{Clusters: []string{}}
-	for _, c := range all[start:end] {
-		out.Clusters = append(out.Clusters, c.Name)
-	}
-	if end < len(all) {
-		out.NextToken = aws.String(fmt.Sprintf("tok-%d", end))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
-}
-
-func (f *fakeAWS) describe(w http.ResponseWriter, req fakeReq) {
-	f.mu.Lock()
-	var found *fakeCluster
-	for _, c := range f.clusters[req.Account+"/"+req.Region] {
-		if c.Name == req.Name {
-			found = &c
-			break
-		}
-	}
-	if found == nil {
-		f.mu.Unlock()
-		f.writeError(w, "eks", &fakeResp{Status: http.StatusNotFound, ErrType: "ResourceNotFoundException",
-			Body: `{"message":"No cluster found for name: ` + req.Name + `."}`})
-		return
-	}
-	id := describeKey{req.Account, req.Region, found.Name, found.Status, found.Private, found.Creating, fmt.Sprint(found.Tags)}
-	body, ok := f.bodies[id]
-	if !ok {
-		body = f.describeBody(*found, req.Account, req.Region)
-		f.bodies[id] = body
-	}
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(body)
-}
-
-// getResources answers GetResources in its awsJson1_1 shape: the tagged
-// clusters of the account and region (resource type filter eks:cluster
-// required), paged by PaginationToken, which is "" on the last page.
-func (f *fakeAWS) getResources(w http.ResponseWriter, r *http.Request, req fakeReq) {
-	var in struct {
-		PaginationToken     string
-		ResourceTypeFilters []string
-		ResourcesPerPage    int
-	}
-	invalid := func(msg string) {
-		f.writeError(w, "tagging", &fakeResp{Status: http.StatusBadRequest, ErrType: "InvalidParameterException",
-			Body: `{"__type":"InvalidParameterException","Message":"` + msg + `"}`})
-	}
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		invalid("body is not JSON")
-		return
-	}
-	if len(in.ResourceTypeFilters) != 1 || in.ResourceTypeFilters[0] != "eks:cluster" {
-		invalid(fmt.Sprintf("the fake serves only ResourceTypeFilters [eks:cluster], not %q", in.ResourceTypeFilters))
-		return
-	}
-	if in.ResourcesPerPage < 1 || in.ResourcesPerPage > 100 {
-		invalid("ResourcesPerPage must be 1-100")
-		return
-	}
-	f.mu.Lock()
-	f.perPage[in.ResourcesPerPage] = true
-	var tagged []fakeCluster
-	for _, c := range f.clusters[req.Account+"/"+req.Region] {
-		if !c.NeverTagged {
-			tagged = append(tagged, c)
-		}
-	}
-	f.mu.Unlock()
-	start := 0
-	if in.PaginationToken != "" {
-		var err error
-		if start, err = strconv.Atoi(strings.TrimPrefix(in.PaginationToken, "tag-")); err != nil || start > len(tagged) {
-			f.writeError(w, "tagging", &fakeResp{Status: http.StatusBadRequest, ErrType: "PaginationTokenExpiredException"})
-			return
-		}
-	}
-	end := min(start+min(in.ResourcesPerPage, f.TagPageSize), len(tagged))
-	type tag struct{ Key, Value string }
-	type mapping struct {
-		ResourceARN string
-		Tags        []tag
-	}
-	out := struct {
-		PaginationToken        string
-		ResourceTagMappingList []mapping
-	}{ResourceTagMappingList: []mapping{}}
-	for _, c := range tagged[start:end] {
-		m := mapping{ResourceARN: clusterARN(c.Name, req.Account, req.Region), Tags: []tag{}}
-		tags := f.tagsOf(c)
-		for _, k := range slices.Sorted(maps.Keys(tags)) {
-			m.Tags = append(m.Tags, tag{k, tags[k]})
-		}
-		out.ResourceTagMappingList = append(out.ResourceTagMappingList, m)
-	}
-	if end < len(tagged) {
-		out.PaginationToken = fmt.Sprintf("tag-%d", end)
-	}
-	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	_ = json.NewEncoder(w).Encode(out)
-}
-
-// clusterARN is the ARN of an EKS cluster.
-func clusterARN(name, account, region string) string {
-	return fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", region, account, name)
-}
-
-// describeBody is the fixture answer turned into c of account in region.
-func (f *fakeAWS) describeBody(c fakeCluster, account, region string) []byte {
-	var doc map[string]map[string]any
-	require.NoError(f.t, json.Unmarshal(f.describeTmpl, &doc))
-	cl := doc["cluster"]
-	cl["name"] = c.Name
-	cl["arn"] = clusterARN(c.Name, account, region)
-	cl["endpoint"] = fmt.Sprintf("https://%.24X.gr7.%s.eks.amazonaws.com", c.Name+"-"+account, region)
-	cl["status"] = "ACTIVE"
-	if c.Status != "" {
-		cl["status"] = c.Status
-	}
-	cl["resourcesVpcConfig"].(map[string]any)["endpointPublicAccess"] = !c.Private
-	cl["tags"] = f.tagsOf(c)
-	if c.Creating {
-		delete(cl, "endpoint")
-		delete(cl, "certificateAuthority")
-	}
-	b, err := json.Marshal(doc)
-	require.NoError(f.t, err)
-	return b
-}
-
 // testConfig is one account reached through a discovery role, in
 // regionEU, with fast retries and the fake as both endpoints.
 func (f *fakeAWS) testConfig() Config {
@@ -490,38 +336,22 @@ func (f *fakeAWS) testConfig() Config {
 			ArgocdRoleARN: "arn:aws:iam::" + acctA + ":role/argocd"}},
 		Regions:  []string{regionEU},
 		Endpoint: f.srv.URL, TaggingEndpoint: f.srv.URL, STSEndpoint: f.srv.URL,
-		MaxAttempts: 3, MaxBackoff: "1ms",
+		MaxAttempts: 3, MaxBackoff: sources.D(time.Millisecond),
 	}
 }
 
-// newSource builds a source on the fake with a fresh registry.
+// newSource builds a source of cfg (defaulted) on the fake with a fresh
+// registry.
 func (f *fakeAWS) newSource(t testing.TB, cfg Config, now func() time.Time) (*Source, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	base := aws.Config{Region: "us-west-2", Credentials: credentials.NewStaticCredentialsProvider(baseKey, "base-secret-key", "")}
-	s, err := New("test-eks", cfg, Options{Registerer: reg, AWSConfig: &base, HTTPClient: f.srv.Client(), Now: now})
+	cfg.Accounts = slices.Clone(cfg.Accounts) // Default writes into it
+	cfg.Default()
+	s, err := newSource(&cfg, sources.SourceOptions{Name: "test-eks", Registerer: reg},
+		hooks{awsConfig: &base, httpClient: f.srv.Client(), now: now})
 	require.NoError(t, err)
 	return s, reg
-}
-
-// clock is a settable clock for the describe cache.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // names makes n active clusters named prefix-000...

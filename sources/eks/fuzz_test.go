@@ -70,8 +70,8 @@ func FuzzDescribeCluster(f *testing.F) {
 		cfg := Config{Regions: []string{region}, Accounts: []Account{account}}
 		set(&cfg)
 		cfg.Default()
-		if err := cfg.Validate(); err != nil {
-			f.Fatal(err)
+		if errs := cfg.Validate(nil); len(errs) > 0 {
+			f.Fatal(errs.ToAggregate())
 		}
 		m, err := newMapper(cfg)
 		if err != nil {

@@ -56,8 +56,8 @@ func newMapper(c Config) (*mapper, error) {
 // mapped is the outcome of mapping one cluster.
 type mapped struct {
 	Cluster sources.Cluster
-	// Skip says why the cluster is left out of the listing; empty when it
-	// is listed.
+	// Skip is the reason the cluster is left out of the listing (the
+	// clusters_skipped label); empty when it is listed.
 	Skip string
 	// Dropped says which tags did not become labels and why, for a debug
 	// log.
@@ -88,6 +88,10 @@ func phase(status types.ClusterStatus, hasEndpoint bool) sources.Phase {
 	return sources.PhaseDegraded
 }
 
+// reasonPrivateEndpoint is the reason (the clusters_skipped label) of a
+// cluster that privateEndpoints policy exclude leaves out.
+const reasonPrivateEndpoint = "private_endpoint"
+
 // toCluster maps a described cluster of account in region, with tags (from
 // the tagging API: the describe answer's own tags are not read). Every
 // status is listed; only the private endpoint policy leaves clusters out.
@@ -100,28 +104,26 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 	}
 	private := c.ResourcesVpcConfig != nil && !c.ResourcesVpcConfig.EndpointPublicAccess
 	if private && m.private.Policy == PrivateExclude {
-		return mapped{Skip: "private endpoint excluded by policy"}, nil
+		return mapped{Skip: reasonPrivateEndpoint}, nil
 	}
-	var name strings.Builder
-	if err := m.name.Execute(&name, nameData{Name: eksName, Account: account.ID, Region: region}); err != nil {
-		return mapped{}, fmt.Errorf("cluster %s: name template: %w", eksName, err)
+	name, err := m.clusterName(eksName, account.ID, region)
+	if err != nil {
+		return mapped{}, fmt.Errorf("cluster %s: %w", eksName, err)
 	}
-	if strings.TrimSpace(name.String()) == "" {
-		return mapped{}, fmt.Errorf("cluster %s: name template renders an empty name", eksName)
-	}
-	endpoint := aws.ToString(c.Endpoint)
 	out := mapped{Cluster: sources.Cluster{
 		Provider:          sources.ProviderEKS,
-		Name:              name.String(),
+		Name:              name,
 		ID:                aws.ToString(c.Arn),
 		CloudID:           sources.EKSCloudID(account.ID, region, eksName),
 		Account:           account.ID,
 		Region:            region,
 		KubernetesVersion: aws.ToString(c.Version),
 		State:             string(c.Status),
-		Phase:             phase(c.Status, endpoint != ""),
+		Phase:             phase(c.Status, aws.ToString(c.Endpoint) != ""),
 		Ready:             true,
 		Auth:              m.authFor(eksName, account, region),
+		Tenant:            tags[m.tenantTag],
+		Project:           tags[m.projectTag],
 	}}
 	cl := &out.Cluster
 	if a := aws.ToString(c.Arn); a != "" {
@@ -137,14 +139,32 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 	if len(cl.Labels) == 0 {
 		cl.Labels = nil
 	}
-	cl.Tenant = tags[m.tenantTag]
-	cl.Project = tags[m.projectTag]
+	m.setAccess(cl, c, tags)
+	return out, nil
+}
 
+// clusterName renders the name template.
+func (m *mapper) clusterName(eksName, account, region string) (string, error) {
+	var name strings.Builder
+	if err := m.name.Execute(&name, nameData{Name: eksName, Account: account, Region: region}); err != nil {
+		return "", fmt.Errorf("name template: %w", err)
+	}
+	if strings.TrimSpace(name.String()) == "" {
+		return "", fmt.Errorf("name template renders an empty name")
+	}
+	return name.String(), nil
+}
+
+// setAccess sets what Argo CD needs to reach the cluster (server, CA,
+// namespaces) and, when one of them is missing or invalid, marks the
+// cluster not ready with the first reason.
+func (m *mapper) setAccess(cl *sources.Cluster, c *types.Cluster, tags map[string]string) {
 	notReady := func(reason string) {
 		if cl.Ready {
 			cl.Ready, cl.NotReadyReason = false, reason
 		}
 	}
+	endpoint := aws.ToString(c.Endpoint)
 	cl.Server = endpoint
 	if endpoint == "" {
 		notReady(fmt.Sprintf("EKS reports no endpoint yet (status %s)", c.Status))
@@ -172,7 +192,6 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 		}
 		cl.Namespaces = ns
 	}
-	return out, nil
 }
 
 func (m *mapper) authFor(eksName string, account Account, region string) sources.Auth {
@@ -279,4 +298,26 @@ func replaceInvalid(s string, ok func(rune) bool) string {
 
 func trimToAlnum(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return !isAlnum(r) })
+}
+
+// nameData is what NameTemplate sees.
+type nameData struct {
+	Name, Account, Region string
+}
+
+// parseNameTemplate parses t and checks that it renders a non-empty name
+// from sample data and only refers to known fields.
+func parseNameTemplate(t string) (*template.Template, error) {
+	tmpl, err := template.New("name").Option("missingkey=error").Parse(t)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, nameData{Name: "payments-prod", Account: "123456789012", Region: "eu-west-1"}); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(b.String()) == "" {
+		return nil, fmt.Errorf("renders an empty name")
+	}
+	return tmpl, nil
 }

@@ -1,17 +1,12 @@
 package eks
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/eks/types"
-	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,136 +16,146 @@ import (
 // caData is the fixture's CA, a valid base64 PEM bundle.
 const caData = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSURHekNDQWdPZ0F3SUJBZ0lVYTJpNXZlUHJYeUxCTjczaDhIK3RuWkljVW9rd0RRWUpLb1pJaHZjTkFRRUwKQlFBd0ZURVRNQkVHQTFVRUF3d0thM1ZpWlhKdVpYUmxjekFlRncweU5qRXhNakV4TWpVNU1EQmFGdzB6TmpFeApNVGd4TWpVNU1EQmFNQlV4RXpBUkJnTlZCQU1NQ210MVltVnlibVYwWlhNd2dnRWlNQTBHQ1NxR1NJYjNEUUVCCkFRVUFBNElCRHdBd2dnRUtBb0lCQVFDbFg3MmNUMjFBOUh1MW1hUjR1ellJWU41dkNGZU9GMnRsbkUxcDBFVzkKV3FHbmdhcnVuM1JhZnM4aHZPajFrMDBrUklpcHJFVGFZMnkzb0xPQlFUbXdSalJ5TFlLcTJJejdheE03cWUvVApySzdVL0ttVzV5WCtKQmRyVHd4NTNMRzIxcytHRUxUM1daSEtpMHluaHBSaEtYOG9aNmlVSHIyWGh6WGpqc0JHCnV2WkNwQkxzVyttcVU0bG9qdGd2alBWVjdPTG9CWStKbll2NkhXUHcveUlIRXMrRWdWT2tCZnd0bm1iRXhMeXoKbEFzK0FTWSt2S21PdHhuMXgrOFFqUXBmanZJbVFDelBCMDlKYTNITmZLQWQwM09aZE9CRkJkMHlUZFlhNmR2cwo0SWorYUNOR2ZuWTBwdjJGbUFodVFSd1Z0RGFlL1lrMGYvbUZEWGU0U0NoQkFnTUJBQUdqWXpCaE1CMEdBMVVkCkRnUVdCQlRVeUVhNVRLYnJtcHJUMjJaaHZxYVRkQmpYVHpBZkJnTlZIU01FR0RBV2dCVFV5RWE1VEticm1wclQKMjJaaHZxYVRkQmpYVHpBUEJnTlZIUk1CQWY4RUJUQURBUUgvTUE0R0ExVWREd0VCL3dRRUF3SUNwREFOQmdrcQpoa2lHOXcwQkFRc0ZBQU9DQVFFQWhOQXlaR1VCdU44dkhDbDFCbGs3NFNtTDMrWVZENlF0bWFpQjBCck1RYU9VCnQzVmllOGF0UG96d09qMlRtT3FVUEF5RE9wWklmR210MThBSE53N0tTdVdmT0JDNWVXa3ZjRnFRSzA5enBoNzMKRURSYndEb0JPMG1pVTN5THlYS2szSWFGRlc2L0V0UW4yemtudW5ic2FlbW02SG9iNjczdG0xaTNWSGVIdVRjcgo5T255TGsxQlByNFhsUXpKdWllL0xjL1RoY0EzRXVZaklaRkFmODF5SXFqUnpIa1JhRnNldms0aFJUcUpIT2FJCmxqMTBtQlBBNElWN2U0T1cyb09RclRCUEE3T1BkMGlhclk5Ky82bWhmMVNUS3M2clRPRUxjVVkvRm45Nmc0Rk0KYmhSWkVhODJoUjhsT1pjd1B3MkloNkw1WDBham0vMkFBNjZHMGNlT3hRPT0KLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
 
-func TestToCluster(t *testing.T) {
-	account := Account{ID: "123456789012", ArgocdRoleARN: "arn:aws:iam::123456789012:role/argocd"}
-	// active is an ACTIVE public cluster, its tags (from GetResources) in
-	// Tags; cases change what they test.
-	active := func() *types.Cluster {
-		return &types.Cluster{
-			Name: aws.String("payments-prod"), Arn: aws.String("arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod"),
-			Status: types.ClusterStatusActive, Version: aws.String("1.31"),
-			Endpoint:             aws.String("https://ABC.gr7.eu-west-1.eks.amazonaws.com/"),
-			CertificateAuthority: &types.Certificate{Data: aws.String(caData)},
-			ResourcesVpcConfig:   &types.VpcConfigResponse{EndpointPublicAccess: true, EndpointPrivateAccess: true},
-			Tags:                 map[string]string{"team": "payments", "tenant": "acme", "argocd-project": "payments", "aws:cloudformation:stack-name": "x"},
-		}
+// mappingAccount is the account of the toCluster cases.
+var mappingAccount = Account{ID: "123456789012", ArgocdRoleARN: "arn:aws:iam::123456789012:role/argocd"}
+
+// activeCluster is an ACTIVE public cluster, its tags (from GetResources)
+// in Tags; cases change what they test.
+func activeCluster() *types.Cluster {
+	return &types.Cluster{
+		Name: aws.String("payments-prod"), Arn: aws.String("arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod"),
+		Status: types.ClusterStatusActive, Version: aws.String("1.31"),
+		Endpoint:             aws.String("https://ABC.gr7.eu-west-1.eks.amazonaws.com/"),
+		CertificateAuthority: &types.Certificate{Data: aws.String(caData)},
+		ResourcesVpcConfig:   &types.VpcConfigResponse{EndpointPublicAccess: true, EndpointPrivateAccess: true},
+		Tags:                 map[string]string{"team": "payments", "tenant": "acme", "argocd-project": "payments", "aws:cloudformation:stack-name": "x"},
 	}
-	// want is what active maps to with the default configuration.
-	want := func() sources.Cluster {
-		return sources.Cluster{
-			Provider: sources.ProviderEKS, Name: "payments-prod", Server: "https://ABC.gr7.eu-west-1.eks.amazonaws.com",
-			ID: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",
-			CA: sources.CAFromData(caData), Account: "123456789012", Region: "eu-west-1", KubernetesVersion: "1.31", State: "ACTIVE",
-			Phase: sources.PhaseReady, Ready: true,
-			Tenant: "acme", Project: "payments", CloudID: "eks/123456789012/eu-west-1/payments-prod",
-			Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{
-				ClusterName: "payments-prod", RoleARN: "arn:aws:iam::123456789012:role/argocd", Region: "eu-west-1"}},
-			Labels:      map[string]string{"team": "payments", "tenant": "acme", "argocd-project": "payments"},
-			Annotations: map[string]string{AnnotationARN: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod"},
-		}
+}
+
+// activeWant is what activeCluster maps to with the default configuration.
+func activeWant() sources.Cluster {
+	return sources.Cluster{
+		Provider: sources.ProviderEKS, Name: "payments-prod", Server: "https://ABC.gr7.eu-west-1.eks.amazonaws.com",
+		ID: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",
+		CA: sources.CAFromData(caData), Account: "123456789012", Region: "eu-west-1", KubernetesVersion: "1.31", State: "ACTIVE",
+		Phase: sources.PhaseReady, Ready: true,
+		Tenant: "acme", Project: "payments", CloudID: "eks/123456789012/eu-west-1/payments-prod",
+		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{
+			ClusterName: "payments-prod", RoleARN: "arn:aws:iam::123456789012:role/argocd", Region: "eu-west-1"}},
+		Labels:      map[string]string{"team": "payments", "tenant": "acme", "argocd-project": "payments"},
+		Annotations: map[string]string{AnnotationARN: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod"},
 	}
-	for _, tc := range []struct {
-		name     string
-		cfg      func(*Config)
-		cluster  func(*types.Cluster)
-		want     func(*sources.Cluster)
-		skip     string
-		err      string
-		dropped  []string
-		account  *Account
-		notReady string
-	}{
-		{name: "defaults"},
-		{name: "exec form", cfg: func(c *Config) { c.Auth.Mode = AuthModeExec }, want: func(c *sources.Cluster) {
-			c.Auth = sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{Command: "argocd-k8s-auth",
-				Args: []string{"aws", "--cluster-name", "payments-prod", "--role-arn", "arn:aws:iam::123456789012:role/argocd"},
-				Env:  map[string]string{"AWS_REGION": "eu-west-1"}, APIVersion: ExecAPIVersion}}
+}
+
+// toClusterCase changes the configuration, the cluster or the account of
+// activeCluster, and what it maps to.
+type toClusterCase struct {
+	name     string
+	cfg      func(*Config)
+	cluster  func(*types.Cluster)
+	want     func(*sources.Cluster)
+	skip     string
+	err      string
+	dropped  []string
+	account  *Account
+	notReady string
+}
+
+var toClusterCases = []toClusterCase{
+	{name: "defaults"},
+	{name: "exec form", cfg: func(c *Config) { c.Auth.Mode = AuthModeExec }, want: func(c *sources.Cluster) {
+		c.Auth = sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{Command: "argocd-k8s-auth",
+			Args: []string{"aws", "--cluster-name", "payments-prod", "--role-arn", "arn:aws:iam::123456789012:role/argocd"},
+			Env:  map[string]string{"AWS_REGION": "eu-west-1"}, APIVersion: ExecAPIVersion}}
+	}},
+	{name: "exec form without an Argo CD role", cfg: func(c *Config) { c.Auth = AuthConfig{Mode: AuthModeExec, Command: "/usr/local/bin/argocd-k8s-auth"} },
+		account: &Account{ID: "123456789012"}, want: func(c *sources.Cluster) {
+			c.Auth = sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{Command: "/usr/local/bin/argocd-k8s-auth",
+				Args: []string{"aws", "--cluster-name", "payments-prod"}, Env: map[string]string{"AWS_REGION": "eu-west-1"}, APIVersion: ExecAPIVersion}}
 		}},
-		{name: "exec form without an Argo CD role", cfg: func(c *Config) { c.Auth = AuthConfig{Mode: AuthModeExec, Command: "/usr/local/bin/argocd-k8s-auth"} },
-			account: &Account{ID: "123456789012"}, want: func(c *sources.Cluster) {
-				c.Auth = sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{Command: "/usr/local/bin/argocd-k8s-auth",
-					Args: []string{"aws", "--cluster-name", "payments-prod"}, Env: map[string]string{"AWS_REGION": "eu-west-1"}, APIVersion: ExecAPIVersion}}
-			}},
-		{name: "name template", cfg: func(c *Config) { c.NameTemplate = "eks-{{.Account}}-{{.Region}}-{{.Name}}" },
-			want: func(c *sources.Cluster) { c.Name = "eks-123456789012-eu-west-1-payments-prod" }},
-		{name: "private, policy include", cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false },
-			want: func(c *sources.Cluster) { c.Labels[LabelPrivateEndpoint] = "true" }},
-		{name: "private, policy proxy", cfg: func(c *Config) {
-			c.PrivateEndpoints = PrivateEndpoints{Policy: PrivateProxy, ProxyURL: "http://proxy:3128"}
+	{name: "name template", cfg: func(c *Config) { c.NameTemplate = "eks-{{.Account}}-{{.Region}}-{{.Name}}" },
+		want: func(c *sources.Cluster) { c.Name = "eks-123456789012-eu-west-1-payments-prod" }},
+	{name: "private, policy include", cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false },
+		want: func(c *sources.Cluster) { c.Labels[LabelPrivateEndpoint] = "true" }},
+	{name: "private, policy proxy", cfg: func(c *Config) {
+		c.PrivateEndpoints = PrivateEndpoints{Policy: PrivateProxy, ProxyURL: "http://proxy:3128"}
+	},
+		cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false },
+		want:    func(c *sources.Cluster) { c.Labels[LabelPrivateEndpoint] = "true"; c.ProxyURL = "http://proxy:3128" }},
+	{name: "public, policy proxy", cfg: func(c *Config) {
+		c.PrivateEndpoints = PrivateEndpoints{Policy: PrivateProxy, ProxyURL: "http://proxy:3128"}
+	}},
+	{name: "private, policy exclude", cfg: func(c *Config) { c.PrivateEndpoints.Policy = PrivateExclude },
+		cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false }, skip: reasonPrivateEndpoint},
+	{name: "DELETING is listed, leaving", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusDeleting },
+		want: func(c *sources.Cluster) { c.State, c.Phase = "DELETING", sources.PhaseLeaving }},
+	{name: "UPDATING is listed, degraded and still renderable", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusUpdating },
+		want: func(c *sources.Cluster) { c.State, c.Phase = "UPDATING", sources.PhaseDegraded }},
+	{name: "FAILED with an endpoint: degraded", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusFailed },
+		want: func(c *sources.Cluster) { c.State, c.Phase = "FAILED", sources.PhaseDegraded }},
+	{name: "CREATING without endpoint or CA yet",
+		cluster: func(c *types.Cluster) {
+			c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusCreating, nil, &types.Certificate{}
 		},
-			cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false },
-			want:    func(c *sources.Cluster) { c.Labels[LabelPrivateEndpoint] = "true"; c.ProxyURL = "http://proxy:3128" }},
-		{name: "public, policy proxy", cfg: func(c *Config) {
-			c.PrivateEndpoints = PrivateEndpoints{Policy: PrivateProxy, ProxyURL: "http://proxy:3128"}
+		want: func(c *sources.Cluster) {
+			c.State, c.Phase, c.Server, c.CA = "CREATING", sources.PhasePending, "", sources.CA{}
+		},
+		notReady: "EKS reports no endpoint yet (status CREATING)"},
+	{name: "FAILED without endpoint: pending, not ready",
+		cluster: func(c *types.Cluster) {
+			c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusFailed, nil, nil
+		},
+		want: func(c *sources.Cluster) {
+			c.State, c.Phase, c.Server, c.CA = "FAILED", sources.PhasePending, "", sources.CA{}
+		},
+		notReady: "EKS reports no endpoint yet (status FAILED)"},
+	{name: "no ARN: no ID, no annotation", cluster: func(c *types.Cluster) { c.Arn = nil },
+		want: func(c *sources.Cluster) { c.ID, c.Annotations = "", nil }},
+	{name: "no tags", cluster: func(c *types.Cluster) { c.Tags = nil },
+		want: func(c *sources.Cluster) { c.Labels, c.Tenant, c.Project = nil, "", "" }},
+	{name: "no CA", cluster: func(c *types.Cluster) { c.CertificateAuthority = nil },
+		want: func(c *sources.Cluster) { c.CA = sources.CA{} }, notReady: "EKS reports no certificate authority yet (status ACTIVE)"},
+	{name: "CA not PEM", cluster: func(c *types.Cluster) { c.CertificateAuthority.Data = aws.String("bm90IGEgY2VydA==") },
+		want: func(c *sources.Cluster) { c.CA = sources.CA{} }, notReady: "invalid certificate authority data: no PEM certificate found"},
+	{name: "endpoint not https", cluster: func(c *types.Cluster) { c.Endpoint = aws.String("ftp://x") },
+		want: func(c *sources.Cluster) { c.Server = "ftp://x" }, notReady: "invalid endpoint: server url scheme must be https or http"},
+	{name: "namespaces", cluster: func(c *types.Cluster) { c.Tags["argocd-namespaces"] = "team-a  team-b,team-a" },
+		want: func(c *sources.Cluster) {
+			c.Namespaces = []string{"team-a", "team-b"}
+			c.Labels["argocd-namespaces"] = "team-a--team-b-team-a"
 		}},
-		{name: "private, policy exclude", cfg: func(c *Config) { c.PrivateEndpoints.Policy = PrivateExclude },
-			cluster: func(c *types.Cluster) { c.ResourcesVpcConfig.EndpointPublicAccess = false }, skip: "private endpoint excluded by policy"},
-		{name: "DELETING is listed, leaving", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusDeleting },
-			want: func(c *sources.Cluster) { c.State, c.Phase = "DELETING", sources.PhaseLeaving }},
-		{name: "UPDATING is listed, degraded and still renderable", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusUpdating },
-			want: func(c *sources.Cluster) { c.State, c.Phase = "UPDATING", sources.PhaseDegraded }},
-		{name: "FAILED with an endpoint: degraded", cluster: func(c *types.Cluster) { c.Status = types.ClusterStatusFailed },
-			want: func(c *sources.Cluster) { c.State, c.Phase = "FAILED", sources.PhaseDegraded }},
-		{name: "CREATING without endpoint or CA yet",
-			cluster: func(c *types.Cluster) {
-				c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusCreating, nil, &types.Certificate{}
-			},
-			want: func(c *sources.Cluster) {
-				c.State, c.Phase, c.Server, c.CA = "CREATING", sources.PhasePending, "", sources.CA{}
-			},
-			notReady: "EKS reports no endpoint yet (status CREATING)"},
-		{name: "FAILED without endpoint: pending, not ready",
-			cluster: func(c *types.Cluster) {
-				c.Status, c.Endpoint, c.CertificateAuthority = types.ClusterStatusFailed, nil, nil
-			},
-			want: func(c *sources.Cluster) {
-				c.State, c.Phase, c.Server, c.CA = "FAILED", sources.PhasePending, "", sources.CA{}
-			},
-			notReady: "EKS reports no endpoint yet (status FAILED)"},
-		{name: "no ARN: no ID, no annotation", cluster: func(c *types.Cluster) { c.Arn = nil },
-			want: func(c *sources.Cluster) { c.ID, c.Annotations = "", nil }},
-		{name: "no tags", cluster: func(c *types.Cluster) { c.Tags = nil },
-			want: func(c *sources.Cluster) { c.Labels, c.Tenant, c.Project = nil, "", "" }},
-		{name: "no CA", cluster: func(c *types.Cluster) { c.CertificateAuthority = nil },
-			want: func(c *sources.Cluster) { c.CA = sources.CA{} }, notReady: "EKS reports no certificate authority yet (status ACTIVE)"},
-		{name: "CA not PEM", cluster: func(c *types.Cluster) { c.CertificateAuthority.Data = aws.String("bm90IGEgY2VydA==") },
-			want: func(c *sources.Cluster) { c.CA = sources.CA{} }, notReady: "invalid certificate authority data: no PEM certificate found"},
-		{name: "endpoint not https", cluster: func(c *types.Cluster) { c.Endpoint = aws.String("ftp://x") },
-			want: func(c *sources.Cluster) { c.Server = "ftp://x" }, notReady: "invalid endpoint: server url scheme must be https or http"},
-		{name: "namespaces", cluster: func(c *types.Cluster) { c.Tags["argocd-namespaces"] = "team-a  team-b,team-a" },
-			want: func(c *sources.Cluster) {
-				c.Namespaces = []string{"team-a", "team-b"}
-				c.Labels["argocd-namespaces"] = "team-a--team-b-team-a"
-			}},
-		{name: "namespaces invalid: not ready rather than every namespace", cluster: func(c *types.Cluster) { c.Tags["argocd-namespaces"] = "team-a Team_B" },
-			want:     func(c *sources.Cluster) { c.Labels["argocd-namespaces"] = "team-a-Team_B" },
-			notReady: `tag argocd-namespaces: "Team_B" is not a namespace name`},
-		{name: "namespaces empty", cluster: func(c *types.Cluster) { c.Tags["argocd-namespaces"] = " " },
-			want:     func(c *sources.Cluster) { c.Labels["argocd-namespaces"] = "" },
-			notReady: "tag argocd-namespaces: no namespace listed"},
-		{name: "custom tag keys", cfg: func(c *Config) { c.TenantTag, c.ProjectTag = "team", "nope" },
-			want: func(c *sources.Cluster) { c.Tenant, c.Project = "payments", "" }},
-		{name: "tag allow and deny", cfg: func(c *Config) { c.Tags = TagFilter{Allow: []string{"t*"}, Deny: []string{"tenant"}} },
-			want: func(c *sources.Cluster) { c.Labels = map[string]string{"team": "payments"} }},
-		{name: "no labels at all", cfg: func(c *Config) { c.Tags.Allow = []string{"none"} },
-			want: func(c *sources.Cluster) { c.Labels = nil }},
-		{name: "tags sanitized or dropped", cluster: func(c *types.Cluster) {
-			c.Tags = map[string]string{
-				"Cost Center": "R&D / Platform", "kubernetes.io/cluster/x": "owned", "owner": "jane@example.com",
-				"eks.argocd-cluster-discovery.io/private-endpoint": "false", "cost-center": "dup",
-				"long": strings.Repeat("v", 64), "Ünïcode": "ok", "/": "x",
-			}
-		}, want: func(c *sources.Cluster) {
-			c.Tenant, c.Project = "", ""
-			c.Labels = map[string]string{"Cost-Center": "R-D---Platform", "kubernetes.io/cluster-x": "owned", "owner": "jane-example.com",
-				"cost-center": "dup", "n-code": "ok"}
-		}, dropped: []string{
-			`tag "/": no valid label key`,
-			`tag "eks.argocd-cluster-discovery.io/private-endpoint": prefix eks.argocd-cluster-discovery.io/ is reserved`,
-			`tag "long" value: no valid label value: must be no more than 63 `,
-		}},
-		{name: "cluster of another account", account: &Account{ID: "999999999999"}, err: "cluster payments-prod belongs to account 123456789012"},
-	} {
+	{name: "namespaces invalid: not ready rather than every namespace", cluster: func(c *types.Cluster) { c.Tags["argocd-namespaces"] = "team-a Team_B" },
+		want:     func(c *sources.Cluster) { c.Labels["argocd-namespaces"] = "team-a-Team_B" },
+		notReady: `tag argocd-namespaces: "Team_B" is not a namespace name`},
+	{name: "namespaces empty", cluster: func(c *types.Cluster) { c.Tags["argocd-namespaces"] = " " },
+		want:     func(c *sources.Cluster) { c.Labels["argocd-namespaces"] = "" },
+		notReady: "tag argocd-namespaces: no namespace listed"},
+	{name: "custom tag keys", cfg: func(c *Config) { c.TenantTag, c.ProjectTag = "team", "nope" },
+		want: func(c *sources.Cluster) { c.Tenant, c.Project = "payments", "" }},
+	{name: "tag allow and deny", cfg: func(c *Config) { c.Tags = TagFilter{Allow: []string{"t*"}, Deny: []string{"tenant"}} },
+		want: func(c *sources.Cluster) { c.Labels = map[string]string{"team": "payments"} }},
+	{name: "no labels at all", cfg: func(c *Config) { c.Tags.Allow = []string{"none"} },
+		want: func(c *sources.Cluster) { c.Labels = nil }},
+	{name: "tags sanitized or dropped", cluster: func(c *types.Cluster) {
+		c.Tags = map[string]string{
+			"Cost Center": "R&D / Platform", "kubernetes.io/cluster/x": "owned", "owner": "jane@example.com",
+			"eks.argocd-cluster-discovery.io/private-endpoint": "false", "cost-center": "dup",
+			"long": strings.Repeat("v", 64), "Ünïcode": "ok", "/": "x",
+		}
+	}, want: func(c *sources.Cluster) {
+		c.Tenant, c.Project = "", ""
+		c.Labels = map[string]string{"Cost-Center": "R-D---Platform", "kubernetes.io/cluster-x": "owned", "owner": "jane-example.com",
+			"cost-center": "dup", "n-code": "ok"}
+	}, dropped: []string{
+		`tag "/": no valid label key`,
+		`tag "eks.argocd-cluster-discovery.io/private-endpoint": prefix eks.argocd-cluster-discovery.io/ is reserved`,
+		`tag "long" value: no valid label value: must be no more than 63 `,
+	}},
+	{name: "cluster of another account", account: &Account{ID: "999999999999"}, err: "cluster payments-prod belongs to account 123456789012"},
+}
+
+func TestToCluster(t *testing.T) {
+	for _, tc := range toClusterCases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{}
 			if tc.cfg != nil {
@@ -159,11 +164,11 @@ func TestToCluster(t *testing.T) {
 			cfg.Default()
 			m, err := newMapper(cfg)
 			require.NoError(t, err)
-			c := active()
+			c := activeCluster()
 			if tc.cluster != nil {
 				tc.cluster(c)
 			}
-			acct := account
+			acct := mappingAccount
 			if tc.account != nil {
 				acct = *tc.account
 			}
@@ -179,7 +184,7 @@ func TestToCluster(t *testing.T) {
 				return
 			}
 			assert.Empty(t, got.Skip)
-			w := want()
+			w := activeWant()
 			if tc.want != nil {
 				tc.want(&w)
 			}
@@ -277,39 +282,4 @@ func TestLabelKeyAndValue(t *testing.T) {
 			assert.Equal(t, tc.value, value)
 		})
 	}
-}
-
-func TestErrorKind(t *testing.T) {
-	api := func(code string) error { return &smithy.GenericAPIError{Code: code, Message: "m"} }
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{context.Canceled, "canceled"},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
-		{&smithy.OperationError{ServiceID: "EKS", OperationName: "ListClusters", Err: fmt.Errorf("get identity: %w",
-			&smithy.OperationError{ServiceID: "STS", OperationName: "AssumeRole", Err: api("AccessDenied")})}, "assume_role"},
-		{&smithy.OperationError{ServiceID: "EKS", Err: &retry.MaxAttemptsError{Attempt: 3, Err: api("TooManyRequestsException")}}, "throttled"},
-		{api("ThrottlingException"), "throttled"},
-		{api("ExpiredTokenException"), "expired_token"},
-		{api("AccessDeniedException"), "access_denied"},
-		{api("UnrecognizedClientException"), "access_denied"},
-		{api("ResourceNotFoundException"), "not_found"},
-		{&smithy.DeserializationError{Err: errors.New("eof")}, "invalid_response"},
-		{&net.OpError{Op: "dial", Err: errors.New("refused")}, "network"},
-		{errors.New("?"), "other"},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			assert.Equal(t, tc.want, errorKind(tc.err))
-		})
-	}
-}
-
-func TestRedact(t *testing.T) {
-	inner := fmt.Errorf("key AKIAIOSFODNN7EXAMPLE and ASIAQEXAMPLEFAKE7Q2M: %w", context.DeadlineExceeded)
-	err := redact(inner)
-	assert.Equal(t, "key <redacted> and <redacted>: context deadline exceeded", err.Error())
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	plain := errors.New("nothing to hide")
-	assert.Same(t, plain, redact(plain))
 }

@@ -1,0 +1,77 @@
+package eks
+
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/eks/types"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// cacheEntry is what the source keeps of one cluster between listings.
+type cacheEntry struct {
+	// expires and described: the DescribeCluster answer trimmed to what
+	// the cache may keep (see keepDescribed), reused until expires when it
+	// is ACTIVE.
+	expires   time.Time
+	described *types.Cluster
+	// tags and result are the last mapping of described with those tags
+	// (from GetResources), reused as long as neither changes; result is
+	// nil until described is mapped.
+	tags   map[string]string
+	result *mapped
+}
+
+// cached returns the entries of the target's cache that still answer for
+// names (ACTIVE and not expired at now), and the names to describe.
+func (t *target) cached(names []string, now time.Time) (next map[string]cacheEntry, todo []string) {
+	next = make(map[string]cacheEntry, len(names))
+	for _, n := range names {
+		if e, ok := t.cache[n]; ok && e.described.Status == types.ClusterStatusActive && now.Before(e.expires) {
+			next[n] = e
+		} else {
+			todo = append(todo, n)
+		}
+	}
+	return next, todo
+}
+
+// keepDescribed is what the describe cache keeps of a DescribeCluster
+// answer: what the mapping reads, except tags (they come from
+// GetResources, fresh on every listing) and the connector's activation
+// data (credentials, never kept).
+func keepDescribed(c *types.Cluster) *types.Cluster {
+	k := &types.Cluster{Name: c.Name, Arn: c.Arn, CreatedAt: c.CreatedAt, Status: c.Status, Version: c.Version, Endpoint: c.Endpoint}
+	if c.CertificateAuthority != nil {
+		k.CertificateAuthority = &types.Certificate{Data: c.CertificateAuthority.Data}
+	}
+	if c.ResourcesVpcConfig != nil {
+		k.ResourcesVpcConfig = &types.VpcConfigResponse{EndpointPublicAccess: c.ResourcesVpcConfig.EndpointPublicAccess}
+	}
+	return k
+}
+
+// expiry spreads expiries over the last fifth of the TTL, so that a fleet
+// described at once is not described again all at once.
+func expiry(now time.Time, ttl time.Duration) time.Time {
+	return now.Add(ttl - time.Duration(rand.Int64N(int64(ttl)/5+1)))
+}
+
+// cloneCluster copies what a caller could modify, so that the cache stays
+// intact.
+func cloneCluster(c sources.Cluster) sources.Cluster {
+	c.Labels, c.Annotations, c.Namespaces = maps.Clone(c.Labels), maps.Clone(c.Annotations), slices.Clone(c.Namespaces)
+	if c.Auth.AWS != nil {
+		a := *c.Auth.AWS
+		c.Auth.AWS = &a
+	}
+	if c.Auth.Exec != nil {
+		e := *c.Auth.Exec
+		e.Args, e.Env = slices.Clone(e.Args), maps.Clone(e.Env)
+		c.Auth.Exec = &e
+	}
+	return c
+}

@@ -1,0 +1,173 @@
+package eks
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// clock is a settable clock for the describe cache.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestTagsFreshEveryListing: tags, and what they scope (labels, tenant,
+// project, namespaces), are read on every listing, while the describe
+// cache still holds the cluster.
+func TestTagsFreshEveryListing(t *testing.T) {
+	f := newFake(t)
+	f.add(acctA, regionEU,
+		fakeCluster{Name: "one", Tags: map[string]string{"team": "a", "tenant": "acme", "argocd-project": "p1", "argocd-namespaces": "ns-a"}},
+		fakeCluster{Name: "untagged", NeverTagged: true})
+	clk := newClock()
+	s, _ := f.newSource(t, f.testConfig(), clk.Now)
+	list := func(t *testing.T) map[string]sources.Cluster {
+		t.Helper()
+		got, err := s.Clusters(context.Background())
+		require.NoError(t, err)
+		out := map[string]sources.Cluster{}
+		for _, c := range got {
+			out[c.Name] = c
+		}
+		return out
+	}
+
+	got := list(t)
+	assert.Equal(t, map[string]string{"team": "a", "tenant": "acme", "argocd-project": "p1", "argocd-namespaces": "ns-a"}, got["one"].Labels)
+	assert.Equal(t, []string{"acme", "p1"}, []string{got["one"].Tenant, got["one"].Project})
+	assert.Equal(t, []string{"ns-a"}, got["one"].Namespaces)
+	u := got["untagged"]
+	assert.True(t, u.Ready, "missing from GetResources: no tags, nothing else")
+	assert.Nil(t, u.Labels)
+	assert.Empty(t, u.Tenant+u.Project)
+	assert.Nil(t, u.Namespaces)
+
+	t.Run("a tag change shows on the next listing, without a describe", func(t *testing.T) {
+		f.resetCounts()
+		clk.Advance(time.Minute)
+		f.setTags(acctA, regionEU, "one", map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b ns-c"})
+		got := list(t)
+		assert.Equal(t, map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b-ns-c"}, got["one"].Labels)
+		assert.Equal(t, []string{"globex", "p2"}, []string{got["one"].Tenant, got["one"].Project})
+		assert.Equal(t, []string{"ns-b", "ns-c"}, got["one"].Namespaces)
+		assert.Equal(t, 0, f.count("DescribeCluster"), "the describe cache holds both clusters")
+		assert.Equal(t, 1, f.count("GetResources"))
+	})
+	t.Run("a namespaces tag that cannot be read makes the cluster not ready at once", func(t *testing.T) {
+		f.setTags(acctA, regionEU, "one", map[string]string{"argocd-namespaces": "Not_A_Namespace"})
+		got := list(t)
+		assert.False(t, got["one"].Ready)
+		assert.Contains(t, got["one"].NotReadyReason, "tag argocd-namespaces")
+		assert.Equal(t, sources.PhaseReady, got["one"].Phase, "renderability is not the lifecycle")
+	})
+	t.Run("every tag removed (\"Tags\": []): none", func(t *testing.T) {
+		f.setTags(acctA, regionEU, "one", map[string]string{})
+		got := list(t)
+		assert.True(t, got["one"].Ready)
+		assert.Nil(t, got["one"].Labels)
+		assert.Empty(t, got["one"].Tenant+got["one"].Project)
+		assert.Nil(t, got["one"].Namespaces, "every namespace, as for a cluster never scoped")
+	})
+	t.Run("unchanged tags: the same clusters", func(t *testing.T) {
+		first, second := list(t), list(t)
+		assert.Equal(t, first, second)
+	})
+}
+
+func TestDescribeCache(t *testing.T) {
+	f := newFake(t)
+	f.add(acctA, regionEU, names("c", 5)...)
+	f.add(acctA, regionEU, fakeCluster{Name: "new", Status: "CREATING", Creating: true})
+	clk := newClock()
+	s, reg := f.newSource(t, f.testConfig(), clk.Now)
+	ctx := context.Background()
+	cache := func(result string) float64 {
+		return counter(t, reg, "argocd_cluster_discovery_eks_describe_cache_total", map[string]string{"result": result})
+	}
+
+	got, err := s.Clusters(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 6, "the CREATING one is listed too")
+	assert.Equal(t, 6, f.count("DescribeCluster"))
+	assert.Equal(t, 0.0, cache("hit"))
+	assert.Equal(t, 6.0, cache("miss"))
+
+	t.Run("steady state: list and tagging calls, and a describe of the cluster not ACTIVE", func(t *testing.T) {
+		f.resetCounts()
+		clk.Advance(30 * time.Minute)
+		got, err := s.Clusters(ctx)
+		require.NoError(t, err)
+		assert.Len(t, got, 6)
+		assert.Equal(t, 1, f.count("ListClusters"))
+		assert.Equal(t, 1, f.count("GetResources"))
+		assert.Equal(t, 1, f.count("DescribeCluster"), "only the CREATING one")
+		assert.Equal(t, 5.0, cache("hit"))
+		assert.Equal(t, 7.0, cache("miss"))
+	})
+	t.Run("a new name is described, a removed one leaves", func(t *testing.T) {
+		f.resetCounts()
+		f.add(acctA, regionEU, fakeCluster{Name: "late"})
+		f.remove(acctA, regionEU, "c-000")
+		got, err := s.Clusters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"c-001", "c-002", "c-003", "c-004", "new", "late"}, clusterNames(got))
+		assert.Equal(t, 2, f.count("DescribeCluster"), "late and the CREATING one")
+		assert.NotContains(t, s.targets[0].cache, "c-000", "pruned")
+	})
+	t.Run("after the TTL every cluster is described again", func(t *testing.T) {
+		f.resetCounts()
+		clk.Advance(time.Hour)
+		_, err := s.Clusters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 6, f.count("DescribeCluster"))
+	})
+	t.Run("the cache hands out copies", func(t *testing.T) {
+		got, err := s.Clusters(ctx)
+		require.NoError(t, err)
+		got[0].Labels["team"] = "mutated"
+		got[0].Auth.AWS.RoleARN = "mutated"
+		again, err := s.Clusters(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, "payments", again[0].Labels["team"])
+		assert.NotEqual(t, "mutated", again[0].Auth.AWS.RoleARN)
+	})
+	assert.Equal(t, 1.0, counter(t, reg, "argocd_cluster_discovery_eks_upstream_clusters", map[string]string{"state": "CREATING"}))
+	assert.Equal(t, 5.0, counter(t, reg, "argocd_cluster_discovery_eks_upstream_clusters", map[string]string{"state": "ACTIVE"}))
+}
+
+func TestCacheSpreadsExpiry(t *testing.T) {
+	f := newFake(t)
+	f.add(acctA, regionEU, names("c", 200)...)
+	clk := newClock()
+	s, _ := f.newSource(t, f.testConfig(), clk.Now)
+	_, err := s.Clusters(context.Background())
+	require.NoError(t, err)
+	f.resetCounts()
+	clk.Advance(54 * time.Minute) // in the last fifth of the hour: some expired, not all
+	_, err = s.Clusters(context.Background())
+	require.NoError(t, err)
+	n := f.count("DescribeCluster")
+	assert.Greater(t, n, 0)
+	assert.Less(t, n, 200)
+}
