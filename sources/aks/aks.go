@@ -65,7 +65,7 @@
 // ready.
 //
 // Clusters are left out only by the configured filters (resource group,
-// tags, private cluster policy) and when they have no Microsoft Entra ID
+// tags, privateEndpoints policy) and when they have no Microsoft Entra ID
 // integration (aadProfile): Argo CD reaches them with
 // `argocd-k8s-auth azure`, whose Entra ID token such a cluster does not
 // accept. The identity needs Reader on the subscriptions and
@@ -78,78 +78,74 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
-// Options are the dependencies of a Source; every field is optional.
-type Options struct {
-	Logger *slog.Logger
-	// Registerer receives the source's metrics (fixed names
-	// argocd_cluster_discovery_aks_*); the caller adds the source label.
-	// nil registers nothing.
-	Registerer prometheus.Registerer
-	// Credential replaces the workload identity / default chain (tests).
-	Credential azcore.TokenCredential
-	// ClientOptions are the base ARM client options (tests: a fake
-	// transport, or an httptest endpoint through Cloud). The source always
-	// disables resource provider registration, which would write to the
-	// subscriptions, and adds its request counter.
-	ClientOptions *arm.ClientOptions
-}
+// Provider is the aks provider's registration.
+type Provider struct{}
+
+var (
+	_ sources.Registration   = Provider{}
+	_ sources.ProviderConfig = (*Config)(nil)
+	_ sources.Deprecations   = (*Config)(nil)
+	_ sources.Source         = (*Source)(nil)
+)
+
+// Name returns sources.ProviderAKS.
+func (Provider) Name() sources.Provider { return sources.ProviderAKS }
+
+// Kind returns sources.KindCloud: Azure is where the clusters run.
+func (Provider) Kind() sources.Kind { return sources.KindCloud }
+
+// NewConfig returns an empty aks section.
+func (Provider) NewConfig() sources.ProviderConfig { return &Config{} }
 
 // Source lists AKS clusters.
 type Source struct {
-	name    string
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
 	mapper  *mapper
-	cred    azcore.TokenCredential
-	armOpts *arm.ClientOptions
-	subs    *armsubscriptions.Client // nil with configured subscriptions
+	client  *armClient
 	now     func() time.Time
 
-	caTTL, caErrorTTL time.Duration
-
-	mu      sync.Mutex
-	clients map[string]*armcontainerservice.ManagedClustersClient
-	cas     map[string]caEntry
+	mu  sync.Mutex
+	cas map[string]caEntry // by lower-cased resource id
 }
 
-var _ sources.Source = (*Source)(nil)
+// NewSource builds the source of a section that Default and Validate
+// passed. It makes no call to Azure.
+func (c *Config) NewSource(opts sources.SourceOptions) (sources.Source, error) {
+	s, err := newSource(*c, opts, clientHooks{})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
-// New applies defaults to cfg, validates it and builds the clients. It
-// makes no call to Azure.
-func New(name string, cfg Config, opts Options) (*Source, error) {
-	if name == "" {
+// newSource is NewSource with the hooks tests set.
+func newSource(cfg Config, opts sources.SourceOptions, h clientHooks) (*Source, error) {
+	if opts.Name == "" {
 		return nil, errors.New("aks source: no name")
 	}
-	cfg.Default()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	if errs := cfg.Validate(field.NewPath("aks")); len(errs) > 0 {
+		return nil, fmt.Errorf("aks source %s: %w", opts.Name, errs.ToAggregate())
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("source", name)
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
@@ -158,92 +154,33 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{
-		name: name, cfg: cfg, log: log, metrics: m, mapper: mp,
-		armOpts: armOptions(cfg, opts.ClientOptions, m),
-		cred:    opts.Credential,
-		now:     time.Now,
-		clients: map[string]*armcontainerservice.ManagedClustersClient{},
-		cas:     map[string]caEntry{},
+	client, err := newARMClient(&cfg, h, m.Metrics)
+	if err != nil {
+		return nil, err
 	}
-	s.caTTL, s.caErrorTTL, _ = cfg.ttls() // validated above
-	if s.cred == nil {
-		if s.cred, err = newCredential(cfg, s.armOpts.Cloud); err != nil {
-			return nil, err
-		}
-	}
-	if len(cfg.Subscriptions) == 0 {
-		if s.subs, err = armsubscriptions.NewClient(s.cred, s.armOpts); err != nil {
-			return nil, fmt.Errorf("subscriptions client: %w", err)
-		}
-	}
-	return s, nil
-}
-
-// armOptions derives the client options every client of the source uses.
-func armOptions(cfg Config, base *arm.ClientOptions, m *metrics) *arm.ClientOptions {
-	o := &arm.ClientOptions{}
-	if base != nil {
-		o = base.Clone()
-	}
-	if o.Cloud.Services == nil && o.Cloud.ActiveDirectoryAuthorityHost == "" {
-		o.Cloud = clouds[cfg.Cloud]
-	}
-	o.Cloud.Services = maps.Clone(o.Cloud.Services)
-	if cfg.ARMEndpoint != "" {
-		if o.Cloud.Services == nil {
-			o.Cloud.Services = map[cloud.ServiceName]cloud.ServiceConfiguration{}
-		}
-		rm := o.Cloud.Services[cloud.ResourceManager]
-		rm.Endpoint = cfg.ARMEndpoint
-		o.Cloud.Services[cloud.ResourceManager] = rm
-	}
-	o.DisableRPRegistration = true
-	o.PerRetryPolicies = append(slices.Clone(o.PerRetryPolicies), policy.Policy(countingPolicy{m}))
-	return o
-}
-
-// newCredential chains workload identity (when the webhook's environment
-// is there), managed identity with ClientID (when set) and the default
-// chain. Building them makes no call.
-func newCredential(cfg Config, cl cloud.Configuration) (azcore.TokenCredential, error) {
-	co := azcore.ClientOptions{Cloud: cl}
-	var chain []azcore.TokenCredential
-	if wi, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-		ClientOptions: co, ClientID: cfg.ClientID, TenantID: cfg.TenantID,
-	}); err == nil {
-		chain = append(chain, wi)
-	}
-	if cfg.ClientID != "" {
-		if mi, err := azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{
-			ClientOptions: co, ID: azidentity.ClientID(cfg.ClientID),
-		}); err == nil {
-			chain = append(chain, mi)
-		}
-	}
-	def, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: co, TenantID: cfg.TenantID})
-	if err == nil {
-		chain = append(chain, def)
-	} else if len(chain) == 0 {
-		return nil, fmt.Errorf("azure credential: %w", err)
-	}
-	return azidentity.NewChainedTokenCredential(chain, nil)
+	return &Source{
+		cfg: cfg, log: log, metrics: m, mapper: mp, client: client,
+		now: time.Now,
+		cas: map[string]caEntry{},
+	}, nil
 }
 
 // Clusters lists the clusters of every subscription. It returns an error,
-// and no cluster, when any subscription or page cannot be listed.
+// and no cluster, when any subscription or page cannot be listed; the
+// error's chain holds an *upstream.Error with its kind and operation.
 func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
-	start := time.Now()
-	defer func() { s.metrics.duration.Observe(time.Since(start).Seconds()) }()
+	defer s.metrics.Observe(time.Now())
 	out, err := s.list(ctx)
 	if err != nil {
-		var le *listError
-		if errors.As(err, &le) && ctx.Err() == nil {
-			s.metrics.errors.WithLabelValues(le.kind, le.subscription).Inc()
-		}
+		s.metrics.Failed(err)
 		return nil, err
 	}
 	return out, nil
+}
+
+// counts are the per-listing counts of the gauges.
+type counts struct {
+	states, skipped, notReady map[string]int
 }
 
 func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
@@ -262,12 +199,13 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 	}
 
 	var listed []*mapped
-	skipped := map[skipReason]int{}
+	n := counts{states: map[string]int{}, skipped: map[string]int{}}
 	for _, ms := range perSub {
 		for i := range ms {
 			m := &ms[i]
+			n.states[m.state]++
 			if m.skip != "" {
-				skipped[m.skip]++
+				n.skipped[string(m.skip)]++
 				s.log.Debug("cluster skipped", "cluster", m.azureName, "resourceGroup", m.resourceGroup,
 					"subscription", m.subscription, "reason", string(m.skip), "detail", m.detail)
 				continue
@@ -285,19 +223,18 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read cluster CAs: %w", err)
+		return nil, fmt.Errorf("read cluster CAs: %w", &upstream.Error{Kind: classify(err), Operation: opCredentials, Err: err})
 	}
-
-	return s.finish(listed, skipped, subs), nil
+	return s.finish(listed, n, subs), nil
 }
 
 // finish turns a complete listing into the result: it warns about names
 // listed twice, forgets what left, and sets the per-listing gauges.
-func (s *Source) finish(listed []*mapped, skipped map[skipReason]int, subs []subscription) []sources.Cluster {
+func (s *Source) finish(listed []*mapped, n counts, subs []subscription) []sources.Cluster {
 	out := make([]sources.Cluster, 0, len(listed))
 	ids := make(map[string]bool, len(listed))
 	byName := map[string]string{}
-	notReady := map[string]int{notReadyCA: 0, notReadyScope: 0, notReadyServer: 0}
+	n.notReady = map[string]int{notReadyCA: 0, notReadyScope: 0, notReadyServer: 0}
 	for _, m := range listed {
 		ids[m.id] = true
 		rid := m.cluster.Annotations[AnnotationResourceID]
@@ -307,18 +244,13 @@ func (s *Source) finish(listed []*mapped, skipped map[skipReason]int, subs []sub
 		}
 		byName[m.cluster.Name] = rid
 		if !m.cluster.Ready {
-			notReady[m.notReadyKind]++
+			n.notReady[m.notReadyKind]++
 		}
 		out = append(out, m.cluster)
 	}
-	s.forget(ids, subs)
-	for r, n := range notReady {
-		s.metrics.notReady.WithLabelValues(r).Set(float64(n))
-	}
-	s.metrics.skipped.Reset()
-	for r, n := range skipped {
-		s.metrics.skipped.WithLabelValues(string(r)).Set(float64(n))
-	}
+	s.forgetCAs(ids)
+	s.client.forgetSubscriptions(subs)
+	s.metrics.listed(out, n.notReady, n.states, n.skipped)
 	sources.SortByName(out)
 	return out
 }
@@ -339,197 +271,68 @@ type subscription struct {
 //
 // A subscription that drops out of the list makes its clusters absent from
 // the listing, nothing more; the inventory decides when they have left.
-// None visible at all is an error: an identity that lost its role
-// assignments must not make every cluster disappear.
+// None visible at all is an error (kind auth): an identity that lost its
+// role assignments must not make every cluster disappear.
 func (s *Source) subscriptions(ctx context.Context) ([]subscription, error) {
-	if s.subs == nil {
+	if s.client.subs == nil {
 		out := make([]subscription, len(s.cfg.Subscriptions))
 		for i, id := range s.cfg.Subscriptions {
 			out[i] = subscription{id: strings.ToLower(id)}
 		}
 		return out, nil
 	}
-	fail := func(err error) error {
-		return &listError{kind: errListSubscriptions, msg: "list subscriptions: " + err.Error(), err: err}
-	}
 	var out []subscription
-	err := walk(ctx, s.subs.NewListPager(nil), func(p armsubscriptions.ClientListResponse) *string { return p.NextLink },
-		func(page armsubscriptions.ClientListResponse) error {
-			for _, sub := range page.Value {
-				if sub == nil || sub.SubscriptionID == nil || !guidRE.MatchString(*sub.SubscriptionID) {
-					return errors.New("malformed response: a subscription without a valid subscriptionId")
-				}
-				id, state := strings.ToLower(*sub.SubscriptionID), deref(sub.State)
-				if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDeleted)) {
-					s.log.Debug("subscription skipped", "subscription", id, "state", string(state))
-					continue
-				}
-				if !slices.ContainsFunc(out, func(o subscription) bool { return o.id == id }) {
-					out = append(out, subscription{id: id, state: state})
-				}
-			}
+	err := s.client.listSubscriptions(ctx, func(sub *armsubscriptions.Subscription) error {
+		if sub == nil || sub.SubscriptionID == nil || !guidRE.MatchString(*sub.SubscriptionID) {
+			return malformed(opSubscriptions, errors.New("a subscription without a valid subscriptionId"))
+		}
+		id, state := strings.ToLower(*sub.SubscriptionID), deref(sub.State)
+		if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDeleted)) {
+			s.log.Debug("subscription skipped", "subscription", id, "state", string(state))
 			return nil
-		})
-	if err != nil {
-		return nil, fail(err)
+		}
+		if !slices.ContainsFunc(out, func(o subscription) bool { return o.id == id }) {
+			out = append(out, subscription{id: id, state: state})
+		}
+		return nil
+	})
+	if err == nil && len(out) == 0 {
+		err = &upstream.Error{Kind: upstream.KindAuth, Operation: opSubscriptions,
+			Msg: "no subscription is visible to the identity (Deleted ones are not listed)"}
 	}
-	if len(out) == 0 {
-		return nil, fail(errors.New("no subscription is visible to the identity (Deleted ones are not listed)"))
+	if err != nil {
+		return nil, fmt.Errorf("list subscriptions: %w", err)
 	}
 	return out, nil
 }
 
-// listSubscription lists and maps the clusters of one subscription,
-// following nextLink through the SDK pager, and adjusts their phase to the
-// subscription's state.
+// listSubscription lists and maps the clusters of one subscription and
+// adjusts their phase to the subscription's state.
 func (s *Source) listSubscription(ctx context.Context, subscr subscription) ([]mapped, error) {
 	sub := subscr.id
 	flagState := subscr.state != "" && !strings.EqualFold(string(subscr.state), string(armsubscriptions.SubscriptionStateEnabled))
 	if flagState {
 		s.log.Debug("subscription listed in a state other than Enabled", "subscription", sub, "state", string(subscr.state))
 	}
-	fail := func(err error) error {
-		return &listError{kind: errListClusters, subscription: sub,
-			msg: fmt.Sprintf("subscription %s: list clusters: %s", sub, err.Error()), err: err}
-	}
-	client, err := s.clustersClient(sub)
-	if err != nil {
-		return nil, fail(err)
-	}
 	var out []mapped
-	err = walk(ctx, client.NewListPager(nil), func(p armcontainerservice.ManagedClustersClientListResponse) *string { return p.NextLink },
-		func(page armcontainerservice.ManagedClustersClientListResponse) error {
-			for _, mc := range page.Value {
-				m, err := s.mapper.mapCluster(sub, mc)
-				if err != nil {
-					return fmt.Errorf("malformed response: %w", err)
-				}
-				if m.skip == "" {
-					m.cluster.Phase = inSubscription(m.cluster.Phase, subscr.state)
-					if flagState {
-						m.cluster.Annotations[AnnotationSubscriptionState] = string(subscr.state)
-					}
-				}
-				out = append(out, m)
+	err := s.client.listClusters(ctx, sub, func(mc *armcontainerservice.ManagedCluster) error {
+		m, err := s.mapper.toCluster(sub, mc)
+		if err != nil {
+			return malformed(opClusters, err)
+		}
+		if m.skip == "" {
+			m.cluster.Phase = inSubscription(m.cluster.Phase, subscr.state)
+			if flagState {
+				m.cluster.Annotations[AnnotationSubscriptionState] = string(subscr.state)
 			}
-			return nil
-		})
+		}
+		out = append(out, m)
+		return nil
+	})
 	if err != nil {
-		return nil, fail(err)
+		return nil, fmt.Errorf("subscription %s: list clusters: %w", sub, err)
 	}
 	return out, nil
-}
-
-// walk calls each on every page of p, following nextLink through the SDK
-// pager. A page the SDK cannot fetch comes back described in one line (see
-// describe); a nextLink that repeats, which would loop, is an error.
-func walk[T any](ctx context.Context, p *runtime.Pager[T], nextLink func(T) *string, each func(T) error) error {
-	seen := map[string]bool{}
-	for p.More() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return &shortError{msg: describe(err), err: err}
-		}
-		if next := nextLink(page); next != nil && *next != "" {
-			if seen[*next] {
-				return errors.New("malformed response: nextLink repeats")
-			}
-			seen[*next] = true
-		}
-		if err := each(page); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Source) clustersClient(sub string) (*armcontainerservice.ManagedClustersClient, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.clients[sub]; ok {
-		return c, nil
-	}
-	c, err := armcontainerservice.NewManagedClustersClient(sub, s.cred, s.armOpts)
-	if err != nil {
-		return nil, err
-	}
-	s.clients[sub] = c
-	return c, nil
-}
-
-// resolveCA sets the cluster's CA from the cache or from
-// listClusterUserCredential. A read that fails keeps the expired CA when
-// there is one, and otherwise marks the cluster not ready; failures are
-// remembered for caErrorTTL so that a missing permission does not cost a
-// call per cluster and listing. It returns an error only when ctx ends.
-func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
-	now := s.now()
-	s.mu.Lock()
-	e, cached := s.cas[m.id]
-	s.mu.Unlock()
-	switch {
-	case cached && !e.ca.IsZero() && now.Sub(e.fetched) < caTTL(s.caTTL, m.id):
-		s.metrics.caCache.WithLabelValues("hit").Inc()
-	case cached && !e.failed.IsZero() && now.Sub(e.failed) < s.caErrorTTL:
-		s.metrics.caCache.WithLabelValues("negative").Inc()
-	default:
-		s.metrics.caCache.WithLabelValues("miss").Inc()
-		ca, err := s.fetchCA(ctx, m)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err == nil {
-			e = caEntry{ca: ca, fetched: now}
-		} else {
-			s.metrics.errors.WithLabelValues(errCAFetch, m.subscription).Inc()
-			e.failed, e.reason = now, err.Error()
-			s.log.Warn("cannot read the cluster's CA", "cluster", m.cluster.Name, "resourceID", m.cluster.Annotations[AnnotationResourceID],
-				"error", e.reason, "keptExpiredCA", !e.ca.IsZero())
-		}
-		s.mu.Lock()
-		s.cas[m.id] = e
-		s.mu.Unlock()
-	}
-	if e.ca.IsZero() {
-		m.cluster.Ready, m.notReadyKind = false, notReadyCA
-		m.cluster.NotReadyReason = "CA unavailable: " + e.reason
-		return nil
-	}
-	m.cluster.CA = e.ca
-	return nil
-}
-
-func (s *Source) fetchCA(ctx context.Context, m *mapped) (sources.CA, error) {
-	client, err := s.clustersClient(m.subscription)
-	if err != nil {
-		return sources.CA{}, err
-	}
-	resp, err := client.ListClusterUserCredentials(ctx, m.resourceGroup, m.azureName, nil)
-	if err != nil {
-		return sources.CA{}, fmt.Errorf("listClusterUserCredential: %s", describe(err))
-	}
-	ca, err := caFromCredentials(resp.CredentialResults)
-	if err != nil {
-		return sources.CA{}, fmt.Errorf("listClusterUserCredential: %w", err)
-	}
-	return ca, nil
-}
-
-// forget drops the cached CAs of clusters no longer listed and the clients
-// of subscriptions no longer listed.
-func (s *Source) forget(ids map[string]bool, subs []subscription) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id := range s.cas {
-		if !ids[id] {
-			delete(s.cas, id)
-		}
-	}
-	for sub := range s.clients {
-		if !slices.ContainsFunc(subs, func(o subscription) bool { return o.id == sub }) {
-			delete(s.clients, sub)
-		}
-	}
 }
 
 // parallel runs fn(ctx, i) for i in [0, n) with at most limit at once. The

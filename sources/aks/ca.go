@@ -1,14 +1,10 @@
 package aks
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -32,45 +28,54 @@ func caTTL(ttl time.Duration, id string) time.Duration {
 	return ttl - time.Duration(float64(ttl)*0.2*frac)
 }
 
-// caFromCredentials returns the CA of the user
-// kubeconfig returned by listClusterUserCredential. The SDK has already
-// decoded the kubeconfig from base64. The kubeconfig may hold credentials
-// (for clusters with local accounts): it is parsed here and dropped, and
-// no error quotes it.
-func caFromCredentials(res armcontainerservice.CredentialResults) (sources.CA, error) {
-	var raw []byte
-	for _, kc := range res.Kubeconfigs {
-		if kc != nil && len(kc.Value) > 0 {
-			raw = kc.Value
-			break
+// resolveCA sets the cluster's CA from the cache or from
+// listClusterUserCredential. A read that fails keeps the expired CA when
+// there is one, and otherwise marks the cluster not ready; failures are
+// remembered for caErrorTTL so that a missing permission does not cost a
+// call per cluster and listing. It returns an error only when ctx ends.
+func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
+	now := s.now()
+	s.mu.Lock()
+	e, cached := s.cas[m.id]
+	s.mu.Unlock()
+	switch {
+	case cached && !e.ca.IsZero() && now.Sub(e.fetched) < caTTL(s.cfg.CATTL.Std(), m.id):
+		s.metrics.caCache.WithLabelValues(caHit).Inc()
+	case cached && !e.failed.IsZero() && now.Sub(e.failed) < s.cfg.CAErrorTTL.Std():
+		s.metrics.caCache.WithLabelValues(caNegative).Inc()
+	default:
+		s.metrics.caCache.WithLabelValues(caMiss).Inc()
+		ca, err := s.client.readCA(ctx, m.subscription, m.resourceGroup, m.azureName)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err == nil {
+			e = caEntry{ca: ca, fetched: now}
+		} else {
+			e.failed, e.reason = now, err.Error()
+			s.log.Warn("cannot read the cluster's CA", "cluster", m.cluster.Name, "resourceID", m.cluster.Annotations[AnnotationResourceID],
+				"subscription", m.subscription, "error", e.reason, "keptExpiredCA", !e.ca.IsZero())
+		}
+		s.mu.Lock()
+		s.cas[m.id] = e
+		s.mu.Unlock()
+	}
+	if e.ca.IsZero() {
+		m.cluster.Ready, m.notReadyKind = false, notReadyCA
+		m.cluster.NotReadyReason = "CA unavailable: " + e.reason
+		return nil
+	}
+	m.cluster.CA = e.ca
+	return nil
+}
+
+// forgetCAs drops the cached CAs of clusters no longer listed.
+func (s *Source) forgetCAs(ids map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.cas {
+		if !ids[id] {
+			delete(s.cas, id)
 		}
 	}
-	if raw == nil {
-		return sources.CA{}, errors.New("the response holds no kubeconfig")
-	}
-	cfg, err := clientcmd.Load(raw)
-	if err != nil {
-		// The parser's message may quote the input; leave it out.
-		return sources.CA{}, errors.New("the kubeconfig does not parse")
-	}
-	clusterName := ""
-	if ctx, ok := cfg.Contexts[cfg.CurrentContext]; ok && ctx != nil {
-		clusterName = ctx.Cluster
-	} else if len(cfg.Clusters) == 1 {
-		for name := range cfg.Clusters {
-			clusterName = name
-		}
-	}
-	cluster, ok := cfg.Clusters[clusterName]
-	if !ok || cluster == nil {
-		return sources.CA{}, errors.New("the kubeconfig names no cluster")
-	}
-	if len(cluster.CertificateAuthorityData) == 0 {
-		return sources.CA{}, errors.New("the kubeconfig has no certificate-authority-data")
-	}
-	ca, err := sources.ParsePEMCA(cluster.CertificateAuthorityData)
-	if err != nil {
-		return sources.CA{}, fmt.Errorf("certificate-authority-data: %w", err)
-	}
-	return ca, nil
 }

@@ -2,9 +2,9 @@ package aks
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-// Config is the aks section of a source. Zero values are replaced by
-// Default; Validate reports every problem at once, each naming its field
-// relative to the section.
+// Config is the aks section of a source. The service calls Default, then
+// SetDirectory, then Validate (which reports every problem at once, each
+// with its full path), then NewSource. sources/aks/README.md describes
+// every key for users.
 type Config struct {
 	// TenantID and ClientID select the identity this service uses to call
 	// Azure Resource Manager: workload identity first (AZURE_FEDERATED_TOKEN_FILE
@@ -56,35 +58,36 @@ type Config struct {
 	IgnoreTags []string `json:"ignoreTags,omitempty"`
 
 	// TenantTag, ProjectTag and NamespacesTag name the tags that scope a
-	// cluster in Argo CD. Defaults: tenant, project, namespaces. The
-	// namespaces tag holds names separated by commas, semicolons or spaces.
-	// A project or namespaces tag that is present but invalid lists the
-	// cluster as not ready rather than widening its scope.
+	// cluster in Argo CD. Defaults: tenant, argocd-project,
+	// argocd-namespaces (as for EKS). The namespaces tag holds names
+	// separated by commas, semicolons or spaces. A project or namespaces
+	// tag that is present but invalid lists the cluster as not ready
+	// rather than widening its scope.
 	TenantTag     string `json:"tenantTag,omitempty"`
 	ProjectTag    string `json:"projectTag,omitempty"`
 	NamespacesTag string `json:"namespacesTag,omitempty"`
 
-	// PrivateClusters is the policy for clusters with
-	// apiServerAccessProfile.enablePrivateCluster: exclude (default),
-	// privateFQDN (server https://<privateFQDN>:443; Argo CD must reach the
-	// private endpoint, for example through PrivateProxyURL) or publicFQDN
-	// (server https://<fqdn>:443, only for clusters with
-	// enablePrivateClusterPublicFQDN; others are excluded).
+	// PrivateEndpoints decides what happens to private clusters
+	// (apiServerAccessProfile.enablePrivateCluster).
+	PrivateEndpoints PrivateEndpoints `json:"privateEndpoints,omitzero"`
+	// PrivateClusters is the old name of PrivateEndpoints.Policy.
+	//
+	// Deprecated: use PrivateEndpoints.Policy.
 	PrivateClusters PrivatePolicy `json:"privateClusters,omitempty"`
-	// PrivateProxyURL, when set, is the proxy Argo CD uses for private
-	// clusters (proxyUrl in the cluster Secret): http, https or socks5.
+	// PrivateProxyURL is the old name of PrivateEndpoints.ProxyURL.
+	//
+	// Deprecated: use PrivateEndpoints.ProxyURL.
 	PrivateProxyURL string `json:"privateProxyURL,omitempty"`
 
 	// CATTL is how long a cluster's CA, read with listClusterUserCredential,
 	// is reused before it is read again: between 80% and 100% of CATTL,
-	// fixed per cluster, so that reads spread out. A Go duration; default
-	// 1h.
-	CATTL string `json:"caTTL,omitempty"`
+	// fixed per cluster, so that reads spread out. Default 1h.
+	CATTL sources.Duration `json:"caTTL,omitzero"`
 	// CAErrorTTL is how long a failed CA read (e.g. 403: the identity
 	// lacks listClusterUserCredential/action) is remembered before the call
 	// is made again. Meanwhile the cluster keeps its expired CA, or is
-	// listed as not ready when it never had one. A Go duration; default 5m.
-	CAErrorTTL string `json:"caErrorTTL,omitempty"`
+	// listed as not ready when it never had one. Default 5m.
+	CAErrorTTL sources.Duration `json:"caErrorTTL,omitzero"`
 	// Concurrency bounds the calls in flight: subscriptions listed at once,
 	// then CA reads at once. Default 8.
 	Concurrency int `json:"concurrency,omitempty"`
@@ -108,6 +111,20 @@ type Config struct {
 	ARMEndpoint string `json:"armEndpoint,omitempty"`
 }
 
+// PrivateEndpoints is the policy for private clusters.
+type PrivateEndpoints struct {
+	// Policy is exclude (default), privateFQDN (server
+	// https://<privateFQDN>:443; Argo CD must reach the private endpoint,
+	// for example through ProxyURL) or publicFQDN (server
+	// https://<fqdn>:443, only for clusters with
+	// enablePrivateClusterPublicFQDN; others are excluded).
+	Policy PrivatePolicy `json:"policy,omitempty"`
+	// ProxyURL, when set, is the proxy Argo CD uses for private clusters
+	// (proxyUrl in the cluster Secret): http, https or socks5, without
+	// user info.
+	ProxyURL string `json:"proxyUrl,omitempty"`
+}
+
 // PrivatePolicy says how private clusters are served.
 type PrivatePolicy string
 
@@ -119,104 +136,89 @@ const (
 )
 
 const (
-	defaultCATTL        = "1h"
-	defaultCAErrorTTL   = "5m"
-	defaultConcurrency  = 8
-	maxConcurrency      = 64
-	defaultNameTemplate = "{{.Name}}"
+	defaultCloud         = "AzurePublic"
+	defaultTenantTag     = "tenant"
+	defaultProjectTag    = "argocd-project"
+	defaultNamespacesTag = "argocd-namespaces"
+	defaultCATTL         = time.Hour
+	defaultCAErrorTTL    = 5 * time.Minute
+	minTTL               = time.Second
+	defaultConcurrency   = 8
+	maxConcurrency       = 64
+	defaultNameTemplate  = "{{.Name}}"
+	defaultLoginMethod   = "workloadidentity"
+	defaultCommand       = "argocd-k8s-auth"
+	defaultAPIVersion    = "client.authentication.k8s.io/v1beta1"
 )
 
-// AuthConfig describes the execProviderConfig of the clusters' Secrets:
-// Argo CD runs `argocd-k8s-auth azure` with these environment variables.
-// Every value is configuration (ids, paths, hosts); secrets such as a
-// client secret or a password cannot be set here. A login method that
-// needs one (spn with a secret, ropc) reads it from the environment of the
-// Argo CD application controller.
-type AuthConfig struct {
-	// LoginMethod is AAD_LOGIN_METHOD: workloadidentity (default), msi,
-	// spn, azurecli or ropc. devicecode is interactive and rejected.
-	LoginMethod string `json:"loginMethod,omitempty"`
-	// ClientID is AZURE_CLIENT_ID, the identity of the Argo CD controller.
-	ClientID string `json:"clientID,omitempty"`
-	// TenantID is AZURE_TENANT_ID.
-	TenantID string `json:"tenantID,omitempty"`
-	// FederatedTokenFile is AZURE_FEDERATED_TOKEN_FILE.
-	FederatedTokenFile string `json:"federatedTokenFile,omitempty"`
-	// AuthorityHost is AZURE_AUTHORITY_HOST.
-	AuthorityHost string `json:"authorityHost,omitempty"`
-	// Environment is AAD_ENVIRONMENT_NAME (e.g. AzurePublicCloud); it
-	// defaults to AzureChinaCloud or AzureUSGovernmentCloud with those clouds.
-	Environment string `json:"environment,omitempty"`
-	// ServerApplicationID is AAD_SERVER_APPLICATION_ID.
-	ServerApplicationID string `json:"serverApplicationID,omitempty"`
-	// Env holds further non-secret variables, e.g.
-	// AZURE_CLIENT_CERTIFICATE_PATH. The fields above win over it.
-	Env map[string]string `json:"env,omitempty"`
-	// Command defaults to argocd-k8s-auth.
-	Command string `json:"command,omitempty"`
-	// APIVersion defaults to client.authentication.k8s.io/v1beta1.
-	APIVersion string `json:"apiVersion,omitempty"`
+// Default fills every unset field with its default. A deprecated key's
+// value is copied to its replacement when the replacement is unset; the
+// old key is kept, for Deprecations and Validate to see.
+func (c *Config) Default() {
+	orDefault(&c.PrivateEndpoints.Policy, c.PrivateClusters)
+	orDefault(&c.PrivateEndpoints.ProxyURL, c.PrivateProxyURL)
+	orDefault(&c.PrivateEndpoints.Policy, PrivateExclude)
+	orDefault(&c.Cloud, defaultCloud)
+	orDefault(&c.TenantTag, defaultTenantTag)
+	orDefault(&c.ProjectTag, defaultProjectTag)
+	orDefault(&c.NamespacesTag, defaultNamespacesTag)
+	orDefault(&c.CATTL, sources.D(defaultCATTL))
+	orDefault(&c.CAErrorTTL, sources.D(defaultCAErrorTTL))
+	orDefault(&c.Concurrency, defaultConcurrency)
+	orDefault(&c.NameTemplate, defaultNameTemplate)
+	orDefault(&c.Auth.Environment, aadEnvironments[c.Cloud])
+	orDefault(&c.Auth.LoginMethod, defaultLoginMethod)
+	orDefault(&c.Auth.Command, defaultCommand)
+	orDefault(&c.Auth.APIVersion, defaultAPIVersion)
 }
 
-// Default fills every unset field with its default.
-func (c *Config) Default() {
-	if c.Cloud == "" {
-		c.Cloud = "AzurePublic"
-	}
-	if c.TenantTag == "" {
-		c.TenantTag = "tenant"
-	}
-	if c.ProjectTag == "" {
-		c.ProjectTag = "project"
-	}
-	if c.NamespacesTag == "" {
-		c.NamespacesTag = "namespaces"
-	}
-	if c.PrivateClusters == "" {
-		c.PrivateClusters = PrivateExclude
-	}
-	if c.CATTL == "" {
-		c.CATTL = defaultCATTL
-	}
-	if c.CAErrorTTL == "" {
-		c.CAErrorTTL = defaultCAErrorTTL
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = defaultConcurrency
-	}
-	if c.NameTemplate == "" {
-		c.NameTemplate = defaultNameTemplate
-	}
-	if c.Auth.Environment == "" {
-		c.Auth.Environment = aadEnvironments[c.Cloud]
-	}
-	if c.Auth.LoginMethod == "" {
-		c.Auth.LoginMethod = "workloadidentity"
-	}
-	if c.Auth.Command == "" {
-		c.Auth.Command = "argocd-k8s-auth"
-	}
-	if c.Auth.APIVersion == "" {
-		c.Auth.APIVersion = "client.authentication.k8s.io/v1beta1"
+// orDefault sets *p to v when *p is the zero value.
+func orDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
 	}
 }
+
+// SetDirectory makes a relative auth.federatedTokenFile relative to dir,
+// the configuration file's directory. It is the section's only file path.
+func (c *Config) SetDirectory(dir string) {
+	if f := c.Auth.FederatedTokenFile; f != "" && !filepath.IsAbs(f) {
+		c.Auth.FederatedTokenFile = filepath.Join(dir, f)
+	}
+}
+
+// Deprecations returns one warning per deprecated key the section sets.
+func (c *Config) Deprecations(path *field.Path) []string {
+	var out []string
+	for _, a := range c.aliases(path) {
+		if a.old != "" {
+			out = append(out, fmt.Sprintf("%s is deprecated: use %s", a.oldPath, a.newPath))
+		}
+	}
+	return out
+}
+
+// alias is a deprecated key and the key that replaces it.
+type alias struct {
+	oldPath, newPath *field.Path
+	old, new         string
+}
+
+func (c *Config) aliases(path *field.Path) []alias {
+	pe := path.Child("privateEndpoints")
+	return []alias{
+		{path.Child("privateClusters"), pe.Child("policy"), string(c.PrivateClusters), string(c.PrivateEndpoints.Policy)},
+		{path.Child("privateProxyURL"), pe.Child("proxyUrl"), c.PrivateProxyURL, c.PrivateEndpoints.ProxyURL},
+	}
+}
+
+var guidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 var (
-	guidRE   = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// secretEnvRE matches variable names that hold secret values.
-	secretEnvRE = regexp.MustCompile(`SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|(^|_)KEY($|_)`)
+	cloudNames      = []string{"AzurePublic", "AzureChina", "AzureGovernment"}
+	privatePolicies = []PrivatePolicy{PrivateExclude, PrivateFQDN, PrivatePublicFQDN}
 )
-
-// secretEnvAllowed are variables whose names look secret but hold a path or
-// a flag.
-var secretEnvAllowed = map[string]bool{
-	"AZURE_FEDERATED_TOKEN_FILE": true,
-	"AAD_IS_POP_TOKEN_ENABLED":   true,
-	"AAD_POP_TOKEN_CLAIMS":       true,
-}
-
-var loginMethods = []string{"workloadidentity", "msi", "spn", "azurecli", "ropc"}
 
 // clouds maps Cloud to the SDK's cloud configuration.
 var clouds = map[string]cloud.Configuration{
@@ -225,162 +227,155 @@ var clouds = map[string]cloud.Configuration{
 	"AzureGovernment": cloud.AzureGovernment,
 }
 
-// aadEnvironments is AAD_ENVIRONMENT_NAME for the clouds where kubelogin's
-// default (AzurePublicCloud) is wrong.
-var aadEnvironments = map[string]string{
-	"AzureChina":      "AzureChinaCloud",
-	"AzureGovernment": "AzureUSGovernmentCloud",
-}
-
 // removedStateFilter explains why provisioningStates and powerStates are
 // rejected.
 const removedStateFilter = `was removed: every cluster is listed and its AKS state mapped to a phase (see "Cluster lifecycle" in the README)`
 
-// Validate checks every field, assuming Default was applied, and returns
-// all problems at once.
-func (c Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	if c.TenantID != "" && !guidRE.MatchString(c.TenantID) {
-		bad("tenantID", "not a GUID")
-	}
-	if c.ClientID != "" && !guidRE.MatchString(c.ClientID) {
-		bad("clientID", "not a GUID")
-	}
+// Validate returns every problem of the section, assuming Default was
+// applied, each with its full path under path. It changes nothing.
+func (c *Config) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, c.validateIdentity(path)...)
+	errs = append(errs, c.validateSelection(path)...)
+	errs = append(errs, c.validatePrivate(path)...)
+	errs = append(errs, c.validateListing(path)...)
+	return append(errs, c.Auth.validate(path.Child("auth"))...)
+}
+
+// validateIdentity checks how the service reaches Azure.
+func (c *Config) validateIdentity(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = appendGUID(errs, path.Child("tenantID"), c.TenantID)
+	errs = appendGUID(errs, path.Child("clientID"), c.ClientID)
 	if _, ok := clouds[c.Cloud]; !ok {
-		bad("cloud", "%q is not one of AzurePublic, AzureChina, AzureGovernment", c.Cloud)
+		errs = append(errs, field.NotSupported(path.Child("cloud"), c.Cloud, cloudNames))
 	}
+	if c.ARMEndpoint != "" && !isHTTPSURL(c.ARMEndpoint) {
+		errs = append(errs, field.Invalid(path.Child("armEndpoint"), redactURL(c.ARMEndpoint), "must be an https URL without user info"))
+	}
+	return errs
+}
+
+// validateSelection checks which subscriptions and clusters are listed
+// and which tags are read.
+func (c *Config) validateSelection(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	seen := map[string]int{}
 	for i, s := range c.Subscriptions {
+		p := path.Child("subscriptions").Index(i)
 		if !guidRE.MatchString(s) {
-			bad(fmt.Sprintf("subscriptions[%d]", i), "%q is not a subscription id (a GUID)", s)
+			errs = append(errs, field.Invalid(p, s, "not a subscription id (a GUID)"))
 			continue
 		}
 		if j, dup := seen[strings.ToLower(s)]; dup {
-			bad(fmt.Sprintf("subscriptions[%d]", i), "repeats subscriptions[%d]", j)
+			e := field.Duplicate(p, s)
+			e.Detail = "repeats " + path.Child("subscriptions").Index(j).String()
+			errs = append(errs, e)
 		}
 		seen[strings.ToLower(s)] = i
 	}
 	for i, rg := range c.ResourceGroups {
-		if strings.TrimSpace(rg) == "" || strings.ContainsAny(rg, "/") {
-			bad(fmt.Sprintf("resourceGroups[%d]", i), "%q is not a resource group name", rg)
-		}
-	}
-	nonEmpty := func(field string, list []string) {
-		for i, s := range list {
-			if strings.TrimSpace(s) == "" {
-				bad(fmt.Sprintf("%s[%d]", field, i), "empty")
-			}
+		if strings.TrimSpace(rg) == "" || strings.Contains(rg, "/") {
+			errs = append(errs, field.Invalid(path.Child("resourceGroups").Index(i), rg, "not a resource group name"))
 		}
 	}
 	if c.ProvisioningStates != nil {
-		bad("provisioningStates", "%s", removedStateFilter)
+		errs = append(errs, field.Forbidden(path.Child("provisioningStates"), removedStateFilter))
 	}
 	if c.PowerStates != nil {
-		bad("powerStates", "%s", removedStateFilter)
+		errs = append(errs, field.Forbidden(path.Child("powerStates"), removedStateFilter))
 	}
-	nonEmpty("labelTags", c.LabelTags)
-	nonEmpty("ignoreTags", c.IgnoreTags)
+	for _, key := range []struct {
+		name string
+		list []string
+	}{{"labelTags", c.LabelTags}, {"ignoreTags", c.IgnoreTags}} {
+		for i, s := range key.list {
+			if strings.TrimSpace(s) == "" {
+				errs = append(errs, field.Invalid(path.Child(key.name).Index(i), s, "empty tag key"))
+			}
+		}
+	}
 	if _, ok := c.IncludeTags[""]; ok {
-		bad("includeTags", "empty tag key")
+		errs = append(errs, field.Invalid(path.Child("includeTags"), "", "empty tag key"))
 	}
 	if _, ok := c.ExcludeTags[""]; ok {
-		bad("excludeTags", "empty tag key")
+		errs = append(errs, field.Invalid(path.Child("excludeTags"), "", "empty tag key"))
 	}
-	switch c.PrivateClusters {
-	case PrivateExclude, PrivateFQDN, PrivatePublicFQDN:
-	default:
-		bad("privateClusters", "%q is not one of exclude, privateFQDN, publicFQDN", c.PrivateClusters)
-	}
-	if c.PrivateProxyURL != "" {
-		if err := sources.ValidateProxyURL(c.PrivateProxyURL); err != nil {
-			bad("privateProxyURL", "%v", err)
-		}
-	}
-	if _, _, err := c.ttls(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
-		bad("concurrency", "%d is not between 1 and %d", c.Concurrency, maxConcurrency)
-	}
-	if strings.ContainsFunc(c.NamePrefix, isBadNameRune) {
-		bad("namePrefix", "must not contain spaces or control characters")
-	}
-	if _, err := parseNameTemplate(c.NameTemplate); err != nil {
-		bad("nameTemplate", "%v", err)
-	}
-	if c.ARMEndpoint != "" {
-		u, err := url.Parse(c.ARMEndpoint)
-		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-			bad("armEndpoint", "must be an https URL without user info")
-		}
-	}
-	errs = append(errs, c.Auth.validate("auth")...)
-	return errors.Join(errs...)
+	return errs
 }
 
-// ttls parses CATTL and CAErrorTTL.
-func (c Config) ttls() (ca, caError time.Duration, err error) {
-	parse := func(field, s string) time.Duration {
-		d, perr := time.ParseDuration(s)
-		switch {
-		case perr != nil:
-			err = errors.Join(err, fmt.Errorf("%s: %q is not a duration such as \"30m\" or \"1h\"", field, s))
-		case d <= 0:
-			err = errors.Join(err, fmt.Errorf("%s: must be positive", field))
-		}
-		return d
-	}
-	ca, caError = parse("caTTL", c.CATTL), parse("caErrorTTL", c.CAErrorTTL)
-	return ca, caError, err
-}
-
-func (a AuthConfig) validate(field string) []error {
-	var errs []error
-	bad := func(sub, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s.%s: %s", field, sub, fmt.Sprintf(format, args...)))
-	}
-	if a.LoginMethod == "devicecode" {
-		bad("loginMethod", "devicecode is interactive and cannot work in the Argo CD controller")
-	} else if !slices.Contains(loginMethods, a.LoginMethod) {
-		bad("loginMethod", "%q is not one of %s", a.LoginMethod, strings.Join(loginMethods, ", "))
-	}
-	if a.ClientID != "" && !guidRE.MatchString(a.ClientID) {
-		bad("clientID", "not a GUID")
-	}
-	if a.TenantID != "" && !guidRE.MatchString(a.TenantID) {
-		bad("tenantID", "not a GUID")
-	}
-	if a.ServerApplicationID != "" && !guidRE.MatchString(a.ServerApplicationID) {
-		bad("serverApplicationID", "not a GUID")
-	}
-	if a.AuthorityHost != "" {
-		if u, err := url.Parse(a.AuthorityHost); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-			bad("authorityHost", "must be an https URL without user info")
+// validatePrivate checks privateEndpoints and its deprecated aliases. A
+// value copied from an alias is reported at the alias, the key the file
+// used.
+func (c *Config) validatePrivate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	as := c.aliases(path)
+	for _, a := range as {
+		if a.old != "" && a.new != "" && a.old != a.new {
+			errs = append(errs, field.Invalid(a.oldPath, field.OmitValueType{},
+				fmt.Sprintf("conflicts with %s, which replaces it: remove it", a.newPath)))
 		}
 	}
-	if a.Command == "" || strings.ContainsFunc(a.Command, isBadNameRune) {
-		bad("command", "must be a command name without spaces")
+	at := func(a alias) *field.Path {
+		if a.old != "" && a.old == a.new {
+			return a.oldPath
+		}
+		return a.newPath
 	}
-	for _, k := range sortedKeys(a.Env) {
-		switch {
-		case !envKeyRE.MatchString(k):
-			bad("env."+k, "not an environment variable name")
-		case isSecretEnv(k):
-			// The value is never echoed.
-			bad("env."+k, "holds a secret; set it in the Argo CD controller's environment, not in cluster Secrets")
-		case strings.ContainsAny(a.Env[k], "\x00\r\n"):
-			bad("env."+k, "must be one line")
+	if !slices.Contains(privatePolicies, c.PrivateEndpoints.Policy) {
+		errs = append(errs, field.NotSupported(at(as[0]), c.PrivateEndpoints.Policy, privatePolicies))
+	}
+	if u := c.PrivateEndpoints.ProxyURL; u != "" {
+		if err := sources.ValidateProxyURL(u); err != nil {
+			errs = append(errs, field.Invalid(at(as[1]), redactURL(u), err.Error()))
 		}
 	}
 	return errs
 }
 
-func isSecretEnv(k string) bool {
-	k = strings.ToUpper(k)
-	return secretEnvRE.MatchString(k) && !secretEnvAllowed[k]
+// validateListing checks the CA cache, the concurrency and the names.
+func (c *Config) validateListing(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, d := range []struct {
+		name string
+		d    sources.Duration
+	}{{"caTTL", c.CATTL}, {"caErrorTTL", c.CAErrorTTL}} {
+		if err := d.d.Validate(path.Child(d.name), minTTL, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
+		errs = append(errs, field.Invalid(path.Child("concurrency"), c.Concurrency, fmt.Sprintf("must be between 1 and %d", maxConcurrency)))
+	}
+	if strings.ContainsFunc(c.NamePrefix, isBadNameRune) {
+		errs = append(errs, field.Invalid(path.Child("namePrefix"), c.NamePrefix, "must not contain spaces or control characters"))
+	}
+	if _, err := parseNameTemplate(c.NameTemplate); err != nil {
+		errs = append(errs, field.Invalid(path.Child("nameTemplate"), c.NameTemplate, err.Error()))
+	}
+	return errs
+}
+
+func appendGUID(errs field.ErrorList, path *field.Path, v string) field.ErrorList {
+	if v != "" && !guidRE.MatchString(v) {
+		errs = append(errs, field.Invalid(path, v, "not a GUID"))
+	}
+	return errs
+}
+
+func isHTTPSURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil
+}
+
+// redactURL is s for an error message: its password hidden, or nothing of
+// it when it does not parse.
+func redactURL(s string) any {
+	u, err := url.Parse(s)
+	if err != nil {
+		return field.OmitValueType{}
+	}
+	return u.Redacted()
 }
 
 func isBadNameRune(r rune) bool {

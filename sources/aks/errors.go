@@ -1,6 +1,7 @@
 package aks
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,28 +10,70 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
-// listError is a failed listing: a one-line message for /status and the
-// ApplicationSet condition, the metric labels, and the SDK error for
-// errors.Is/As.
-type listError struct {
-	kind, subscription string
-	msg                string
-	err                error
+// The operations this source calls: the operation label of
+// api_requests_total and errors_total, and upstream.Error.Operation.
+const (
+	opSubscriptions = "subscriptions.list"
+	opClusters      = "managedClusters.list"
+	opCredentials   = "managedClusters.listClusterUserCredential"
+)
+
+// sdkDecodeError starts the message of the SDK's errors for an answer
+// that does not decode; they wrap nothing (azcore runtime.UnmarshalAsJSON
+// and the generated models_serde.go format the cause with %s or %v).
+const sdkDecodeError = "unmarshalling type "
+
+// classify returns the kind of an error of the Azure SDK: a failed token
+// request is auth, an ARM answer is classified by its status (429, ARM's
+// throttling, is throttled), an answer the SDK cannot decode is invalid_response, and the
+// rest as upstream.Classify says. Cancellation wins over the rest.
+func classify(err error) upstream.Kind {
+	var ue *upstream.Error
+	var re *azcore.ResponseError
+	var af *azidentity.AuthenticationFailedError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &ue):
+		return ue.Kind
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return upstream.Classify(err)
+	case errors.As(err, &af):
+		return upstream.KindAuth
+	case errors.As(err, &re):
+		return upstream.ForStatus(re.StatusCode)
+	case strings.HasPrefix(err.Error(), sdkDecodeError):
+		return upstream.KindInvalidResponse
+	}
+	return upstream.Classify(err)
 }
 
-func (e *listError) Error() string { return e.msg }
-func (e *listError) Unwrap() error { return e.err }
-
-// shortError is an SDK error told in one line (see describe).
-type shortError struct {
-	msg string
-	err error
+// tokenKind is the kind of a failure to get a token: auth (the identity
+// was refused, expired, or is not there), unless the request for it was
+// cancelled, timed out or could not reach Microsoft Entra ID.
+func tokenKind(err error) upstream.Kind {
+	switch k := classify(err); k {
+	case upstream.KindCanceled, upstream.KindTimeout, upstream.KindNetwork, upstream.KindTLS:
+		return k
+	}
+	return upstream.KindAuth
 }
 
-func (e *shortError) Error() string { return e.msg }
-func (e *shortError) Unwrap() error { return e.err }
+// callError is a failed SDK call of op: classified, and told in one line
+// (see describe).
+func callError(op string, err error) *upstream.Error {
+	return &upstream.Error{Kind: classify(err), Operation: op, Msg: describe(err), Err: err}
+}
+
+// malformed is an answer of op that decoded but is not what ARM
+// documents.
+func malformed(op string, err error) *upstream.Error {
+	return &upstream.Error{Kind: upstream.KindInvalidResponse, Operation: op, Msg: "malformed response: " + err.Error(), Err: err}
+}
 
 // maxDetail bounds the text taken from an upstream error.
 const maxDetail = 300

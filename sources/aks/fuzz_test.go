@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
@@ -50,13 +51,13 @@ func FuzzManagedCluster(f *testing.F) {
 	}
 	var mappers []*mapper
 	for _, cfg := range []Config{{}, {
-		PrivateClusters: PrivateFQDN, PrivateProxyURL: "socks5://proxy.internal:1080",
-		ExcludeTags: map[string]string{"legacy": "*"}, IgnoreTags: []string{"cost center"},
+		PrivateEndpoints: PrivateEndpoints{Policy: PrivateFQDN, ProxyURL: "socks5://proxy.internal:1080"},
+		ExcludeTags:      map[string]string{"legacy": "*"}, IgnoreTags: []string{"cost center"},
 		NamePrefix: "az-", NameTemplate: `{{.ResourceGroup}}-{{.Name}}-{{index .Tags "env"}}`,
 	}} {
 		cfg.Default()
-		if err := cfg.Validate(); err != nil {
-			f.Fatal(err)
+		if errs := cfg.Validate(field.NewPath("aks")); len(errs) > 0 {
+			f.Fatal(errs)
 		}
 		m, err := newMapper(cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
@@ -70,15 +71,15 @@ func FuzzManagedCluster(f *testing.F) {
 			return // the pager fails the page, and so the listing
 		}
 		for _, m := range mappers {
-			got, err := m.mapCluster(subA, &mc)
+			got, err := m.toCluster(subA, &mc)
 			if err != nil {
 				continue
 			}
-			again, _ := m.mapCluster(subA, &mc)
+			again, _ := m.toCluster(subA, &mc)
 			if !reflect.DeepEqual(got, again) {
 				t.Fatalf("mapping the same cluster twice differs")
 			}
-			withoutCreds, err := m.mapCluster(subA, withoutCredentials(&mc))
+			withoutCreds, err := m.toCluster(subA, withoutCredentials(&mc))
 			if err != nil || !reflect.DeepEqual(got, withoutCreds) {
 				t.Fatalf("the mapped cluster depends on the cluster's credentials (error %v)", err)
 			}
@@ -131,7 +132,7 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, mc *armcontainerservice.M
 		t.Fatalf("resource id annotation %q, id %q", c.Annotations[AnnotationResourceID], *mc.ID)
 	}
 	if err := c.Auth.Validate(); err != nil || c.Auth.Kind != sources.AuthExec || c.Auth.TokenRef != nil ||
-		!reflect.DeepEqual(c.Auth.Exec, m.execProvider()) {
+		!reflect.DeepEqual(c.Auth.Exec, m.cfg.Auth.execProvider()) {
 		t.Fatalf("auth %+v is not the configured exec provider (%v)", c.Auth, err)
 	}
 	for k, v := range c.Labels {

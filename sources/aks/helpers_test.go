@@ -1,7 +1,6 @@
 package aks
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,10 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,13 +24,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
-	csfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
-	subfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions/fake"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
@@ -142,161 +137,8 @@ func private(publicFQDN bool) func(*armcontainerservice.ManagedCluster) {
 	}
 }
 
-// fakeARM serves the SDK's own fake server transports: the subscriptions
-// fake for GET /subscriptions and one managed clusters fake per
-// subscription. It counts requests by operation.
-type fakeARM struct {
-	t    testing.TB
-	subs subfake.Server
-	// pages returns the list pages of a subscription (nil: a 404).
-	pages func(sub string) [][]*armcontainerservice.ManagedCluster
-	// pager, when set, replaces pages (to inject errors between pages).
-	pager func(sub string) azfake.PagerResponder[armcontainerservice.ManagedClustersClientListResponse]
-	// creds answers listClusterUserCredential; nil serves kubeconfig().
-	creds func(sub, rg, name string) (azfake.Responder[armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse], azfake.ErrorResponder)
-
-	// latency delays every answer, to measure concurrency.
-	latency time.Duration
-
-	mu         sync.Mutex
-	transports map[string]*csfake.ManagedClustersServerTransport
-	subsTr     *subfake.ServerTransport
-	calls      map[string]int
-}
-
-func newFakeARM(t testing.TB, pages func(sub string) [][]*armcontainerservice.ManagedCluster) *fakeARM {
-	return &fakeARM{t: t, pages: pages, transports: map[string]*csfake.ManagedClustersServerTransport{}, calls: map[string]int{}}
-}
-
-// staticPages serves the same pages on every listing.
-func staticPages(bySub map[string][][]*armcontainerservice.ManagedCluster) func(string) [][]*armcontainerservice.ManagedCluster {
-	return func(sub string) [][]*armcontainerservice.ManagedCluster { return bySub[sub] }
-}
-
-// withSubscriptions makes GET /subscriptions answer these (id → state).
-func (f *fakeARM) withSubscriptions(states map[string]armsubscriptions.SubscriptionState) *fakeARM {
-	f.subs.NewListPager = func(*armsubscriptions.ClientListOptions) (resp azfake.PagerResponder[armsubscriptions.ClientListResponse]) {
-		var page armsubscriptions.ClientListResponse
-		for _, id := range sortedKeys(states) {
-			page.Value = append(page.Value, &armsubscriptions.Subscription{
-				ID: to.Ptr("/subscriptions/" + id), SubscriptionID: to.Ptr(id), State: to.Ptr(states[id]),
-			})
-		}
-		resp.AddPage(http.StatusOK, page, nil)
-		return resp
-	}
-	return f
-}
-
-func (f *fakeARM) count(op string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls[op]++
-}
-
-// Calls returns the requests seen for op: subscriptions, list or
-// credentials.
-func (f *fakeARM) Calls(op string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls[op]
-}
-
-func (f *fakeARM) totalCalls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, c := range f.calls {
-		n += c
-	}
-	return n
-}
-
-func (f *fakeARM) resetCalls() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	clear(f.calls)
-}
-
-// Do routes a request by its path. The SDK fakes answer at once; they see
-// a context that is never cancelled because their dispatcher can send on a
-// closed channel when the request's context ends mid-call (v8.2.0
-// dispatchToMethodFake). Cancellation is still checked first.
-func (f *fakeARM) Do(req *http.Request) (*http.Response, error) {
-	if err := req.Context().Err(); err != nil {
-		return nil, err
-	}
-	req = req.WithContext(context.WithoutCancel(req.Context()))
-	if f.latency > 0 {
-		time.Sleep(f.latency)
-	}
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	if len(parts) == 1 && parts[0] == "subscriptions" {
-		f.count("subscriptions")
-		f.mu.Lock()
-		if f.subsTr == nil {
-			f.subsTr = subfake.NewServerTransport(&f.subs)
-		}
-		tr := f.subsTr
-		f.mu.Unlock()
-		return tr.Do(req)
-	}
-	if strings.HasSuffix(req.URL.Path, "/listClusterUserCredential") {
-		f.count("credentials")
-	} else {
-		f.count("list")
-	}
-	return f.transport(strings.ToLower(parts[1])).Do(req)
-}
-
-func (f *fakeARM) transport(sub string) *csfake.ManagedClustersServerTransport {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if tr, ok := f.transports[sub]; ok {
-		return tr
-	}
-	srv := &csfake.ManagedClustersServer{
-		NewListPager: func(*armcontainerservice.ManagedClustersClientListOptions) (resp azfake.PagerResponder[armcontainerservice.ManagedClustersClientListResponse]) {
-			if f.pager != nil {
-				return f.pager(sub)
-			}
-			pages := f.pages(sub)
-			if pages == nil {
-				resp.AddResponseError(http.StatusNotFound, "SubscriptionNotFound")
-			}
-			for _, p := range pages {
-				resp.AddPage(http.StatusOK, listPage(p...), nil)
-			}
-			return resp
-		},
-		ListClusterUserCredentials: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientListClusterUserCredentialsOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse], errResp azfake.ErrorResponder) {
-			if f.creds != nil {
-				return f.creds(sub, rg, name)
-			}
-			resp.SetResponse(http.StatusOK, credentialsResponse(kubeconfig(name, testCAPEM(f.t))), nil)
-			return resp, errResp
-		},
-	}
-	tr := csfake.NewManagedClustersServerTransport(srv)
-	f.transports[sub] = tr
-	return tr
-}
-
-func listPage(clusters ...*armcontainerservice.ManagedCluster) armcontainerservice.ManagedClustersClientListResponse {
-	return armcontainerservice.ManagedClustersClientListResponse{
-		ManagedClusterListResult: armcontainerservice.ManagedClusterListResult{Value: clusters},
-	}
-}
-
-func credentialsResponse(kc []byte) armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse {
-	return armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse{
-		CredentialResults: armcontainerservice.CredentialResults{
-			Kubeconfigs: []*armcontainerservice.CredentialResult{{Name: to.Ptr("clusterUser"), Value: kc}},
-		},
-	}
-}
-
 // testEnv is a Source wired to a transport, with its registry and logs.
+// Its configuration is defaulted, as the service does before NewSource.
 type testEnv struct {
 	src  *Source
 	reg  *prometheus.Registry
@@ -321,8 +163,11 @@ func newTestEnvWithOptions(t testing.TB, cfg Config, co *arm.ClientOptions, cred
 		cred = &azfake.TokenCredential{}
 	}
 	env := &testEnv{reg: prometheus.NewRegistry(), logs: &testlog.Buffer{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	src, err := New("azure-prod", cfg, Options{Logger: log, Registerer: env.reg, Credential: cred, ClientOptions: co})
+	// The service gives every source a logger that names it.
+	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("source", "azure-prod")
+	cfg.Default()
+	src, err := newSource(cfg, sources.SourceOptions{Name: "azure-prod", Logger: log, Registerer: env.reg},
+		clientHooks{credential: cred, options: co})
 	require.NoError(t, err)
 	src.now = func() time.Time { return env.now }
 	env.src = src
@@ -338,3 +183,24 @@ func assertNoSecret(t testing.TB, env *testEnv, v any) {
 	require.NotContains(t, string(b), secretToken)
 	require.NotContains(t, env.logs.String(), secretToken)
 }
+
+type pages = [][]*armcontainerservice.ManagedCluster
+
+func names(cs []sources.Cluster) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
+
+func byName(cs []sources.Cluster, name string) sources.Cluster {
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	return sources.Cluster{}
+}
+
+func explicit(subs ...string) Config { return Config{Subscriptions: subs} }

@@ -2,6 +2,7 @@ package aks
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -61,10 +62,13 @@ type mapped struct {
 	id                          string
 	subscription, resourceGroup string
 	azureName                   string
-	skip                        skipReason
-	detail                      string // why skipped, for the debug log
-	needCA                      bool
-	notReadyKind                string
+	// state is the provisioningState ("unknown" when there is none),
+	// counted before the filters.
+	state        string
+	skip         skipReason
+	detail       string // why skipped, for the debug log
+	needCA       bool
+	notReadyKind string
 }
 
 // mapper maps ARM managed clusters to the model. It is built once from a
@@ -142,97 +146,42 @@ func inSubscription(p sources.Phase, state armsubscriptions.SubscriptionState) s
 	return p
 }
 
-// mapCluster maps one cluster of subscription sub. An error means the
+// toCluster maps one cluster of subscription sub. An error means the
 // response is malformed and fails the listing; filters set skip instead.
-func (m *mapper) mapCluster(sub string, mc *armcontainerservice.ManagedCluster) (mapped, error) {
-	if mc == nil || mc.ID == nil {
-		return mapped{}, fmt.Errorf("cluster without id")
-	}
-	rid, err := arm.ParseResourceID(*mc.ID)
+func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (mapped, error) {
+	rid, err := clusterID(sub, mc)
 	if err != nil {
-		return mapped{}, fmt.Errorf("cluster id %q: %w", *mc.ID, err)
-	}
-	if !strings.EqualFold(rid.ResourceType.String(), managedClusterType) || rid.ResourceGroupName == "" || rid.Name == "" {
-		return mapped{}, fmt.Errorf("cluster id %q is not a managed cluster", *mc.ID)
-	}
-	if !strings.EqualFold(rid.SubscriptionID, sub) {
-		return mapped{}, fmt.Errorf("cluster id %q is outside the subscription", *mc.ID)
+		return mapped{}, err
 	}
 	p := mc.Properties
 	if p == nil {
 		return mapped{}, fmt.Errorf("cluster %s has no properties", rid.Name)
 	}
-	out := mapped{id: strings.ToLower(*mc.ID), subscription: sub, resourceGroup: rid.ResourceGroupName, azureName: rid.Name}
-	skip := func(r skipReason, detail string) (mapped, error) {
-		out.skip, out.detail = r, detail
-		return out, nil
+	out := mapped{
+		id: strings.ToLower(*mc.ID), subscription: sub, resourceGroup: rid.ResourceGroupName, azureName: rid.Name,
+		state: cmp.Or(deref(p.ProvisioningState), "unknown"),
 	}
 	tags := derefTags(mc.Tags)
-	provState, powState := deref(p.ProvisioningState), ""
-	if p.PowerState != nil && p.PowerState.Code != nil {
-		powState = string(*p.PowerState.Code)
+	if out.skip, out.detail = m.filter(rid.ResourceGroupName, tags, p); out.skip != "" {
+		return out, nil
 	}
-	switch {
-	case m.rgs != nil && !m.rgs[strings.ToLower(rid.ResourceGroupName)]:
-		return skip(skipResourceGroup, rid.ResourceGroupName)
-	case !matchAll(tags, m.cfg.IncludeTags):
-		return skip(skipTags, "a tag of includeTags is missing")
-	case matchAny(tags, m.cfg.ExcludeTags):
-		return skip(skipTags, "a tag of excludeTags is present")
-	case p.AADProfile == nil:
-		// argocd-k8s-auth azure gets Entra ID tokens, which a cluster
-		// without Entra ID integration does not accept.
-		return skip(skipNoAAD, "no aadProfile")
+	host, private, skip, detail := m.endpoint(p)
+	if skip != "" {
+		out.skip, out.detail = skip, detail
+		return out, nil
 	}
-
-	host, private := deref(p.Fqdn), false
-	if ap := p.APIServerAccessProfile; ap != nil && deref(ap.EnablePrivateCluster) {
-		private = true
-		switch m.cfg.PrivateClusters {
-		case PrivateFQDN:
-			host = deref(p.PrivateFQDN)
-			if host == "" {
-				return skip(skipPrivate, "no privateFQDN")
-			}
-		case PrivatePublicFQDN:
-			if !deref(ap.EnablePrivateClusterPublicFQDN) || host == "" {
-				return skip(skipPrivate, "no public FQDN (enablePrivateClusterPublicFQDN is off)")
-			}
-		default:
-			return skip(skipPrivate, "private cluster")
-		}
-	}
-
 	location := strings.ToLower(deref(mc.Location))
 	name, err := m.renderName(nameData{
 		Name: rid.Name, ResourceGroup: rid.ResourceGroupName, Subscription: sub, Location: location, Tags: tags,
 	})
 	if err != nil {
-		return skip(skipName, err.Error())
+		out.skip, out.detail = skipName, err.Error()
+		return out, nil
 	}
-
-	c := sources.Cluster{
-		Provider:          sources.ProviderAKS,
-		Name:              name,
-		ID:                out.id,
-		Auth:              sources.Auth{Kind: sources.AuthExec, Exec: m.execProvider()},
-		CloudID:           sources.AKSCloudID(sub, rid.ResourceGroupName, rid.Name),
-		Labels:            m.labels(tags, rid.Name),
-		Annotations:       map[string]string{AnnotationResourceID: *mc.ID},
-		Region:            location,
-		Account:           sub,
-		KubernetesVersion: kubernetesVersion(p),
-		State:             provState,
-		Phase:             phaseOf(provState, powState, deref(p.Fqdn) != "" || deref(p.PrivateFQDN) != ""),
-		Ready:             true,
-	}
-	if v, ok := sanitizeLabelValue(rid.ResourceGroupName); ok {
-		c.Labels[LabelResourceGroup] = v
-	}
+	out.cluster = m.newCluster(name, sub, location, rid, mc, tags)
 	if private {
-		c.ProxyURL = m.cfg.PrivateProxyURL
+		out.cluster.ProxyURL = m.cfg.PrivateEndpoints.ProxyURL
 	}
-	out.cluster = c
 	notReady := func(kind, reason string) (mapped, error) {
 		out.cluster.Ready, out.cluster.NotReadyReason, out.notReadyKind = false, reason, kind
 		return out, nil
@@ -250,6 +199,96 @@ func (m *mapper) mapCluster(sub string, mc *armcontainerservice.ManagedCluster) 
 	}
 	out.needCA = true
 	return out, nil
+}
+
+// clusterID parses the resource id of a cluster listed in subscription
+// sub; an error means a malformed response.
+func clusterID(sub string, mc *armcontainerservice.ManagedCluster) (*arm.ResourceID, error) {
+	if mc == nil || mc.ID == nil {
+		return nil, fmt.Errorf("cluster without id")
+	}
+	rid, err := arm.ParseResourceID(*mc.ID)
+	if err != nil {
+		return nil, fmt.Errorf("cluster id %q: %w", *mc.ID, err)
+	}
+	if !strings.EqualFold(rid.ResourceType.String(), managedClusterType) || rid.ResourceGroupName == "" || rid.Name == "" {
+		return nil, fmt.Errorf("cluster id %q is not a managed cluster", *mc.ID)
+	}
+	if !strings.EqualFold(rid.SubscriptionID, sub) {
+		return nil, fmt.Errorf("cluster id %q is outside the subscription", *mc.ID)
+	}
+	return rid, nil
+}
+
+// filter returns why the configured filters, or a missing Entra ID
+// integration, leave a cluster out; "" keeps it.
+func (m *mapper) filter(rg string, tags map[string]string, p *armcontainerservice.ManagedClusterProperties) (skipReason, string) {
+	switch {
+	case m.rgs != nil && !m.rgs[strings.ToLower(rg)]:
+		return skipResourceGroup, rg
+	case !matchAll(tags, m.cfg.IncludeTags):
+		return skipTags, "a tag of includeTags is missing"
+	case matchAny(tags, m.cfg.ExcludeTags):
+		return skipTags, "a tag of excludeTags is present"
+	case p.AADProfile == nil:
+		// argocd-k8s-auth azure gets Entra ID tokens, which a cluster
+		// without Entra ID integration does not accept.
+		return skipNoAAD, "no aadProfile"
+	}
+	return "", ""
+}
+
+// endpoint returns the API server host Argo CD is to use and whether the
+// cluster is private, or why the privateEndpoints policy leaves it out.
+func (m *mapper) endpoint(p *armcontainerservice.ManagedClusterProperties) (host string, private bool, skip skipReason, detail string) {
+	host = deref(p.Fqdn)
+	ap := p.APIServerAccessProfile
+	if ap == nil || !deref(ap.EnablePrivateCluster) {
+		return host, false, "", ""
+	}
+	switch m.cfg.PrivateEndpoints.Policy {
+	case PrivateFQDN:
+		if host = deref(p.PrivateFQDN); host == "" {
+			return "", true, skipPrivate, "no privateFQDN"
+		}
+	case PrivatePublicFQDN:
+		if !deref(ap.EnablePrivateClusterPublicFQDN) || host == "" {
+			return "", true, skipPrivate, "no public FQDN (enablePrivateClusterPublicFQDN is off)"
+		}
+	default:
+		return "", true, skipPrivate, "private cluster"
+	}
+	return host, true, "", ""
+}
+
+// newCluster is the model of a cluster the filters kept, without its
+// server, scope and CA.
+func (m *mapper) newCluster(name, sub, location string, rid *arm.ResourceID, mc *armcontainerservice.ManagedCluster,
+	tags map[string]string) sources.Cluster {
+	p := mc.Properties
+	powState := ""
+	if p.PowerState != nil && p.PowerState.Code != nil {
+		powState = string(*p.PowerState.Code)
+	}
+	c := sources.Cluster{
+		Provider:          sources.ProviderAKS,
+		Name:              name,
+		ID:                strings.ToLower(*mc.ID),
+		Auth:              sources.Auth{Kind: sources.AuthExec, Exec: m.cfg.Auth.execProvider()},
+		CloudID:           sources.AKSCloudID(sub, rid.ResourceGroupName, rid.Name),
+		Labels:            m.labels(tags, rid.Name),
+		Annotations:       map[string]string{AnnotationResourceID: *mc.ID},
+		Region:            location,
+		Account:           sub,
+		KubernetesVersion: kubernetesVersion(p),
+		State:             deref(p.ProvisioningState),
+		Phase:             phaseOf(deref(p.ProvisioningState), powState, deref(p.Fqdn) != "" || deref(p.PrivateFQDN) != ""),
+		Ready:             true,
+	}
+	if v, ok := sanitizeLabelValue(rid.ResourceGroupName); ok {
+		c.Labels[LabelResourceGroup] = v
+	}
+	return c
 }
 
 func (m *mapper) renderName(d nameData) (string, error) {
@@ -300,100 +339,6 @@ func (m *mapper) scope(c *sources.Cluster, tags map[string]string) string {
 	}
 	c.Tenant, c.Project, c.Namespaces = tenant, project, namespaces
 	return ""
-}
-
-// execProvider returns a fresh execProviderConfig for one cluster.
-func (m *mapper) execProvider() *sources.ExecProvider {
-	a := m.cfg.Auth
-	env := maps.Clone(a.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	set := func(k, v string) {
-		if v != "" {
-			env[k] = v
-		}
-	}
-	set("AAD_LOGIN_METHOD", a.LoginMethod)
-	set("AZURE_CLIENT_ID", a.ClientID)
-	set("AZURE_TENANT_ID", a.TenantID)
-	set("AZURE_FEDERATED_TOKEN_FILE", a.FederatedTokenFile)
-	set("AZURE_AUTHORITY_HOST", a.AuthorityHost)
-	set("AAD_ENVIRONMENT_NAME", a.Environment)
-	set("AAD_SERVER_APPLICATION_ID", a.ServerApplicationID)
-	return &sources.ExecProvider{Command: a.Command, Args: []string{"azure"}, Env: env, APIVersion: a.APIVersion}
-}
-
-// labels turns the allowed tags into labels. A tag whose key or value
-// cannot be made a valid label is dropped with a debug log (key only: tag
-// values are not logged). Keys already valid win over sanitized ones.
-func (m *mapper) labels(tags map[string]string, cluster string) map[string]string {
-	out := make(map[string]string, len(tags)+1)
-	keys := sortedKeys(tags)
-	// Two passes: valid keys first, so that a sanitized key never
-	// replaces a tag that was already a valid label.
-	for _, pass := range []bool{true, false} {
-		for _, k := range keys {
-			lk := strings.ToLower(k)
-			if m.ignoreTags[lk] || (m.labelTags != nil && !m.labelTags[lk]) {
-				continue
-			}
-			valid := len(validation.IsQualifiedName(k)) == 0
-			if valid != pass {
-				continue
-			}
-			key, ok := sanitizeLabelKey(k)
-			if !ok {
-				m.log.Debug("tag dropped: key cannot be a label key", "cluster", cluster, "tag", k)
-				continue
-			}
-			if _, taken := out[key]; taken {
-				m.log.Debug("tag dropped: its label key is taken by another tag", "cluster", cluster, "tag", k, "label", key)
-				continue
-			}
-			val, ok := sanitizeLabelValue(tags[k])
-			if !ok {
-				m.log.Debug("tag dropped: value cannot be a label value", "cluster", cluster, "tag", k)
-				continue
-			}
-			out[key] = val
-		}
-	}
-	return out
-}
-
-// sanitizeLabelKey makes k a label name as the EKS source does: characters
-// other than ASCII letters, digits, '-', '_' and '.' become '-', and the
-// ends are trimmed to a letter or digit. Azure tag keys cannot hold '/', so
-// there is never a prefix.
-// Keys longer than 63 characters are dropped rather than truncated, which
-// could make two tags one label.
-func sanitizeLabelKey(k string) (string, bool) {
-	s := sanitize(k)
-	return s, s != "" && len(validation.IsQualifiedName(s)) == 0
-}
-
-// sanitizeLabelValue is sanitizeLabelKey for values, which may be empty.
-func sanitizeLabelValue(v string) (string, bool) {
-	s := sanitize(v)
-	if v != "" && s == "" {
-		return "", false
-	}
-	return s, len(validation.IsValidLabelValue(s)) == 0
-}
-
-func sanitize(s string) string {
-	var b strings.Builder
-	for _, r := range strings.TrimSpace(s) {
-		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	return strings.TrimFunc(b.String(), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-	})
 }
 
 // kubernetesVersion prefers the version running (currentKubernetesVersion,

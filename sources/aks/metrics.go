@@ -3,82 +3,67 @@ package aks
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
-// Metric names are fixed; the caller's Registerer adds the source label.
+// metrics are the metrics every upstream provider exports
+// (upstream.Metrics, argocd_cluster_discovery_aks_*) and the CA cache's.
+// The caller's Registerer adds the source label.
 type metrics struct {
-	duration    prometheus.Histogram
-	apiRequests *prometheus.CounterVec
-	errors      *prometheus.CounterVec
-	notReady    *prometheus.GaugeVec
-	skipped     *prometheus.GaugeVec
-	caCache     *prometheus.CounterVec
+	*upstream.Metrics
+	caCache *prometheus.CounterVec
 }
 
-// Values of the kind label of the errors metric.
+// The results of a CA cache lookup, the result label of
+// ca_cache_lookups_total.
 const (
-	errListSubscriptions = "list_subscriptions"
-	errListClusters      = "list_clusters"
-	errCAFetch           = "ca_fetch"
+	caHit      = "hit"
+	caMiss     = "miss"
+	caNegative = "negative"
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	const ns = "argocd_cluster_discovery_aks"
-	m := &metrics{
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "listing_duration_seconds",
-			Help:    "Duration of one AKS listing (subscriptions, clusters and CA reads), successful or not.",
-			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
-		}),
-		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "api_requests_total",
-			Help: "HTTP requests to Azure Resource Manager, retries included, by operation and status code (\"error\" when no response).",
-		}, []string{"operation", "code"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "errors_total",
-			Help: "Failed calls by kind (list_subscriptions, list_clusters, ca_fetch) and subscription.",
-		}, []string{"kind", "subscription"}),
-		notReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: "clusters_not_ready",
-			Help: "Clusters in the last listing that are listed but not ready, by reason (ca_unavailable, invalid_scope, invalid_server).",
-		}, []string{"reason"}),
-		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Name: "clusters_skipped",
-			Help: "Clusters left out of the last listing, by reason (the filter that dropped them).",
-		}, []string{"reason"}),
-		caCache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "ca_cache_lookups_total",
-			Help: "CA cache lookups: hit, miss (read with listClusterUserCredential), stale (the read failed and the expired CA was kept).",
-		}, []string{"result"}),
+	caCache := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: upstream.Namespace(sources.ProviderAKS), Name: "ca_cache_lookups_total",
+		Help: "CA cache lookups: hit (read less than caTTL ago), miss (read now with listClusterUserCredential), negative (a read failed less than caErrorTTL ago: no call).",
+	}, []string{"result"})
+	for _, r := range []string{caHit, caMiss, caNegative} {
+		caCache.WithLabelValues(r)
 	}
-	for _, r := range []string{notReadyCA, notReadyScope, notReadyServer} {
-		m.notReady.WithLabelValues(r)
+	m, err := upstream.NewMetrics(sources.ProviderAKS, reg, caCache)
+	if err != nil {
+		return nil, err
 	}
-	for _, r := range []string{"hit", "miss", "stale"} {
-		m.caCache.WithLabelValues(r)
+	return &metrics{Metrics: m, caCache: caCache}, nil
+}
+
+// listed sets the gauges of a complete listing. Unlike upstream's Listed,
+// clusters_not_ready is counted by reason kind (ca_unavailable,
+// invalid_scope, invalid_server) rather than by the cluster's
+// NotReadyReason, which quotes ARM's error message and would make a label
+// value of it.
+func (m *metrics) listed(out []sources.Cluster, notReady, upstreamStates, skipped map[string]int) {
+	m.Listed(nil, upstreamStates, skipped)
+	for i := range out {
+		m.Clusters.WithLabelValues(string(out[i].Phase.OrReady())).Inc()
 	}
-	if reg == nil {
-		return m, nil
+	for r, n := range notReady {
+		m.NotReady.WithLabelValues(r).Set(float64(n))
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.apiRequests, m.errors, m.notReady, m.skipped, m.caCache} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
 }
 
 // operations names the SDK operations this source calls, for the
 // operation label.
 var operations = map[string]string{
-	"Client.NewListPager":                              "subscriptions.list",
-	"ManagedClustersClient.NewListPager":               "managedClusters.list",
-	"ManagedClustersClient.ListClusterUserCredentials": "managedClusters.listClusterUserCredential",
+	"Client.NewListPager":                              opSubscriptions,
+	"ManagedClustersClient.NewListPager":               opClusters,
+	"ManagedClustersClient.ListClusterUserCredentials": opCredentials,
 }
 
 func operationName(ctx context.Context) string {
@@ -90,16 +75,27 @@ func operationName(ctx context.Context) string {
 	return "other"
 }
 
-// countingPolicy counts every HTTP attempt. It runs per retry, after the
-// bearer token policy, so it sees exactly the requests sent.
-type countingPolicy struct{ m *metrics }
+// countingPolicy counts every HTTP attempt in api_requests_total. It runs
+// per retry, after the bearer token policy, so it sees exactly the
+// requests sent.
+type countingPolicy struct{ m *upstream.Metrics }
 
 func (p countingPolicy) Do(req *policy.Request) (*http.Response, error) {
 	resp, err := req.Next()
-	code := "error"
-	if resp != nil {
-		code = strconv.Itoa(resp.StatusCode)
-	}
-	p.m.apiRequests.WithLabelValues(operationName(req.Raw().Context()), code).Inc()
+	p.m.Request(operationName(req.Raw().Context()), requestError(resp, err))
 	return resp, err
+}
+
+// requestError is nil for a request that succeeded, else an error of its
+// kind: by the transport's error, or by the status.
+func requestError(resp *http.Response, err error) error {
+	switch {
+	case err != nil:
+		return &upstream.Error{Kind: classify(err), Err: err}
+	case resp == nil:
+		return &upstream.Error{Kind: upstream.KindOther}
+	case resp.StatusCode >= http.StatusBadRequest:
+		return &upstream.Error{Kind: upstream.ForStatus(resp.StatusCode)}
+	}
+	return nil
 }

@@ -151,6 +151,62 @@ func (s staticToken) GetToken(context.Context, policy.TokenRequestOptions) (azco
 	return azcore.AccessToken{Token: ncAccessToken, ExpiresOn: time.Now().Add(time.Hour)}, nil
 }
 
+// ncCredKind is the identity the service lists with.
+type ncCredKind int
+
+const (
+	ncSecret    ncCredKind = iota // a client secret, exchanged at the fake Entra ID
+	ncFederated                   // a federated token, exchanged at the fake Entra ID
+	ncStatic                      // a plain access token
+)
+
+// ncCase is one listing: its identity, what the fakes do, and what it
+// gives.
+type ncCase struct {
+	name  string
+	cred  ncCredKind
+	setup func(t *testing.T, a *armServer, e *fakeEntra)
+	// wantErr is in the listing's error; wantNotReady in the cluster's
+	// reason (the listing then succeeds).
+	wantErr, wantNotReady string
+	// listStatus and listBody, when set, answer the cluster list.
+	listStatus int
+	listBody   string
+}
+
+var ncCases = []ncCase{
+	{name: "client secret: success", cred: ncSecret},
+	{name: "federated token: success", cred: ncFederated},
+	{name: "access token: success", cred: ncStatic},
+	{name: "client secret expired at Entra ID", cred: ncSecret, wantErr: "authentication failed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+		e.fail(http.StatusUnauthorized, `{"error":"invalid_client","error_description":"AADSTS7000222: The provided client secret keys for app '`+ncClientID+`' are expired.\r\nTrace ID: 1","error_codes":[7000222]}`)
+	}},
+	{name: "federated token expired at Entra ID", cred: ncFederated, wantErr: "authentication failed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+		e.fail(http.StatusBadRequest, `{"error":"invalid_client","error_description":"AADSTS700024: Client assertion is not within its valid time range.\r\nTrace ID: 2","error_codes":[700024]}`)
+	}},
+	{name: "access token expired at ARM", cred: ncStatic, wantErr: "ExpiredAuthenticationToken", listStatus: http.StatusUnauthorized,
+		listBody: `{"error":{"code":"ExpiredAuthenticationToken","message":"The access token expiry UTC time '1/1/2026 12:00:00 AM' is earlier than current UTC time."}}`},
+	{name: "list 500", cred: ncSecret, wantErr: "500", listStatus: http.StatusInternalServerError,
+		listBody: `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`},
+	{name: "listClusterUserCredential 403", cred: ncSecret, wantNotReady: "HTTP 403 AuthorizationFailed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+		a.credStatus = http.StatusForbidden
+		a.credBody = `{"error":{"code":"AuthorizationFailed","message":"The client '` + ncClientID + `' does not have authorization to perform action 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action'."}}`
+	}},
+	{name: "listClusterUserCredential 500", cred: ncFederated, wantNotReady: "HTTP 500", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+		a.credStatus = http.StatusInternalServerError
+		a.credBody = `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`
+	}},
+	{name: "kubeconfig that does not parse", cred: ncStatic, wantNotReady: "does not parse", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+		a.credStatus = http.StatusOK
+		a.credBody = ncCredentialsBody(append(ncKubeconfig(t), []byte("\n  : [unbalanced "+ncKubeToken+"\n")...))
+	}},
+	{name: "kubeconfig without a CA", cred: ncStatic, wantNotReady: "no certificate-authority-data", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
+		kc := ncKubeconfig(t)
+		kc = []byte(strings.Replace(string(kc), "certificate-authority-data:", "certificate-authority-data-x:", 1))
+		a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(kc)
+	}},
+}
+
 // TestNoCredentialInLogsOrErrors lists through the ARM fake at debug level
 // with a client secret and a federated token exchanged at a fake Entra ID,
 // and with a plain access token, on success and on failures (Entra ID
@@ -161,147 +217,40 @@ func (s staticToken) GetToken(context.Context, policy.TokenRequestOptions) (azco
 // logs, errors, clusters, inventory status or metrics; the clusters carry
 // the kubeconfig's CA and nothing else of it.
 func TestNoCredentialInLogsOrErrors(t *testing.T) {
-	type credKind int
-	const (
-		secret credKind = iota
-		federated
-		static
-	)
-	for _, tc := range []struct {
-		name  string
-		cred  credKind
-		setup func(t *testing.T, a *armServer, e *fakeEntra)
-		// wantErr is in the listing's error; wantNotReady in the
-		// cluster's reason (the listing then succeeds).
-		wantErr, wantNotReady string
-		listStatus            int
-		listBody              string
-	}{
-		{name: "client secret: success", cred: secret},
-		{name: "federated token: success", cred: federated},
-		{name: "access token: success", cred: static},
-		{name: "client secret expired at Entra ID", cred: secret, wantErr: "authentication failed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-			e.fail(http.StatusUnauthorized, `{"error":"invalid_client","error_description":"AADSTS7000222: The provided client secret keys for app '`+ncClientID+`' are expired.\r\nTrace ID: 1","error_codes":[7000222]}`)
-		}},
-		{name: "federated token expired at Entra ID", cred: federated, wantErr: "authentication failed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-			e.fail(http.StatusBadRequest, `{"error":"invalid_client","error_description":"AADSTS700024: Client assertion is not within its valid time range.\r\nTrace ID: 2","error_codes":[700024]}`)
-		}},
-		{name: "access token expired at ARM", cred: static, wantErr: "ExpiredAuthenticationToken", listStatus: http.StatusUnauthorized,
-			listBody: `{"error":{"code":"ExpiredAuthenticationToken","message":"The access token expiry UTC time '1/1/2026 12:00:00 AM' is earlier than current UTC time."}}`},
-		{name: "list 500", cred: secret, wantErr: "500", listStatus: http.StatusInternalServerError,
-			listBody: `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`},
-		{name: "listClusterUserCredential 403", cred: secret, wantNotReady: "HTTP 403 AuthorizationFailed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-			a.credStatus = http.StatusForbidden
-			a.credBody = `{"error":{"code":"AuthorizationFailed","message":"The client '` + ncClientID + `' does not have authorization to perform action 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action'."}}`
-		}},
-		{name: "listClusterUserCredential 500", cred: federated, wantNotReady: "HTTP 500", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-			a.credStatus = http.StatusInternalServerError
-			a.credBody = `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`
-		}},
-		{name: "kubeconfig that does not parse", cred: static, wantNotReady: "does not parse", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-			a.credStatus = http.StatusOK
-			a.credBody = ncCredentialsBody(append(ncKubeconfig(t), []byte("\n  : [unbalanced "+ncKubeToken+"\n")...))
-		}},
-		{name: "kubeconfig without a CA", cred: static, wantNotReady: "no certificate-authority-data", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-			kc := ncKubeconfig(t)
-			kc = []byte(strings.Replace(string(kc), "certificate-authority-data:", "certificate-authority-data-x:", 1))
-			a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(kc)
-		}},
-	} {
+	for _, tc := range ncCases {
 		t.Run(tc.name, func(t *testing.T) {
-			// The ARM fake, answering the cluster list with listStatus
-			// when set.
-			a := &armServer{t: t}
-			a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if tc.listStatus != 0 && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/managedClusters") {
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(tc.listStatus)
-					_, _ = w.Write([]byte(tc.listBody))
-					return
-				}
-				a.serve(w, r)
-			}))
-			t.Cleanup(a.srv.Close)
-			a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(ncKubeconfig(t))
-			e := newFakeEntra(t)
+			a, e := ncARMServer(t, tc), newFakeEntra(t)
 			if tc.setup != nil {
 				tc.setup(t, a, e)
 			}
-			var cred azcore.TokenCredential
-			var err error
-			switch tc.cred {
-			case secret:
-				cred, err = azidentity.NewClientSecretCredential(ncTenant, ncClientID, ncClientSecret,
-					&azidentity.ClientSecretCredentialOptions{ClientOptions: e.clientOptions(), DisableInstanceDiscovery: true})
-			case federated:
-				cred, err = azidentity.NewClientAssertionCredential(ncTenant, ncClientID,
-					func(context.Context) (string, error) { return ncFederatedToken, nil },
-					&azidentity.ClientAssertionCredentialOptions{ClientOptions: e.clientOptions(), DisableInstanceDiscovery: true})
-			case static:
-				cred = staticToken{}
-			}
-			require.NoError(t, err)
-
 			var logs testlog.Buffer
-			logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("source", "azure-prod")
 			reg := prometheus.NewRegistry()
-			src, err := New("azure-prod", explicit(subA), Options{Logger: logger, Credential: cred, ClientOptions: a.clientOptions(),
-				Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": "azure-prod"}, reg)})
+			cfg := explicit(subA)
+			cfg.Default()
+			src, err := newSource(cfg, sources.SourceOptions{Name: "azure-prod", Logger: logger,
+				Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": "azure-prod"}, reg)},
+				clientHooks{credential: ncCredential(t, tc.cred, e), options: a.clientOptions()})
 			require.NoError(t, err)
 
-			var texts []string
-			cs, err := src.Clusters(t.Context())
-			if tc.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.wantErr)
-				texts = append(texts, err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err))
-			} else {
-				require.NoError(t, err)
-				require.NotEmpty(t, cs)
-				for _, c := range cs {
-					b, err := json.Marshal(c)
-					require.NoError(t, err)
-					texts = append(texts, string(b), fmt.Sprintf("%+v %+v", c, c.Auth.Exec))
-					if tc.wantNotReady != "" {
-						assert.False(t, c.Ready)
-						assert.Contains(t, c.NotReadyReason, tc.wantNotReady)
-					} else {
-						assert.Equal(t, fixtureCAData(t), c.CA.Data(), "the kubeconfig's CA, and only it")
-						assert.NotEqual(t, sources.AuthBearerToken, c.Auth.Kind, "never the kubeconfig's token")
-					}
-				}
-				// The authorization header carried the access token.
-				a.mu.Lock()
-				assert.Contains(t, a.authz, "Bearer "+ncAccessToken)
-				a.mu.Unlock()
-			}
+			texts := ncListing(t, tc, src, a)
 			switch tc.cred {
-			case secret:
+			case ncSecret:
 				assert.Contains(t, e.got(), ncClientSecret, "the secret was sent")
-			case federated:
+			case ncFederated:
 				assert.Contains(t, e.got(), ncFederatedToken, "the assertion was sent")
 			}
-
-			// The listing as the service runs it.
-			inv, err := inventory.New([]inventory.SourceSpec{{
-				Name: "azure-prod", Provider: sources.ProviderAKS, Source: src, Interval: time.Hour, Timeout: 30 * time.Second,
-			}}, inventory.Options{Logger: logger, Registerer: reg})
-			require.NoError(t, err)
-			if err := inv.RefreshAll(t.Context()); err != nil {
+			status, metrics, err := ncService(t, src, logger, reg)
+			if err != nil {
 				texts = append(texts, err.Error())
 			}
-			status, err := json.Marshal(inv.Status())
-			require.NoError(t, err)
-			metrics := httptest.NewRecorder()
-			promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(metrics, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-
 			require.NotEmpty(t, logs.String(), "debug logging is on")
 			if tc.wantErr != "" {
 				assert.Contains(t, logs.String(), tc.wantErr, "the failure is logged")
 			}
 			for where, text := range map[string]string{
 				"the debug log": logs.String(), "the errors and clusters": strings.Join(texts, "\n"),
-				"the inventory's status": string(status), "the metrics": metrics.Body.String(),
+				"the inventory's status": status, "the metrics": metrics,
 			} {
 				for _, s := range ncSecrets() {
 					assert.NotContains(t, text, s, "%s holds a credential", where)
@@ -309,4 +258,89 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ncARMServer is the ARM fake, answering the cluster list with
+// tc.listStatus when set, and listClusterUserCredential with the
+// kubeconfig full of credentials.
+func ncARMServer(t *testing.T, tc ncCase) *armServer {
+	a := &armServer{t: t}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tc.listStatus != 0 && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/managedClusters") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tc.listStatus)
+			_, _ = w.Write([]byte(tc.listBody))
+			return
+		}
+		a.serve(w, r)
+	}))
+	t.Cleanup(a.srv.Close)
+	a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(ncKubeconfig(t))
+	return a
+}
+
+func ncCredential(t *testing.T, kind ncCredKind, e *fakeEntra) azcore.TokenCredential {
+	t.Helper()
+	switch kind {
+	case ncSecret:
+		cred, err := azidentity.NewClientSecretCredential(ncTenant, ncClientID, ncClientSecret,
+			&azidentity.ClientSecretCredentialOptions{ClientOptions: e.clientOptions(), DisableInstanceDiscovery: true})
+		require.NoError(t, err)
+		return cred
+	case ncFederated:
+		cred, err := azidentity.NewClientAssertionCredential(ncTenant, ncClientID,
+			func(context.Context) (string, error) { return ncFederatedToken, nil },
+			&azidentity.ClientAssertionCredentialOptions{ClientOptions: e.clientOptions(), DisableInstanceDiscovery: true})
+		require.NoError(t, err)
+		return cred
+	}
+	return staticToken{}
+}
+
+// ncListing lists once, checks the outcome tc expects, and returns the
+// texts the listing gave: its error, or its clusters.
+func ncListing(t *testing.T, tc ncCase, src *Source, a *armServer) []string {
+	t.Helper()
+	cs, err := src.Clusters(t.Context())
+	if tc.wantErr != "" {
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.wantErr)
+		return []string{err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err)}
+	}
+	require.NoError(t, err)
+	require.NotEmpty(t, cs)
+	var texts []string
+	for _, c := range cs {
+		b, err := json.Marshal(c)
+		require.NoError(t, err)
+		texts = append(texts, string(b), fmt.Sprintf("%+v %+v", c, c.Auth.Exec))
+		if tc.wantNotReady != "" {
+			assert.False(t, c.Ready)
+			assert.Contains(t, c.NotReadyReason, tc.wantNotReady)
+		} else {
+			assert.Equal(t, fixtureCAData(t), c.CA.Data(), "the kubeconfig's CA, and only it")
+			assert.NotEqual(t, sources.AuthBearerToken, c.Auth.Kind, "never the kubeconfig's token")
+		}
+	}
+	// The authorization header carried the access token.
+	a.mu.Lock()
+	assert.Contains(t, a.authz, "Bearer "+ncAccessToken)
+	a.mu.Unlock()
+	return texts
+}
+
+// ncService runs the listing as the service does, through the inventory,
+// and returns its status, the metrics page and the listing's error.
+func ncService(t *testing.T, src *Source, logger *slog.Logger, reg *prometheus.Registry) (status, metrics string, listErr error) {
+	t.Helper()
+	inv, err := inventory.New([]inventory.SourceSpec{{
+		Name: "azure-prod", Provider: sources.ProviderAKS, Source: src, Interval: time.Hour, Timeout: 30 * time.Second,
+	}}, inventory.Options{Logger: logger, Registerer: reg})
+	require.NoError(t, err)
+	listErr = inv.RefreshAll(t.Context())
+	b, err := json.Marshal(inv.Status())
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return string(b), rec.Body.String(), listErr
 }

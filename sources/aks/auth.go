@@ -1,0 +1,127 @@
+package aks
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// AuthConfig describes the execProviderConfig of the clusters' Secrets:
+// Argo CD runs `argocd-k8s-auth azure` with these environment variables.
+// Every value is configuration (ids, paths, hosts); secrets such as a
+// client secret or a password cannot be set here. A login method that
+// needs one (spn with a secret, ropc) reads it from the environment of the
+// Argo CD application controller.
+type AuthConfig struct {
+	// LoginMethod is AAD_LOGIN_METHOD: workloadidentity (default), msi,
+	// spn, azurecli or ropc. devicecode is interactive and rejected.
+	LoginMethod string `json:"loginMethod,omitempty"`
+	// ClientID is AZURE_CLIENT_ID, the identity of the Argo CD controller.
+	ClientID string `json:"clientID,omitempty"`
+	// TenantID is AZURE_TENANT_ID.
+	TenantID string `json:"tenantID,omitempty"`
+	// FederatedTokenFile is AZURE_FEDERATED_TOKEN_FILE; a relative path is
+	// taken from the configuration file's directory (SetDirectory).
+	FederatedTokenFile string `json:"federatedTokenFile,omitempty"`
+	// AuthorityHost is AZURE_AUTHORITY_HOST.
+	AuthorityHost string `json:"authorityHost,omitempty"`
+	// Environment is AAD_ENVIRONMENT_NAME (e.g. AzurePublicCloud); it
+	// defaults to AzureChinaCloud or AzureUSGovernmentCloud with those clouds.
+	Environment string `json:"environment,omitempty"`
+	// ServerApplicationID is AAD_SERVER_APPLICATION_ID.
+	ServerApplicationID string `json:"serverApplicationID,omitempty"`
+	// Env holds further non-secret variables, e.g.
+	// AZURE_CLIENT_CERTIFICATE_PATH. The fields above win over it.
+	Env map[string]string `json:"env,omitempty"`
+	// Command defaults to argocd-k8s-auth.
+	Command string `json:"command,omitempty"`
+	// APIVersion defaults to client.authentication.k8s.io/v1beta1.
+	APIVersion string `json:"apiVersion,omitempty"`
+}
+
+var loginMethods = []string{"workloadidentity", "msi", "spn", "azurecli", "ropc"}
+
+// aadEnvironments is AAD_ENVIRONMENT_NAME for the clouds where kubelogin's
+// default (AzurePublicCloud) is wrong.
+var aadEnvironments = map[string]string{
+	"AzureChina":      "AzureChinaCloud",
+	"AzureGovernment": "AzureUSGovernmentCloud",
+}
+
+var (
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// secretEnvRE matches variable names that hold secret values.
+	secretEnvRE = regexp.MustCompile(`SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|(^|_)KEY($|_)`)
+)
+
+// secretEnvAllowed are variables whose names look secret but hold a path or
+// a flag.
+var secretEnvAllowed = map[string]bool{
+	"AZURE_FEDERATED_TOKEN_FILE": true,
+	"AAD_IS_POP_TOKEN_ENABLED":   true,
+	"AAD_POP_TOKEN_CLAIMS":       true,
+}
+
+// validate returns the problems of the auth section under path. No error
+// quotes the value of an env variable.
+func (a AuthConfig) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case a.LoginMethod == "devicecode":
+		errs = append(errs, field.Invalid(path.Child("loginMethod"), a.LoginMethod, "interactive: it cannot work in the Argo CD controller"))
+	case !slices.Contains(loginMethods, a.LoginMethod):
+		errs = append(errs, field.NotSupported(path.Child("loginMethod"), a.LoginMethod, loginMethods))
+	}
+	errs = appendGUID(errs, path.Child("clientID"), a.ClientID)
+	errs = appendGUID(errs, path.Child("tenantID"), a.TenantID)
+	errs = appendGUID(errs, path.Child("serverApplicationID"), a.ServerApplicationID)
+	if a.AuthorityHost != "" && !isHTTPSURL(a.AuthorityHost) {
+		errs = append(errs, field.Invalid(path.Child("authorityHost"), redactURL(a.AuthorityHost), "must be an https URL without user info"))
+	}
+	if a.Command == "" || strings.ContainsFunc(a.Command, isBadNameRune) {
+		errs = append(errs, field.Invalid(path.Child("command"), a.Command, "must be a command name without spaces"))
+	}
+	for _, k := range sortedKeys(a.Env) {
+		p := path.Child("env").Key(k)
+		switch {
+		case !envKeyRE.MatchString(k):
+			errs = append(errs, field.Invalid(p, field.OmitValueType{}, "not an environment variable name"))
+		case isSecretEnv(k):
+			errs = append(errs, field.Forbidden(p, "holds a secret; set it in the Argo CD controller's environment, not in cluster Secrets"))
+		case strings.ContainsAny(a.Env[k], "\x00\r\n"):
+			errs = append(errs, field.Invalid(p, field.OmitValueType{}, "must be one line"))
+		}
+	}
+	return errs
+}
+
+func isSecretEnv(k string) bool {
+	k = strings.ToUpper(k)
+	return secretEnvRE.MatchString(k) && !secretEnvAllowed[k]
+}
+
+// execProvider returns a fresh execProviderConfig for one cluster.
+func (a AuthConfig) execProvider() *sources.ExecProvider {
+	env := maps.Clone(a.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	set := func(k, v string) {
+		if v != "" {
+			env[k] = v
+		}
+	}
+	set("AAD_LOGIN_METHOD", a.LoginMethod)
+	set("AZURE_CLIENT_ID", a.ClientID)
+	set("AZURE_TENANT_ID", a.TenantID)
+	set("AZURE_FEDERATED_TOKEN_FILE", a.FederatedTokenFile)
+	set("AZURE_AUTHORITY_HOST", a.AuthorityHost)
+	set("AAD_ENVIRONMENT_NAME", a.Environment)
+	set("AAD_SERVER_APPLICATION_ID", a.ServerApplicationID)
+	return &sources.ExecProvider{Command: a.Command, Args: []string{"azure"}, Env: env, APIVersion: a.APIVersion}
+}

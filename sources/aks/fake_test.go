@@ -1,0 +1,352 @@
+package aks
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
+	csfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
+	subfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions/fake"
+	"github.com/stretchr/testify/require"
+)
+
+// Two fakes of Azure Resource Manager: fakeARM serves the SDK's own fake
+// server transports (typed answers, injected errors), armServer serves the
+// upstream-shaped fixtures of testdata/fixtures/aks over HTTP.
+
+// fakeARM serves the SDK's own fake server transports: the subscriptions
+// fake for GET /subscriptions and one managed clusters fake per
+// subscription. It counts requests by operation.
+type fakeARM struct {
+	t    testing.TB
+	subs subfake.Server
+	// pages returns the list pages of a subscription (nil: a 404).
+	pages func(sub string) [][]*armcontainerservice.ManagedCluster
+	// pager, when set, replaces pages (to inject errors between pages).
+	pager func(sub string) azfake.PagerResponder[armcontainerservice.ManagedClustersClientListResponse]
+	// creds answers listClusterUserCredential; nil serves kubeconfig().
+	creds func(sub, rg, name string) (azfake.Responder[armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse], azfake.ErrorResponder)
+
+	// latency delays every answer, to measure concurrency.
+	latency time.Duration
+
+	mu         sync.Mutex
+	transports map[string]*csfake.ManagedClustersServerTransport
+	subsTr     *subfake.ServerTransport
+	calls      map[string]int
+}
+
+func newFakeARM(t testing.TB, pages func(sub string) [][]*armcontainerservice.ManagedCluster) *fakeARM {
+	return &fakeARM{t: t, pages: pages, transports: map[string]*csfake.ManagedClustersServerTransport{}, calls: map[string]int{}}
+}
+
+// staticPages serves the same pages on every listing.
+func staticPages(bySub map[string][][]*armcontainerservice.ManagedCluster) func(string) [][]*armcontainerservice.ManagedCluster {
+	return func(sub string) [][]*armcontainerservice.ManagedCluster { return bySub[sub] }
+}
+
+// withSubscriptions makes GET /subscriptions answer these (id → state).
+func (f *fakeARM) withSubscriptions(states map[string]armsubscriptions.SubscriptionState) *fakeARM {
+	f.subs.NewListPager = func(*armsubscriptions.ClientListOptions) (resp azfake.PagerResponder[armsubscriptions.ClientListResponse]) {
+		var page armsubscriptions.ClientListResponse
+		for _, id := range sortedKeys(states) {
+			page.Value = append(page.Value, &armsubscriptions.Subscription{
+				ID: to.Ptr("/subscriptions/" + id), SubscriptionID: to.Ptr(id), State: to.Ptr(states[id]),
+			})
+		}
+		resp.AddPage(http.StatusOK, page, nil)
+		return resp
+	}
+	return f
+}
+
+func (f *fakeARM) count(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[op]++
+}
+
+// Calls returns the requests seen for op: subscriptions, list or
+// credentials.
+func (f *fakeARM) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+func (f *fakeARM) totalCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		n += c
+	}
+	return n
+}
+
+func (f *fakeARM) resetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.calls)
+}
+
+// Do routes a request by its path. The SDK fakes answer at once; they see
+// a context that is never cancelled because their dispatcher can send on a
+// closed channel when the request's context ends mid-call (v8.2.0
+// dispatchToMethodFake). Cancellation is still checked first.
+func (f *fakeARM) Do(req *http.Request) (*http.Response, error) {
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
+	req = req.WithContext(context.WithoutCancel(req.Context()))
+	if f.latency > 0 {
+		time.Sleep(f.latency)
+	}
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	if len(parts) == 1 && parts[0] == "subscriptions" {
+		f.count("subscriptions")
+		f.mu.Lock()
+		if f.subsTr == nil {
+			f.subsTr = subfake.NewServerTransport(&f.subs)
+		}
+		tr := f.subsTr
+		f.mu.Unlock()
+		return tr.Do(req)
+	}
+	if strings.HasSuffix(req.URL.Path, "/listClusterUserCredential") {
+		f.count("credentials")
+	} else {
+		f.count("list")
+	}
+	return f.transport(strings.ToLower(parts[1])).Do(req)
+}
+
+func (f *fakeARM) transport(sub string) *csfake.ManagedClustersServerTransport {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tr, ok := f.transports[sub]; ok {
+		return tr
+	}
+	srv := &csfake.ManagedClustersServer{
+		NewListPager: func(*armcontainerservice.ManagedClustersClientListOptions) (resp azfake.PagerResponder[armcontainerservice.ManagedClustersClientListResponse]) {
+			if f.pager != nil {
+				return f.pager(sub)
+			}
+			pages := f.pages(sub)
+			if pages == nil {
+				resp.AddResponseError(http.StatusNotFound, "SubscriptionNotFound")
+			}
+			for _, p := range pages {
+				resp.AddPage(http.StatusOK, listPage(p...), nil)
+			}
+			return resp
+		},
+		ListClusterUserCredentials: func(_ context.Context, rg, name string, _ *armcontainerservice.ManagedClustersClientListClusterUserCredentialsOptions) (resp azfake.Responder[armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse], errResp azfake.ErrorResponder) {
+			if f.creds != nil {
+				return f.creds(sub, rg, name)
+			}
+			resp.SetResponse(http.StatusOK, credentialsResponse(kubeconfig(name, testCAPEM(f.t))), nil)
+			return resp, errResp
+		},
+	}
+	tr := csfake.NewManagedClustersServerTransport(srv)
+	f.transports[sub] = tr
+	return tr
+}
+
+func listPage(clusters ...*armcontainerservice.ManagedCluster) armcontainerservice.ManagedClustersClientListResponse {
+	return armcontainerservice.ManagedClustersClientListResponse{
+		ManagedClusterListResult: armcontainerservice.ManagedClusterListResult{Value: clusters},
+	}
+}
+
+func credentialsResponse(kc []byte) armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse {
+	return armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse{
+		CredentialResults: armcontainerservice.CredentialResults{
+			Kubeconfigs: []*armcontainerservice.CredentialResult{{Name: to.Ptr("clusterUser"), Value: kc}},
+		},
+	}
+}
+
+// armServer serves the fixtures the way Azure Resource Manager does, with
+// nextLink rewritten to the test server. Hooks inject failures.
+type armServer struct {
+	t   testing.TB
+	srv *httptest.Server
+
+	mu sync.Mutex
+	// throttle answers this many list requests with 429 first.
+	throttle int
+	// listBody, when set, answers every list request; {{URL}} becomes the
+	// server's URL.
+	listBody string
+	// lists answers the list requests of a subscription (lower-case id).
+	// Without listBody or an entry, the fixture pages answer for the
+	// fixture's subscription (subA) and 404 SubscriptionNotFound for others.
+	lists map[string]string
+	// subsBody, when set, answers GET /subscriptions instead of the fixture.
+	subsBody string
+	// credStatus/credBody, when set, answer listClusterUserCredential.
+	credStatus int
+	credBody   string
+	// readOnly lists subscriptions (lower-case ids) whose POSTs fail as
+	// in a Disabled subscription.
+	readOnly map[string]bool
+	requests []string
+	authz    []string
+}
+
+func newARMServer(t testing.TB) *armServer {
+	a := &armServer{t: t}
+	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *armServer) serve(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.requests = append(a.requests, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+	a.authz = append(a.authz, r.Header.Get("Authorization"))
+	throttled := false
+	if strings.HasSuffix(r.URL.Path, "/managedClusters") && a.throttle > 0 {
+		a.throttle--
+		throttled = true
+	}
+	listBody, credStatus, credBody, subsBody := a.listBody, a.credStatus, a.credBody, a.subsBody
+	sub := ""
+	if parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(parts) > 1 && parts[0] == "subscriptions" {
+		sub = strings.ToLower(parts[1])
+	}
+	subList, hasSubList := a.lists[sub]
+	readOnly := a.readOnly[sub]
+	a.mu.Unlock()
+
+	w.Header().Set("Content-Type", "application/json")
+	write := func(status int, body string) {
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}
+	switch {
+	case throttled:
+		w.Header().Set("Retry-After", "0")
+		write(http.StatusTooManyRequests, `{"error":{"code":"TooManyRequests","message":"Rate limit exceeded."}}`)
+	case r.Method == http.MethodGet && r.URL.Path == "/subscriptions":
+		if subsBody != "" {
+			write(http.StatusOK, subsBody)
+			return
+		}
+		write(http.StatusOK, string(fixture(a.t, "azure-subscriptions-list.json")))
+	case r.Method == http.MethodPost && readOnly:
+		write(http.StatusConflict, `{"error":{"code":"ReadOnlyDisabledSubscription","message":"The subscription '`+sub+`' is disabled and therefore marked as read only. You cannot perform any write actions on this subscription until it is re-enabled."}}`)
+	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/providers/Microsoft.ContainerService/managedClusters"):
+		switch {
+		case listBody != "":
+			write(http.StatusOK, strings.ReplaceAll(listBody, "{{URL}}", a.srv.URL))
+		case hasSubList:
+			write(http.StatusOK, strings.ReplaceAll(subList, "{{URL}}", a.srv.URL))
+		case sub != subA:
+			write(http.StatusNotFound, `{"error":{"code":"SubscriptionNotFound","message":"The subscription '`+sub+`' could not be found."}}`)
+		case r.URL.Query().Get("$skiptoken") != "":
+			write(http.StatusOK, string(fixture(a.t, "aks-managed-clusters-list-page2.json")))
+		default:
+			page := strings.ReplaceAll(string(fixture(a.t, "aks-managed-clusters-list.json")), "https://management.azure.com", a.srv.URL)
+			write(http.StatusOK, page)
+		}
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/listClusterUserCredential"):
+		if credStatus != 0 {
+			write(credStatus, credBody)
+			return
+		}
+		write(http.StatusOK, string(fixture(a.t, "aks-list-cluster-user-credentials.json")))
+	default:
+		write(http.StatusNotFound, `{"error":{"code":"NotFound","message":"no fixture"}}`)
+	}
+}
+
+func (a *armServer) clientOptions() *arm.ClientOptions {
+	co := &arm.ClientOptions{}
+	co.Cloud = cloud.Configuration{
+		ActiveDirectoryAuthorityHost: "https://login.microsoftonline.com/",
+		Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+			cloud.ResourceManager: {Endpoint: a.srv.URL, Audience: "https://management.core.windows.net/"},
+		},
+	}
+	co.InsecureAllowCredentialWithHTTP = true
+	co.Transport = a.srv.Client()
+	co.Retry = fastRetry
+	return co
+}
+
+func (a *armServer) seen() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.requests...)
+}
+
+// armCluster is the fixture's aks-payments-prod-weu cluster as ARM lists
+// it, moved to sub/rg/name, with these states and, when fqdn is false,
+// without an API server FQDN.
+func armCluster(t testing.TB, sub, rg, name, provisioningState, powerState string, fqdn bool) map[string]any {
+	t.Helper()
+	var page struct{ Value []map[string]any }
+	require.NoError(t, json.Unmarshal(fixture(t, "aks-managed-clusters-list.json"), &page))
+	mc := page.Value[0]
+	require.Equal(t, "aks-payments-prod-weu", mc["name"])
+	mc["id"] = "/subscriptions/" + sub + "/resourcegroups/" + rg + "/providers/Microsoft.ContainerService/managedClusters/" + name
+	mc["name"] = name
+	props := mc["properties"].(map[string]any)
+	props["provisioningState"] = provisioningState
+	props["powerState"] = map[string]any{"code": powerState}
+	props["fqdn"] = name + "-dns-5f3c1a9e.hcp.westeurope.azmk8s.io"
+	if !fqdn {
+		delete(props, "fqdn")
+		delete(props, "azurePortalFQDN")
+	}
+	return mc
+}
+
+// listJSON is one list page holding these clusters.
+func listJSON(t testing.TB, clusters ...map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"value": clusters})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// subscriptionsJSON is the fixture's subscription list with these
+// subscriptions (id → state) added, each a copy of the fixture's first.
+func subscriptionsJSON(t testing.TB, extra map[string]string) string {
+	t.Helper()
+	var list struct {
+		Value []map[string]any `json:"value"`
+	}
+	require.NoError(t, json.Unmarshal(fixture(t, "azure-subscriptions-list.json"), &list))
+	for _, id := range sortedKeys(extra) {
+		sub := maps.Clone(list.Value[0])
+		sub["id"], sub["subscriptionId"], sub["displayName"], sub["state"] = "/subscriptions/"+id, id, "sub-"+extra[id], extra[id]
+		list.Value = append(list.Value, sub)
+	}
+	b, err := json.Marshal(list)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// fixtureCAData is certificate-authority-data of the decoded fixture.
+func fixtureCAData(t testing.TB) string {
+	m := regexp.MustCompile(`certificate-authority-data: (\S+)`).FindSubmatch(fixture(t, "aks-user-kubeconfig.decoded.yaml"))
+	require.NotNil(t, m)
+	return string(m[1])
+}

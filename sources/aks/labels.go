@@ -1,0 +1,79 @@
+package aks
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// labels turns the allowed tags into labels. A tag whose key or value
+// cannot be made a valid label is dropped with a debug log (key only: tag
+// values are not logged). Keys already valid win over sanitized ones.
+func (m *mapper) labels(tags map[string]string, cluster string) map[string]string {
+	out := make(map[string]string, len(tags)+1)
+	keys := sortedKeys(tags)
+	// Two passes: valid keys first, so that a sanitized key never
+	// replaces a tag that was already a valid label.
+	for _, pass := range []bool{true, false} {
+		for _, k := range keys {
+			lk := strings.ToLower(k)
+			if m.ignoreTags[lk] || (m.labelTags != nil && !m.labelTags[lk]) {
+				continue
+			}
+			valid := len(validation.IsQualifiedName(k)) == 0
+			if valid != pass {
+				continue
+			}
+			key, ok := sanitizeLabelKey(k)
+			if !ok {
+				m.log.Debug("tag dropped: key cannot be a label key", "cluster", cluster, "tag", k)
+				continue
+			}
+			if _, taken := out[key]; taken {
+				m.log.Debug("tag dropped: its label key is taken by another tag", "cluster", cluster, "tag", k, "label", key)
+				continue
+			}
+			val, ok := sanitizeLabelValue(tags[k])
+			if !ok {
+				m.log.Debug("tag dropped: value cannot be a label value", "cluster", cluster, "tag", k)
+				continue
+			}
+			out[key] = val
+		}
+	}
+	return out
+}
+
+// sanitizeLabelKey makes k a label name as the EKS source does: characters
+// other than ASCII letters, digits, '-', '_' and '.' become '-', and the
+// ends are trimmed to a letter or digit. Azure tag keys cannot hold '/', so
+// there is never a prefix.
+// Keys longer than 63 characters are dropped rather than truncated, which
+// could make two tags one label.
+func sanitizeLabelKey(k string) (string, bool) {
+	s := sanitize(k)
+	return s, s != "" && len(validation.IsQualifiedName(s)) == 0
+}
+
+// sanitizeLabelValue is sanitizeLabelKey for values, which may be empty.
+func sanitizeLabelValue(v string) (string, bool) {
+	s := sanitize(v)
+	if v != "" && s == "" {
+		return "", false
+	}
+	return s, len(validation.IsValidLabelValue(s)) == 0
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.TrimSpace(s) {
+		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return strings.TrimFunc(b.String(), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+}
