@@ -21,7 +21,7 @@ const Outcome = "success"
 //	clusters{phase}                           clusters of the last complete listing, after the source's filters, by phase
 //	upstream_clusters{state}                  clusters the upstream returned in the last complete listing, before the filters, by upstream state
 //	clusters_skipped{reason}                  clusters the filters left out of the last complete listing, by filter
-//	clusters_not_ready{reason}                listed clusters that cannot be rendered, by reason
+//	clusters_not_ready{reason}                listed clusters that cannot be rendered, by a reason of the provider's fixed set
 type Metrics struct {
 	Duration    prometheus.Histogram
 	APIRequests *prometheus.CounterVec
@@ -103,6 +103,9 @@ func (m *Metrics) Failed(err error) {
 // (after filters), the upstream states seen before the filters and the
 // counts the filters skipped. Every gauge is reset first, so a state or
 // reason that no longer occurs reads zero rather than its old count.
+// clusters_not_ready is the provider's to set (SetNotReady): a
+// cluster's NotReadyReason is free text (an upstream message), not a
+// label value.
 func (m *Metrics) Listed(listed []sources.Cluster, upstreamStates, skipped map[string]int) {
 	m.Clusters.Reset()
 	m.Upstream.Reset()
@@ -113,9 +116,6 @@ func (m *Metrics) Listed(listed []sources.Cluster, upstreamStates, skipped map[s
 	}
 	for i := range listed {
 		m.Clusters.WithLabelValues(string(listed[i].Phase.OrReady())).Inc()
-		if !listed[i].Ready {
-			m.NotReady.WithLabelValues(listed[i].NotReadyReason).Inc()
-		}
 	}
 	for s, n := range upstreamStates {
 		m.Upstream.WithLabelValues(s).Set(float64(n))
@@ -127,3 +127,12 @@ func (m *Metrics) Listed(listed []sources.Cluster, upstreamStates, skipped map[s
 
 // Observe records the duration of a listing that started at start.
 func (m *Metrics) Observe(start time.Time) { m.Duration.Observe(time.Since(start).Seconds()) }
+
+// SetNotReady sets clusters_not_ready from counts by reason, each reason
+// one of a fixed set the provider defines (never free text).
+func (m *Metrics) SetNotReady(byReason map[string]int) {
+	m.NotReady.Reset()
+	for r, n := range byReason {
+		m.NotReady.WithLabelValues(r).Set(float64(n))
+	}
+}
