@@ -2,6 +2,7 @@ package aks
 
 import (
 	"maps"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,8 +26,9 @@ type AuthConfig struct {
 	ClientID string `json:"clientID,omitempty"`
 	// TenantID is AZURE_TENANT_ID.
 	TenantID string `json:"tenantID,omitempty"`
-	// FederatedTokenFile is AZURE_FEDERATED_TOKEN_FILE; a relative path is
-	// taken from the configuration file's directory (SetDirectory).
+	// FederatedTokenFile is AZURE_FEDERATED_TOKEN_FILE. It is read by
+	// argocd-k8s-auth in Argo CD's pod, not by this service, so it must be
+	// an absolute path there (SetDirectory leaves it alone).
 	FederatedTokenFile string `json:"federatedTokenFile,omitempty"`
 	// AuthorityHost is AZURE_AUTHORITY_HOST.
 	AuthorityHost string `json:"authorityHost,omitempty"`
@@ -71,6 +73,9 @@ var secretEnvAllowed = map[string]bool{
 // quotes the value of an env variable.
 func (a AuthConfig) validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if a.FederatedTokenFile != "" && !filepath.IsAbs(a.FederatedTokenFile) {
+		errs = append(errs, field.Invalid(path.Child("federatedTokenFile"), a.FederatedTokenFile, "must be absolute: argocd-k8s-auth reads it in Argo CD's pod"))
+	}
 	switch {
 	case a.LoginMethod == "devicecode":
 		errs = append(errs, field.Invalid(path.Child("loginMethod"), a.LoginMethod, "interactive: it cannot work in the Argo CD controller"))

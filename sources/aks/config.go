@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -182,11 +181,7 @@ func orDefault[T comparable](p *T, v T) {
 
 // SetDirectory makes a relative auth.federatedTokenFile relative to dir,
 // the configuration file's directory. It is the section's only file path.
-func (c *Config) SetDirectory(dir string) {
-	if f := c.Auth.FederatedTokenFile; f != "" && !filepath.IsAbs(f) {
-		c.Auth.FederatedTokenFile = filepath.Join(dir, f)
-	}
-}
+func (c *Config) SetDirectory(string) {}
 
 // Deprecations returns one warning per deprecated key the section sets.
 func (c *Config) Deprecations(path *field.Path) []string {

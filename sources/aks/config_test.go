@@ -1,7 +1,6 @@
 package aks
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -113,17 +112,12 @@ auth:
 	assert.Equal(t, []string{`sources[0].aks.caTTL: Invalid value: "an hour": not a duration such as "30s" or "5m"`}, errorStrings(c.Validate(root)))
 }
 
-func TestSetDirectory(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{"", ""},
-		{"tokens/azure-identity-token", filepath.Join("/etc/discovery", "tokens/azure-identity-token")},
-		{"../token", "/etc/token"},
-		{"/var/run/secrets/azure/tokens/azure-identity-token", "/var/run/secrets/azure/tokens/azure-identity-token"},
-	} {
-		c := Config{Auth: AuthConfig{FederatedTokenFile: tt.in}}
-		c.SetDirectory("/etc/discovery")
-		assert.Equal(t, tt.want, c.Auth.FederatedTokenFile, tt.in)
-	}
+func TestSetDirectoryLeavesTheTokenFileToArgoCD(t *testing.T) {
+	c := Config{Auth: AuthConfig{FederatedTokenFile: "tokens/azure-identity-token"}}
+	c.SetDirectory("/etc/discovery")
+	assert.Equal(t, "tokens/azure-identity-token", c.Auth.FederatedTokenFile, "read in Argo CD's pod, not relative to our configuration")
+	c.Default()
+	assert.Contains(t, errorStrings(c.Validate(root)), `sources[0].aks.auth.federatedTokenFile: Invalid value: "tokens/azure-identity-token": must be absolute: argocd-k8s-auth reads it in Argo CD's pod`)
 }
 
 // duration decodes s as the configuration file does.

@@ -189,6 +189,7 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 		}
 	}
 	s.metrics.Listed(out, states, skipped)
+	s.metrics.SetNotReady(notReadyCounts(out))
 	return out, nil
 }
 

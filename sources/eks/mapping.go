@@ -155,6 +155,41 @@ func (m *mapper) clusterName(eksName, account, region string) (string, error) {
 	return name.String(), nil
 }
 
+// The reasons of clusters_not_ready: a fixed set, where a cluster's
+// NotReadyReason is free text.
+const (
+	notReadyEndpoint   = "no_endpoint"
+	notReadyServer     = "invalid_server"
+	notReadyCA         = "no_ca"
+	notReadyCAInvalid  = "invalid_ca"
+	notReadyNamespaces = "invalid_scope"
+)
+
+// notReadyCounts counts the listed clusters that cannot be rendered, by
+// the fixed reason behind their NotReadyReason.
+func notReadyCounts(cs []sources.Cluster) map[string]int {
+	out := map[string]int{}
+	for i := range cs {
+		if cs[i].Ready {
+			continue
+		}
+		r := cs[i].NotReadyReason
+		switch {
+		case strings.HasPrefix(r, "EKS reports no endpoint"):
+			out[notReadyEndpoint]++
+		case strings.HasPrefix(r, "invalid endpoint"):
+			out[notReadyServer]++
+		case strings.HasPrefix(r, "EKS reports no certificate authority"):
+			out[notReadyCA]++
+		case strings.HasPrefix(r, "invalid certificate authority"):
+			out[notReadyCAInvalid]++
+		default:
+			out[notReadyNamespaces]++
+		}
+	}
+	return out
+}
+
 // setAccess sets what Argo CD needs to reach the cluster (server, CA,
 // namespaces) and, when one of them is missing or invalid, marks the
 // cluster not ready with the first reason.

@@ -134,5 +134,5 @@ func TestSharedMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, value("clusters", map[string]string{"phase": "pending"}))
 	assert.Equal(t, 0.0, value("clusters", map[string]string{"phase": "degraded"}))
 	assert.Equal(t, 1.0, value("clusters_skipped", map[string]string{"reason": reasonPrivateEndpoint}))
-	assert.Equal(t, 1.0, value("clusters_not_ready", map[string]string{"reason": "EKS reports no endpoint yet (status CREATING)"}))
+	assert.Equal(t, 1.0, value("clusters_not_ready", map[string]string{"reason": notReadyEndpoint}), "a fixed reason, not the free text")
 }
