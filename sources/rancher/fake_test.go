@@ -279,52 +279,71 @@ func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeRancher) serveClusters(w http.ResponseWriter, r *http.Request, base string) {
-	q := r.URL.Query()
-	marker := q.Get("marker")
 	f.mu.Lock()
 	static, hook := f.static, f.hook
-	var data [][]byte
-	var ids []string
-	if static == nil {
-		for id, it := range f.items {
-			if s := q.Get("state"); s != "" && it.state != s {
-				continue
-			}
-			if q.Get("internal") == "false" && it.internal {
-				continue
-			}
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			data = append(data, f.items[id].raw)
-		}
-	}
 	f.mu.Unlock()
-
 	if static != nil {
-		page := 1
-		if marker != "" {
-			page = 2
-		}
-		if hook != nil && hook(w, r, page) {
-			return
-		}
-		body, ok := static[marker]
-		if !ok {
-			http.Error(w, `{"type":"error","status":"404"}`, http.StatusNotFound)
-			return
-		}
-		_, _ = w.Write(body)
+		f.serveFixturePage(w, r, static, hook)
 		return
 	}
+	f.serveGeneratedPage(w, r, base, hook)
+}
 
+// serveFixturePage serves a fixture page verbatim: page 1 without a
+// marker, page 2 with one.
+func (f *fakeRancher) serveFixturePage(w http.ResponseWriter, r *http.Request, static map[string][]byte,
+	hook func(w http.ResponseWriter, r *http.Request, page int) bool) {
+	marker := r.URL.Query().Get("marker")
+	page := 1
+	if marker != "" {
+		page = 2
+	}
+	if hook != nil && hook(w, r, page) {
+		return
+	}
+	body, ok := static[marker]
+	if !ok {
+		http.Error(w, `{"type":"error","status":"404"}`, http.StatusNotFound)
+		return
+	}
+	_, _ = w.Write(body)
+}
+
+// listed returns the ids and objects of the generated clusters that the
+// query's filters keep, sorted by id as norman sorts them.
+func (f *fakeRancher) listed(q url.Values) ([]string, [][]byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, it := range f.items {
+		if s := q.Get("state"); s != "" && it.state != s {
+			continue
+		}
+		if q.Get("internal") == "false" && it.internal {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	data := make([][]byte, 0, len(ids))
+	for _, id := range ids {
+		data = append(data, f.items[id].raw)
+	}
+	return ids, data
+}
+
+// serveGeneratedPage pages the generated clusters as norman does: limit
+// and marker, absolute links carrying every query parameter.
+func (f *fakeRancher) serveGeneratedPage(w http.ResponseWriter, r *http.Request, base string,
+	hook func(w http.ResponseWriter, r *http.Request, page int) bool) {
+	q := r.URL.Query()
+	ids, data := f.listed(q)
 	limit := 1000
 	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 {
 		limit = min(l, 10000)
 	}
 	start := 0
-	if marker != "" {
+	if marker := q.Get("marker"); marker != "" {
 		start = sort.SearchStrings(ids, marker)
 		if start == len(ids) || ids[start] != marker {
 			start = 0 // as norman: an unknown marker starts over
@@ -348,7 +367,7 @@ func (f *fakeRancher) serveClusters(w http.ResponseWriter, r *http.Request, base
 	}
 	if start > 0 || end < len(ids) {
 		pagination["partial"] = true
-		pagination["marker"] = marker
+		pagination["marker"] = q.Get("marker")
 		pagination["first"] = link(ids[0])
 	}
 	head, err := json.Marshal(map[string]any{

@@ -3,12 +3,10 @@ package rancher
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/rancher/norman/types"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -142,90 +140,6 @@ func (c *Cluster) displayName() string {
 		return c.Name
 	}
 	return c.ID
-}
-
-// Reasons a listed cluster is left out, for the debug log.
-const (
-	skipLocal  = "local"
-	skipName   = "name"
-	skipLabels = "labels"
-)
-
-// filter chooses the clusters to list. It holds only validated
-// configuration.
-type filter struct {
-	includeLocal          bool
-	include, exclude      labels.Selector
-	nameRe, excludeNameRe *regexp.Regexp
-}
-
-func newFilter(c Config) (*filter, error) {
-	f := &filter{includeLocal: c.IncludeLocal}
-	var err error
-	if f.include, err = parseSelector(c.LabelSelector); err != nil {
-		return nil, fmt.Errorf("labelSelector: %w", err)
-	}
-	if f.exclude, err = parseSelector(c.ExcludeLabelSelector); err != nil {
-		return nil, fmt.Errorf("excludeLabelSelector: %w", err)
-	}
-	if f.nameRe, err = parseRegex(c.NameRegex); err != nil {
-		return nil, fmt.Errorf("nameRegex: %w", err)
-	}
-	if f.excludeNameRe, err = parseRegex(c.ExcludeNameRegex); err != nil {
-		return nil, fmt.Errorf("excludeNameRegex: %w", err)
-	}
-	return f, nil
-}
-
-// skip returns why c is left out, or "" when it is listed. The state is
-// never a reason: every cluster is listed, with its phase.
-func (f *filter) skip(c *Cluster) string {
-	switch {
-	case !f.includeLocal && (c.Internal || c.ID == "local"):
-		return skipLocal
-	case f.nameRe != nil && !f.nameRe.MatchString(c.displayName()),
-		f.excludeNameRe != nil && f.excludeNameRe.MatchString(c.displayName()):
-		return skipName
-	case f.include != nil && !f.include.Matches(labels.Set(c.Labels)),
-		f.exclude != nil && f.exclude.Matches(labels.Set(c.Labels)):
-		return skipLabels
-	}
-	return ""
-}
-
-// serverFilters are the filters Rancher applies itself (norman filters on
-// the server before paging); labels cannot be filtered in v3. The client
-// filter is applied as well, so an older server that ignores one is safe.
-func (f *filter) serverFilters(limit int) map[string]any {
-	out := map[string]any{"limit": limit}
-	if !f.includeLocal {
-		out["internal"] = "false"
-	}
-	return out
-}
-
-// rancherCA is the CA of clusters served through Rancher's proxy: the CA
-// that Rancher's certificate chains to (zero for a publicly trusted one),
-// or why it cannot be used.
-type rancherCA struct {
-	// CA is parsed once per listing (newRancherCA, cacerts) so that every
-	// cluster behind the proxy shares one (at 10,000 clusters a copy each
-	// of an RSA 2048 CA is ~7.5 MiB).
-	CA      sources.CA
-	Problem string
-}
-
-// newRancherCA returns the CA of a PEM bundle, none when it is empty, or
-// why it cannot be used.
-func newRancherCA(pem string) rancherCA {
-	if pem == "" {
-		return rancherCA{}
-	}
-	ca, err := sources.ParsePEMCA([]byte(pem))
-	if err != nil {
-		return rancherCA{Problem: fmt.Sprintf("rancher's CA is not a usable CA bundle: %v", err)}
-	}
-	return rancherCA{CA: ca}
 }
 
 // mapper turns Rancher clusters into model clusters. It holds only

@@ -3,9 +3,6 @@ package rancher
 import (
 	"encoding/base64"
 	"encoding/json"
-	"log/slog"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -95,9 +92,9 @@ func TestToCluster(t *testing.T) {
 				w.CA, w.Ready, w.NotReadyReason = sources.CA{}, false, "rancher's cacerts setting is not a usable CA bundle: x"
 			}},
 		{name: "ace for the source", config: aceOn, want: viaACE(aceSrv, b64(aceCA), "")},
-		{name: "ace by label", cluster: func(c *Cluster) { c.Labels[DefaultACELabel] = "True" }, want: func(w *sources.Cluster) {
+		{name: "ace by label", cluster: func(c *Cluster) { c.Labels[defaultACELabel] = "True" }, want: func(w *sources.Cluster) {
 			viaACE(aceSrv, b64(aceCA), "")(w)
-			w.Labels[DefaultACELabel] = "True"
+			w.Labels[defaultACELabel] = "True"
 		}},
 		{name: "ace without caCerts: public certificate", config: aceOn,
 			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "" }, want: viaACE(aceSrv, "", "")},
@@ -114,11 +111,11 @@ func TestToCluster(t *testing.T) {
 		{name: "ace with bad caCerts", config: aceOn,
 			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "junk" },
 			want:    viaACE(aceSrv, "", "authorized cluster endpoint caCerts: no PEM certificate found")},
-		{name: "ace label neither true nor false", cluster: func(c *Cluster) { c.Labels[DefaultACELabel] = "yes" },
+		{name: "ace label neither true nor false", cluster: func(c *Cluster) { c.Labels[defaultACELabel] = "yes" },
 			want: func(w *sources.Cluster) {
 				w.Ready = false
 				w.NotReadyReason = `label argocd-cluster-discovery.io/ace is "yes", neither true nor false`
-				w.Labels[DefaultACELabel] = "yes"
+				w.Labels[defaultACELabel] = "yes"
 			}},
 		{name: "updating: degraded, still renderable", cluster: func(c *Cluster) { c.State = "updating" },
 			want: func(w *sources.Cluster) { w.State, w.Phase = "updating", sources.PhaseDegraded }},
@@ -273,69 +270,6 @@ func clone(m map[string]string) map[string]string {
 	return out
 }
 
-func TestFilter(t *testing.T) {
-	base := Cluster{ID: "c-abcde", Name: "prod-eu", State: "active", Labels: map[string]string{"env": "prod", "team": "payments"}}
-	for _, tc := range []struct {
-		name    string
-		config  func(c *Config)
-		cluster func(c *Cluster)
-		want    string
-	}{
-		{name: "active", want: ""},
-		{name: "unavailable is listed", cluster: func(c *Cluster) { c.State = "unavailable" }, want: ""},
-		{name: "removing is listed", cluster: func(c *Cluster) { c.State, c.Removed = "removing", "2026-08-21T10:00:00Z" }, want: ""},
-		{name: "an unknown state is listed", cluster: func(c *Cluster) { c.State = "" }, want: ""},
-		{name: "local by id", cluster: func(c *Cluster) { c.ID = "local" }, want: skipLocal},
-		{name: "internal", cluster: func(c *Cluster) { c.Internal = true }, want: skipLocal},
-		{name: "local included", config: func(c *Config) { c.IncludeLocal = true },
-			cluster: func(c *Cluster) { c.ID, c.Internal = "local", true }, want: ""},
-		{name: "name regex matches", config: func(c *Config) { c.NameRegex = "^prod-" }, want: ""},
-		{name: "name regex misses", config: func(c *Config) { c.NameRegex = "^dev-" }, want: skipName},
-		{name: "name regex on the id without a name", config: func(c *Config) { c.NameRegex = "^c-" },
-			cluster: func(c *Cluster) { c.Name = "" }, want: ""},
-		{name: "exclude name", config: func(c *Config) { c.ExcludeNameRegex = "eu$" }, want: skipName},
-		{name: "selector matches", config: func(c *Config) { c.LabelSelector = "env in (prod,staging),team" }, want: ""},
-		{name: "selector misses", config: func(c *Config) { c.LabelSelector = "env=dev" }, want: skipLabels},
-		{name: "exclude selector", config: func(c *Config) { c.ExcludeLabelSelector = "team=payments" }, want: skipLabels},
-		{name: "exclude selector misses", config: func(c *Config) { c.ExcludeLabelSelector = "team=search" }, want: ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{}
-			if tc.config != nil {
-				tc.config(&cfg)
-			}
-			cfg.Default()
-			f, err := newFilter(cfg)
-			require.NoError(t, err)
-			c := base
-			c.Labels = clone(base.Labels)
-			if tc.cluster != nil {
-				tc.cluster(&c)
-			}
-			assert.Equal(t, tc.want, f.skip(&c))
-		})
-	}
-}
-
-func TestServerFilters(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		config Config
-		want   map[string]any
-	}{
-		{name: "defaults: no state filter", want: map[string]any{"limit": 1000, "internal": "false"}},
-		{name: "page limit", config: Config{PageLimit: 50}, want: map[string]any{"limit": 50, "internal": "false"}},
-		{name: "local included", config: Config{IncludeLocal: true}, want: map[string]any{"limit": 1000}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.config.Default()
-			f, err := newFilter(tc.config)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, f.serverFilters(tc.config.PageLimit))
-		})
-	}
-}
-
 func TestAccountFromARN(t *testing.T) {
 	for in, want := range map[string]string{
 		"arn:aws:iam::210987654321:role/staging-eks-cluster-role": "210987654321",
@@ -347,54 +281,6 @@ func TestAccountFromARN(t *testing.T) {
 	} {
 		assert.Equal(t, want, accountFromARN(in), in)
 	}
-}
-
-func TestOnOrigin(t *testing.T) {
-	s := &Source{origin: &url.URL{Scheme: "https", Host: "rancher.example.com"}, log: slog.New(slog.DiscardHandler)}
-	l := &listing{s: s}
-	for in, want := range map[string]string{
-		"https://rancher.example.com/v3/clusters?limit=2&marker=c-1":     "https://rancher.example.com/v3/clusters?limit=2&marker=c-1",
-		"https://rancher.example.com:443/v3/clusters?marker=c-1":         "https://rancher.example.com:443/v3/clusters?marker=c-1",
-		"https://RANCHER.example.com/v3/clusters":                        "https://RANCHER.example.com/v3/clusters",
-		"http://rancher.example.com/v3/clusters?marker=c-1":              "https://rancher.example.com/v3/clusters?marker=c-1",
-		"https://rancher.cattle-system.svc/v3/clusters?marker=c-1":       "https://rancher.example.com/v3/clusters?marker=c-1",
-		"https://user:pw@rancher.example.com/v3/clusters":                "https://rancher.example.com/v3/clusters",
-		"/v3/clusters?marker=c-1":                                        "https://rancher.example.com/v3/clusters?marker=c-1",
-		"https://rancher.example.com:8443/v3/clusters?limit=2&marker=c1": "https://rancher.example.com/v3/clusters?limit=2&marker=c1",
-	} {
-		got, err := l.onOrigin(in)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, in)
-	}
-	_, err := l.onOrigin("https://[::1")
-	require.Error(t, err)
-	assert.True(t, s.warnedOrigin)
-}
-
-func TestReadToken(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		name, content, want, err string
-	}{
-		{name: "trailing newline", content: "token-abcde:xyz\n", want: "token-abcde:xyz"},
-		{name: "empty", content: " \n", err: "empty"},
-		{name: "two lines", content: "token-abcde:xyz\ntoken-fghij:uvw\n", err: "contains whitespace or control characters"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ref := sources.SecretRef{File: writeToken(t, dir, "")}
-			require.NoError(t, os.WriteFile(ref.File, []byte(tc.content), 0o600))
-			got, err := readToken(ref)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				assert.NotContains(t, err.Error(), "xyz")
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-	_, err := readToken(sources.SecretRef{Env: "RANCHER_TEST_UNSET_TOKEN"})
-	require.EqualError(t, err, "token env:RANCHER_TEST_UNSET_TOKEN: not set")
 }
 
 // TestProxyClustersShareOneCA checks that every cluster behind Rancher's

@@ -56,15 +56,15 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 		name string
 		// setup prepares the fake and the configuration; wantErr is the
 		// text the listing's error must contain ("" for a success).
-		setup   func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source)
+		setup   func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source)
 		tls     bool
 		wantErr string
 	}{
-		{name: "success", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {}},
-		{name: "401", wantErr: "rejected the token", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "success", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {}},
+		{name: "401", wantErr: "rejected the token", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			f.setTokens("token-other:xyz")
 		}},
-		{name: "403 on a page", wantErr: "rejected the token", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "403 on a page", wantErr: "rejected the token", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
 				w.WriteHeader(http.StatusForbidden)
 				// An answer that quotes the request's token.
@@ -72,7 +72,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 				return true
 			})
 		}},
-		{name: "500 on page 2", wantErr: "500 Internal Server Error", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "500 on page 2", wantErr: "500 Internal Server Error", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
 				if page != 2 {
 					return false
@@ -81,7 +81,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 				return true
 			})
 		}},
-		{name: "malformed JSON", wantErr: "malformed JSON", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "malformed JSON", wantErr: "malformed JSON", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
 				if page != 2 {
 					return false
@@ -90,17 +90,17 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 				return true
 			})
 		}},
-		{name: "unexpected JSON", wantErr: "unexpected JSON", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "unexpected JSON", wantErr: "unexpected JSON", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
 				_, _ = w.Write([]byte(`{"type":"collection","data":[{"id":"c-1","labels":"` + r.Header.Get("Authorization") + `"}]}`))
 				return true
 			})
 		}},
-		{name: "untrusted certificate", tls: true, wantErr: "certificate", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {}},
-		{name: "caFile gone", wantErr: "caFile", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "untrusted certificate", tls: true, wantErr: "certificate", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {}},
+		{name: "caFile gone", wantErr: "caFile", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			cfg.CAFile = filepath.Join(t.TempDir(), "missing.pem")
 		}},
-		{name: "request timeout", wantErr: "no answer within requestTimeout", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "request timeout", wantErr: "no answer within requestTimeout", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			release := make(chan struct{})
 			t.Cleanup(func() { close(release) })
 			f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
@@ -113,13 +113,13 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 				}
 				return true
 			})
-			cfg.RequestTimeout = "200ms"
+			cfg.RequestTimeout = sources.D(200 * time.Millisecond)
 		}},
-		{name: "links with the token as userinfo on another host", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "links with the token as userinfo on another host", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			u := strings.Replace(f.srv.URL, "127.0.0.1", "rancher.elsewhere.example", 1)
 			f.setLinkBase(strings.Replace(u, "://", "://"+noCredToken+"@", 1))
 		}},
-		{name: "token with whitespace", wantErr: "whitespace", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *Options, s **Source) {
+		{name: "token with whitespace", wantErr: "whitespace", setup: func(t *testing.T, f *fakeRancher, cfg *Config, opts *testOptions, s **Source) {
 			require.NoError(t, os.WriteFile(cfg.Token.File, []byte(noCredToken+" "+noCredSecret+"\n"), 0o600))
 		}},
 	} {
@@ -130,7 +130,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 			var logs testlog.Buffer
 			reg := prometheus.NewRegistry()
 			cfg := Config{URL: f.srv.URL, PageLimit: 2, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}}
-			opts := Options{
+			opts := testOptions{
 				Logger:     slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": "rancher-a"}, reg),
 			}
@@ -138,7 +138,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 			tc.setup(t, f, &cfg, &opts, &s)
 			caFile := cfg.CAFile
 			cfg.CAFile = "" // New checks it; the "caFile gone" case removes it after start
-			s = newSource(t, "rancher-a", cfg, opts)
+			s = newTestSource(t, "rancher-a", cfg, opts)
 			s.cfg.CAFile = caFile
 
 			var errs []string
@@ -209,8 +209,8 @@ func TestNoCredentialListingDeadline(t *testing.T) {
 		return true
 	})
 	var logs testlog.Buffer
-	s := newSource(t, "rancher-a", Config{URL: f.srv.URL, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}},
-		Options{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s := newTestSource(t, "rancher-a", Config{URL: f.srv.URL, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}},
+		testOptions{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	_, err := s.Clusters(ctx)
