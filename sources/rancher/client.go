@@ -229,6 +229,12 @@ func (l *listing) cacerts() (rancherCA, error) {
 	return rancherCA{CA: ca}, nil
 }
 
+// clusterCollection is one page of GET /v3/clusters.
+type clusterCollection struct {
+	types.Collection
+	Data []Cluster `json:"data"`
+}
+
 // clusters fetches every page of /v3/clusters, following pagination.next.
 // Any failed page fails the listing: a missing page is not an empty one.
 func (l *listing) clusters(filters map[string]any) ([]Cluster, error) {

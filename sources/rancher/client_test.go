@@ -216,3 +216,21 @@ func TestReadToken(t *testing.T) {
 	_, err := readToken(sources.SecretRef{Env: "RANCHER_TEST_UNSET_TOKEN"})
 	require.EqualError(t, err, "token env:RANCHER_TEST_UNSET_TOKEN: not set")
 }
+
+func TestServerFilters(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		config Config
+		want   map[string]any
+	}{
+		{name: "defaults: no state filter", want: map[string]any{"limit": 1000, "internal": "false"}},
+		{name: "page limit", config: Config{PageLimit: 50}, want: map[string]any{"limit": 50, "internal": "false"}},
+		{name: "local included", config: Config{IncludeLocal: true}, want: map[string]any{"limit": 1000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.config.Default()
+			f := newFilter(&tc.config)
+			assert.Equal(t, tc.want, f.serverFilters(tc.config.PageLimit))
+		})
+	}
+}

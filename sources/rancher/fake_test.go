@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // fixtureHost is the base URL the upstream-shaped fixtures use.
@@ -83,6 +85,19 @@ func newFake(t testing.TB, tls bool) *fakeRancher {
 // testToken has the shape of a Rancher token; tests check it never appears
 // in errors.
 const testToken = "token-abcde:sEcReTvAlUe5bcdfghjklmnpqrstvwxz2456789bcdfghjklmnpqrs"
+
+// writeToken writes a token file and returns its path.
+func writeToken(t testing.TB, dir, token string) string {
+	t.Helper()
+	p := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(p, []byte(token+"\n"), 0o600))
+	return p
+}
+
+// config is a source configuration for f with a token file.
+func config(t testing.TB, f *fakeRancher) Config {
+	return Config{URL: f.srv.URL, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), testToken)}}
+}
 
 // useFixturePages serves rancher-clusters-page1.json and page2 verbatim.
 func (f *fakeRancher) useFixturePages() {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rancher/norman/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -128,12 +127,6 @@ type AKSStatus struct {
 	UpstreamSpec *AKSConfig `json:"upstreamSpec,omitempty"`
 }
 
-// clusterCollection is one page of GET /v3/clusters.
-type clusterCollection struct {
-	types.Collection
-	Data []Cluster `json:"data"`
-}
-
 // displayName is the cluster's Rancher name, or its id when it has none.
 func (c *Cluster) displayName() string {
 	if c.Name != "" {
@@ -148,36 +141,19 @@ type mapper struct {
 	source          string
 	server          string // the configured URL, without trailing slash
 	tokenRef        *sources.SecretRef
-	namePrefix      string
-	ace             bool
-	aceLabel        string
+	cfg             *Config
 	dropLabels      []string
 	dropAnnotations []string
-	tenantLabel     string
-	projectLabel    string
-	namespacesAnn   string
-	tenant          string
-	project         string
-	namespaces      []string
 }
 
 func newMapper(name, server string, c Config) *mapper {
-	ref := c.Token
 	return &mapper{
 		source:          name,
 		server:          server,
-		tokenRef:        &ref,
-		namePrefix:      c.NamePrefix,
-		ace:             c.ACE,
-		aceLabel:        c.ACELabel,
+		tokenRef:        &c.Token,
+		cfg:             &c,
 		dropLabels:      slices.Concat(c.DropLabelPrefixes, []string{reservedPrefix}),
 		dropAnnotations: slices.Concat(c.DropAnnotationPrefixes, []string{reservedPrefix}),
-		tenantLabel:     c.TenantLabel,
-		projectLabel:    c.ProjectLabel,
-		namespacesAnn:   c.NamespacesAnnotation,
-		tenant:          c.Tenant,
-		project:         c.Project,
-		namespaces:      c.Namespaces,
 	}
 }
 
@@ -188,15 +164,15 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	out := sources.Cluster{
 		Source:   m.source,
 		Provider: sources.ProviderRancher,
-		Name:     m.namePrefix + c.displayName(),
+		Name:     m.cfg.NamePrefix + c.displayName(),
 		ID:       c.ID,
 		Auth:     sources.Auth{Kind: sources.AuthBearerToken, TokenRef: m.tokenRef},
 		State:    c.State,
 		Phase:    phase(c.State, c.Removed != "", c.Conditions),
 		Ready:    true,
 		Labels:   keep(c.Labels, m.dropLabels),
-		Tenant:   m.tenant,
-		Project:  m.project,
+		Tenant:   m.cfg.Tenant,
+		Project:  m.cfg.Project,
 	}
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
@@ -215,15 +191,15 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	setLabel(&out, LabelProvider, c.Provider)
 	m.hostedIdentity(&out, c)
 
-	useACE := m.ace
-	if v, ok := c.Labels[m.aceLabel]; ok {
+	useACE := m.cfg.ACE
+	if v, ok := c.Labels[m.cfg.ACELabel]; ok {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "true":
 			useACE = true
 		case "false":
 			useACE = false
 		default:
-			notReady("label %s is %q, neither true nor false", m.aceLabel, v)
+			notReady("label %s is %q, neither true nor false", m.cfg.ACELabel, v)
 		}
 	}
 	// The proxy server is set even when the cluster is not ready, so the
@@ -243,18 +219,18 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 		}
 	}
 
-	if v, ok := c.Labels[m.tenantLabel]; ok && v != "" {
+	if v, ok := c.Labels[m.cfg.TenantLabel]; ok && v != "" {
 		out.Tenant = v
 	}
-	if v, ok := c.Labels[m.projectLabel]; ok && v != "" {
+	if v, ok := c.Labels[m.cfg.ProjectLabel]; ok && v != "" {
 		out.Project = v
 	}
-	out.Namespaces = slices.Clone(m.namespaces)
-	if v, ok := c.Annotations[m.namespacesAnn]; ok {
+	out.Namespaces = slices.Clone(m.cfg.Namespaces)
+	if v, ok := c.Annotations[m.cfg.NamespacesAnnotation]; ok {
 		ns, err := sources.ParseNamespaces(v)
 		if err != nil {
 			// Namespaces left empty would mean every namespace: never widen.
-			notReady("annotation %s: %v", m.namespacesAnn, err)
+			notReady("annotation %s: %v", m.cfg.NamespacesAnnotation, err)
 		}
 		out.Namespaces = ns
 	}
@@ -335,7 +311,7 @@ func phase(state string, removed bool, conditions []Condition) sources.Phase {
 // aceEndpoint points out at the cluster's authorized cluster endpoint.
 func (m *mapper) aceEndpoint(out *sources.Cluster, e *LocalClusterAuthEndpoint, notReady func(string, ...any)) {
 	if e == nil || !e.Enabled || strings.TrimSpace(e.FQDN) == "" {
-		notReady("authorized cluster endpoint requested (%s or source ace) but not enabled with an fqdn in Rancher", m.aceLabel)
+		notReady("authorized cluster endpoint requested (%s or source ace) but not enabled with an fqdn in Rancher", m.cfg.ACELabel)
 		return
 	}
 	srv, err := sources.NormalizeServer("https://" + strings.TrimSpace(e.FQDN))

@@ -44,47 +44,94 @@ func testMapper(change func(c *Config)) *mapper {
 	return newMapper("rancher-a", server, c)
 }
 
-func TestToCluster(t *testing.T) {
-	prod := fixtureCluster(t, "c-m-2x7kqz4b") // ACE enabled with caCerts
-	aceCA := prod.LocalClusterAuthEndpoint.CACerts
-	eks := fixtureCluster(t, "c-7qgnz")
-	okCA := newRancherCA(rancherCAPEM)
-	tokenRef := &sources.SecretRef{File: "/var/run/rancher/token"}
-	const (
-		proxySrv = server + "/k8s/clusters/c-m-2x7kqz4b"
-		aceSrv   = "https://prod-eu-west.k8s.example.com"
-		noACE    = "authorized cluster endpoint requested (argocd-cluster-discovery.io/ace or source ace) but not enabled with an fqdn in Rancher"
-	)
-	aceOn := func(c *Config) { c.ACE = true }
-	// viaACE expects the ACE endpoint chosen, with that server and caData,
-	// not ready when notReady is set.
-	viaACE := func(srv, caData, notReady string) func(w *sources.Cluster) {
-		return func(w *sources.Cluster) {
-			w.Server, w.CA, w.Labels[LabelEndpoint] = srv, sources.CAFromData(caData), EndpointACE
-			if notReady != "" {
-				w.Ready, w.NotReadyReason = false, notReady
-			}
-		}
-	}
-	proxyLabels := func(extra map[string]string) map[string]string {
-		out := map[string]string{
-			"env": "prod", "provider.cattle.io": "rke2", "region": "eu-west", "team": "payments",
-			LabelClusterID: "c-m-2x7kqz4b", LabelDriver: "imported", LabelProvider: "rke2", LabelEndpoint: EndpointProxy,
-		}
-		for k, v := range extra {
-			out[k] = v
-		}
-		return out
-	}
+// The servers, and the reason of a cluster asked to use an authorized
+// cluster endpoint that Rancher has not enabled, in the mapping tables.
+const (
+	proxySrv = server + "/k8s/clusters/c-m-2x7kqz4b"
+	aceSrv   = "https://prod-eu-west.k8s.example.com"
+	noACE    = "authorized cluster endpoint requested (argocd-cluster-discovery.io/ace or source ace) but not enabled with an fqdn in Rancher"
+)
 
-	for _, tc := range []struct {
-		name    string
-		config  func(c *Config)
-		cluster func(c *Cluster)
-		from    *Cluster // default prod
-		ca      *rancherCA
-		want    func(w *sources.Cluster)
-	}{
+// mapCase is one row of the mapping tables: changes to the configuration
+// and to a fixture cluster, and to the cluster expected of prod-eu-west
+// behind Rancher's proxy with Rancher's private CA.
+type mapCase struct {
+	name    string
+	config  func(c *Config)
+	cluster func(c *Cluster)
+	from    string // the fixture cluster's id; default prod-eu-west's
+	ca      *rancherCA
+	want    func(w *sources.Cluster)
+}
+
+func aceOn(c *Config) { c.ACE = true }
+
+// viaACE expects the ACE endpoint chosen, with that server and caData,
+// not ready when notReady is set.
+func viaACE(srv, caData, notReady string) func(w *sources.Cluster) {
+	return func(w *sources.Cluster) {
+		w.Server, w.CA, w.Labels[LabelEndpoint] = srv, sources.CAFromData(caData), EndpointACE
+		if notReady != "" {
+			w.Ready, w.NotReadyReason = false, notReady
+		}
+	}
+}
+
+// proxyLabels are prod-eu-west's labels behind the proxy, and extra.
+func proxyLabels(extra map[string]string) map[string]string {
+	out := map[string]string{
+		"env": "prod", "provider.cattle.io": "rke2", "region": "eu-west", "team": "payments",
+		LabelClusterID: "c-m-2x7kqz4b", LabelDriver: "imported", LabelProvider: "rke2", LabelEndpoint: EndpointProxy,
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// testToCluster maps each case's cluster and compares it with the one
+// expected.
+func testToCluster(t *testing.T, cases []mapCase) {
+	t.Helper()
+	tokenRef := &sources.SecretRef{File: "/var/run/rancher/token"}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := tc.from
+			if id == "" {
+				id = "c-m-2x7kqz4b"
+			}
+			in := fixtureCluster(t, id) // a fresh copy: the changes stay in it
+			if tc.cluster != nil {
+				tc.cluster(&in)
+			}
+			ca := newRancherCA(rancherCAPEM)
+			if tc.ca != nil {
+				ca = *tc.ca
+			}
+			want := sources.Cluster{
+				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west", ID: "c-m-2x7kqz4b",
+				Phase: sources.PhaseReady, Server: proxySrv, CA: sources.CAFromData(b64(rancherCAPEM)),
+				Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: tokenRef},
+				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,
+			}
+			tc.want(&want)
+			got := testMapper(tc.config).toCluster(&in, ca)
+			assert.Equal(t, want, got)
+			if got.Ready {
+				require.NoError(t, got.Validate())
+				if got.CA.Data() != "" {
+					require.NoError(t, sources.ValidateCAData(got.CA.Data()))
+				}
+			}
+		})
+	}
+}
+
+// TestToClusterEndpoints: Rancher's proxy with the CA Rancher has, or the
+// authorized cluster endpoint, for the source or by label.
+func TestToClusterEndpoints(t *testing.T) {
+	aceCA := fixtureCluster(t, "c-m-2x7kqz4b").LocalClusterAuthEndpoint.CACerts // enabled, with caCerts
+	testToCluster(t, []mapCase{
 		{name: "proxy with rancher's private CA", want: func(*sources.Cluster) {}},
 		{name: "proxy with a publicly trusted rancher", ca: &rancherCA{}, want: func(w *sources.Cluster) { w.CA = sources.CA{} }},
 		{name: "proxy with an unusable cacerts", ca: &rancherCA{Problem: "rancher's cacerts setting is not a usable CA bundle: x"},
@@ -117,6 +164,13 @@ func TestToCluster(t *testing.T) {
 				w.NotReadyReason = `label argocd-cluster-discovery.io/ace is "yes", neither true nor false`
 				w.Labels[defaultACELabel] = "yes"
 			}},
+	})
+}
+
+// TestToClusterPhases: the state sets the phase only, never whether the
+// cluster can be rendered.
+func TestToClusterPhases(t *testing.T) {
+	testToCluster(t, []mapCase{
 		{name: "updating: degraded, still renderable", cluster: func(c *Cluster) { c.State = "updating" },
 			want: func(w *sources.Cluster) { w.State, w.Phase = "updating", sources.PhaseDegraded }},
 		{name: "error: degraded, still renderable", cluster: func(c *Cluster) { c.State = "error" },
@@ -141,6 +195,13 @@ func TestToCluster(t *testing.T) {
 			viaACE(proxySrv, "", noACE)(w)
 			w.State, w.Phase = "upgrading", sources.PhaseDegraded
 		}},
+	})
+}
+
+// TestToClusterNamesAndScoping: the name, the tenant, project and
+// namespaces, and the labels and annotations kept.
+func TestToClusterNamesAndScoping(t *testing.T) {
+	testToCluster(t, []mapCase{
 		{name: "no display name: the id", config: func(c *Config) { c.NamePrefix = "eu-" },
 			cluster: func(c *Cluster) { c.Name = "" }, want: func(w *sources.Cluster) { w.Name = "eu-c-m-2x7kqz4b" }},
 		{name: "renamed: same id", cluster: func(c *Cluster) { c.Name = "prod-eu-west-2" },
@@ -173,29 +234,34 @@ func TestToCluster(t *testing.T) {
 			delete(w.Labels, "team")
 			w.Annotations = map[string]string{"lifecycle.cattle.io/x": "true"}
 		}},
-		{name: "hosted EKS: identity from upstreamSpec, CloudID", from: &eks, want: func(w *sources.Cluster) {
-			w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
-			w.KubernetesVersion = "v1.32.9-eks-113cf36"
-			w.Labels = map[string]string{
-				"env": "staging", "provider.cattle.io": "eks",
-				LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
-				LabelEKSName: "staging-eks", LabelEKSRegion: "eu-west-1", LabelEKSAccount: "210987654321",
-			}
+	})
+}
+
+// TestToClusterHostedIdentity: the identity of the EKS or AKS cluster
+// behind a hosted cluster, and the Kubernetes version.
+func TestToClusterHostedIdentity(t *testing.T) {
+	eks := func(w *sources.Cluster) {
+		w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
+		w.KubernetesVersion = "v1.32.9-eks-113cf36"
+		w.Labels = map[string]string{
+			"env": "staging", "provider.cattle.io": "eks",
+			LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
+		}
+	}
+	testToCluster(t, []mapCase{
+		{name: "hosted EKS: identity from upstreamSpec, CloudID", from: "c-7qgnz", want: func(w *sources.Cluster) {
+			eks(w)
+			w.Labels[LabelEKSName], w.Labels[LabelEKSRegion], w.Labels[LabelEKSAccount] = "staging-eks", "eu-west-1", "210987654321"
 			w.Region, w.Account = "eu-west-1", "210987654321"
 			w.CloudID = "eks/210987654321/eu-west-1/staging-eks"
 		}},
-		{name: "hosted EKS without a role: no account, no CloudID; long name as annotation", from: &eks,
+		{name: "hosted EKS without a role: no account, no CloudID; long name as annotation", from: "c-7qgnz",
 			cluster: func(c *Cluster) {
 				c.EKSStatus = nil
 				c.EKSConfig.DisplayName = strings.Repeat("n", 70)
 			}, want: func(w *sources.Cluster) {
-				w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
-				w.KubernetesVersion = "v1.32.9-eks-113cf36"
-				w.Labels = map[string]string{
-					"env": "staging", "provider.cattle.io": "eks",
-					LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
-					LabelEKSRegion: "eu-west-1",
-				}
+				eks(w)
+				w.Labels[LabelEKSRegion] = "eu-west-1"
 				w.Annotations = map[string]string{LabelEKSName: strings.Repeat("n", 70)}
 				w.Region = "eu-west-1"
 			}},
@@ -219,47 +285,7 @@ func TestToCluster(t *testing.T) {
 			w.CloudID = "aks/00000000-1111-2222-3333-444444444444/rg-payments/aks-payments"
 		}},
 		{name: "no version", cluster: func(c *Cluster) { c.Version = nil }, want: func(w *sources.Cluster) { w.KubernetesVersion = "" }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := prod
-			if tc.from != nil {
-				in = *tc.from
-			}
-			// Deep enough copies for the changes above.
-			in.Labels = clone(in.Labels)
-			in.Annotations = clone(in.Annotations)
-			if in.LocalClusterAuthEndpoint != nil {
-				e := *in.LocalClusterAuthEndpoint
-				in.LocalClusterAuthEndpoint = &e
-			}
-			if in.EKSConfig != nil {
-				e := *in.EKSConfig
-				in.EKSConfig = &e
-			}
-			if tc.cluster != nil {
-				tc.cluster(&in)
-			}
-			ca := okCA
-			if tc.ca != nil {
-				ca = *tc.ca
-			}
-			want := sources.Cluster{
-				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west", ID: "c-m-2x7kqz4b",
-				Phase: sources.PhaseReady, Server: proxySrv, CA: sources.CAFromData(b64(rancherCAPEM)),
-				Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: tokenRef},
-				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,
-			}
-			tc.want(&want)
-			got := testMapper(tc.config).toCluster(&in, ca)
-			assert.Equal(t, want, got)
-			if got.Ready {
-				require.NoError(t, got.Validate())
-				if got.CA.Data() != "" {
-					require.NoError(t, sources.ValidateCAData(got.CA.Data()))
-				}
-			}
-		})
-	}
+	})
 }
 
 func clone(m map[string]string) map[string]string {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,19 +21,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// writeToken writes a token file and returns its path.
-func writeToken(t testing.TB, dir, token string) string {
-	t.Helper()
-	p := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(p, []byte(token+"\n"), 0o600))
-	return p
-}
-
-// config is a source configuration for f with a token file.
-func config(t testing.TB, f *fakeRancher) Config {
-	return Config{URL: f.srv.URL, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), testToken)}}
-}
 
 // testOptions are a test source's collaborators: what the service gives
 // every source, and the fake's HTTP client (to trust its certificate).
@@ -440,24 +425,6 @@ func TestFilter(t *testing.T) {
 				tc.cluster(&c)
 			}
 			assert.Equal(t, tc.want, f.skip(&c))
-		})
-	}
-}
-
-func TestServerFilters(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		config Config
-		want   map[string]any
-	}{
-		{name: "defaults: no state filter", want: map[string]any{"limit": 1000, "internal": "false"}},
-		{name: "page limit", config: Config{PageLimit: 50}, want: map[string]any{"limit": 50, "internal": "false"}},
-		{name: "local included", config: Config{IncludeLocal: true}, want: map[string]any{"limit": 1000}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.config.Default()
-			f := newFilter(&tc.config)
-			assert.Equal(t, tc.want, f.serverFilters(tc.config.PageLimit))
 		})
 	}
 }
