@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -278,4 +279,90 @@ func TestNoPartialResult(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, got)
 	assert.Equal(t, 1.0, errCount(t, s, upstream.KindNetwork, opClusters))
+}
+
+// failures are the ways a listing fails, with the kind and operation its
+// error carries. The fake answers path with status and body when path is
+// set; setup may change the rest and return the listing's context.
+var failures = []struct {
+	name       string
+	tls        bool
+	path, body string
+	status     int
+	setup      func(t *testing.T, f *fakeRancher, cfg *Config) context.Context
+	kind       upstream.Kind
+	op, msg    string // msg: in the message
+}{
+	{name: "token file missing", kind: upstream.KindConfig, op: opToken, msg: "no such file or directory",
+		setup: func(t *testing.T, _ *fakeRancher, cfg *Config) context.Context {
+			require.NoError(t, os.Remove(cfg.Token.File))
+			return nil
+		}},
+	{name: "token rejected", kind: upstream.KindAuth, op: opAPIRoot, msg: "get /v3: rancher ",
+		setup: func(_ *testing.T, f *fakeRancher, _ *Config) context.Context {
+			f.setTokens("token-other:xyz")
+			return nil
+		}},
+	{name: "not a Rancher server", path: "/v3", status: http.StatusOK, body: "{}",
+		kind: upstream.KindInvalidResponse, op: opAPIRoot, msg: "no X-Api-Schemas header"},
+	{name: "no schemas", path: "/v3/schemas", status: http.StatusNotFound, body: "{}",
+		kind: upstream.KindNotFound, op: opSchemas, msg: "get /v3 schemas: rancher answered 404 Not Found"},
+	{name: "no cluster type", path: "/v3/schemas", status: http.StatusOK, body: `{"type":"collection","data":[]}`,
+		kind: upstream.KindInvalidResponse, op: opSchemas, msg: "no listable cluster type"},
+	{name: "cacerts throttled", path: "/v3/settings/cacerts", status: http.StatusTooManyRequests, body: "{}",
+		kind: upstream.KindThrottled, op: opCACerts, msg: "429 Too Many Requests"},
+	{name: "a page times out at a proxy", path: "/v3/clusters", status: http.StatusGatewayTimeout, body: "{}",
+		kind: upstream.KindTimeout, op: opClusters, msg: "504 Gateway Timeout"},
+	{name: "untrusted certificate", tls: true, kind: upstream.KindTLS, op: opAPIRoot, msg: "certificate"},
+	{name: "cancelled before it began", kind: upstream.KindCanceled, op: opListing, msg: "context canceled",
+		setup: func(t *testing.T, _ *fakeRancher, _ *Config) context.Context {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			return ctx
+		}},
+	{name: "deadline passed before it began", kind: upstream.KindTimeout, op: opListing, msg: "deadline exceeded",
+		setup: func(t *testing.T, _ *fakeRancher, _ *Config) context.Context {
+			ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+			t.Cleanup(cancel)
+			return ctx
+		}},
+}
+
+// TestFailuresCarryKindAndOperation checks that every failed listing
+// returns an error whose chain holds an *upstream.Error with the kind and
+// the operation that failed, and that errors_total counts it under both
+// (the failure paths of the tests above are counted there too).
+func TestFailuresCarryKindAndOperation(t *testing.T) {
+	for _, tc := range failures {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, tc.tls)
+			f.useFixturePages()
+			cfg := config(t, f)
+			if tc.path != "" {
+				f.answer(tc.path, tc.status, tc.body)
+			}
+			ctx := t.Context()
+			if tc.setup != nil {
+				if c := tc.setup(t, f, &cfg); c != nil {
+					ctx = c
+				}
+			}
+			s := newTestSource(t, "rancher-a", cfg, testOptions{})
+			got, err := s.Clusters(ctx)
+			require.Error(t, err)
+			assert.Nil(t, got)
+			var ue *upstream.Error
+			require.ErrorAs(t, err, &ue)
+			assert.Equal(t, tc.kind, ue.Kind)
+			assert.Equal(t, tc.op, ue.Operation)
+			assert.Equal(t, tc.kind, upstream.KindOf(err))
+			assert.Contains(t, err.Error(), tc.msg)
+			assert.NotContains(t, err.Error(), testToken)
+			assert.Equal(t, 1.0, errCount(t, s, tc.kind, tc.op))
+			if tc.op != opListing && tc.op != opToken {
+				assert.Equal(t, 1.0, testutil.ToFloat64(s.metrics.APIRequests.WithLabelValues(tc.op, string(tc.kind))),
+					"the failed request is counted with its kind as the outcome")
+			}
+		})
+	}
 }

@@ -50,7 +50,10 @@ type fakeRancher struct {
 	linkBase string // base of the links in answers; srv.URL when empty
 	// hook, when set, may answer a clusters page itself (page counts from
 	// 1) and reports whether it did.
-	hook     func(w http.ResponseWriter, r *http.Request, page int) bool
+	hook func(w http.ResponseWriter, r *http.Request, page int) bool
+	// pathHook, when set, may answer any request itself, before anything
+	// else, and reports whether it did.
+	pathHook func(w http.ResponseWriter, r *http.Request) bool
 	requests []seenRequest
 }
 
@@ -236,6 +239,22 @@ func (f *fakeRancher) setHook(h func(w http.ResponseWriter, r *http.Request, pag
 	f.hook = h
 }
 
+// answer makes the fake answer every request for path with status and
+// body, without X-Api-Schemas (as a proxy in front of Rancher would).
+func (f *fakeRancher) answer(path string, status int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pathHook = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != path {
+			return false
+		}
+		w.Header().Del("X-Api-Schemas")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+		return true
+	}
+}
+
 // seen returns the requests received so far and forgets them.
 func (f *fakeRancher) seen() []seenRequest {
 	f.mu.Lock()
@@ -260,10 +279,13 @@ func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, seenRequest{Path: r.URL.Path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization")})
 	authorized := f.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-	base := f.base()
+	base, pathHook := f.base(), f.pathHook
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Api-Schemas", base+"/v3/schemas")
+	if pathHook != nil && pathHook(w, r) {
+		return
+	}
 	if r.Method != http.MethodGet {
 		http.Error(w, `{"type":"error","status":"405"}`, http.StatusMethodNotAllowed)
 		return

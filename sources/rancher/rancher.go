@@ -192,7 +192,10 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, canceled(ctx)
+		// Waiting for the listing in progress: this one failed too.
+		err := canceled(ctx)
+		s.metrics.Failed(err)
+		return nil, err
 	}
 	defer func() { <-s.sem }()
 	start := time.Now()
