@@ -1,7 +1,11 @@
 package rancher
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,4 +285,39 @@ func TestProvider(t *testing.T) {
 	assert.Equal(t, 5*time.Second, s.timeout)
 	assert.Equal(t, filepath.Join(dir, "token"), s.cfg.Token.File)
 	assert.NotSame(t, pc, &s.cfg, "the source keeps its own copy")
+}
+
+// TestREADMEDefaults checks that the README's configuration example names
+// every key but the removed states, and gives each its default.
+func TestREADMEDefaults(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(readme), "```yaml\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	var doc []struct {
+		Name     string         `json:"name"`
+		Provider string         `json:"provider"`
+		Rancher  map[string]any `json:"rancher"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(block), &doc))
+	require.Len(t, doc, 1)
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if key != "states" {
+			assert.Contains(t, doc[0].Rancher, key, "the README leaves out %s", key)
+		}
+	}
+
+	var c Config
+	section, err := json.Marshal(doc[0].Rancher)
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(section, &c), "every key is a key")
+	if len(c.Namespaces) == 0 {
+		c.Namespaces = nil // [] in the README
+	}
+	want := Config{URL: c.URL, Token: c.Token}
+	want.Default()
+	assert.Equal(t, want, c)
 }

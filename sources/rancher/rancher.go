@@ -1,5 +1,7 @@
 // Package rancher is a source of the clusters of one Rancher server, listed
-// through its /v3 API with norman's clientbase.
+// through its /v3 API with norman's clientbase. Provider registers it; a
+// source is configured by a Config (the rancher section of a source) and
+// built by its NewSource. README.md is the users' guide.
 //
 // Each listing reads the token (and caFile), reads Rancher's CA from
 // /v3/settings/cacerts unless caFile is set, and fetches /v3/clusters page
