@@ -107,7 +107,7 @@ func tlsError(err error) error {
 		verify   *tls.CertificateVerificationError
 		unknown  x509.UnknownAuthorityError
 		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
+		certBad  x509.CertificateInvalidError
 		record   tls.RecordHeaderError
 		alert    tls.AlertError
 	)
@@ -118,8 +118,8 @@ func tlsError(err error) error {
 		return unknown
 	case errors.As(err, &hostname):
 		return hostname
-	case errors.As(err, &invalid):
-		return invalid
+	case errors.As(err, &certBad):
+		return certBad
 	case errors.As(err, &record):
 		return record
 	case errors.As(err, &alert):
