@@ -12,7 +12,7 @@ func BenchmarkListClusters(b *testing.B) {
 	f := newFake(b, false)
 	f.generate(n)
 	cfg := config(b, f)
-	s := newSource(b, "rancher-a", cfg, Options{})
+	s := newTestSource(b, "rancher-a", cfg, testOptions{})
 	if _, err := s.Clusters(b.Context()); err != nil { // builds the client
 		b.Fatal(err)
 	}

@@ -5,13 +5,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
@@ -107,32 +108,51 @@ func (l *listing) use(c *conn) {
 // context and origin checks: GET /v3 for the X-Api-Schemas link, then the
 // schemas.
 func (l *listing) bootstrap(c *conn) error {
+	link, err := l.schemasLink(c)
+	l.s.metrics.Request(opAPIRoot, err)
+	if err != nil {
+		return err
+	}
+	err = l.readSchemas(c, link)
+	l.s.metrics.Request(opSchemas, err)
+	return err
+}
+
+// schemasLink is GET /v3: the link to the schemas, on the configured
+// origin.
+func (l *listing) schemasLink(c *conn) (string, error) {
 	req, err := http.NewRequestWithContext(l.ctx, http.MethodGet, l.s.apiURL, nil)
 	if err != nil {
-		return &listError{kind: kindSchema, err: fmt.Errorf("get /v3: %w", err)}
+		return "", invalid(opAPIRoot, "get /v3: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	resp, err := l.ops.Client.Do(req)
 	if err != nil {
-		return l.fail("get /v3", err)
+		return "", l.fail(opAPIRoot, "get /v3", err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return l.fail("get /v3", &clientbase.APIError{StatusCode: resp.StatusCode, Status: resp.Status})
+		return "", l.failStatus(opAPIRoot, "get /v3", resp.StatusCode)
 	}
 	link := resp.Header.Get("X-Api-Schemas")
 	if link == "" {
-		return &listError{kind: kindSchema, err: errors.New("get /v3: no X-Api-Schemas header: is url a Rancher server?")}
+		return "", invalid(opAPIRoot, "get /v3: no X-Api-Schemas header: is url a Rancher server?")
 	}
 	schemasURL, err := l.onOrigin(link)
 	if err != nil {
-		return &listError{kind: kindSchema, err: fmt.Errorf("get /v3: X-Api-Schemas: %w", err)}
+		return "", invalid(opAPIRoot, "get /v3: X-Api-Schemas: %w", err)
 	}
+	return schemasURL, nil
+}
+
+// readSchemas reads the schemas into c and checks that the cluster type
+// can be listed; its collection link is put on the configured origin.
+func (l *listing) readSchemas(c *conn, link string) error {
 	var col types.SchemaCollection
-	if err := l.ops.DoGet(schemasURL, nil, &col); err != nil {
-		return l.fail("get /v3 schemas", err)
+	if err := l.ops.DoGet(link, nil, &col); err != nil {
+		return l.fail(opSchemas, "get /v3 schemas", err)
 	}
 	c.types = make(map[string]types.Schema, len(col.Data))
 	for _, sc := range col.Data {
@@ -141,10 +161,11 @@ func (l *listing) bootstrap(c *conn) error {
 	sc, ok := c.types["cluster"]
 	collection := sc.Links[clientbase.COLLECTION]
 	if !ok || collection == "" || !slices.Contains(sc.CollectionMethods, http.MethodGet) {
-		return &listError{kind: kindSchema, err: errors.New("get /v3 schemas: no listable cluster type (may the token list clusters?)")}
+		return invalid(opSchemas, "get /v3 schemas: no listable cluster type (may the token list clusters?)")
 	}
-	if collection, err = l.onOrigin(collection); err != nil {
-		return &listError{kind: kindSchema, err: fmt.Errorf("get /v3 schemas: cluster collection link: %w", err)}
+	collection, err := l.onOrigin(collection)
+	if err != nil {
+		return invalid(opSchemas, "get /v3 schemas: cluster collection link: %w", err)
 	}
 	links := make(map[string]string, len(sc.Links))
 	for k, v := range sc.Links {
@@ -156,6 +177,30 @@ func (l *listing) bootstrap(c *conn) error {
 	return nil
 }
 
+// rancherCA is the CA of clusters served through Rancher's proxy: the CA
+// that Rancher's certificate chains to (zero for a publicly trusted one),
+// or why it cannot be used.
+type rancherCA struct {
+	// CA is parsed once per listing (newRancherCA, cacerts) so that every
+	// cluster behind the proxy shares one (at 10,000 clusters a copy each
+	// of an RSA 2048 CA is ~7.5 MiB).
+	CA      sources.CA
+	Problem string
+}
+
+// newRancherCA returns the CA of a PEM bundle, none when it is empty, or
+// why it cannot be used.
+func newRancherCA(pem string) rancherCA {
+	if pem == "" {
+		return rancherCA{}
+	}
+	ca, err := sources.ParsePEMCA([]byte(pem))
+	if err != nil {
+		return rancherCA{Problem: fmt.Sprintf("rancher's CA is not a usable CA bundle: %v", err)}
+	}
+	return rancherCA{CA: ca}
+}
+
 // cacerts reads Rancher's cacerts setting (an unauthenticated route): the
 // PEM of Rancher's private CA, empty for a publicly trusted certificate.
 func (l *listing) cacerts() (rancherCA, error) {
@@ -163,11 +208,16 @@ func (l *listing) cacerts() (rancherCA, error) {
 		ID    string `json:"id"`
 		Value string `json:"value"`
 	}
-	if err := l.ops.DoGet(l.s.apiURL+"/settings/cacerts", nil, &setting); err != nil {
-		return rancherCA{}, l.fail("get /v3/settings/cacerts", err)
+	err := l.ops.DoGet(l.s.apiURL+"/settings/cacerts", nil, &setting)
+	switch {
+	case err != nil:
+		err = l.fail(opCACerts, "get /v3/settings/cacerts", err)
+	case setting.ID != "cacerts":
+		err = invalid(opCACerts, "get /v3/settings/cacerts: the answer is not the cacerts setting")
 	}
-	if setting.ID != "cacerts" {
-		return rancherCA{}, &listError{kind: kindDecode, err: errors.New("get /v3/settings/cacerts: the answer is not the cacerts setting")}
+	l.s.metrics.Request(opCACerts, err)
+	if err != nil {
+		return rancherCA{}, err
 	}
 	if strings.TrimSpace(setting.Value) == "" {
 		return rancherCA{}, nil
@@ -177,6 +227,12 @@ func (l *listing) cacerts() (rancherCA, error) {
 		return rancherCA{Problem: fmt.Sprintf("rancher's cacerts setting is not a usable CA bundle: %v", err)}, nil
 	}
 	return rancherCA{CA: ca}, nil
+}
+
+// clusterCollection is one page of GET /v3/clusters.
+type clusterCollection struct {
+	types.Collection
+	Data []Cluster `json:"data"`
 }
 
 // clusters fetches every page of /v3/clusters, following pagination.next.
@@ -190,23 +246,13 @@ func (l *listing) clusters(filters map[string]any) ([]Cluster, error) {
 	for page := 1; ; page++ {
 		what := fmt.Sprintf("get /v3/clusters page %d", page)
 		if err != nil {
-			return nil, l.fail(what, err)
+			err = l.fail(opClusters, what, err)
+		} else {
+			err = l.checkPage(what, col, seenIDs)
 		}
-		if col.Type != "collection" {
-			return nil, &listError{kind: kindDecode, err: fmt.Errorf("%s: the answer is not a collection", what)}
-		}
-		l.pages++
-		l.s.metrics.pages.Inc()
-		for i := range col.Data {
-			id := col.Data[i].ID
-			if id == "" {
-				return nil, &listError{kind: kindDecode, err: fmt.Errorf("%s: a cluster has no id", what)}
-			}
-			if seenIDs[id] {
-				return nil, &listError{kind: kindPagination, err: fmt.Errorf("%s: cluster %s listed twice (the list changed while it was paged)", what, id)}
-			}
-			seenIDs[id] = true
-			col.Data[i].Conditions = keepConditions(col.Data[i].Conditions)
+		l.s.metrics.Request(opClusters, err)
+		if err != nil {
+			return nil, err
 		}
 		all = append(all, col.Data...)
 		next := ""
@@ -219,15 +265,38 @@ func (l *listing) clusters(filters map[string]any) ([]Cluster, error) {
 		}
 		link, lerr := l.onOrigin(next)
 		if lerr != nil {
-			return nil, &listError{kind: kindDecode, err: fmt.Errorf("%s: next link: %w", what, lerr)}
+			return nil, invalid(opClusters, "%s: next link: %w", what, lerr)
 		}
 		if seenLinks[link] {
-			return nil, &listError{kind: kindPagination, err: fmt.Errorf("%s: next link points back at an earlier page", what)}
+			return nil, invalid(opClusters, "%s: next link points back at an earlier page", what)
 		}
 		seenLinks[link] = true
 		col = &clusterCollection{}
 		err = l.ops.DoNext(link, col)
 	}
+}
+
+// checkPage checks a page of clusters and counts it: a collection whose
+// clusters all have an id not seen on an earlier page. It keeps only the
+// conditions the phase reads.
+func (l *listing) checkPage(what string, col *clusterCollection, seenIDs map[string]bool) error {
+	if col.Type != "collection" {
+		return invalid(opClusters, "%s: the answer is not a collection", what)
+	}
+	l.pages++
+	l.s.metrics.pages.Inc()
+	for i := range col.Data {
+		id := col.Data[i].ID
+		if id == "" {
+			return invalid(opClusters, "%s: a cluster has no id", what)
+		}
+		if seenIDs[id] {
+			return invalid(opClusters, "%s: cluster %s listed twice (the list changed while it was paged)", what, id)
+		}
+		seenIDs[id] = true
+		col.Data[i].Conditions = keepConditions(col.Data[i].Conditions)
+	}
+	return nil
 }
 
 // onOrigin returns link on the configured scheme and host: a link Rancher
@@ -265,14 +334,6 @@ func hostPort(u *url.URL) string {
 		port = "443"
 	}
 	return net.JoinHostPort(u.Hostname(), port)
-}
-
-// otherOriginError is a request refused because its URL is outside the
-// configured server.
-type otherOriginError struct{}
-
-func (otherOriginError) Error() string {
-	return "refused to send a request outside the configured rancher url"
 }
 
 // listingTransport is the RoundTripper of one listing. norman builds its
@@ -313,86 +374,47 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// listError is a failed listing with the kind counted in errors_total.
-type listError struct {
-	kind string
-	err  error
+// readToken reads the token the reference points at. Errors name the
+// reference, never the value.
+func readToken(ref sources.SecretRef) (string, error) {
+	var v string
+	switch {
+	case ref.File != "":
+		b, err := os.ReadFile(ref.File)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return "", fmt.Errorf("token %s: %w", ref.String(), err)
+		}
+		v = string(b)
+	case ref.Env != "":
+		var ok bool
+		if v, ok = os.LookupEnv(ref.Env); !ok {
+			return "", fmt.Errorf("token %s: not set", ref.String())
+		}
+	default:
+		return "", fmt.Errorf("token %s: unsupported reference", ref.String())
+	}
+	v = strings.TrimSpace(v)
+	switch {
+	case v == "":
+		return "", fmt.Errorf("token %s: empty", ref.String())
+	case strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return "", fmt.Errorf("token %s: contains whitespace or control characters", ref.String())
+	}
+	return v, nil
 }
 
-func (e *listError) Error() string { return e.err.Error() }
-func (e *listError) Unwrap() error { return e.err }
-
-// fail turns an error of a request into a short one with its kind. It
-// never passes norman's text on: that quotes whole response bodies.
-func (l *listing) fail(what string, err error) error {
-	var (
-		apiErr *clientbase.APIError
-		syn    *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-		ne     net.Error
-		origin otherOriginError
-	)
-	switch {
-	case errors.As(err, &apiErr):
-		status := fmt.Sprintf("%d %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode))
-		if apiErr.StatusCode == http.StatusUnauthorized || apiErr.StatusCode == http.StatusForbidden {
-			return &listError{kind: kindAuth, err: fmt.Errorf("%s: rancher %s rejected the token from %s (%s)",
-				what, l.s.origin, l.s.cfg.Token.String(), status)}
-		}
-		return &listError{kind: kindHTTP, err: fmt.Errorf("%s: rancher answered %s", what, status)}
-	case errors.As(err, &origin):
-		return &listError{kind: kindOrigin, err: fmt.Errorf("%s: %w", what, origin)}
-	case errors.Is(err, context.Canceled):
-		return &listError{kind: kindCanceled, err: fmt.Errorf("%s: %w", what, context.Canceled)}
-	case errors.Is(err, context.DeadlineExceeded):
-		if l.ctx.Err() == nil {
-			return &listError{kind: kindTimeout, err: fmt.Errorf("%s: no answer within requestTimeout %s: %w", what, l.s.timeout, context.DeadlineExceeded)}
-		}
-		return &listError{kind: kindTimeout, err: fmt.Errorf("%s: %w", what, context.DeadlineExceeded)}
-	case errors.As(err, &syn):
-		return &listError{kind: kindDecode, err: fmt.Errorf("%s: malformed JSON at byte %d", what, syn.Offset)}
-	case errors.As(err, &typ):
-		return &listError{kind: kindDecode, err: fmt.Errorf("%s: unexpected JSON %s at %s", what, typ.Value, typ.Field)}
+// readCAFile reads and checks a PEM bundle.
+func readCAFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
-	if tlsErr := tlsError(err); tlsErr != nil {
-		return &listError{kind: kindTLS, err: fmt.Errorf("%s: %s", what, tlsErr.Error())}
+	if err := sources.ValidatePEM(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if errors.As(err, &ne) && ne.Timeout() {
-		return &listError{kind: kindTimeout, err: fmt.Errorf("%s: timed out", what)}
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err // its text repeats the URL
-	}
-	if strings.Contains(err.Error(), "Failed to parse") {
-		return &listError{kind: kindDecode, err: fmt.Errorf("%s: malformed JSON", what)}
-	}
-	return &listError{kind: kindNetwork, err: fmt.Errorf("%s: %s", what, err.Error())}
-}
-
-// tlsError returns the certificate or handshake error within err, if any.
-func tlsError(err error) error {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-		alert    tls.AlertError
-	)
-	switch {
-	case errors.As(err, &verify):
-		return verify
-	case errors.As(err, &unknown):
-		return unknown
-	case errors.As(err, &hostname):
-		return hostname
-	case errors.As(err, &invalid):
-		return invalid
-	case errors.As(err, &record):
-		return record
-	case errors.As(err, &alert):
-		return alert
-	}
-	return nil
+	return b, nil
 }

@@ -4,36 +4,37 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-// Defaults of Config, applied by Default.
+// Defaults of Config, written by Default only.
 const (
-	DefaultPageLimit            = 1000
-	DefaultRequestTimeout       = "30s"
-	DefaultACELabel             = "argocd-cluster-discovery.io/ace"
-	DefaultTenantLabel          = "tenant"
-	DefaultProjectLabel         = "argocd-project"
-	DefaultNamespacesAnnotation = "argocd-namespaces"
-	// MaxPageLimit is the largest page norman serves (a larger limit is
+	defaultPageLimit            = 1000
+	defaultRequestTimeout       = 30 * time.Second
+	defaultACELabel             = "argocd-cluster-discovery.io/ace"
+	defaultTenantLabel          = "tenant"
+	defaultProjectLabel         = "argocd-project"
+	defaultNamespacesAnnotation = "argocd-namespaces"
+	// maxPageLimit is the largest page norman serves (a larger limit is
 	// cut to it).
-	MaxPageLimit = 10000
+	maxPageLimit = 10000
 )
 
-// DefaultDropPrefixes are the label and annotation key prefixes that
+// defaultDropPrefixes are the label and annotation key prefixes that
 // Rancher and its controllers write for their own use. They are left out
 // of the clusters' labels and annotations by default: they say nothing a
 // user selects on, and some change on every refresh (ke-last-refresh), which
 // would make every listing a new snapshot.
-func DefaultDropPrefixes() []string {
+func defaultDropPrefixes() []string {
 	return []string{
 		"objectset.rio.cattle.io/",
 		"field.cattle.io/",
@@ -49,8 +50,9 @@ func DefaultDropPrefixes() []string {
 	}
 }
 
-// Config is the `rancher:` section of a source: one Rancher server. Call
-// Default, then Validate (New does both).
+// Config is the `rancher:` section of a source: one Rancher server. It is a
+// sources.ProviderConfig: the service calls Default, SetDirectory and
+// Validate, then NewSource.
 type Config struct {
 	// URL is the Rancher server, e.g. https://rancher.example.com, without
 	// /v3 or any other path. Clusters are served through its auth proxy,
@@ -72,11 +74,10 @@ type Config struct {
 	// 1000.
 	PageLimit int `json:"pageLimit,omitempty"`
 	// States was removed: every cluster is listed, whatever its Rancher
-	// state, and the state is mapped to a phase (see "Cluster lifecycle"
-	// in the package doc).
-	// The key is kept only so that Validate rejects it, instead of a
-	// configuration written for the old filter failing as an unknown key
-	// or being read as a filter that no longer applies.
+	// state, and the state is mapped to a phase (see phase). The key is
+	// kept only so that Validate rejects it, instead of a configuration
+	// written for the old filter failing as an unknown key or being read
+	// as a filter that no longer applies.
 	States []string `json:"states,omitempty"`
 	// IncludeLocal lists Rancher's own cluster (id local, internal).
 	// Default false.
@@ -91,8 +92,8 @@ type Config struct {
 	ExcludeLabelSelector string `json:"excludeLabelSelector,omitempty"`
 	ExcludeNameRegex     string `json:"excludeNameRegex,omitempty"`
 	// DropLabelPrefixes and DropAnnotationPrefixes are key prefixes left
-	// out of the clusters' labels and annotations. Default
-	// DefaultDropPrefixes; write [] to keep everything.
+	// out of the clusters' labels and annotations. Default: Rancher's own
+	// prefixes (see defaultDropPrefixes); write [] to keep everything.
 	DropLabelPrefixes      []string `json:"dropLabelPrefixes"`
 	DropAnnotationPrefixes []string `json:"dropAnnotationPrefixes"`
 	// ACE serves every cluster through its authorized cluster endpoint
@@ -124,107 +125,121 @@ type Config struct {
 	// twice is served for neither cluster and reported as a conflict.
 	NamePrefix string `json:"namePrefix,omitempty"`
 	// RequestTimeout bounds each HTTP request to Rancher. Default 30s.
-	RequestTimeout string `json:"requestTimeout,omitempty"`
+	RequestTimeout sources.Duration `json:"requestTimeout,omitzero"`
 }
 
-// Default fills every unset field with its default.
+var _ sources.ProviderConfig = (*Config)(nil)
+
+// Default fills every unset field with its default. It is the only place
+// the defaults are written.
 func (c *Config) Default() {
 	if c.PageLimit == 0 {
-		c.PageLimit = DefaultPageLimit
+		c.PageLimit = defaultPageLimit
 	}
 	if c.DropLabelPrefixes == nil {
-		c.DropLabelPrefixes = DefaultDropPrefixes()
+		c.DropLabelPrefixes = defaultDropPrefixes()
 	}
 	if c.DropAnnotationPrefixes == nil {
-		c.DropAnnotationPrefixes = DefaultDropPrefixes()
+		c.DropAnnotationPrefixes = defaultDropPrefixes()
 	}
 	if c.ACELabel == "" {
-		c.ACELabel = DefaultACELabel
+		c.ACELabel = defaultACELabel
 	}
 	if c.TenantLabel == "" {
-		c.TenantLabel = DefaultTenantLabel
+		c.TenantLabel = defaultTenantLabel
 	}
 	if c.ProjectLabel == "" {
-		c.ProjectLabel = DefaultProjectLabel
+		c.ProjectLabel = defaultProjectLabel
 	}
 	if c.NamespacesAnnotation == "" {
-		c.NamespacesAnnotation = DefaultNamespacesAnnotation
+		c.NamespacesAnnotation = defaultNamespacesAnnotation
 	}
-	if c.RequestTimeout == "" {
-		c.RequestTimeout = DefaultRequestTimeout
+	if c.RequestTimeout.IsZero() {
+		c.RequestTimeout = sources.D(defaultRequestTimeout)
 	}
 }
 
-// errStatesRemoved rejects the removed states key.
-var errStatesRemoved = errors.New(`states was removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`)
+// SetDirectory makes the relative paths of token.file and caFile relative
+// to dir, the configuration file's directory.
+func (c *Config) SetDirectory(dir string) {
+	if c.Token.File != "" && !filepath.IsAbs(c.Token.File) {
+		c.Token.File = filepath.Join(dir, c.Token.File)
+	}
+	if c.CAFile != "" && !filepath.IsAbs(c.CAFile) {
+		c.CAFile = filepath.Join(dir, c.CAFile)
+	}
+}
 
-// Validate checks a defaulted Config. Messages name the field relative to
-// the section.
-func (c Config) Validate() error {
-	var errs []error
-	add := func(field string, err error) { errs = append(errs, fmt.Errorf("%s: %w", field, err)) }
+// statesRemoved is the detail of the error on the removed states key.
+const statesRemoved = `removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`
+
+// Validate returns every problem of a defaulted section, each with its full
+// path under path (nil: paths relative to the section). It reads no file
+// and changes nothing.
+func (c *Config) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if _, err := parseURL(c.URL); err != nil {
-		add("url", err)
+		if strings.TrimSpace(c.URL) == "" {
+			errs = append(errs, field.Required(path.Child("url"), "the Rancher server's base URL"))
+		} else {
+			// Never the value: a malformed URL may carry user info.
+			errs = append(errs, field.Invalid(path.Child("url"), field.OmitValueType{}, err.Error()))
+		}
 	}
-	if err := validateTokenRef(c.Token); err != nil {
-		add("token", err)
-	}
-	if c.PageLimit < 1 || c.PageLimit > MaxPageLimit {
-		add("pageLimit", fmt.Errorf("must be between 1 and %d", MaxPageLimit))
+	errs = append(errs, validateTokenRef(path.Child("token"), &c.Token)...)
+	if c.PageLimit < 1 || c.PageLimit > maxPageLimit {
+		errs = append(errs, field.Invalid(path.Child("pageLimit"), c.PageLimit, fmt.Sprintf("must be between 1 and %d", maxPageLimit)))
 	}
 	if c.States != nil {
-		errs = append(errs, errStatesRemoved)
+		errs = append(errs, field.Forbidden(path.Child("states"), statesRemoved))
 	}
-	for field, sel := range map[string]string{"labelSelector": c.LabelSelector, "excludeLabelSelector": c.ExcludeLabelSelector} {
-		if _, err := parseSelector(sel); err != nil {
-			add(field, err)
+	for _, f := range []struct{ key, v string }{{"labelSelector", c.LabelSelector}, {"excludeLabelSelector", c.ExcludeLabelSelector}} {
+		if _, err := parseSelector(f.v); err != nil {
+			errs = append(errs, field.Invalid(path.Child(f.key), f.v, err.Error()))
 		}
 	}
-	for field, re := range map[string]string{"nameRegex": c.NameRegex, "excludeNameRegex": c.ExcludeNameRegex} {
-		if _, err := parseRegex(re); err != nil {
-			add(field, err)
+	for _, f := range []struct{ key, v string }{{"nameRegex", c.NameRegex}, {"excludeNameRegex", c.ExcludeNameRegex}} {
+		if _, err := parseRegex(f.v); err != nil {
+			errs = append(errs, field.Invalid(path.Child(f.key), f.v, err.Error()))
 		}
 	}
-	for field, key := range map[string]string{"aceLabel": c.ACELabel, "tenantLabel": c.TenantLabel,
-		"projectLabel": c.ProjectLabel, "namespacesAnnotation": c.NamespacesAnnotation} {
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			add(field, fmt.Errorf("%q is not a valid key: %s", key, strings.Join(errs, "; ")))
+	for _, f := range []struct{ key, v string }{{"aceLabel", c.ACELabel}, {"tenantLabel", c.TenantLabel},
+		{"projectLabel", c.ProjectLabel}, {"namespacesAnnotation", c.NamespacesAnnotation}} {
+		if msgs := validation.IsQualifiedName(f.v); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(path.Child(f.key), f.v, "not a valid key: "+strings.Join(msgs, "; ")))
 		}
 	}
 	for i, ns := range c.Namespaces {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			add(fmt.Sprintf("namespaces[%d]", i), fmt.Errorf("%q is not a namespace name", ns))
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(path.Child("namespaces").Index(i), ns, "not a namespace name"))
 		}
 	}
-	if d, err := time.ParseDuration(c.RequestTimeout); err != nil {
-		add("requestTimeout", err)
-	} else if d <= 0 {
-		add("requestTimeout", errors.New("must be positive"))
+	p := path.Child("requestTimeout")
+	if err := c.RequestTimeout.Validate(p, 0, 0); err != nil {
+		errs = append(errs, err)
+	} else if c.RequestTimeout.Std() <= 0 {
+		errs = append(errs, field.Invalid(p, c.RequestTimeout.String(), "must be positive"))
 	}
-	if errs != nil {
-		// Stable order: the maps above are iterated randomly.
-		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-		return errors.Join(errs...)
-	}
-	return nil
+	return errs
 }
 
 // validateTokenRef accepts a file or an environment variable: the source
 // reads the token itself and has no access to Kubernetes Secrets.
-func validateTokenRef(r sources.SecretRef) error {
+func validateTokenRef(path *field.Path, r *sources.SecretRef) field.ErrorList {
 	if r.File == "" && r.Env == "" && r.Secret == nil {
-		return errors.New("required (set file or env)")
+		return field.ErrorList{field.Required(path, "set file or env")}
 	}
 	if err := r.Validate(); err != nil {
-		return err
+		return field.ErrorList{field.Invalid(path, field.OmitValueType{}, err.Error())}
 	}
 	if r.Secret != nil {
-		return errors.New("a Kubernetes Secret reference is not supported here: set file or env")
+		return field.ErrorList{field.Forbidden(path.Child("secret"), "a Kubernetes Secret reference is not supported here: set file or env")}
 	}
 	return nil
 }
 
 // parseURL checks the server URL and returns it without a trailing slash.
+// Its errors never quote the URL.
 func parseURL(s string) (*url.URL, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, errors.New("required")

@@ -1,14 +1,33 @@
 package rancher
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
+
+// section is where the tests' sections sit in a configuration file.
+var section = field.NewPath("sources").Index(2).Child("rancher")
+
+// errorStrings renders an ErrorList one error a line.
+func errorStrings(errs field.ErrorList) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return out
+}
 
 func TestConfigFromYAML(t *testing.T) {
 	const doc = `
@@ -34,15 +53,15 @@ requestTimeout: 10s
 	var c Config
 	require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &c))
 	c.Default()
-	require.NoError(t, c.Validate())
+	require.Empty(t, c.Validate(section))
 	assert.Equal(t, Config{
 		URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/var/run/rancher/token"},
 		CAFile: "/etc/rancher/ca.pem", PageLimit: 500, IncludeLocal: true,
 		LabelSelector: "env in (prod,staging)", ExcludeNameRegex: "^tmp-",
-		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: DefaultDropPrefixes(),
+		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: defaultDropPrefixes(),
 		ACE: true, ACELabel: "example.com/ace", TenantLabel: "team", ProjectLabel: "example.com/project",
 		NamespacesAnnotation: "example.com/namespaces", Tenant: "platform", Project: "default",
-		Namespaces: []string{"apps", "monitoring"}, NamePrefix: "eu-", RequestTimeout: "10s",
+		Namespaces: []string{"apps", "monitoring"}, NamePrefix: "eu-", RequestTimeout: sources.D(10 * time.Second),
 	}, c)
 
 	require.Error(t, yaml.UnmarshalStrict([]byte("url: x\npageSize: 3\n"), &Config{}), "unknown keys are errors")
@@ -61,10 +80,11 @@ func TestConfigStatesRemoved(t *testing.T) {
 			var c Config
 			require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: /t}\n"+tc.doc+"\n"), &c))
 			c.Default()
-			err := c.Validate()
-			require.EqualError(t, err, `states was removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`)
-			_, err = New("x", c, Options{})
-			require.ErrorIs(t, err, errStatesRemoved)
+			assert.Equal(t, []string{
+				`sources[2].rancher.states: Forbidden: removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`,
+			}, errorStrings(c.Validate(section)))
+			_, err := c.NewSource(sources.SourceOptions{Name: "x"})
+			require.ErrorContains(t, err, "states: Forbidden: "+statesRemoved)
 		})
 	}
 }
@@ -73,70 +93,231 @@ func TestConfigDefault(t *testing.T) {
 	c := Config{}
 	c.Default()
 	assert.Equal(t, Config{
-		PageLimit: 1000, DropLabelPrefixes: DefaultDropPrefixes(), DropAnnotationPrefixes: DefaultDropPrefixes(),
-		ACELabel: DefaultACELabel, TenantLabel: "tenant", ProjectLabel: "argocd-project",
-		NamespacesAnnotation: "argocd-namespaces", RequestTimeout: "30s",
+		PageLimit: 1000, DropLabelPrefixes: defaultDropPrefixes(), DropAnnotationPrefixes: defaultDropPrefixes(),
+		ACELabel: defaultACELabel, TenantLabel: "tenant", ProjectLabel: "argocd-project",
+		NamespacesAnnotation: "argocd-namespaces", RequestTimeout: sources.D(30 * time.Second),
 	}, c)
 	assert.Contains(t, c.DropLabelPrefixes, "objectset.rio.cattle.io/")
 	assert.Contains(t, c.DropLabelPrefixes, "field.cattle.io/")
 	assert.Contains(t, c.DropLabelPrefixes, "lifecycle.cattle.io/")
+
+	set := Config{PageLimit: 5, DropLabelPrefixes: []string{}, ACELabel: "a", TenantLabel: "b", ProjectLabel: "c",
+		NamespacesAnnotation: "d", RequestTimeout: sources.D(time.Second)}
+	c = set
+	c.Default()
+	set.DropAnnotationPrefixes = defaultDropPrefixes()
+	assert.Equal(t, set, c, "a value that is set is kept")
+}
+
+// validConfig is a defaulted section with every required field.
+func validConfig() Config {
+	c := Config{URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/token"}}
+	c.Default()
+	return c
+}
+
+// badConfigs change one field of validConfig each; want is every error,
+// with its full path.
+var badConfigs = []struct {
+	name   string
+	change func(c *Config)
+	want   []string // nil for valid
+}{
+	{name: "valid", change: func(*Config) {}},
+	{name: "plain http", change: func(c *Config) { c.URL = "http://rancher.internal:8080" }},
+	{name: "env token", change: func(c *Config) { c.Token = sources.SecretRef{Env: "RANCHER_TOKEN"} }},
+	{name: "no url", change: func(c *Config) { c.URL = "" },
+		want: []string{"sources[2].rancher.url: Required value: the Rancher server's base URL"}},
+	{name: "url with /v3", change: func(c *Config) { c.URL = "https://rancher.example.com/v3" },
+		want: []string{"sources[2].rancher.url: Invalid value: must be the server's base URL, without a path (no /v3)"}},
+	{name: "url with user info, never quoted", change: func(c *Config) { c.URL = "https://admin:pw@rancher.example.com" },
+		want: []string{"sources[2].rancher.url: Invalid value: server url must not carry user info"}},
+	{name: "url scheme", change: func(c *Config) { c.URL = "ftp://rancher.example.com" },
+		want: []string{"sources[2].rancher.url: Invalid value: server url scheme must be https or http"}},
+	{name: "no token", change: func(c *Config) { c.Token = sources.SecretRef{} },
+		want: []string{"sources[2].rancher.token: Required value: set file or env"}},
+	{name: "two tokens", change: func(c *Config) { c.Token.Env = "X" },
+		want: []string{"sources[2].rancher.token: Invalid value: set exactly one of file, env or secret (got 2)"}},
+	{name: "secret token", change: func(c *Config) {
+		c.Token = sources.SecretRef{Secret: &sources.SecretKeyRef{Name: "rancher", Key: "token"}}
+	}, want: []string{"sources[2].rancher.token.secret: Forbidden: a Kubernetes Secret reference is not supported here: set file or env"}},
+	{name: "page limit", change: func(c *Config) { c.PageLimit = 10001 },
+		want: []string{"sources[2].rancher.pageLimit: Invalid value: 10001: must be between 1 and 10000"}},
+	{name: "negative page limit", change: func(c *Config) { c.PageLimit = -1 },
+		want: []string{"sources[2].rancher.pageLimit: Invalid value: -1: must be between 1 and 10000"}},
+	{name: "states", change: func(c *Config) { c.States = []string{"active"} },
+		want: []string{"sources[2].rancher.states: Forbidden: " + statesRemoved}},
+	{name: "selector", change: func(c *Config) { c.LabelSelector = "env in (" },
+		want: []string{`sources[2].rancher.labelSelector: Invalid value: "env in (": unable to parse requirement: found '', expected: ',', ')' or identifier`}},
+	{name: "exclude selector", change: func(c *Config) { c.ExcludeLabelSelector = "!!" },
+		want: []string{`sources[2].rancher.excludeLabelSelector: Invalid value: "!!": unable to parse requirement: found '!', expected: identifier`}},
+	{name: "regex", change: func(c *Config) { c.NameRegex = "(" },
+		want: []string{"sources[2].rancher.nameRegex: Invalid value: \"(\": error parsing regexp: missing closing ): `(`"}},
+	{name: "exclude regex", change: func(c *Config) { c.ExcludeNameRegex = "[" },
+		want: []string{"sources[2].rancher.excludeNameRegex: Invalid value: \"[\": error parsing regexp: missing closing ]: `[`"}},
+	{name: "ace label", change: func(c *Config) { c.ACELabel = "not a key" },
+		want: []string{`sources[2].rancher.aceLabel: Invalid value: "not a key": not a valid key: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`}},
+	{name: "namespaces annotation", change: func(c *Config) { c.NamespacesAnnotation = "a/b/c" },
+		want: []string{`sources[2].rancher.namespacesAnnotation: Invalid value: "a/b/c": not a valid key: a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`}},
+	{name: "namespace", change: func(c *Config) { c.Namespaces = []string{"ok", "Not_OK"} },
+		want: []string{`sources[2].rancher.namespaces[1]: Invalid value: "Not_OK": not a namespace name`}},
+	{name: "timeout", change: func(c *Config) { _ = c.RequestTimeout.UnmarshalJSON([]byte(`"soon"`)) }, want: []string{`sources[2].rancher.requestTimeout: Invalid value: "soon": not a duration such as "30s" or "5m"`}},
+	{name: "zero timeout", change: func(c *Config) { _ = c.RequestTimeout.UnmarshalJSON([]byte(`"0s"`)) }, want: []string{`sources[2].rancher.requestTimeout: Invalid value: "0s": must be positive`}},
+	{name: "negative timeout", change: func(c *Config) { c.RequestTimeout = sources.D(-time.Second) },
+		want: []string{`sources[2].rancher.requestTimeout: Invalid value: "-1s": must be at least 0s`}},
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		change func(c *Config)
-		want   string // the whole message; "" for valid
-	}{
-		{name: "valid", change: func(*Config) {}},
-		{name: "plain http", change: func(c *Config) { c.URL = "http://rancher.internal:8080" }},
-		{name: "env token", change: func(c *Config) { c.Token = sources.SecretRef{Env: "RANCHER_TOKEN"} }},
-		{name: "no url", change: func(c *Config) { c.URL = "" }, want: "url: required"},
-		{name: "url with /v3", change: func(c *Config) { c.URL = "https://rancher.example.com/v3" },
-			want: "url: must be the server's base URL, without a path (no /v3)"},
-		{name: "url with user info", change: func(c *Config) { c.URL = "https://admin:pw@rancher.example.com" },
-			want: "url: server url must not carry user info"},
-		{name: "url scheme", change: func(c *Config) { c.URL = "ftp://rancher.example.com" },
-			want: "url: server url scheme must be https or http"},
-		{name: "no token", change: func(c *Config) { c.Token = sources.SecretRef{} }, want: "token: required (set file or env)"},
-		{name: "two tokens", change: func(c *Config) { c.Token.Env = "X" }, want: "token: set exactly one of file, env or secret (got 2)"},
-		{name: "secret token", change: func(c *Config) {
-			c.Token = sources.SecretRef{Secret: &sources.SecretKeyRef{Name: "rancher", Key: "token"}}
-		}, want: "token: a Kubernetes Secret reference is not supported here: set file or env"},
-		{name: "page limit", change: func(c *Config) { c.PageLimit = 10001 }, want: "pageLimit: must be between 1 and 10000"},
-		{name: "negative page limit", change: func(c *Config) { c.PageLimit = -1 }, want: "pageLimit: must be between 1 and 10000"},
-		{name: "states", change: func(c *Config) { c.States = []string{"active"} },
-			want: `states was removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`},
-		{name: "selector", change: func(c *Config) { c.LabelSelector = "env in (" }, want: "labelSelector: "},
-		{name: "exclude selector", change: func(c *Config) { c.ExcludeLabelSelector = "!!" }, want: "excludeLabelSelector: "},
-		{name: "regex", change: func(c *Config) { c.NameRegex = "(" }, want: "nameRegex: error parsing regexp: missing closing ): `(`"},
-		{name: "exclude regex", change: func(c *Config) { c.ExcludeNameRegex = "[" }, want: "excludeNameRegex: "},
-		{name: "ace label", change: func(c *Config) { c.ACELabel = "not a key" }, want: "aceLabel: "},
-		{name: "namespaces annotation", change: func(c *Config) { c.NamespacesAnnotation = "a/b/c" }, want: "namespacesAnnotation: "},
-		{name: "namespace", change: func(c *Config) { c.Namespaces = []string{"ok", "Not_OK"} },
-			want: `namespaces[1]: "Not_OK" is not a namespace name`},
-		{name: "timeout", change: func(c *Config) { c.RequestTimeout = "soon" }, want: `requestTimeout: time: invalid duration "soon"`},
-		{name: "zero timeout", change: func(c *Config) { c.RequestTimeout = "0s" }, want: "requestTimeout: must be positive"},
-		{name: "two errors", change: func(c *Config) { c.URL, c.PageLimit = "", 0 },
-			want: "pageLimit: must be between 1 and 10000\nurl: required"},
-	} {
+	for _, tc := range badConfigs {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Config{URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/token"}}
-			c.Default()
+			c := validConfig()
 			tc.change(&c)
-			err := c.Validate()
-			if tc.want == "" {
+			assert.Equal(t, tc.want, errorStrings(c.Validate(section)))
+			_, err := c.NewSource(sources.SourceOptions{Name: "x"})
+			if tc.want == nil {
 				require.NoError(t, err)
 				return
 			}
-			require.Error(t, err)
-			if tc.want[len(tc.want)-1] == ' ' {
-				assert.Contains(t, err.Error(), tc.want)
-			} else {
-				assert.Equal(t, tc.want, err.Error())
-			}
-			_, err = New("x", c, Options{})
-			require.Error(t, err, "New validates")
+			require.Error(t, err, "NewSource refuses an invalid section")
 		})
 	}
+}
+
+// TestConfigValidateEveryError checks that one call reports every problem
+// of a section, each at its full path, and that it changes nothing.
+func TestConfigValidateEveryError(t *testing.T) {
+	c := Config{
+		Token:          sources.SecretRef{Secret: &sources.SecretKeyRef{Name: "rancher", Key: "token"}},
+		PageLimit:      20000,
+		States:         []string{},
+		NameRegex:      "(",
+		ProjectLabel:   "-bad-",
+		Namespaces:     []string{"apps", "ok", "Not OK", "x_y"},
+		RequestTimeout: sources.D(-time.Second),
+	}
+	c.Default()
+	before := c
+	before.Namespaces = append([]string(nil), c.Namespaces...)
+	errs := c.Validate(section)
+	var got []string
+	for _, e := range errs {
+		got = append(got, string(e.Type)+" "+e.Field)
+	}
+	assert.Equal(t, []string{
+		"FieldValueRequired sources[2].rancher.url",
+		"FieldValueForbidden sources[2].rancher.token.secret",
+		"FieldValueInvalid sources[2].rancher.pageLimit",
+		"FieldValueForbidden sources[2].rancher.states",
+		"FieldValueInvalid sources[2].rancher.nameRegex",
+		"FieldValueInvalid sources[2].rancher.projectLabel",
+		"FieldValueInvalid sources[2].rancher.namespaces[2]",
+		"FieldValueInvalid sources[2].rancher.namespaces[3]",
+		"FieldValueInvalid sources[2].rancher.requestTimeout",
+	}, got)
+	assert.Equal(t, before, c, "Validate changes nothing")
+
+	rel := c.Validate(nil)
+	require.Len(t, rel, len(errs))
+	assert.Equal(t, "url", rel[0].Field, "a nil path gives paths relative to the section")
+	assert.Equal(t, "namespaces[2]", rel[6].Field)
+}
+
+func TestSetDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		in, want   Config
+		dir        string
+		wantSource bool // a source can be built from the result
+	}{
+		{name: "relative paths", dir: "/etc/discovery",
+			in:   Config{Token: sources.SecretRef{File: "rancher/token"}, CAFile: "./ca.pem"},
+			want: Config{Token: sources.SecretRef{File: "/etc/discovery/rancher/token"}, CAFile: "/etc/discovery/ca.pem"}},
+		{name: "absolute paths are kept", dir: "/etc/discovery",
+			in:   Config{Token: sources.SecretRef{File: "/run/token"}, CAFile: "/run/ca.pem"},
+			want: Config{Token: sources.SecretRef{File: "/run/token"}, CAFile: "/run/ca.pem"}},
+		{name: "env token and no caFile", dir: "/etc/discovery",
+			in:   Config{Token: sources.SecretRef{Env: "RANCHER_TOKEN"}},
+			want: Config{Token: sources.SecretRef{Env: "RANCHER_TOKEN"}}},
+		{name: "relative directory", dir: "conf",
+			in:   Config{Token: sources.SecretRef{File: "token"}, CAFile: "../ca.pem"},
+			want: Config{Token: sources.SecretRef{File: "conf/token"}, CAFile: "ca.pem"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.in
+			c.SetDirectory(tc.dir)
+			assert.Equal(t, tc.want, c)
+		})
+	}
+
+	// As the service does it: the files are found beside the configuration.
+	dir := t.TempDir()
+	writeToken(t, dir, testToken)
+	c := Config{URL: "https://rancher.example.com", Token: sources.SecretRef{File: "token"}}
+	c.Default()
+	c.SetDirectory(dir)
+	assert.Equal(t, filepath.Join(dir, "token"), c.Token.File)
+	got, err := readToken(c.Token)
+	require.NoError(t, err)
+	assert.Equal(t, testToken, got)
+}
+
+// TestProvider runs the registration as the service does: an empty
+// section from NewConfig, decoded, defaulted, rooted, validated, then
+// built.
+func TestProvider(t *testing.T) {
+	var p sources.Registration = Provider{}
+	assert.Equal(t, sources.ProviderRancher, p.Name())
+	assert.Equal(t, sources.KindManager, p.Kind())
+
+	dir := t.TempDir()
+	writeToken(t, dir, testToken)
+	pc := p.NewConfig()
+	require.IsType(t, &Config{}, pc)
+	require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: token}\nrequestTimeout: 5s\n"), pc))
+	pc.Default()
+	pc.SetDirectory(dir)
+	require.Empty(t, pc.Validate(section))
+	src, err := pc.NewSource(sources.SourceOptions{Name: "rancher-a"})
+	require.NoError(t, err)
+	s, ok := src.(*Source)
+	require.True(t, ok)
+	t.Cleanup(s.Close)
+	assert.Equal(t, 5*time.Second, s.timeout)
+	assert.Equal(t, filepath.Join(dir, "token"), s.cfg.Token.File)
+	assert.NotSame(t, pc, &s.cfg, "the source keeps its own copy")
+}
+
+// TestREADMEDefaults checks that the README's configuration example names
+// every key but the removed states, and gives each its default.
+func TestREADMEDefaults(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(readme), "```yaml\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```")
+	require.True(t, ok)
+	var doc []struct {
+		Name     string         `json:"name"`
+		Provider string         `json:"provider"`
+		Rancher  map[string]any `json:"rancher"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(block), &doc))
+	require.Len(t, doc, 1)
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if key != "states" {
+			assert.Contains(t, doc[0].Rancher, key, "the README leaves out %s", key)
+		}
+	}
+
+	var c Config
+	section, err := json.Marshal(doc[0].Rancher)
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(section, &c), "every key is a key")
+	if len(c.Namespaces) == 0 {
+		c.Namespaces = nil // [] in the README
+	}
+	want := Config{URL: c.URL, Token: c.Token}
+	want.Default()
+	assert.Equal(t, want, c)
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // fixtureHost is the base URL the upstream-shaped fixtures use.
@@ -48,7 +50,10 @@ type fakeRancher struct {
 	linkBase string // base of the links in answers; srv.URL when empty
 	// hook, when set, may answer a clusters page itself (page counts from
 	// 1) and reports whether it did.
-	hook     func(w http.ResponseWriter, r *http.Request, page int) bool
+	hook func(w http.ResponseWriter, r *http.Request, page int) bool
+	// pathHook, when set, may answer any request itself, before anything
+	// else, and reports whether it did.
+	pathHook func(w http.ResponseWriter, r *http.Request) bool
 	requests []seenRequest
 }
 
@@ -83,6 +88,19 @@ func newFake(t testing.TB, tls bool) *fakeRancher {
 // testToken has the shape of a Rancher token; tests check it never appears
 // in errors.
 const testToken = "token-abcde:sEcReTvAlUe5bcdfghjklmnpqrstvwxz2456789bcdfghjklmnpqrs"
+
+// writeToken writes a token file and returns its path.
+func writeToken(t testing.TB, dir, token string) string {
+	t.Helper()
+	p := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(p, []byte(token+"\n"), 0o600))
+	return p
+}
+
+// config is a source configuration for f with a token file.
+func config(t testing.TB, f *fakeRancher) Config {
+	return Config{URL: f.srv.URL, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), testToken)}}
+}
 
 // useFixturePages serves rancher-clusters-page1.json and page2 verbatim.
 func (f *fakeRancher) useFixturePages() {
@@ -221,6 +239,22 @@ func (f *fakeRancher) setHook(h func(w http.ResponseWriter, r *http.Request, pag
 	f.hook = h
 }
 
+// answer makes the fake answer every request for path with status and
+// body, without X-Api-Schemas (as a proxy in front of Rancher would).
+func (f *fakeRancher) answer(path string, status int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pathHook = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != path {
+			return false
+		}
+		w.Header().Del("X-Api-Schemas")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+		return true
+	}
+}
+
 // seen returns the requests received so far and forgets them.
 func (f *fakeRancher) seen() []seenRequest {
 	f.mu.Lock()
@@ -245,10 +279,13 @@ func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, seenRequest{Path: r.URL.Path, Query: r.URL.RawQuery, Auth: r.Header.Get("Authorization")})
 	authorized := f.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-	base := f.base()
+	base, pathHook := f.base(), f.pathHook
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Api-Schemas", base+"/v3/schemas")
+	if pathHook != nil && pathHook(w, r) {
+		return
+	}
 	if r.Method != http.MethodGet {
 		http.Error(w, `{"type":"error","status":"405"}`, http.StatusMethodNotAllowed)
 		return
@@ -279,52 +316,71 @@ func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeRancher) serveClusters(w http.ResponseWriter, r *http.Request, base string) {
-	q := r.URL.Query()
-	marker := q.Get("marker")
 	f.mu.Lock()
 	static, hook := f.static, f.hook
-	var data [][]byte
-	var ids []string
-	if static == nil {
-		for id, it := range f.items {
-			if s := q.Get("state"); s != "" && it.state != s {
-				continue
-			}
-			if q.Get("internal") == "false" && it.internal {
-				continue
-			}
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			data = append(data, f.items[id].raw)
-		}
-	}
 	f.mu.Unlock()
-
 	if static != nil {
-		page := 1
-		if marker != "" {
-			page = 2
-		}
-		if hook != nil && hook(w, r, page) {
-			return
-		}
-		body, ok := static[marker]
-		if !ok {
-			http.Error(w, `{"type":"error","status":"404"}`, http.StatusNotFound)
-			return
-		}
-		_, _ = w.Write(body)
+		f.serveFixturePage(w, r, static, hook)
 		return
 	}
+	f.serveGeneratedPage(w, r, base, hook)
+}
 
+// serveFixturePage serves a fixture page verbatim: page 1 without a
+// marker, page 2 with one.
+func (f *fakeRancher) serveFixturePage(w http.ResponseWriter, r *http.Request, static map[string][]byte,
+	hook func(w http.ResponseWriter, r *http.Request, page int) bool) {
+	marker := r.URL.Query().Get("marker")
+	page := 1
+	if marker != "" {
+		page = 2
+	}
+	if hook != nil && hook(w, r, page) {
+		return
+	}
+	body, ok := static[marker]
+	if !ok {
+		http.Error(w, `{"type":"error","status":"404"}`, http.StatusNotFound)
+		return
+	}
+	_, _ = w.Write(body)
+}
+
+// listed returns the ids and objects of the generated clusters that the
+// query's filters keep, sorted by id as norman sorts them.
+func (f *fakeRancher) listed(q url.Values) ([]string, [][]byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id, it := range f.items {
+		if s := q.Get("state"); s != "" && it.state != s {
+			continue
+		}
+		if q.Get("internal") == "false" && it.internal {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	data := make([][]byte, 0, len(ids))
+	for _, id := range ids {
+		data = append(data, f.items[id].raw)
+	}
+	return ids, data
+}
+
+// serveGeneratedPage pages the generated clusters as norman does: limit
+// and marker, absolute links carrying every query parameter.
+func (f *fakeRancher) serveGeneratedPage(w http.ResponseWriter, r *http.Request, base string,
+	hook func(w http.ResponseWriter, r *http.Request, page int) bool) {
+	q := r.URL.Query()
+	ids, data := f.listed(q)
 	limit := 1000
 	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 {
 		limit = min(l, 10000)
 	}
 	start := 0
-	if marker != "" {
+	if marker := q.Get("marker"); marker != "" {
 		start = sort.SearchStrings(ids, marker)
 		if start == len(ids) || ids[start] != marker {
 			start = 0 // as norman: an unknown marker starts over
@@ -348,7 +404,7 @@ func (f *fakeRancher) serveClusters(w http.ResponseWriter, r *http.Request, base
 	}
 	if start > 0 || end < len(ids) {
 		pagination["partial"] = true
-		pagination["marker"] = marker
+		pagination["marker"] = q.Get("marker")
 		pagination["first"] = link(ids[0])
 	}
 	head, err := json.Marshal(map[string]any{

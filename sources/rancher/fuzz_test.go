@@ -14,6 +14,9 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 )
 
+// sourcePhases are the phases a source sets (absent is the inventory's).
+var sourcePhases = []sources.Phase{sources.PhasePending, sources.PhaseReady, sources.PhaseDegraded, sources.PhaseLeaving}
+
 // ownLabels are the keys under the reserved prefix that the mapper sets.
 var ownLabels = []string{
 	LabelClusterID, LabelDriver, LabelProvider, LabelEndpoint, LabelEKSName, LabelEKSRegion, LabelEKSAccount,
@@ -61,14 +64,10 @@ func FuzzClusterCollection(f *testing.F) {
 		c := Config{URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/var/run/rancher/token"}}
 		change(&c)
 		c.Default()
-		if err := c.Validate(); err != nil {
-			f.Fatal(err)
+		if errs := c.Validate(nil); len(errs) > 0 {
+			f.Fatal(errs.ToAggregate())
 		}
-		flt, err := newFilter(c)
-		if err != nil {
-			f.Fatal(err)
-		}
-		setups = append(setups, setup{cfg: c, mapper: newMapper("rancher-a", c.URL, c), filter: flt})
+		setups = append(setups, setup{cfg: c, mapper: newMapper("rancher-a", c.URL, c), filter: newFilter(&c)})
 	}
 	cas := []rancherCA{{}, newRancherCA(rancherCAPEM), {Problem: "the cacerts setting is not PEM"}}
 	f.Fuzz(func(t *testing.T, page []byte) {

@@ -3,12 +3,9 @@ package rancher
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/rancher/norman/types"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -130,12 +127,6 @@ type AKSStatus struct {
 	UpstreamSpec *AKSConfig `json:"upstreamSpec,omitempty"`
 }
 
-// clusterCollection is one page of GET /v3/clusters.
-type clusterCollection struct {
-	types.Collection
-	Data []Cluster `json:"data"`
-}
-
 // displayName is the cluster's Rancher name, or its id when it has none.
 func (c *Cluster) displayName() string {
 	if c.Name != "" {
@@ -144,126 +135,25 @@ func (c *Cluster) displayName() string {
 	return c.ID
 }
 
-// Reasons a listed cluster is left out, for the debug log.
-const (
-	skipLocal  = "local"
-	skipName   = "name"
-	skipLabels = "labels"
-)
-
-// filter chooses the clusters to list. It holds only validated
-// configuration.
-type filter struct {
-	includeLocal          bool
-	include, exclude      labels.Selector
-	nameRe, excludeNameRe *regexp.Regexp
-}
-
-func newFilter(c Config) (*filter, error) {
-	f := &filter{includeLocal: c.IncludeLocal}
-	var err error
-	if f.include, err = parseSelector(c.LabelSelector); err != nil {
-		return nil, fmt.Errorf("labelSelector: %w", err)
-	}
-	if f.exclude, err = parseSelector(c.ExcludeLabelSelector); err != nil {
-		return nil, fmt.Errorf("excludeLabelSelector: %w", err)
-	}
-	if f.nameRe, err = parseRegex(c.NameRegex); err != nil {
-		return nil, fmt.Errorf("nameRegex: %w", err)
-	}
-	if f.excludeNameRe, err = parseRegex(c.ExcludeNameRegex); err != nil {
-		return nil, fmt.Errorf("excludeNameRegex: %w", err)
-	}
-	return f, nil
-}
-
-// skip returns why c is left out, or "" when it is listed. The state is
-// never a reason: every cluster is listed, with its phase.
-func (f *filter) skip(c *Cluster) string {
-	switch {
-	case !f.includeLocal && (c.Internal || c.ID == "local"):
-		return skipLocal
-	case f.nameRe != nil && !f.nameRe.MatchString(c.displayName()),
-		f.excludeNameRe != nil && f.excludeNameRe.MatchString(c.displayName()):
-		return skipName
-	case f.include != nil && !f.include.Matches(labels.Set(c.Labels)),
-		f.exclude != nil && f.exclude.Matches(labels.Set(c.Labels)):
-		return skipLabels
-	}
-	return ""
-}
-
-// serverFilters are the filters Rancher applies itself (norman filters on
-// the server before paging); labels cannot be filtered in v3. The client
-// filter is applied as well, so an older server that ignores one is safe.
-func (f *filter) serverFilters(limit int) map[string]any {
-	out := map[string]any{"limit": limit}
-	if !f.includeLocal {
-		out["internal"] = "false"
-	}
-	return out
-}
-
-// rancherCA is the CA of clusters served through Rancher's proxy: the CA
-// that Rancher's certificate chains to (zero for a publicly trusted one),
-// or why it cannot be used.
-type rancherCA struct {
-	// CA is parsed once per listing (newRancherCA, cacerts) so that every
-	// cluster behind the proxy shares one (at 10,000 clusters a copy each
-	// of an RSA 2048 CA is ~7.5 MiB).
-	CA      sources.CA
-	Problem string
-}
-
-// newRancherCA returns the CA of a PEM bundle, none when it is empty, or
-// why it cannot be used.
-func newRancherCA(pem string) rancherCA {
-	if pem == "" {
-		return rancherCA{}
-	}
-	ca, err := sources.ParsePEMCA([]byte(pem))
-	if err != nil {
-		return rancherCA{Problem: fmt.Sprintf("rancher's CA is not a usable CA bundle: %v", err)}
-	}
-	return rancherCA{CA: ca}
-}
-
 // mapper turns Rancher clusters into model clusters. It holds only
 // validated configuration and does no I/O.
 type mapper struct {
 	source          string
 	server          string // the configured URL, without trailing slash
 	tokenRef        *sources.SecretRef
-	namePrefix      string
-	ace             bool
-	aceLabel        string
+	cfg             *Config
 	dropLabels      []string
 	dropAnnotations []string
-	tenantLabel     string
-	projectLabel    string
-	namespacesAnn   string
-	tenant          string
-	project         string
-	namespaces      []string
 }
 
 func newMapper(name, server string, c Config) *mapper {
-	ref := c.Token
 	return &mapper{
 		source:          name,
 		server:          server,
-		tokenRef:        &ref,
-		namePrefix:      c.NamePrefix,
-		ace:             c.ACE,
-		aceLabel:        c.ACELabel,
+		tokenRef:        &c.Token,
+		cfg:             &c,
 		dropLabels:      slices.Concat(c.DropLabelPrefixes, []string{reservedPrefix}),
 		dropAnnotations: slices.Concat(c.DropAnnotationPrefixes, []string{reservedPrefix}),
-		tenantLabel:     c.TenantLabel,
-		projectLabel:    c.ProjectLabel,
-		namespacesAnn:   c.NamespacesAnnotation,
-		tenant:          c.Tenant,
-		project:         c.Project,
-		namespaces:      c.Namespaces,
 	}
 }
 
@@ -274,15 +164,15 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	out := sources.Cluster{
 		Source:   m.source,
 		Provider: sources.ProviderRancher,
-		Name:     m.namePrefix + c.displayName(),
+		Name:     m.cfg.NamePrefix + c.displayName(),
 		ID:       c.ID,
 		Auth:     sources.Auth{Kind: sources.AuthBearerToken, TokenRef: m.tokenRef},
 		State:    c.State,
 		Phase:    phase(c.State, c.Removed != "", c.Conditions),
 		Ready:    true,
 		Labels:   keep(c.Labels, m.dropLabels),
-		Tenant:   m.tenant,
-		Project:  m.project,
+		Tenant:   m.cfg.Tenant,
+		Project:  m.cfg.Project,
 	}
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
@@ -301,15 +191,15 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	setLabel(&out, LabelProvider, c.Provider)
 	m.hostedIdentity(&out, c)
 
-	useACE := m.ace
-	if v, ok := c.Labels[m.aceLabel]; ok {
+	useACE := m.cfg.ACE
+	if v, ok := c.Labels[m.cfg.ACELabel]; ok {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "true":
 			useACE = true
 		case "false":
 			useACE = false
 		default:
-			notReady("label %s is %q, neither true nor false", m.aceLabel, v)
+			notReady("label %s is %q, neither true nor false", m.cfg.ACELabel, v)
 		}
 	}
 	// The proxy server is set even when the cluster is not ready, so the
@@ -329,18 +219,18 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 		}
 	}
 
-	if v, ok := c.Labels[m.tenantLabel]; ok && v != "" {
+	if v, ok := c.Labels[m.cfg.TenantLabel]; ok && v != "" {
 		out.Tenant = v
 	}
-	if v, ok := c.Labels[m.projectLabel]; ok && v != "" {
+	if v, ok := c.Labels[m.cfg.ProjectLabel]; ok && v != "" {
 		out.Project = v
 	}
-	out.Namespaces = slices.Clone(m.namespaces)
-	if v, ok := c.Annotations[m.namespacesAnn]; ok {
+	out.Namespaces = slices.Clone(m.cfg.Namespaces)
+	if v, ok := c.Annotations[m.cfg.NamespacesAnnotation]; ok {
 		ns, err := sources.ParseNamespaces(v)
 		if err != nil {
 			// Namespaces left empty would mean every namespace: never widen.
-			notReady("annotation %s: %v", m.namespacesAnn, err)
+			notReady("annotation %s: %v", m.cfg.NamespacesAnnotation, err)
 		}
 		out.Namespaces = ns
 	}
@@ -421,7 +311,7 @@ func phase(state string, removed bool, conditions []Condition) sources.Phase {
 // aceEndpoint points out at the cluster's authorized cluster endpoint.
 func (m *mapper) aceEndpoint(out *sources.Cluster, e *LocalClusterAuthEndpoint, notReady func(string, ...any)) {
 	if e == nil || !e.Enabled || strings.TrimSpace(e.FQDN) == "" {
-		notReady("authorized cluster endpoint requested (%s or source ace) but not enabled with an fqdn in Rancher", m.aceLabel)
+		notReady("authorized cluster endpoint requested (%s or source ace) but not enabled with an fqdn in Rancher", m.cfg.ACELabel)
 		return
 	}
 	srv, err := sources.NormalizeServer("https://" + strings.TrimSpace(e.FQDN))

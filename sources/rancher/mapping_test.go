@@ -3,9 +3,6 @@ package rancher
 import (
 	"encoding/base64"
 	"encoding/json"
-	"log/slog"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -47,47 +44,94 @@ func testMapper(change func(c *Config)) *mapper {
 	return newMapper("rancher-a", server, c)
 }
 
-func TestToCluster(t *testing.T) {
-	prod := fixtureCluster(t, "c-m-2x7kqz4b") // ACE enabled with caCerts
-	aceCA := prod.LocalClusterAuthEndpoint.CACerts
-	eks := fixtureCluster(t, "c-7qgnz")
-	okCA := newRancherCA(rancherCAPEM)
-	tokenRef := &sources.SecretRef{File: "/var/run/rancher/token"}
-	const (
-		proxySrv = server + "/k8s/clusters/c-m-2x7kqz4b"
-		aceSrv   = "https://prod-eu-west.k8s.example.com"
-		noACE    = "authorized cluster endpoint requested (argocd-cluster-discovery.io/ace or source ace) but not enabled with an fqdn in Rancher"
-	)
-	aceOn := func(c *Config) { c.ACE = true }
-	// viaACE expects the ACE endpoint chosen, with that server and caData,
-	// not ready when notReady is set.
-	viaACE := func(srv, caData, notReady string) func(w *sources.Cluster) {
-		return func(w *sources.Cluster) {
-			w.Server, w.CA, w.Labels[LabelEndpoint] = srv, sources.CAFromData(caData), EndpointACE
-			if notReady != "" {
-				w.Ready, w.NotReadyReason = false, notReady
-			}
-		}
-	}
-	proxyLabels := func(extra map[string]string) map[string]string {
-		out := map[string]string{
-			"env": "prod", "provider.cattle.io": "rke2", "region": "eu-west", "team": "payments",
-			LabelClusterID: "c-m-2x7kqz4b", LabelDriver: "imported", LabelProvider: "rke2", LabelEndpoint: EndpointProxy,
-		}
-		for k, v := range extra {
-			out[k] = v
-		}
-		return out
-	}
+// The servers, and the reason of a cluster asked to use an authorized
+// cluster endpoint that Rancher has not enabled, in the mapping tables.
+const (
+	proxySrv = server + "/k8s/clusters/c-m-2x7kqz4b"
+	aceSrv   = "https://prod-eu-west.k8s.example.com"
+	noACE    = "authorized cluster endpoint requested (argocd-cluster-discovery.io/ace or source ace) but not enabled with an fqdn in Rancher"
+)
 
-	for _, tc := range []struct {
-		name    string
-		config  func(c *Config)
-		cluster func(c *Cluster)
-		from    *Cluster // default prod
-		ca      *rancherCA
-		want    func(w *sources.Cluster)
-	}{
+// mapCase is one row of the mapping tables: changes to the configuration
+// and to a fixture cluster, and to the cluster expected of prod-eu-west
+// behind Rancher's proxy with Rancher's private CA.
+type mapCase struct {
+	name    string
+	config  func(c *Config)
+	cluster func(c *Cluster)
+	from    string // the fixture cluster's id; default prod-eu-west's
+	ca      *rancherCA
+	want    func(w *sources.Cluster)
+}
+
+func aceOn(c *Config) { c.ACE = true }
+
+// viaACE expects the ACE endpoint chosen, with that server and caData,
+// not ready when notReady is set.
+func viaACE(srv, caData, notReady string) func(w *sources.Cluster) {
+	return func(w *sources.Cluster) {
+		w.Server, w.CA, w.Labels[LabelEndpoint] = srv, sources.CAFromData(caData), EndpointACE
+		if notReady != "" {
+			w.Ready, w.NotReadyReason = false, notReady
+		}
+	}
+}
+
+// proxyLabels are prod-eu-west's labels behind the proxy, and extra.
+func proxyLabels(extra map[string]string) map[string]string {
+	out := map[string]string{
+		"env": "prod", "provider.cattle.io": "rke2", "region": "eu-west", "team": "payments",
+		LabelClusterID: "c-m-2x7kqz4b", LabelDriver: "imported", LabelProvider: "rke2", LabelEndpoint: EndpointProxy,
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// testToCluster maps each case's cluster and compares it with the one
+// expected.
+func testToCluster(t *testing.T, cases []mapCase) {
+	t.Helper()
+	tokenRef := &sources.SecretRef{File: "/var/run/rancher/token"}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := tc.from
+			if id == "" {
+				id = "c-m-2x7kqz4b"
+			}
+			in := fixtureCluster(t, id) // a fresh copy: the changes stay in it
+			if tc.cluster != nil {
+				tc.cluster(&in)
+			}
+			ca := newRancherCA(rancherCAPEM)
+			if tc.ca != nil {
+				ca = *tc.ca
+			}
+			want := sources.Cluster{
+				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west", ID: "c-m-2x7kqz4b",
+				Phase: sources.PhaseReady, Server: proxySrv, CA: sources.CAFromData(b64(rancherCAPEM)),
+				Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: tokenRef},
+				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,
+			}
+			tc.want(&want)
+			got := testMapper(tc.config).toCluster(&in, ca)
+			assert.Equal(t, want, got)
+			if got.Ready {
+				require.NoError(t, got.Validate())
+				if got.CA.Data() != "" {
+					require.NoError(t, sources.ValidateCAData(got.CA.Data()))
+				}
+			}
+		})
+	}
+}
+
+// TestToClusterEndpoints: Rancher's proxy with the CA Rancher has, or the
+// authorized cluster endpoint, for the source or by label.
+func TestToClusterEndpoints(t *testing.T) {
+	aceCA := fixtureCluster(t, "c-m-2x7kqz4b").LocalClusterAuthEndpoint.CACerts // enabled, with caCerts
+	testToCluster(t, []mapCase{
 		{name: "proxy with rancher's private CA", want: func(*sources.Cluster) {}},
 		{name: "proxy with a publicly trusted rancher", ca: &rancherCA{}, want: func(w *sources.Cluster) { w.CA = sources.CA{} }},
 		{name: "proxy with an unusable cacerts", ca: &rancherCA{Problem: "rancher's cacerts setting is not a usable CA bundle: x"},
@@ -95,9 +139,9 @@ func TestToCluster(t *testing.T) {
 				w.CA, w.Ready, w.NotReadyReason = sources.CA{}, false, "rancher's cacerts setting is not a usable CA bundle: x"
 			}},
 		{name: "ace for the source", config: aceOn, want: viaACE(aceSrv, b64(aceCA), "")},
-		{name: "ace by label", cluster: func(c *Cluster) { c.Labels[DefaultACELabel] = "True" }, want: func(w *sources.Cluster) {
+		{name: "ace by label", cluster: func(c *Cluster) { c.Labels[defaultACELabel] = "True" }, want: func(w *sources.Cluster) {
 			viaACE(aceSrv, b64(aceCA), "")(w)
-			w.Labels[DefaultACELabel] = "True"
+			w.Labels[defaultACELabel] = "True"
 		}},
 		{name: "ace without caCerts: public certificate", config: aceOn,
 			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "" }, want: viaACE(aceSrv, "", "")},
@@ -114,12 +158,19 @@ func TestToCluster(t *testing.T) {
 		{name: "ace with bad caCerts", config: aceOn,
 			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "junk" },
 			want:    viaACE(aceSrv, "", "authorized cluster endpoint caCerts: no PEM certificate found")},
-		{name: "ace label neither true nor false", cluster: func(c *Cluster) { c.Labels[DefaultACELabel] = "yes" },
+		{name: "ace label neither true nor false", cluster: func(c *Cluster) { c.Labels[defaultACELabel] = "yes" },
 			want: func(w *sources.Cluster) {
 				w.Ready = false
 				w.NotReadyReason = `label argocd-cluster-discovery.io/ace is "yes", neither true nor false`
-				w.Labels[DefaultACELabel] = "yes"
+				w.Labels[defaultACELabel] = "yes"
 			}},
+	})
+}
+
+// TestToClusterPhases: the state sets the phase only, never whether the
+// cluster can be rendered.
+func TestToClusterPhases(t *testing.T) {
+	testToCluster(t, []mapCase{
 		{name: "updating: degraded, still renderable", cluster: func(c *Cluster) { c.State = "updating" },
 			want: func(w *sources.Cluster) { w.State, w.Phase = "updating", sources.PhaseDegraded }},
 		{name: "error: degraded, still renderable", cluster: func(c *Cluster) { c.State = "error" },
@@ -144,6 +195,13 @@ func TestToCluster(t *testing.T) {
 			viaACE(proxySrv, "", noACE)(w)
 			w.State, w.Phase = "upgrading", sources.PhaseDegraded
 		}},
+	})
+}
+
+// TestToClusterNamesAndScoping: the name, the tenant, project and
+// namespaces, and the labels and annotations kept.
+func TestToClusterNamesAndScoping(t *testing.T) {
+	testToCluster(t, []mapCase{
 		{name: "no display name: the id", config: func(c *Config) { c.NamePrefix = "eu-" },
 			cluster: func(c *Cluster) { c.Name = "" }, want: func(w *sources.Cluster) { w.Name = "eu-c-m-2x7kqz4b" }},
 		{name: "renamed: same id", cluster: func(c *Cluster) { c.Name = "prod-eu-west-2" },
@@ -176,29 +234,34 @@ func TestToCluster(t *testing.T) {
 			delete(w.Labels, "team")
 			w.Annotations = map[string]string{"lifecycle.cattle.io/x": "true"}
 		}},
-		{name: "hosted EKS: identity from upstreamSpec, CloudID", from: &eks, want: func(w *sources.Cluster) {
-			w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
-			w.KubernetesVersion = "v1.32.9-eks-113cf36"
-			w.Labels = map[string]string{
-				"env": "staging", "provider.cattle.io": "eks",
-				LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
-				LabelEKSName: "staging-eks", LabelEKSRegion: "eu-west-1", LabelEKSAccount: "210987654321",
-			}
+	})
+}
+
+// TestToClusterHostedIdentity: the identity of the EKS or AKS cluster
+// behind a hosted cluster, and the Kubernetes version.
+func TestToClusterHostedIdentity(t *testing.T) {
+	eks := func(w *sources.Cluster) {
+		w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
+		w.KubernetesVersion = "v1.32.9-eks-113cf36"
+		w.Labels = map[string]string{
+			"env": "staging", "provider.cattle.io": "eks",
+			LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
+		}
+	}
+	testToCluster(t, []mapCase{
+		{name: "hosted EKS: identity from upstreamSpec, CloudID", from: "c-7qgnz", want: func(w *sources.Cluster) {
+			eks(w)
+			w.Labels[LabelEKSName], w.Labels[LabelEKSRegion], w.Labels[LabelEKSAccount] = "staging-eks", "eu-west-1", "210987654321"
 			w.Region, w.Account = "eu-west-1", "210987654321"
 			w.CloudID = "eks/210987654321/eu-west-1/staging-eks"
 		}},
-		{name: "hosted EKS without a role: no account, no CloudID; long name as annotation", from: &eks,
+		{name: "hosted EKS without a role: no account, no CloudID; long name as annotation", from: "c-7qgnz",
 			cluster: func(c *Cluster) {
 				c.EKSStatus = nil
 				c.EKSConfig.DisplayName = strings.Repeat("n", 70)
 			}, want: func(w *sources.Cluster) {
-				w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
-				w.KubernetesVersion = "v1.32.9-eks-113cf36"
-				w.Labels = map[string]string{
-					"env": "staging", "provider.cattle.io": "eks",
-					LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
-					LabelEKSRegion: "eu-west-1",
-				}
+				eks(w)
+				w.Labels[LabelEKSRegion] = "eu-west-1"
 				w.Annotations = map[string]string{LabelEKSName: strings.Repeat("n", 70)}
 				w.Region = "eu-west-1"
 			}},
@@ -222,47 +285,7 @@ func TestToCluster(t *testing.T) {
 			w.CloudID = "aks/00000000-1111-2222-3333-444444444444/rg-payments/aks-payments"
 		}},
 		{name: "no version", cluster: func(c *Cluster) { c.Version = nil }, want: func(w *sources.Cluster) { w.KubernetesVersion = "" }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := prod
-			if tc.from != nil {
-				in = *tc.from
-			}
-			// Deep enough copies for the changes above.
-			in.Labels = clone(in.Labels)
-			in.Annotations = clone(in.Annotations)
-			if in.LocalClusterAuthEndpoint != nil {
-				e := *in.LocalClusterAuthEndpoint
-				in.LocalClusterAuthEndpoint = &e
-			}
-			if in.EKSConfig != nil {
-				e := *in.EKSConfig
-				in.EKSConfig = &e
-			}
-			if tc.cluster != nil {
-				tc.cluster(&in)
-			}
-			ca := okCA
-			if tc.ca != nil {
-				ca = *tc.ca
-			}
-			want := sources.Cluster{
-				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west", ID: "c-m-2x7kqz4b",
-				Phase: sources.PhaseReady, Server: proxySrv, CA: sources.CAFromData(b64(rancherCAPEM)),
-				Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: tokenRef},
-				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,
-			}
-			tc.want(&want)
-			got := testMapper(tc.config).toCluster(&in, ca)
-			assert.Equal(t, want, got)
-			if got.Ready {
-				require.NoError(t, got.Validate())
-				if got.CA.Data() != "" {
-					require.NoError(t, sources.ValidateCAData(got.CA.Data()))
-				}
-			}
-		})
-	}
+	})
 }
 
 func clone(m map[string]string) map[string]string {
@@ -271,69 +294,6 @@ func clone(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-func TestFilter(t *testing.T) {
-	base := Cluster{ID: "c-abcde", Name: "prod-eu", State: "active", Labels: map[string]string{"env": "prod", "team": "payments"}}
-	for _, tc := range []struct {
-		name    string
-		config  func(c *Config)
-		cluster func(c *Cluster)
-		want    string
-	}{
-		{name: "active", want: ""},
-		{name: "unavailable is listed", cluster: func(c *Cluster) { c.State = "unavailable" }, want: ""},
-		{name: "removing is listed", cluster: func(c *Cluster) { c.State, c.Removed = "removing", "2026-08-21T10:00:00Z" }, want: ""},
-		{name: "an unknown state is listed", cluster: func(c *Cluster) { c.State = "" }, want: ""},
-		{name: "local by id", cluster: func(c *Cluster) { c.ID = "local" }, want: skipLocal},
-		{name: "internal", cluster: func(c *Cluster) { c.Internal = true }, want: skipLocal},
-		{name: "local included", config: func(c *Config) { c.IncludeLocal = true },
-			cluster: func(c *Cluster) { c.ID, c.Internal = "local", true }, want: ""},
-		{name: "name regex matches", config: func(c *Config) { c.NameRegex = "^prod-" }, want: ""},
-		{name: "name regex misses", config: func(c *Config) { c.NameRegex = "^dev-" }, want: skipName},
-		{name: "name regex on the id without a name", config: func(c *Config) { c.NameRegex = "^c-" },
-			cluster: func(c *Cluster) { c.Name = "" }, want: ""},
-		{name: "exclude name", config: func(c *Config) { c.ExcludeNameRegex = "eu$" }, want: skipName},
-		{name: "selector matches", config: func(c *Config) { c.LabelSelector = "env in (prod,staging),team" }, want: ""},
-		{name: "selector misses", config: func(c *Config) { c.LabelSelector = "env=dev" }, want: skipLabels},
-		{name: "exclude selector", config: func(c *Config) { c.ExcludeLabelSelector = "team=payments" }, want: skipLabels},
-		{name: "exclude selector misses", config: func(c *Config) { c.ExcludeLabelSelector = "team=search" }, want: ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{}
-			if tc.config != nil {
-				tc.config(&cfg)
-			}
-			cfg.Default()
-			f, err := newFilter(cfg)
-			require.NoError(t, err)
-			c := base
-			c.Labels = clone(base.Labels)
-			if tc.cluster != nil {
-				tc.cluster(&c)
-			}
-			assert.Equal(t, tc.want, f.skip(&c))
-		})
-	}
-}
-
-func TestServerFilters(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		config Config
-		want   map[string]any
-	}{
-		{name: "defaults: no state filter", want: map[string]any{"limit": 1000, "internal": "false"}},
-		{name: "page limit", config: Config{PageLimit: 50}, want: map[string]any{"limit": 50, "internal": "false"}},
-		{name: "local included", config: Config{IncludeLocal: true}, want: map[string]any{"limit": 1000}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.config.Default()
-			f, err := newFilter(tc.config)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, f.serverFilters(tc.config.PageLimit))
-		})
-	}
 }
 
 func TestAccountFromARN(t *testing.T) {
@@ -347,54 +307,6 @@ func TestAccountFromARN(t *testing.T) {
 	} {
 		assert.Equal(t, want, accountFromARN(in), in)
 	}
-}
-
-func TestOnOrigin(t *testing.T) {
-	s := &Source{origin: &url.URL{Scheme: "https", Host: "rancher.example.com"}, log: slog.New(slog.DiscardHandler)}
-	l := &listing{s: s}
-	for in, want := range map[string]string{
-		"https://rancher.example.com/v3/clusters?limit=2&marker=c-1":     "https://rancher.example.com/v3/clusters?limit=2&marker=c-1",
-		"https://rancher.example.com:443/v3/clusters?marker=c-1":         "https://rancher.example.com:443/v3/clusters?marker=c-1",
-		"https://RANCHER.example.com/v3/clusters":                        "https://RANCHER.example.com/v3/clusters",
-		"http://rancher.example.com/v3/clusters?marker=c-1":              "https://rancher.example.com/v3/clusters?marker=c-1",
-		"https://rancher.cattle-system.svc/v3/clusters?marker=c-1":       "https://rancher.example.com/v3/clusters?marker=c-1",
-		"https://user:pw@rancher.example.com/v3/clusters":                "https://rancher.example.com/v3/clusters",
-		"/v3/clusters?marker=c-1":                                        "https://rancher.example.com/v3/clusters?marker=c-1",
-		"https://rancher.example.com:8443/v3/clusters?limit=2&marker=c1": "https://rancher.example.com/v3/clusters?limit=2&marker=c1",
-	} {
-		got, err := l.onOrigin(in)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, in)
-	}
-	_, err := l.onOrigin("https://[::1")
-	require.Error(t, err)
-	assert.True(t, s.warnedOrigin)
-}
-
-func TestReadToken(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		name, content, want, err string
-	}{
-		{name: "trailing newline", content: "token-abcde:xyz\n", want: "token-abcde:xyz"},
-		{name: "empty", content: " \n", err: "empty"},
-		{name: "two lines", content: "token-abcde:xyz\ntoken-fghij:uvw\n", err: "contains whitespace or control characters"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ref := sources.SecretRef{File: writeToken(t, dir, "")}
-			require.NoError(t, os.WriteFile(ref.File, []byte(tc.content), 0o600))
-			got, err := readToken(ref)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				assert.NotContains(t, err.Error(), "xyz")
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-	_, err := readToken(sources.SecretRef{Env: "RANCHER_TEST_UNSET_TOKEN"})
-	require.EqualError(t, err, "token env:RANCHER_TEST_UNSET_TOKEN: not set")
 }
 
 // TestProxyClustersShareOneCA checks that every cluster behind Rancher's

@@ -4,92 +4,50 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
-// The caller adds a constant source label through the Registerer, so no
-// metric here has one and two sources on two wrapped registerers do not
-// collide.
-const namespace = "argocd_cluster_discovery_rancher"
-
-// Error kinds, the kind label of errors_total.
+// The operations of a listing: the operation label of api_requests_total
+// (the four API calls) and of errors_total (any of them).
 const (
-	kindToken      = "token"      // the token could not be read
-	kindCA         = "ca"         // caFile could not be read or is not PEM
-	kindAuth       = "auth"       // Rancher answered 401 or 403
-	kindHTTP       = "http"       // any other non-200 answer
-	kindTimeout    = "timeout"    // request timeout or listing deadline
-	kindCanceled   = "canceled"   // the listing's context was cancelled
-	kindTLS        = "tls"        // certificate or handshake failure
-	kindNetwork    = "network"    // connection refused, reset, DNS, ...
-	kindDecode     = "decode"     // malformed JSON or an unexpected shape
-	kindPagination = "pagination" // a page repeats or clusters repeat
-	kindSchema     = "schema"     // /v3 or its schemas are not usable
-	kindOrigin     = "origin"     // a request to another origin was refused
+	opListing  = "listing"       // the listing as a whole: cancelled before it began
+	opToken    = "token.read"    // reading the token file or variable
+	opCAFile   = "caFile.read"   // reading caFile
+	opAPIRoot  = "apiRoot.get"   // GET /v3, for the X-Api-Schemas link
+	opSchemas  = "schemas.get"   // GET /v3/schemas
+	opCACerts  = "cacerts.get"   // GET /v3/settings/cacerts
+	opClusters = "clusters.list" // GET /v3/clusters, one request a page
 )
 
-func errorKinds() []string {
-	return []string{kindToken, kindCA, kindAuth, kindHTTP, kindTimeout, kindCanceled, kindTLS, kindNetwork,
-		kindDecode, kindPagination, kindSchema, kindOrigin}
+func operations() []string {
+	return []string{opListing, opToken, opCAFile, opAPIRoot, opSchemas, opCACerts, opClusters}
 }
 
+// metrics are the shared metrics of upstream providers
+// (argocd_cluster_discovery_rancher_*, see upstream.Metrics) and Rancher's
+// own. The caller adds a constant source label through the Registerer, so
+// two sources on two wrapped registerers do not collide.
 type metrics struct {
-	duration prometheus.Histogram
-	pages    prometheus.Counter
-	clusters *prometheus.GaugeVec // by Rancher state, before the filters
-	listed   *prometheus.GaugeVec // by phase, after the filters
-	errors   *prometheus.CounterVec
+	*upstream.Metrics
+	// pages counts the pages of /v3/clusters fetched.
+	pages prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "listing_duration_seconds",
-			Help:    "Duration of one listing of the Rancher server, successful or not.",
-			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}),
-		pages: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "pages_fetched_total",
-			Help: "Pages of /v3/clusters fetched.",
-		}),
-		clusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "clusters",
-			Help: "Clusters Rancher returned in the last complete listing, by Rancher state, before this source's filters.",
-		}, []string{"state"}),
-		listed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "listed_clusters",
-			Help: "Clusters this source listed in the last complete listing, after its filters, by phase (pending, ready, degraded, leaving).",
-		}, []string{"phase"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "errors_total",
-			Help: "Listings that failed, by error kind.",
-		}, []string{"kind"}),
+	pages := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: upstream.Namespace(sources.ProviderRancher), Name: "pages_fetched_total",
+		Help: "Pages of /v3/clusters fetched.",
+	})
+	m, err := upstream.NewMetrics(sources.ProviderRancher, reg, pages)
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range errorKinds() {
-		m.errors.WithLabelValues(k)
-	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.duration, m.pages, m.clusters, m.listed, m.errors} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
+	// Every failure has a series from the start, so that the first one
+	// shows in increase().
+	for _, k := range upstream.Kinds() {
+		for _, op := range operations() {
+			m.Errors.WithLabelValues(string(k), op)
 		}
 	}
-	return m, nil
-}
-
-// sourcePhases are the phases a source sets (absent is the inventory's).
-var sourcePhases = []sources.Phase{sources.PhasePending, sources.PhaseReady, sources.PhaseDegraded, sources.PhaseLeaving}
-
-// setClusters replaces the clusters-by-state and listed-by-phase gauges
-// with the last listing's counts. Every phase a source sets has a series,
-// zero when no cluster is in it.
-func (m *metrics) setClusters(byState map[string]int, byPhase map[sources.Phase]int) {
-	m.clusters.Reset()
-	for s, n := range byState {
-		m.clusters.WithLabelValues(s).Set(float64(n))
-	}
-	for _, p := range sourcePhases {
-		m.listed.WithLabelValues(string(p)).Set(float64(byPhase[p]))
-	}
+	return &metrics{Metrics: m, pages: pages}, nil
 }

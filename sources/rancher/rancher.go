@@ -1,5 +1,7 @@
 // Package rancher is a source of the clusters of one Rancher server, listed
-// through its /v3 API with norman's clientbase.
+// through its /v3 API with norman's clientbase. Provider registers it; a
+// source is configured by a Config (the rancher section of a source) and
+// built by its NewSource. README.md is the users' guide.
 //
 // Each listing reads the token (and caFile), reads Rancher's CA from
 // /v3/settings/cacerts unless caFile is set, and fetches /v3/clusters page
@@ -19,6 +21,14 @@
 // collection links, pagination.next) are rewritten to the configured scheme
 // and host, so a Rancher behind a proxy that reports another host or plain
 // http never receives the token elsewhere.
+//
+// A failed listing returns an error holding an *upstream.Error: its kind
+// (auth, throttled, not_found, server, timeout, canceled, network, tls,
+// invalid_response, config) and the operation that failed (token.read,
+// caFile.read, apiRoot.get, schemas.get, cacerts.get, clusters.list, or
+// listing when it was cancelled before it began), the labels of the shared
+// upstream metrics. Its message names the token by its reference, never
+// its value, and never quotes Rancher's answer.
 //
 // Names: a cluster is named NamePrefix + its Rancher display name, the
 // name people know it by (ids such as c-m-2x7kqz4b are only unique within
@@ -83,36 +93,36 @@ package rancher
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
-	"strings"
+	"regexp"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
-// Options are the collaborators of a Source.
-type Options struct {
-	Logger *slog.Logger
-	// Registerer receives the source's metrics, with fixed names; the
-	// caller wraps it with a constant source label. Nil registers nothing.
-	Registerer prometheus.Registerer
-	// HTTPClient, when set, provides the base transport (tests: an
-	// httptest server's client). Its TLS settings replace caFile's for
-	// trusting Rancher; caFile is still the clusters' caData.
-	HTTPClient *http.Client
-}
+// Provider is the registration of the rancher provider: a cluster manager
+// whose sources are configured by a Config.
+type Provider struct{}
+
+var _ sources.Registration = Provider{}
+
+// Name is rancher.
+func (Provider) Name() sources.Provider { return sources.ProviderRancher }
+
+// Kind is manager: Rancher lists clusters that run elsewhere.
+func (Provider) Kind() sources.Kind { return sources.KindManager }
+
+// NewConfig returns an empty section.
+func (Provider) NewConfig() sources.ProviderConfig { return &Config{} }
 
 // Source lists the clusters of one Rancher server.
 type Source struct {
-	name    string
 	cfg     Config
 	origin  *url.URL // configured scheme and host
 	apiURL  string   // origin + /v3
@@ -121,7 +131,7 @@ type Source struct {
 	mapper  *mapper
 	log     *slog.Logger
 	metrics *metrics
-	base    http.RoundTripper // from Options.HTTPClient, or nil
+	base    http.RoundTripper // a test's transport, or nil
 
 	// sem serialises listings; it guards conn and warnedOrigin.
 	sem          chan struct{}
@@ -131,23 +141,25 @@ type Source struct {
 
 var _ sources.Source = (*Source)(nil)
 
-// New defaults and validates cfg, reads caFile once (a bad PEM is a
-// start-up error) and registers the metrics. It makes no request.
-func New(name string, cfg Config, opts Options) (*Source, error) {
-	cfg.Default()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+// NewSource builds the source of a defaulted, valid section: it reads
+// caFile once (a bad PEM is a start-up error) and registers the metrics.
+// It makes no request.
+func (c *Config) NewSource(opts sources.SourceOptions) (sources.Source, error) {
+	return newSource(*c, opts, nil)
+}
+
+// newSource is NewSource with client, when set, providing the transport to
+// Rancher (tests: an httptest server's client). Its TLS settings replace
+// caFile's for trusting Rancher; caFile is still the clusters' caData.
+func newSource(cfg Config, opts sources.SourceOptions, client *http.Client) (*Source, error) {
+	if errs := cfg.Validate(nil); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
 	origin, _ := parseURL(cfg.URL) // checked by Validate
-	timeout, _ := time.ParseDuration(cfg.RequestTimeout)
 	if cfg.CAFile != "" {
 		if _, err := readCAFile(cfg.CAFile); err != nil {
 			return nil, fmt.Errorf("caFile: %w", err)
 		}
-	}
-	f, err := newFilter(cfg)
-	if err != nil {
-		return nil, err
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
@@ -157,14 +169,14 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger = logger.With("source", name, "rancher", origin.String())
+	logger = logger.With("rancher", origin.String())
 	s := &Source{
-		name: name, cfg: cfg, origin: origin, apiURL: origin.String() + "/v3", timeout: timeout,
-		filter: f, mapper: newMapper(name, origin.String(), cfg), log: logger, metrics: m,
+		cfg: cfg, origin: origin, apiURL: origin.String() + "/v3", timeout: cfg.RequestTimeout.Std(),
+		filter: newFilter(&cfg), mapper: newMapper(opts.Name, origin.String(), cfg), log: logger, metrics: m,
 		sem: make(chan struct{}, 1),
 	}
-	if opts.HTTPClient != nil {
-		s.base = opts.HTTPClient.Transport
+	if client != nil {
+		s.base = client.Transport
 		if s.base == nil {
 			s.base = http.DefaultTransport
 		}
@@ -176,24 +188,23 @@ func New(name string, cfg Config, opts Options) (*Source, error) {
 }
 
 // Clusters lists the server's clusters. Any failure (token, TLS, a page,
-// the cacerts setting, malformed JSON) fails the whole listing.
+// the cacerts setting, malformed JSON) fails the whole listing, with an
+// *upstream.Error in the error's chain.
 func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		// Waiting for the listing in progress: this one failed too.
+		err := canceled(ctx)
+		s.metrics.Failed(err)
+		return nil, err
 	}
 	defer func() { <-s.sem }()
 	start := time.Now()
 	out, err := s.list(ctx)
-	s.metrics.duration.Observe(time.Since(start).Seconds())
+	s.metrics.Observe(start)
 	if err != nil {
-		kind := kindNetwork
-		var le *listError
-		if errors.As(err, &le) {
-			kind = le.kind
-		}
-		s.metrics.errors.WithLabelValues(kind).Inc()
+		s.metrics.Failed(err)
 		if s.conn != nil {
 			// Start afresh next time: the schemas may have changed.
 			s.conn.close()
@@ -215,21 +226,17 @@ func (s *Source) Close() {
 }
 
 func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
-	if err := ctx.Err(); err != nil {
-		kind := kindCanceled
-		if errors.Is(err, context.DeadlineExceeded) {
-			kind = kindTimeout
-		}
-		return nil, &listError{kind: kind, err: err}
+	if ctx.Err() != nil {
+		return nil, canceled(ctx)
 	}
 	token, err := readToken(s.cfg.Token)
 	if err != nil {
-		return nil, &listError{kind: kindToken, err: err}
+		return nil, failed(upstream.KindConfig, opToken, err)
 	}
 	var caPEM []byte
 	if s.cfg.CAFile != "" {
 		if caPEM, err = readCAFile(s.cfg.CAFile); err != nil {
-			return nil, &listError{kind: kindCA, err: fmt.Errorf("caFile: %w", err)}
+			return nil, failed(upstream.KindConfig, opCAFile, fmt.Errorf("caFile: %w", err))
 		}
 	}
 	l := s.newListing(ctx)
@@ -260,7 +267,7 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 		byPhase[c.Phase]++
 		out = append(out, c)
 	}
-	s.metrics.setClusters(byState, byPhase)
+	s.metrics.Listed(out, byState, skipped)
 	s.log.Debug("listing complete", "pages", l.pages, "requests", l.requests, "returned", len(raw), "listed", len(out),
 		"ready", byPhase[sources.PhaseReady], "degraded", byPhase[sources.PhaseDegraded],
 		"pending", byPhase[sources.PhasePending], "leaving", byPhase[sources.PhaseLeaving],
@@ -268,47 +275,55 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 	return out, nil
 }
 
-// readToken reads the token the reference points at. Errors name the
-// reference, never the value.
-func readToken(ref sources.SecretRef) (string, error) {
-	var v string
-	switch {
-	case ref.File != "":
-		b, err := os.ReadFile(ref.File)
-		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return "", fmt.Errorf("token %s: %w", ref.String(), err)
-		}
-		v = string(b)
-	case ref.Env != "":
-		var ok bool
-		if v, ok = os.LookupEnv(ref.Env); !ok {
-			return "", fmt.Errorf("token %s: not set", ref.String())
-		}
-	default:
-		return "", fmt.Errorf("token %s: unsupported reference", ref.String())
-	}
-	v = strings.TrimSpace(v)
-	switch {
-	case v == "":
-		return "", fmt.Errorf("token %s: empty", ref.String())
-	case strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return "", fmt.Errorf("token %s: contains whitespace or control characters", ref.String())
-	}
-	return v, nil
+// Reasons a listed cluster is left out: the reason label of
+// clusters_skipped and the debug log.
+const (
+	skipLocal  = "local"
+	skipName   = "name"
+	skipLabels = "labels"
+)
+
+// filter chooses the clusters to list. It holds only validated
+// configuration.
+type filter struct {
+	includeLocal          bool
+	include, exclude      labels.Selector
+	nameRe, excludeNameRe *regexp.Regexp
 }
 
-// readCAFile reads and checks a PEM bundle.
-func readCAFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+func newFilter(c *Config) *filter {
+	// Validate checked the selectors and regexes.
+	f := &filter{includeLocal: c.IncludeLocal}
+	f.include, _ = parseSelector(c.LabelSelector)
+	f.exclude, _ = parseSelector(c.ExcludeLabelSelector)
+	f.nameRe, _ = parseRegex(c.NameRegex)
+	f.excludeNameRe, _ = parseRegex(c.ExcludeNameRegex)
+	return f
+}
+
+// skip returns why c is left out, or "" when it is listed. The state is
+// never a reason: every cluster is listed, with its phase.
+func (f *filter) skip(c *Cluster) string {
+	switch {
+	case !f.includeLocal && (c.Internal || c.ID == "local"):
+		return skipLocal
+	case f.nameRe != nil && !f.nameRe.MatchString(c.displayName()),
+		f.excludeNameRe != nil && f.excludeNameRe.MatchString(c.displayName()):
+		return skipName
+	case f.include != nil && !f.include.Matches(labels.Set(c.Labels)),
+		f.exclude != nil && f.exclude.Matches(labels.Set(c.Labels)):
+		return skipLabels
 	}
-	if err := sources.ValidatePEM(b); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	return ""
+}
+
+// serverFilters are the filters Rancher applies itself (norman filters on
+// the server before paging); labels cannot be filtered in v3. The client
+// filter is applied as well, so an older server that ignores one is safe.
+func (f *filter) serverFilters(limit int) map[string]any {
+	out := map[string]any{"limit": limit}
+	if !f.includeLocal {
+		out["internal"] = "false"
 	}
-	return b, nil
+	return out
 }
