@@ -2,6 +2,7 @@ package rancher
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"strings"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
@@ -50,4 +51,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return &metrics{Metrics: m, pages: pages}, nil
+}
+
+// notReadyCounts counts the listed clusters that cannot be rendered by a
+// fixed reason (the label of clusters_not_ready), where a cluster's
+// NotReadyReason is free text that may quote a bad value.
+func notReadyCounts(cs []sources.Cluster) map[string]int {
+	out := map[string]int{}
+	for i := range cs {
+		if cs[i].Ready {
+			continue
+		}
+		r := cs[i].NotReadyReason
+		switch {
+		case strings.HasPrefix(r, "label "):
+			out["invalid_ace_label"]++
+		case strings.HasPrefix(r, "annotation "):
+			out["invalid_scope"]++
+		case strings.HasPrefix(r, "authorized cluster endpoint"):
+			out["ace_unavailable"]++
+		default: // the CA of the cluster's route (Rancher's cacerts setting)
+			out["ca_unavailable"]++
+		}
+	}
+	return out
 }

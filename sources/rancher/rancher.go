@@ -268,6 +268,7 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 		out = append(out, c)
 	}
 	s.metrics.Listed(out, byState, skipped)
+	s.metrics.SetNotReady(notReadyCounts(out))
 	s.log.Debug("listing complete", "pages", l.pages, "requests", l.requests, "returned", len(raw), "listed", len(out),
 		"ready", byPhase[sources.PhaseReady], "degraded", byPhase[sources.PhaseDegraded],
 		"pending", byPhase[sources.PhasePending], "leaving", byPhase[sources.PhaseLeaving],

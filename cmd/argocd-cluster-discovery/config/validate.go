@@ -12,6 +12,7 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/rancher"
 )
 
 // Validate checks every field and returns every problem, each with its
@@ -148,11 +149,11 @@ func (c *Config) validateNamePrefixes(at *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	prefixes := map[string]int{}
 	for i, s := range c.Sources {
-		np, ok := s.Section.(interface{ NamePrefixOf() string })
-		if !ok || s.Provider != sources.ProviderRancher {
+		rc, ok := s.Section.(*rancher.Config)
+		if !ok {
 			continue
 		}
-		p := np.NamePrefixOf()
+		p := rc.NamePrefix
 		if j, dup := prefixes[p]; dup {
 			errs = append(errs, field.Invalid(at.Index(i).Child("rancher", "namePrefix"), p,
 				fmt.Sprintf("also the prefix of sources[%d]: Rancher display names and ids repeat across servers, give each Rancher source its own namePrefix", j)))
