@@ -165,7 +165,7 @@ func httpLoop(b *testing.B, h http.Handler, body []byte) float64 {
 func BenchmarkRender(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		snap := syntheticInventory(b, n).Snapshot()
-		f, err := ParseParameters(nil)
+		f, err := ParseParameters(nil, knownProviders())
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -16,19 +16,18 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
-// TestContract drives the API with requests exactly as Argo CD sends them
-// and compares every answer with a golden file.
-func TestContract(t *testing.T) {
-	srv := newServer(t, demoInventory(t))
-	h := srv.Handler()
-	big := bytes.Repeat([]byte(" "), MaxBodyBytes+1)
-	big[0] = '{'
+// contractCase is a request exactly as Argo CD sends it, the status it
+// gets and, in testdata/golden/<name>.json, the body.
+type contractCase struct {
+	name   string
+	req    func() *http.Request
+	status int
+}
 
-	cases := []struct {
-		name   string
-		req    func() *http.Request
-		status int
-	}{
+// TestContractParameters: the answers to input.parameters, filtering and
+// rejected.
+func TestContractParameters(t *testing.T) {
+	runContract(t, []contractCase{
 		{"input-empty", func() *http.Request { return argoRequest(t, GetParamsPath, nil) }, 200},
 		{"input-absent", func() *http.Request {
 			return rawRequest("POST", GetParamsPath, []byte(`{"applicationSetName":"x"}`), "Bearer demo-token")
@@ -67,6 +66,14 @@ func TestContract(t *testing.T) {
 			return argoRequest(t, GetParamsPath, map[string]any{"labelSelector": "env in (prod"})
 		}, 400},
 		{"bad-name-regex", func() *http.Request { return argoRequest(t, GetParamsPath, map[string]any{"nameRegex": "(unclosed"}) }, 400},
+	})
+}
+
+// TestContractBody: bodies that are not a request.
+func TestContractBody(t *testing.T) {
+	big := bytes.Repeat([]byte(" "), MaxBodyBytes+1)
+	big[0] = '{'
+	runContract(t, []contractCase{
 		{"malformed-json", func() *http.Request {
 			return rawRequest("POST", GetParamsPath, []byte(`{"input": {"parameters": {`), "Bearer demo-token")
 		}, 400},
@@ -83,6 +90,12 @@ func TestContract(t *testing.T) {
 			req.ContentLength = -1
 			return req
 		}, 413},
+	})
+}
+
+// TestContractHTTP: the method, the path and the bearer token.
+func TestContractHTTP(t *testing.T) {
+	runContract(t, []contractCase{
 		{"method-get", func() *http.Request { return rawRequest("GET", GetParamsPath, nil, "Bearer demo-token") }, 405},
 		{"unknown-path", func() *http.Request { return rawRequest("POST", "/api/v1/getparams", nil, "Bearer demo-token") }, 404},
 		{"token-missing", func() *http.Request { return rawRequest("POST", GetParamsPath, []byte(`{}`), "") }, 401},
@@ -94,7 +107,14 @@ func TestContract(t *testing.T) {
 		{"token-unresolved-secret-ref", func() *http.Request {
 			return rawRequest("POST", GetParamsPath, []byte(`{}`), "Bearer $argocd-cluster-discovery-token:token")
 		}, 401},
-	}
+	})
+}
+
+// runContract drives the API with each case and compares every answer with
+// its golden file.
+func runContract(t *testing.T, cases []contractCase) {
+	t.Helper()
+	h := newServer(t, demoInventory(t)).Handler()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := do(h, tc.req())

@@ -81,7 +81,7 @@ func TestStrictRequestRejected(t *testing.T) {
 	for _, tc := range strictCases {
 		t.Run(tc.name, func(t *testing.T) {
 			var ie *InputError
-			_, _, err := parseRequest([]byte(tc.body))
+			_, _, err := parseRequest([]byte(tc.body), knownProviders())
 			require.ErrorAs(t, err, &ie)
 
 			rec := do(h, rawRequest(http.MethodPost, GetParamsPath, []byte(tc.body), "Bearer "+demoToken))
@@ -105,7 +105,7 @@ func TestStrictInputRejected(t *testing.T) {
 		}
 		n++
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseInput([]byte(input))
+			_, err := ParseInput([]byte(input), knownProviders())
 			var ie *InputError
 			require.ErrorAs(t, err, &ie)
 			assert.Contains(t, err.Error(), strings.TrimPrefix(tc.msg, "request body: "))
@@ -166,7 +166,7 @@ func TestStrictRequestAccepted(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, string(tc.want), string(get(t, tc.body)))
-			req, err := ParseRequest([]byte(tc.body))
+			req, err := ParseRequest([]byte(tc.body), knownProviders())
 			require.NoError(t, err)
 			assert.Equal(t, tc.ignored, req.IgnoredKeys)
 		})
@@ -174,37 +174,37 @@ func TestStrictRequestAccepted(t *testing.T) {
 }
 
 func TestParseRequest(t *testing.T) {
-	req, err := ParseRequest([]byte(`{"applicationSetName":"tenants","x":1,"input":{"parameters":{"tenant":"acme"}},"y":[],"x2":{}}`))
+	req, err := ParseRequest([]byte(`{"applicationSetName":"tenants","x":1,"input":{"parameters":{"tenant":"acme"}},"y":[],"x2":{}}`), knownProviders())
 	require.NoError(t, err)
 	assert.Equal(t, "tenants", req.ApplicationSetName)
 	assert.Equal(t, []string{"acme"}, req.Filter.Tenants)
 	assert.Equal(t, []string{"x", "y", "x2"}, req.IgnoredKeys)
 
-	req, err = ParseRequest([]byte(`{"applicationSetName":"tenants","input":{"parameters":{"tenant":"acme","tenant":"x"}}}`))
+	req, err = ParseRequest([]byte(`{"applicationSetName":"tenants","input":{"parameters":{"tenant":"acme","tenant":"x"}}}`), knownProviders())
 	require.Error(t, err)
 	assert.Equal(t, "tenants", req.ApplicationSetName, "the name is known for the log even when the body is rejected")
 
-	_, err = ParseRequest([]byte(`{"input":{}}{}`))
+	_, err = ParseRequest([]byte(`{"input":{}}{}`), knownProviders())
 	assert.ErrorContains(t, err, "malformed request body: invalid JSON at byte")
-	_, err = ParseRequest([]byte(`{"input": {"parameters": {`))
+	_, err = ParseRequest([]byte(`{"input": {"parameters": {`), knownProviders())
 	assert.EqualError(t, err, "malformed request body: invalid JSON at byte 26")
-	_, err = ParseRequest([]byte(`{"x":` + strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001) + `}`))
+	_, err = ParseRequest([]byte(`{"x":`+strings.Repeat(`[`, 10001)+strings.Repeat(`]`, 10001)+`}`), knownProviders())
 	assert.ErrorContains(t, err, "malformed request body: invalid JSON")
 
 	long := strings.Repeat("k", 1000)
-	_, err = ParseRequest([]byte(`{"input":{"` + long + `":1}}`))
+	_, err = ParseRequest([]byte(`{"input":{"`+long+`":1}}`), knownProviders())
 	require.Error(t, err)
 	assert.Less(t, len(err.Error()), 200, "long keys are shortened in messages")
 }
 
 func TestParseInput(t *testing.T) {
-	f, err := ParseInput([]byte(` {"parameters":{"tenant":["acme"],"region":"eu-west-1"}} `))
+	f, err := ParseInput([]byte(` {"parameters":{"tenant":["acme"],"region":"eu-west-1"}} `), knownProviders())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"acme"}, f.Tenants)
 	assert.Equal(t, []string{"eu-west-1"}, f.Regions)
 
 	for _, in := range []string{`{}`, `null`, `{"parameters":null}`, `{"parameters":{}}`} {
-		f, err := ParseInput([]byte(in))
+		f, err := ParseInput([]byte(in), knownProviders())
 		require.NoError(t, err, in)
 		assert.Equal(t, "", f.Key(), in)
 	}
@@ -216,7 +216,7 @@ func TestParseInput(t *testing.T) {
 		`{"parameters":{}} {}`:        "malformed input: invalid JSON",
 		`{"parameters":{"tenant":"a"`: "malformed input: invalid JSON",
 	} {
-		_, err := ParseInput([]byte(in))
+		_, err := ParseInput([]byte(in), knownProviders())
 		var ie *InputError
 		require.ErrorAs(t, err, &ie, in)
 		assert.ErrorContains(t, err, msg, in)
@@ -237,7 +237,7 @@ func TestParseParametersStrict(t *testing.T) {
 		if strings.Contains(params, "\xff") {
 			m["tenant"] = json.RawMessage("\"\xff\"")
 		}
-		_, err := ParseParameters(m)
+		_, err := ParseParameters(m, knownProviders())
 		assert.ErrorContains(t, err, msg, params)
 	}
 }
@@ -278,7 +278,7 @@ func TestStrictLinear(t *testing.T) {
 		fmt.Fprintf(&b, `"k%d":[%d]`, i, i)
 	}
 	b.WriteString(`},"input":{}}`)
-	req, err := ParseRequest([]byte(b.String()))
+	req, err := ParseRequest([]byte(b.String()), knownProviders())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"x"}, req.IgnoredKeys)
 }

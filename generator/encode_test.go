@@ -97,7 +97,7 @@ func TestAnswerEqualsMarshal(t *testing.T) {
 			snap := tc.inv.Snapshot()
 			var params map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal([]byte(tc.params), &params))
-			f, err := ParseParameters(params)
+			f, err := ParseParameters(params, knownProviders())
 			require.NoError(t, err)
 			want := marshalAnswer(t, snap, &f)
 
@@ -141,7 +141,7 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 
 func TestWriteToChunks(t *testing.T) {
 	render := func(inv *inventory.Inventory, params map[string]json.RawMessage) Result {
-		f, err := ParseParameters(params)
+		f, err := ParseParameters(params, knownProviders())
 		require.NoError(t, err)
 		res, err := Render(inv.Snapshot(), &f)
 		require.NoError(t, err)

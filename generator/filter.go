@@ -3,8 +3,8 @@ package generator
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -46,101 +46,55 @@ type Filter struct {
 	key string
 }
 
-// InputError is a request whose input cannot be used; it becomes a 400.
-type InputError struct{ msg string }
-
-func (e *InputError) Error() string { return e.msg }
-
-func inputErrorf(format string, args ...any) error {
-	return &InputError{msg: fmt.Sprintf(format, args...)}
-}
-
-// request is the body Argo CD's plugin generator sends.
-type request struct {
-	ApplicationSetName string `json:"applicationSetName"`
-	Input              *struct {
-		Parameters map[string]json.RawMessage `json:"parameters"`
-	} `json:"input"`
-}
-
-// parseRequest decodes a getparams body into a Filter (see ParseRequest,
-// which also returns the ignored top-level keys). Every error is an
-// *InputError.
-func parseRequest(body []byte) (Filter, string, error) {
-	req, err := ParseRequest(body)
-	return req.Filter, req.ApplicationSetName, err
-}
-
-// ParseParameters turns input.parameters into a Filter. Unknown keys (also
-// those differing only in case from a known one), values of the wrong type,
-// null in a list and strings that are not valid UTF-8 or hold an escape of a
-// lone UTF-16 surrogate are errors: a typo must never widen the result.
-// Duplicate keys cannot be seen in a map; ParseRequest and ParseInput reject
-// them before.
-func ParseParameters(params map[string]json.RawMessage) (Filter, error) {
+// ParseParameters turns input.parameters into a Filter. providers are the
+// known provider names, in the order the message of an unknown one lists
+// them. Unknown keys (also those differing only in case from a known one),
+// unknown providers, values of the wrong type, null in a list and strings
+// that are not valid UTF-8 or hold an escape of a lone UTF-16 surrogate are
+// errors: a typo must never widen the result. Duplicate keys cannot be seen
+// in a map; ParseRequest and ParseInput reject them before.
+func ParseParameters(params map[string]json.RawMessage, providers []sources.Provider) (Filter, error) {
 	var f Filter
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var selector, nameRegex string
-	var hasSelector, hasRegex bool
-	for _, k := range keys {
-		raw := params[k]
-		var err error
-		if !utf8.Valid(raw) {
-			return Filter{}, inputErrorf("input.parameters.%s: not valid UTF-8", shortKey(k))
-		}
-		if !validEscapes(raw) {
-			return Filter{}, inputErrorf("input.parameters.%s: a string has an escape that is not valid UTF-16 (a lone surrogate such as \\ud800)", shortKey(k))
-		}
-		switch k {
-		case ParamSource:
-			f.Sources, err = stringOrList(k, raw)
-		case ParamProvider:
-			f.Providers, err = stringOrList(k, raw)
-			for _, p := range f.Providers {
-				if err == nil && !sources.Provider(p).Valid() {
-					err = inputErrorf("input.parameters.%s: unknown provider %q (accepted: %s)", k, p, providerList())
-				}
-			}
-		case ParamTenant:
-			f.Tenants, err = stringOrList(k, raw)
-		case ParamRegion:
-			f.Regions, err = stringOrList(k, raw)
-		case ParamLabelSelector:
-			selector, err = stringParam(k, raw)
-			hasSelector = true
-			if err == nil {
-				f.Selector, err = labels.Parse(selector)
-				if err != nil {
-					err = inputErrorf("input.parameters.%s: invalid label selector: %v", k, err)
-				}
-			}
-		case ParamNameRegex:
-			nameRegex, err = stringParam(k, raw)
-			hasRegex = true
-			if err == nil {
-				f.NameRegex, err = regexp.Compile(nameRegex)
-				if err != nil {
-					err = inputErrorf("input.parameters.%s: invalid regular expression: %v", k, err)
-				}
-			}
-		default:
-			err = inputErrorf("input.parameters: unknown key %s (accepted keys: %s)", quoteKey(k), strings.Join(acceptedParams, ", "))
-			for _, known := range acceptedParams {
-				if strings.EqualFold(k, known) {
-					err = inputErrorf("input.parameters: key %s differs from %q only in case; keys are case-sensitive", quoteKey(k), known)
-				}
-			}
-		}
-		if err != nil {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if err := f.set(k, params[k], providers); err != nil {
 			return Filter{}, err
 		}
 	}
-	// The key is a canonical form of the filter: equal filters written
-	// differently share one cached response.
+	f.key = f.canonicalKey()
+	return f, nil
+}
+
+// set parses raw, the value of the parameter k, into f.
+func (f *Filter) set(k string, raw json.RawMessage, providers []sources.Provider) error {
+	if !utf8.Valid(raw) {
+		return inputErrorf("input.parameters.%s: not valid UTF-8", shortKey(k))
+	}
+	if !validEscapes(raw) {
+		return inputErrorf("input.parameters.%s: a string has an escape that is not valid UTF-16 (a lone surrogate such as \\ud800)", shortKey(k))
+	}
+	var err error
+	switch k {
+	case ParamSource:
+		f.Sources, err = stringOrList(k, raw)
+	case ParamProvider:
+		f.Providers, err = providerParam(k, raw, providers)
+	case ParamTenant:
+		f.Tenants, err = stringOrList(k, raw)
+	case ParamRegion:
+		f.Regions, err = stringOrList(k, raw)
+	case ParamLabelSelector:
+		f.Selector, err = compiledParam(k, raw, "label selector", func(s string) (labels.Selector, error) { return labels.Parse(s) })
+	case ParamNameRegex:
+		f.NameRegex, err = compiledParam(k, raw, "regular expression", regexp.Compile)
+	default:
+		err = unknownParam(k)
+	}
+	return err
+}
+
+// canonicalKey is a canonical form of the filter: equal filters written
+// differently share one cached response.
+func (f *Filter) canonicalKey() string {
 	var b strings.Builder
 	for _, part := range []struct {
 		name string
@@ -150,14 +104,52 @@ func ParseParameters(params map[string]json.RawMessage) (Filter, error) {
 			fmt.Fprintf(&b, "%s=%q;", part.name, part.vals)
 		}
 	}
-	if hasSelector {
+	if f.Selector != nil {
 		fmt.Fprintf(&b, "%s=%q;", ParamLabelSelector, f.Selector.String())
 	}
-	if hasRegex {
-		fmt.Fprintf(&b, "%s=%q;", ParamNameRegex, nameRegex)
+	if f.NameRegex != nil {
+		fmt.Fprintf(&b, "%s=%q;", ParamNameRegex, f.NameRegex.String())
 	}
-	f.key = b.String()
-	return f, nil
+	return b.String()
+}
+
+// providerParam is stringOrList for provider names: each must be one of
+// providers.
+func providerParam(k string, raw json.RawMessage, providers []sources.Provider) ([]string, error) {
+	list, err := stringOrList(k, raw)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range list {
+		if !slices.Contains(providers, sources.Provider(p)) {
+			return nil, inputErrorf("input.parameters.%s: unknown provider %q (accepted: %s)", k, p, joinProviders(providers))
+		}
+	}
+	return list, nil
+}
+
+// compiledParam reads the string parameter k and compiles it; what names
+// the kind of string in the error.
+func compiledParam[T any](k string, raw json.RawMessage, what string, compile func(string) (T, error)) (T, error) {
+	var zero T
+	s, err := stringParam(k, raw)
+	if err != nil {
+		return zero, err
+	}
+	v, err := compile(s)
+	if err != nil {
+		return zero, inputErrorf("input.parameters.%s: invalid %s: %v", k, what, err)
+	}
+	return v, nil
+}
+
+func unknownParam(k string) error {
+	for _, known := range acceptedParams {
+		if strings.EqualFold(k, known) {
+			return inputErrorf("input.parameters: key %s differs from %q only in case; keys are case-sensitive", quoteKey(k), known)
+		}
+	}
+	return inputErrorf("input.parameters: unknown key %s (accepted keys: %s)", quoteKey(k), strings.Join(acceptedParams, ", "))
 }
 
 func stringParam(k string, raw json.RawMessage) (string, error) {
@@ -213,31 +205,10 @@ func jsonKind(raw json.RawMessage) string {
 	return "a number"
 }
 
-// jsonErrorText keeps decoder errors short and free of request content.
-// prefix is the path of the decoded value in a body ("" for the body).
-func jsonErrorText(err error, prefix string) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
-	case errors.As(err, &te):
-		field := te.Field
-		if prefix != "" {
-			field = prefix + "." + field
-		}
-		if field == "input" || field == "input.parameters" {
-			return fmt.Sprintf("%s must be an object, got JSON %s", field, te.Value)
-		}
-		return fmt.Sprintf("field %q has the wrong type (got JSON %s)", field, te.Value)
-	}
-	return "invalid JSON"
-}
-
-func providerList() string {
-	var ps []string
-	for _, p := range sources.Providers() {
-		ps = append(ps, string(p))
+func joinProviders(providers []sources.Provider) string {
+	ps := make([]string, len(providers))
+	for i, p := range providers {
+		ps[i] = string(p)
 	}
 	return strings.Join(ps, ", ")
 }

@@ -40,7 +40,7 @@ func FuzzParseRequest(f *testing.F) {
 		if len(body) > MaxBodyBytes {
 			return
 		}
-		filter, _, parseErr := parseRequest(body)
+		filter, _, parseErr := parseRequest(body, knownProviders())
 		requireInputError(t, "parseRequest", parseErr)
 		var want Result
 		renderErr := parseErr
@@ -88,17 +88,17 @@ func FuzzParseParameters(f *testing.F) {
 		if json.Unmarshal(raw, &params) != nil {
 			return
 		}
-		filter, err := ParseParameters(params)
+		filter, err := ParseParameters(params, knownProviders())
 		requireInputError(t, "ParseParameters", err)
 		if err != nil {
 			return
 		}
-		again, err := ParseParameters(params)
+		again, err := ParseParameters(params, knownProviders())
 		if err != nil || again.Key() != filter.Key() {
 			t.Fatalf("second parse differs: key %q vs %q, error %v", filter.Key(), again.Key(), err)
 		}
 
-		canon, err := ParseParameters(canonicalParameters(t, &filter))
+		canon, err := ParseParameters(canonicalParameters(t, &filter), knownProviders())
 		if err != nil {
 			t.Fatalf("canonical form %q of an accepted filter is rejected: %v", filter.Key(), err)
 		}
@@ -134,7 +134,7 @@ func checkNotWider(t *testing.T, snap *inventory.Snapshot, body []byte, f *Filte
 	if nullInList(generic) {
 		t.Fatalf("accepted a body with null in a list: %q", body)
 	}
-	req, err := ParseRequest(body)
+	req, err := ParseRequest(body, knownProviders())
 	if err != nil || req.Filter.Key() != f.Key() {
 		t.Fatalf("ParseRequest and parseRequest disagree: %v", err)
 	}
@@ -157,7 +157,7 @@ func checkNotWider(t *testing.T, snap *inventory.Snapshot, body []byte, f *Filte
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := ParseRequest(stripped)
+	again, err := ParseRequest(stripped, knownProviders())
 	if err != nil || len(again.IgnoredKeys) > 0 {
 		t.Fatalf("the body without its ignored keys %s is rejected (%v) or has ignored keys %q", stripped, err, again.IgnoredKeys)
 	}

@@ -57,9 +57,15 @@ func tokenSet(t testing.TB, tokens ...string) *TokenSet {
 	return ts
 }
 
+// knownProviders are the provider names the tests register, in the order
+// the golden messages list them.
+func knownProviders() []sources.Provider {
+	return []sources.Provider{sources.ProviderStatic, sources.ProviderRancher, sources.ProviderEKS, sources.ProviderAKS}
+}
+
 func newServer(t testing.TB, inv Inventory, opts ...func(*Options)) *Server {
 	t.Helper()
-	o := Options{Inventory: inv, Tokens: tokenSet(t, demoToken)}
+	o := Options{Inventory: inv, Tokens: tokenSet(t, demoToken), Providers: knownProviders()}
 	for _, f := range opts {
 		f(&o)
 	}

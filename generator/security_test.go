@@ -20,7 +20,7 @@ func TestTokenNeverLogged(t *testing.T) {
 	const wrong = "wrong-token-value-from-a-client"
 	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(Options{Inventory: demoInventory(t), Tokens: tokenSet(t, secret), Logger: logger})
+	srv, err := New(Options{Inventory: demoInventory(t), Tokens: tokenSet(t, secret), Providers: knownProviders(), Logger: logger})
 	require.NoError(t, err)
 	h := srv.Handler()
 

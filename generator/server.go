@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -48,6 +50,10 @@ type Inventory interface {
 type Options struct {
 	Inventory Inventory
 	Tokens    *TokenSet
+	// Providers are the registered provider names: the values
+	// input.parameters.provider accepts, listed in this order when it
+	// names another.
+	Providers []sources.Provider
 	// PathPrefix is put before GetParamsPath, e.g. "/discovery".
 	PathPrefix string
 	Logger     *slog.Logger
@@ -78,6 +84,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Inventory == nil || opts.Tokens == nil {
 		return nil, fmt.Errorf("inventory and tokens are required")
 	}
+	if len(opts.Providers) == 0 {
+		return nil, fmt.Errorf("providers are required")
+	}
+	opts.Providers = slices.Clone(opts.Providers)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -253,7 +263,7 @@ func (s *Server) getParams(c echo.Context) error {
 	if res, ok := s.cache.getBody(snap.Version, body); ok {
 		return s.writeResult(c, res)
 	}
-	parsed, err := ParseRequest(body)
+	parsed, err := ParseRequest(body, s.opts.Providers)
 	if err != nil {
 		return s.fail(c, parsed.ApplicationSetName, err)
 	}

@@ -2,6 +2,7 @@ package generator
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +77,7 @@ func TestParseParameters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := ParseParameters(raw(tc.params))
+			f, err := ParseParameters(raw(tc.params), knownProviders())
 			if tc.err != "" {
 				require.Error(t, err)
 				var ie *InputError
@@ -95,11 +96,45 @@ func TestParseParameters(t *testing.T) {
 	}
 }
 
+// TestParseParametersProviders: the provider names accepted are those
+// given, and an unknown one is answered with them in the order given.
+func TestParseParametersProviders(t *testing.T) {
+	providers := []sources.Provider{"gke", sources.ProviderStatic}
+	f, err := ParseParameters(map[string]json.RawMessage{ParamProvider: json.RawMessage(`["gke","static"]`)}, providers)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gke", "static"}, f.Providers)
+	assert.True(t, f.Match(&sources.Cluster{Name: "a", Provider: "gke"}))
+	assert.False(t, f.Match(&sources.Cluster{Name: "b", Provider: sources.ProviderEKS}))
+
+	_, err = ParseParameters(map[string]json.RawMessage{ParamProvider: json.RawMessage(`"eks"`)}, providers)
+	var ie *InputError
+	require.ErrorAs(t, err, &ie)
+	assert.EqualError(t, err, `input.parameters.provider: unknown provider "eks" (accepted: gke, static)`)
+
+	_, err = ParseParameters(map[string]json.RawMessage{ParamProvider: json.RawMessage(`"static"`)}, nil)
+	require.ErrorAs(t, err, &ie, "no provider is known")
+	f, err = ParseInput([]byte(`{"parameters":{"provider":"gke"}}`), providers)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gke"}, f.Providers)
+}
+
+func TestServerProviders(t *testing.T) {
+	_, err := New(Options{Inventory: demoInventory(t), Tokens: tokenSet(t, demoToken)})
+	assert.EqualError(t, err, "providers are required")
+
+	providers := []sources.Provider{sources.ProviderStatic, "gke"}
+	h := newServer(t, demoInventory(t), func(o *Options) { o.Providers = providers }).Handler()
+	providers[1] = "eks" // the server keeps its own copy
+	rec := do(h, argoRequest(t, GetParamsPath, map[string]any{"provider": "eks"}))
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.JSONEq(t, `{"message":"input.parameters.provider: unknown provider \"eks\" (accepted: static, gke)"}`, rec.Body.String())
+}
+
 func TestFilterKeyIsCanonical(t *testing.T) {
 	key := func(s string) string {
 		var m map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal([]byte(s), &m))
-		f, err := ParseParameters(m)
+		f, err := ParseParameters(m, knownProviders())
 		require.NoError(t, err)
 		return f.Key()
 	}

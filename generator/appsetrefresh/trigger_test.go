@@ -3,180 +3,21 @@ package appsetrefresh
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-const plugin = "argocd-cluster-discovery"
-
-// fakeInventory hands out empty snapshots whose version the test bumps.
-type fakeInventory struct {
-	mu      sync.Mutex
-	version uint64
-	subs    []chan struct{}
-}
-
-func (f *fakeInventory) Snapshot() *inventory.Snapshot {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return &inventory.Snapshot{Version: f.version}
-}
-
-func (f *fakeInventory) Subscribe() (<-chan struct{}, func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan struct{}, 1)
-	f.subs = append(f.subs, ch)
-	return ch, func() {}
-}
-
-func (f *fakeInventory) change() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.version++
-	for _, ch := range f.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func appSet(ns, name string, generators []any, annotations map[string]any) *unstructured.Unstructured {
-	meta := map[string]any{"name": name, "namespace": ns}
-	if annotations != nil {
-		meta["annotations"] = annotations
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "metadata": meta,
-		"spec": map[string]any{"generators": generators},
-	}}
-}
-
-func pluginGen(name string) any {
-	return map[string]any{"plugin": map[string]any{"configMapRef": map[string]any{"name": name}}}
-}
-
-// world is a fake API with ApplicationSets in two namespaces.
-type world struct {
-	dyn  *dynamicfake.FakeDynamicClient
-	kube *kubefake.Clientset
-	inv  *fakeInventory
-	reg  *prometheus.Registry
-}
-
-func newWorld() *world {
-	objs := []runtime.Object{
-		appSet("argocd", "acme", []any{pluginGen(plugin)}, nil),
-		appSet("argocd", "globex-clusters", []any{map[string]any{"clusters": map[string]any{}}}, nil),
-		appSet("argocd", "nested", []any{map[string]any{"matrix": map[string]any{"generators": []any{
-			map[string]any{"list": map[string]any{"elements": []any{}}},
-			map[string]any{"merge": map[string]any{"generators": []any{pluginGen(plugin)}}}}}}}, nil),
-		appSet("argocd", "pending", []any{pluginGen(plugin)}, map[string]any{AnnotationRefresh: "true", "keep": "me"}),
-		appSet("argocd", "other-plugin", []any{pluginGen("other")}, nil),
-		appSet("team-a", "team-appset", []any{pluginGen(plugin)}, nil),
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ApplicationSets: "ApplicationSetList"}, objs...)
-	return &world{dyn: dyn, kube: kubefake.NewClientset(), inv: &fakeInventory{version: 1}, reg: prometheus.NewRegistry()}
-}
-
-// trigger is a trigger reading informers of the fake API, as the service
-// wires them: one per namespace of ApplicationSets trimmed by Transform, and
-// one of the Secrets of SecretsNamespace. They stop when the test ends.
-func (w *world) trigger(t *testing.T, mut ...func(*Config)) *Trigger {
-	t.Helper()
-	cfg := Config{PluginConfigMap: plugin, Namespaces: []string{"argocd"}, Debounce: 20 * time.Millisecond, RetryAfter: 50 * time.Millisecond}
-	for _, m := range mut {
-		m(&cfg)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var shutdown []func()
-	t.Cleanup(func() {
-		cancel()
-		for _, s := range shutdown {
-			s()
-		}
-	})
-	caches := Caches{ApplicationSets: map[string]cache.SharedIndexInformer{}}
-	for _, ns := range cfg.InformerNamespaces() {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.dyn, 0, ns, nil)
-		inf := f.ForResource(ApplicationSets).Informer()
-		require.NoError(t, inf.SetTransform(Transform(cfg.PluginConfigMap)))
-		caches.ApplicationSets[ns] = inf
-		f.Start(ctx.Done())
-		shutdown = append(shutdown, f.Shutdown)
-	}
-	if cfg.SecretsNamespace != "" {
-		f := informers.NewSharedInformerFactoryWithOptions(w.kube, 0, informers.WithNamespace(cfg.SecretsNamespace),
-			informers.WithTransform(clustersecret.CacheTransform)) // the reconciler's cache, as in the service
-		caches.Secrets = f.Core().V1().Secrets().Informer()
-		f.Start(ctx.Done())
-		shutdown = append(shutdown, f.Shutdown)
-	}
-	tr, err := New(cfg, w.dyn, w.kube, caches, w.inv, nil, w.reg)
-	require.NoError(t, err)
-	tr.syncTimeout = 2 * time.Second
-	return tr
-}
-
-// passes counts the trigger's passes, failed or not.
-func passes(tr *Trigger) int {
-	return int(testutil.ToFloat64(tr.metrics.passes.WithLabelValues("success")) + testutil.ToFloat64(tr.metrics.passes.WithLabelValues("error")))
-}
-
-// patched returns "namespace/name" of every patch request, in order.
-func (w *world) patched() []string {
-	var out []string
-	for _, a := range w.dyn.Actions() {
-		if p, ok := a.(k8stesting.PatchAction); ok {
-			out = append(out, p.GetNamespace()+"/"+p.GetName())
-		}
-	}
-	return out
-}
-
-func (w *world) lists() int {
-	n := 0
-	for _, a := range w.dyn.Actions() {
-		if a.GetVerb() == "list" {
-			n++
-		}
-	}
-	return n
-}
-
-func (w *world) annotations(t *testing.T, ns, name string) map[string]string {
-	t.Helper()
-	u, err := w.dyn.Resource(ApplicationSets).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return u.GetAnnotations()
-}
 
 func TestRefreshPatchesOnlyApplicationSetsUsingThePlugin(t *testing.T) {
 	w := newWorld()
@@ -297,21 +138,6 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// run starts fn (tr.Run, tr.RunLeading) and returns a function that
-// cancels it and waits for it to return.
-func run(fn func(ctx context.Context)) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
 func TestRunWaitsForAListingThenDebounces(t *testing.T) {
 	w := newWorld()
 	w.inv.version = 0 // nothing listed yet: Argo CD would get a 503, nothing to refresh
@@ -335,15 +161,6 @@ func TestRunWaitsForAListingThenDebounces(t *testing.T) {
 		require.Eventually(t, func() bool { return passes(tr) == i }, 2*time.Second, 10*time.Millisecond)
 	}
 	assert.Equal(t, 1, w.lists(), "the informer listed ApplicationSets once; the passes read its cache")
-}
-
-// failOnce makes the first verb request on ApplicationSets fail with 503.
-func (w *world) failOnce(verb string) {
-	var once sync.Once
-	w.dyn.PrependReactor(verb, "applicationsets", func(k8stesting.Action) (handled bool, _ runtime.Object, err error) {
-		once.Do(func() { handled, err = true, apierrors.NewServiceUnavailable("apiserver restarting") })
-		return handled, nil, err
-	})
 }
 
 func TestRunRetriesAFailedPass(t *testing.T) {
@@ -412,121 +229,4 @@ func TestRefreshFromACacheThatLagsOurPatch(t *testing.T) {
 			assert.Equal(t, tc.outcome, outcome)
 		})
 	}
-}
-
-func TestTransform(t *testing.T) {
-	full := func(generators []any, annotations map[string]any) *unstructured.Unstructured {
-		u := appSet("argocd", "a", generators, annotations)
-		u.SetUID("u1")
-		u.SetResourceVersion("42")
-		u.SetLabels(map[string]string{"team": "a"})
-		u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
-		_ = unstructured.SetNestedField(u.Object, map[string]any{"metadata": map[string]any{"name": "{{.name}}"}}, "spec", "template")
-		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "app-1"}}, "status", "resources")
-		return u
-	}
-	for _, tc := range []struct {
-		name    string
-		in      *unstructured.Unstructured
-		uses    bool
-		pending bool
-	}{
-		{name: "plugin, nested", in: full([]any{map[string]any{"matrix": map[string]any{"generators": []any{pluginGen(plugin)}}}}, nil), uses: true},
-		{name: "plugin, refresh pending", in: full([]any{pluginGen(plugin)}, map[string]any{AnnotationRefresh: "true", "other": "x"}), uses: true, pending: true},
-		{name: "another plugin", in: full([]any{pluginGen("other")}, nil)},
-		{name: "no generator", in: full(nil, nil)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, err := Transform(plugin)(tc.in.DeepCopy())
-			require.NoError(t, err)
-			u := out.(*unstructured.Unstructured)
-			assert.Equal(t, tc.uses, UsesPlugin(u.Object, plugin), "UsesPlugin reads the trimmed copy as the full one")
-			assert.Equal(t, "a", u.GetName())
-			assert.Equal(t, "argocd", u.GetNamespace())
-			assert.Equal(t, "42", u.GetResourceVersion())
-			assert.EqualValues(t, "u1", u.GetUID())
-			_, pending := u.GetAnnotations()[AnnotationRefresh]
-			assert.Equal(t, tc.pending, pending)
-			assert.NotContains(t, u.GetAnnotations(), "other")
-			assert.Empty(t, u.GetLabels())
-			assert.Empty(t, u.GetManagedFields())
-			assert.NotContains(t, u.Object, "status")
-			assert.NotContains(t, u.Object["spec"], "template")
-			again, err := Transform(plugin)(u.DeepCopy())
-			require.NoError(t, err)
-			assert.Equal(t, u, again, "idempotent")
-		})
-	}
-}
-
-func clusterSecret(name, server string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "argocd", Labels: map[string]string{
-			"argocd.argoproj.io/secret-type": "cluster", "app.kubernetes.io/managed-by": "argocd-cluster-discovery"}},
-		Data: map[string][]byte{"name": []byte(name), "server": []byte(server)},
-	}
-}
-
-func TestRunWakesOnClusterSecretChanges(t *testing.T) {
-	w := newWorld()
-	ctx := context.Background()
-	secrets := w.kube.CoreV1().Secrets("argocd")
-	_, err := secrets.Create(ctx, clusterSecret("existing", "https://existing.example.com"), metav1.CreateOptions{})
-	require.NoError(t, err)
-	tr := w.trigger(t, func(c *Config) {
-		c.SecretsNamespace = "argocd"
-		c.SecretsSelector = "app.kubernetes.io/managed-by=argocd-cluster-discovery"
-	})
-	stop := run(tr.Run)
-	defer stop()
-	require.Eventually(t, func() bool { return passes(tr) == 1 }, 2*time.Second, 10*time.Millisecond, "one pass at start")
-	time.Sleep(200 * time.Millisecond)
-	require.Equal(t, 1, passes(tr), "Secrets already there wake nothing")
-
-	// a new Secret makes a destination valid
-	s, err := secrets.Create(ctx, clusterSecret("new", "https://new.example.com"), metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return passes(tr) == 2 }, 2*time.Second, 10*time.Millisecond)
-
-	// the prune countdown changes annotations only: nothing to wake
-	s.Annotations = map[string]string{"argocd-cluster-discovery.io/missing-listings": "1"}
-	_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	time.Sleep(200 * time.Millisecond)
-	assert.Equal(t, 2, passes(tr))
-
-	// a Secret the selector does not select (not ours) wakes nothing
-	foreign := clusterSecret("foreign", "https://foreign.example.com")
-	foreign.Labels = map[string]string{"argocd.argoproj.io/secret-type": "cluster"}
-	_, err = secrets.Create(ctx, foreign, metav1.CreateOptions{})
-	require.NoError(t, err)
-	time.Sleep(200 * time.Millisecond)
-	assert.Equal(t, 2, passes(tr))
-
-	// the server changes
-	s.Data["server"] = []byte("https://moved.example.com")
-	_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return passes(tr) == 3 }, 2*time.Second, 10*time.Millisecond)
-
-	require.NoError(t, secrets.Delete(ctx, "new", metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return passes(tr) == 4 }, 2*time.Second, 10*time.Millisecond)
-	assert.Equal(t, 1, w.lists(), "ApplicationSets listed once, by the informer")
-}
-
-func TestRunLeading(t *testing.T) {
-	w := newWorld()
-	tr := w.trigger(t)
-	le := LeaderElection{Namespace: "argocd", LeaseName: "test-refresh", Identity: "me",
-		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
-	stop := run(func(ctx context.Context) { assert.NoError(t, tr.RunLeading(ctx, le)) })
-	require.Eventually(t, func() bool { return tr.Leader() && len(w.patched()) == 4 }, 5*time.Second, 10*time.Millisecond,
-		"leads and makes the pass at start")
-	assert.Equal(t, 1.0, testutil.ToFloat64(tr.metrics.leader))
-	lease, err := w.kube.CoordinationV1().Leases("argocd").Get(context.Background(), "test-refresh", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "me", *lease.Spec.HolderIdentity)
-	stop()
-	assert.False(t, tr.Leader())
-	assert.Equal(t, 0.0, testutil.ToFloat64(tr.metrics.leader))
 }

@@ -1,12 +1,9 @@
 package clustersecret
 
 import (
-	"bytes"
 	"fmt"
-	"maps"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,21 +28,6 @@ const (
 // Valid reports whether p is a known policy.
 func (p Policy) Valid() bool {
 	return p == PolicySync || p == PolicyUpsertOnly || p == PolicyCreateOnly
-}
-
-// PruneOptions make deletion slow and bounded.
-type PruneOptions struct {
-	// AfterListings is how many consecutive complete listings of its
-	// source a cluster must be absent from before its Secret is deleted.
-	AfterListings int
-	// GracePeriod, when set, must also have passed since the cluster was
-	// first seen missing.
-	GracePeriod time.Duration
-	// MaxDeletions and MaxDeletionsPercent form the breaker: a pass that
-	// would delete more than max(MaxDeletions, MaxDeletionsPercent% of our
-	// Secrets) deletes nothing and reports the deletions as blocked.
-	MaxDeletions        int
-	MaxDeletionsPercent float64
 }
 
 // Input is everything a plan is computed from; no I/O happens in Plan.
@@ -161,119 +143,19 @@ func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.De
 // server, and never while its cluster is listed in any form.
 func Plan(in Input) Changes {
 	var ch Changes
-	owned := map[string]*Record{}
-	byIdentity := map[string]*Record{}
-	byLegacyName := map[string]*Record{}
-	foreignByName := map[string]*Record{}
-	foreignByServer := map[string]*Record{}
-	for _, s := range in.Current {
-		if s.owned(in.OwnerID) {
-			owned[s.Name] = s
-			if id := s.clusterID; id != "" {
-				byIdentity[Identity(s.Label(LabelSource), id)] = s
-			} else {
-				byLegacyName[Identity(s.Label(LabelSource), s.cluster)] = s
-			}
-			continue
-		}
-		foreignByName[s.Name] = s
-		if srv := strings.TrimRight(s.server, "/"); srv != "" && s.Label(LabelSecretType) == "cluster" {
-			foreignByServer[srv] = s
-		}
-	}
-
+	cur := indexCurrent(in.Current, in.OwnerID)
 	matched := map[string]bool{}
 	for _, d := range in.Desired {
-		cur := byIdentity[Identity(d.Source, d.ID)]
-		if cur == nil {
-			cur = byLegacyName[Identity(d.Source, d.Cluster)]
-		}
-		if cur != nil && matched[cur.Name] {
-			cur = nil // a legacy Secret already taken by another cluster of that name
-		}
-		if cur == nil {
-			switch {
-			case foreignByName[d.name] != nil:
-				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
-			case foreignByServer[d.server] != nil:
-				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignByServer[d.server].Name, By: "server"})
-			case owned[d.name] != nil:
-				ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "identity"})
-				matched[d.name] = true // another cluster's: never updated, never pruned for this one
-			default:
-				ch.Create = append(ch.Create, d)
-			}
-			continue
-		}
-		matched[cur.Name] = true
-		if f := foreignByServer[d.server]; f != nil {
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
-			clearCountdown(&ch, cur)
-			continue
-		}
-		switch {
-		case upToDate(cur, &d):
-			ch.Unchanged++
-		case in.Policy == PolicyCreateOnly:
-			ch.Unchanged++
-		default: // in place: an upgrade or a rename keeps the Secret
-			ch.Update = append(ch.Update, Update{Old: cur, Want: &d, Reason: "content"})
-		}
+		planDesired(&ch, &cur, matched, d, in.Policy)
 	}
-
 	listed := listedIdentities(in.Snapshot)
-	total := len(in.Current) - len(foreignByName)
 	var deletions []*Record
-	for _, name := range sortedSecretNames(owned) {
-		s := owned[name]
-		if matched[name] {
-			continue
-		}
-		cluster, source, id := s.cluster, s.Label(LabelSource), s.clusterID
-		ident := Identity(source, id)
-		if id == "" {
-			ident = ""
-		}
-		departed := id != "" && in.Snapshot.HasDeparted(source, id)
-		switch {
-		case departed:
-		case in.Held[ident], ident != "" && listed[ident] && !in.Deselected[ident], in.Snapshot.Present(cluster) && !in.Deselected[ident]:
-			clearCountdown(&ch, s)
-			continue
-		}
-		p := countdown(s, cluster, source, in)
-		st, configured := in.Snapshot.Source(source)
-		switch {
-		case s.Label(LabelPin) == "true":
-			p.Held = "pinned"
-		case in.Policy != PolicySync:
-			p.Held = "policy " + string(in.Policy) + " never deletes"
-		case departed:
-		case !configured:
-			p.Held = "source not configured"
-		case !st.Synced:
-			p.Held = "source has not completed a listing"
-		case st.Stale:
-			p.Held = "latest listing of the source failed"
-		}
-		if p.Held != "" {
-			if p.Missed > 0 || departed {
-				ch.Pending = append(ch.Pending, p)
-			}
-			ch.Unchanged++
-			continue
-		}
-		if departed || p.Missed >= p.Needed && !in.Now.Before(p.DeleteAt) {
+	for _, name := range sortedSecretNames(cur.owned) {
+		if s := cur.owned[name]; !matched[name] && planUnmatched(&ch, &in, s, listed) {
 			deletions = append(deletions, s)
-			continue
-		}
-		ch.Pending = append(ch.Pending, p)
-		if cd := countdownOf(p, in.Listings[source]); !maps.Equal(s.countdown, cd) {
-			ch.Update = append(ch.Update, countdownUpdate(s, cd))
-		} else {
-			ch.Unchanged++
 		}
 	}
+	total := len(in.Current) - len(cur.foreignByName)
 	limit := max(in.Prune.MaxDeletions, int(math.Ceil(float64(total)*in.Prune.MaxDeletionsPercent/100)))
 	if len(deletions) > limit {
 		ch.Blocked = deletions
@@ -283,119 +165,81 @@ func Plan(in Input) Changes {
 	return ch
 }
 
-// listedIdentities are the clusters the snapshot lists in any form, by
-// Identity: served or unserved. (Conflicts and duplicates are found by
-// name, with Snapshot.Present.)
-func listedIdentities(snap *inventory.Snapshot) map[string]bool {
-	out := make(map[string]bool, len(snap.Clusters)+len(snap.Unserved))
-	for _, c := range snap.Clusters {
-		out[Identity(c.Source, c.Key())] = true
+// secretIndex indexes the current Secrets of a plan's input.
+type secretIndex struct {
+	// owned holds ours by name; byIdentity ours by Identity, and
+	// byLegacyName ours written before the cluster-id annotation existed,
+	// by source and cluster name.
+	owned, byIdentity, byLegacyName map[string]*Record
+	// foreignByName holds the Secrets we do not own by name, and
+	// foreignByServer the cluster Secrets among them by server.
+	foreignByName, foreignByServer map[string]*Record
+}
+
+func indexCurrent(secrets []*Record, ownerID string) secretIndex {
+	c := secretIndex{owned: map[string]*Record{}, byIdentity: map[string]*Record{}, byLegacyName: map[string]*Record{},
+		foreignByName: map[string]*Record{}, foreignByServer: map[string]*Record{}}
+	for _, s := range secrets {
+		if s.owned(ownerID) {
+			c.owned[s.Name] = s
+			if id := s.clusterID; id != "" {
+				c.byIdentity[Identity(s.Label(LabelSource), id)] = s
+			} else {
+				c.byLegacyName[Identity(s.Label(LabelSource), s.cluster)] = s
+			}
+			continue
+		}
+		c.foreignByName[s.Name] = s
+		if srv := strings.TrimRight(s.server, "/"); srv != "" && s.Label(LabelSecretType) == "cluster" {
+			c.foreignByServer[srv] = s
+		}
 	}
-	for _, u := range snap.Unserved {
-		out[Identity(u.Source, u.ID)] = true
+	return c
+}
+
+// planDesired plans the Secret of d: a create, an update in place, nothing,
+// or a clash. matched collects our Secrets that a desired cluster claims.
+func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired, policy Policy) {
+	cur := c.byIdentity[Identity(d.Source, d.ID)]
+	if cur == nil {
+		cur = c.byLegacyName[Identity(d.Source, d.Cluster)]
 	}
-	return out
+	if cur != nil && matched[cur.Name] {
+		cur = nil // a legacy Secret already taken by another cluster of that name
+	}
+	if cur == nil {
+		switch {
+		case c.foreignByName[d.name] != nil:
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
+		case c.foreignByServer[d.server] != nil:
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByServer[d.server].Name, By: "server"})
+		case c.owned[d.name] != nil:
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "identity"})
+			matched[d.name] = true // another cluster's: never updated, never pruned for this one
+		default:
+			ch.Create = append(ch.Create, d)
+		}
+		return
+	}
+	matched[cur.Name] = true
+	if f := c.foreignByServer[d.server]; f != nil {
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
+		clearCountdown(ch, cur)
+		return
+	}
+	switch {
+	case upToDate(cur, &d):
+		ch.Unchanged++
+	case policy == PolicyCreateOnly:
+		ch.Unchanged++
+	default: // in place: an upgrade or a rename keeps the Secret
+		ch.Update = append(ch.Update, Update{Old: cur, Want: &d, Reason: "content"})
+	}
 }
 
 // Owned reports whether s carries our managed-by label and owner id.
 func Owned(s *corev1.Secret, ownerID string) bool {
 	return s.Labels[LabelManagedBy] == ManagedByValue && s.Labels[LabelOwner] == ownerID && ownerID != ""
-}
-
-// countdown reads the countdown of s as it would be after this pass.
-func countdown(s *Record, cluster, source string, in Input) Pending {
-	p := Pending{Secret: s.Name, Cluster: cluster, Source: source, Needed: max(in.Prune.AfterListings, 1)}
-	since, err := time.Parse(time.RFC3339Nano, s.countdown[AnnotationMissingSince])
-	missed, _ := strconv.Atoi(s.countdown[AnnotationMissingListings])
-	last, _ := time.Parse(time.RFC3339Nano, s.countdown[AnnotationMissingListing])
-	listing, ok := in.Listings[source]
-	st, _ := in.Snapshot.Source(source)
-	advancing := ok && st.Synced && !st.Stale
-	switch {
-	case err != nil || missed < 1:
-		p.Since, p.Missed = in.Now, 0
-		if advancing {
-			p.Missed = 1
-		}
-	default:
-		p.Since, p.Missed = since, missed
-		if advancing && listing.After(last) {
-			p.Missed++
-		}
-	}
-	if in.Prune.GracePeriod > 0 {
-		p.DeleteAt = p.Since.Add(in.Prune.GracePeriod)
-	}
-	return p
-}
-
-// countdownOf returns the countdown annotations of p, counted at listing.
-func countdownOf(p Pending, listing time.Time) map[string]string {
-	return map[string]string{
-		AnnotationMissingSince:    p.Since.UTC().Format(time.RFC3339Nano),
-		AnnotationMissingListings: strconv.Itoa(p.Missed),
-		AnnotationMissingListing:  listing.UTC().Format(time.RFC3339Nano),
-	}
-}
-
-// countdownUpdate sets the countdown annotations of s to cd (none: cleared).
-func countdownUpdate(s *Record, cd map[string]string) Update {
-	return Update{Old: s, Countdown: cd, Reason: "countdown"}
-}
-
-func clearCountdown(ch *Changes, s *Record) {
-	if _, ok := s.countdown[AnnotationMissingSince]; !ok {
-		ch.Unchanged++
-		return
-	}
-	ch.Update = append(ch.Update, countdownUpdate(s, nil))
-}
-
-// merge returns cur with the keys, labels and annotations we own set as in
-// want: propagated labels and annotations that left upstream are removed,
-// anything a person added is kept, and a prune countdown is cleared.
-func merge(cur, want *corev1.Secret) *corev1.Secret {
-	out := cur.DeepCopy()
-	if out.Data == nil {
-		out.Data = map[string][]byte{}
-	}
-	for _, k := range ownedDataKeys {
-		if v, ok := want.Data[k]; ok {
-			out.Data[k] = v
-		} else {
-			delete(out.Data, k)
-		}
-	}
-	out.Labels = mergeMap(out.Labels, want.Labels, cur.Annotations[AnnotationLabels])
-	out.Annotations = mergeMap(out.Annotations, want.Annotations, cur.Annotations[AnnotationAnnotations])
-	delete(out.Annotations, AnnotationMissingSince)
-	delete(out.Annotations, AnnotationMissingListings)
-	delete(out.Annotations, AnnotationMissingListing)
-	if _, ok := want.Labels[LabelState]; !ok {
-		delete(out.Labels, LabelState)
-	}
-	return out
-}
-
-func mergeMap(cur, want map[string]string, previouslyPropagated string) map[string]string {
-	out := maps.Clone(cur)
-	if out == nil {
-		out = map[string]string{}
-	}
-	for _, k := range strings.Split(previouslyPropagated, ",") {
-		if _, keep := want[k]; !keep && k != "" {
-			delete(out, k)
-		}
-	}
-	maps.Copy(out, want)
-	return out
-}
-
-// sameContent compares what we write, not resourceVersion: a pass that
-// changes nothing makes no write.
-func sameContent(a, b *corev1.Secret) bool {
-	return maps.EqualFunc(a.Data, b.Data, bytes.Equal) &&
-		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
 // upToDate reports whether cur needs no content update to want: the

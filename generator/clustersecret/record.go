@@ -3,6 +3,9 @@ package clustersecret
 import (
 	"crypto/sha256"
 	"maps"
+	"slices"
+	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -178,3 +181,94 @@ var (
 	_ metav1.Object  = (*Record)(nil)
 	_ runtime.Object = (*Record)(nil)
 )
+
+// The Records of the cache.
+//
+// The cache keeps of each Secret only a Record: what the plan and the
+// ApplicationSet refresh trigger read by key (cachedLabels,
+// cachedAnnotations, cachedData) and the digest of the content we own
+// (ownedDigest). The plan compares that digest with the digest of the
+// desired Secret; an update planned from a Record of the cache reads the
+// full Secret from the API and is computed again from it (update): a
+// Record is never written.
+
+// cachedLabels, cachedAnnotations and cachedData are the keys a Record
+// keeps, when set: what Plan, Owned and the countdown read, the data of
+// clash detection (server) and what the refresh trigger compares (name,
+// server, project), and its selector's labels.
+var (
+	cachedLabels      = []string{LabelSecretType, LabelManagedBy, LabelOwner, LabelSource, LabelPin}
+	cachedAnnotations = []string{AnnotationCluster, AnnotationClusterID, AnnotationMissingSince, AnnotationMissingListings, AnnotationMissingListing}
+	cachedData        = []string{"name", "server", "project"}
+)
+
+// CacheTransform turns a cluster Secret into its Record for an informer
+// cache (a cache.TransformFunc): name, namespace, uid, resourceVersion,
+// the labels, annotations and data values the reconciler and the refresh
+// trigger read by key, and the digest of the content we own. The rest
+// (managedFields, config with its CA data and bearer token, the labels and
+// annotations propagated from the cluster, people's additions) is dropped:
+// the cache holds no credential. It is idempotent; anything but a Secret
+// is returned as it is.
+func CacheTransform(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	return recordOf(s, false), nil
+}
+
+// keep returns the entries of m at keys (nil if none), with the keys of
+// keys, which are constants: one copy of each; values are interned if
+// internValues is set (those that repeat across Secrets).
+func keep(m map[string]string, keys []string, internValues bool) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			if internValues {
+				v = intern(v)
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func intern(s string) string { return unique.Make(s).Value() }
+
+// labelSets shares the label maps of Records: thousands of our
+// Secrets carry the same few (secret-type, managed-by, owner, source).
+var labelSets = sharedMaps{max: 4096}
+
+// sharedMaps hands out one map per content, up to max contents.
+type sharedMaps struct {
+	mu  sync.Mutex
+	m   map[string]map[string]string
+	max int
+}
+
+// get returns the shared map of m's content, or m.
+func (s *sharedMaps) get(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	var b []byte
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		b = appendField(appendField(b, k), m[k])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shared, ok := s.m[string(b)]; ok {
+		return shared
+	}
+	if len(s.m) < s.max {
+		if s.m == nil {
+			s.m = map[string]map[string]string{}
+		}
+		s.m[string(b)] = m
+	}
+	return m
+}

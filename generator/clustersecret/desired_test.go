@@ -1,0 +1,142 @@
+package clustersecret
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+func TestBuild(t *testing.T) {
+	tokenFor := func(ref sources.SecretRef) (string, error) {
+		if ref.Env == "RANCHER_TOKEN" {
+			return "token-abcde:s3cr3t", nil
+		}
+		return "", errors.New("unreadable")
+	}
+	bearer := cl("rancher-prod", func(c *sources.Cluster) {
+		c.Source, c.Provider = "rancher-eu", sources.ProviderRancher
+		c.Server = "https://rancher.example.com/k8s/clusters/c-m-2x7kqz4b"
+		c.Auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: &sources.SecretRef{Env: "RANCHER_TOKEN"}}
+		c.Labels = map[string]string{"env": "prod", "bad key!": "x", "long": strings.Repeat("v", 64), LabelOwner: "spoofed"}
+		c.Namespaces = []string{"a", "b"}
+		c.Project, c.ClusterResources = "acme", true
+		c.ID, c.Phase, c.State = "c-m-2x7kqz4b", sources.PhaseDegraded, "updating"
+	})
+	o := opts()
+	d, err := Build(&bearer, o, tokenFor)
+	require.NoError(t, err)
+	s := d.Secret
+	assert.Equal(t, SecretName("cluster", "rancher-eu", "rancher-prod", "c-m-2x7kqz4b"), s.Name)
+	assert.Regexp(t, `^cluster-rancher-eu-rancher-prod-[0-9a-f]{10}$`, s.Name)
+	assert.Equal(t, "argocd", s.Namespace)
+	assert.Equal(t, map[string]string{
+		LabelSecretType: "cluster", LabelManagedBy: ManagedByValue, LabelOwner: owner, LabelSource: "rancher-eu",
+		LabelPhase: "degraded", LabelState: "updating",
+		"env": "prod", "tenant": "acme", "provider": "rancher", "region": "eu-west-1",
+	}, s.Labels, "invalid and reserved labels are not propagated")
+	assert.Equal(t, "c-m-2x7kqz4b", s.Annotations[AnnotationClusterID])
+	assert.Equal(t, "rancher-prod", string(s.Data["name"]))
+	assert.Equal(t, "acme", string(s.Data["project"]))
+	assert.Equal(t, "a,b", string(s.Data["namespaces"]))
+	assert.Equal(t, "true", string(s.Data["clusterResources"]))
+	assert.JSONEq(t, `{"bearerToken":"token-abcde:s3cr3t","tlsClientConfig":{"insecure":false,"caData":"`+caA+`"}}`, string(s.Data["config"]))
+	red := Redacted(s)
+	assert.NotContains(t, string(red.Data["config"]), "s3cr3t")
+	assert.Contains(t, string(s.Data["config"]), "s3cr3t", "Redacted copies")
+
+	_, err = Build(&bearer, opts(), noToken)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "env:RANCHER_TOKEN")
+
+	aws := cl("payments", func(c *sources.Cluster) { c.ProxyURL = "http://proxy:3128" })
+	d, err = Build(&aws, opts(), noToken)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"awsAuthConfig":{"clusterName":"payments","roleARN":"arn:aws:iam::1:role/argocd"},"tlsClientConfig":{"insecure":false,"caData":"`+caA+`"},"proxyUrl":"http://proxy:3128"}`,
+		string(d.Secret.Data["config"]))
+	assert.NotContains(t, d.Secret.Data, "project")
+
+	o = opts()
+	o.Credentials = map[string]CredentialOverride{"fleet": {Exec: &sources.ExecProvider{Command: "token-broker",
+		Args: []string{"--cluster", "{{.Name}}", "--server={{.Server}}"}, Env: map[string]string{"REGION": "{{.Region}}"}}}}
+	require.NoError(t, o.Validate())
+	d, err = Build(&aws, o, noToken)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(d.Secret.Data["config"], &cfg))
+	assert.Equal(t, map[string]any{"command": "token-broker", "args": []any{"--cluster", "payments", "--server=https://payments.example.com"},
+		"env": map[string]any{"REGION": "eu-west-1"}, "apiVersion": "client.authentication.k8s.io/v1beta1"}, cfg["execProviderConfig"])
+	assert.NotContains(t, cfg, "awsAuthConfig")
+
+	o.Credentials["fleet"] = CredentialOverride{Exec: &sources.ExecProvider{Command: "x", Args: []string{"{{.Nope}}"}}}
+	assert.ErrorContains(t, o.Validate(), "credentials.fleet.exec")
+}
+
+func TestSecretName(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct{ source, cluster, id, prefix string }{
+		{"demo-aws", "acme-prod-eu", "acme-prod-eu", "cluster-demo-aws-acme-prod-eu-"},
+		{"rancher", "Prod_EU", "c-1", "cluster-rancher-prod-eu-"},
+		{"eks", "payments", "arn:aws:eks:eu-west-1:111:cluster/payments", "cluster-eks-payments-"},
+	} {
+		t.Run(tc.cluster, func(t *testing.T) {
+			got := SecretName("cluster", tc.source, tc.cluster, tc.id)
+			assert.Regexp(t, "^"+tc.prefix+"[0-9a-f]{10}$", got)
+			assert.Equal(t, got, SecretName("cluster", tc.source, tc.cluster, tc.id), "deterministic")
+		})
+	}
+	assert.NotEqual(t, SecretName("cluster", "aws", "prod-eu", "prod-eu"), SecretName("cluster", "aws-prod", "eu", "eu"),
+		"the collision pair of the old scheme maps to two names")
+	assert.NotEqual(t, SecretName("cluster", "rancher", "Prod_EU", "c-1"), SecretName("cluster", "rancher", "prod-eu", "c-2"))
+	a, b := SecretName("cluster", "s", long, "a"), SecretName("cluster", "s", long, "b")
+	assert.Len(t, a, 253)
+	assert.NotEqual(t, a, b)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Namespace: "argocd"}, "ownerID: required"},
+		{Options{Namespace: "argocd", OwnerID: "has space"}, "ownerID"},
+		{Options{OwnerID: "a"}, "namespace: required"},
+		{Options{Namespace: "argocd", OwnerID: "a", Prefix: "Bad_Prefix"}, "prefix"},
+		{Options{Namespace: "argocd", OwnerID: "a", Credentials: map[string]CredentialOverride{"s": {Exec: &sources.ExecProvider{Command: "x"}, BearerToken: &sources.SecretRef{Env: "X"}}}}, "not both"},
+	} {
+		assert.ErrorContains(t, tc.o.Validate(), tc.want)
+	}
+}
+
+// TestDesiredRender: a compact Desired (no Secret, as a pass keeps it)
+// plans as the full one and renders the same Secret again; one whose
+// cluster changed since it was planned renders nothing.
+func TestDesiredRender(t *testing.T) {
+	c := cl("a", func(c *sources.Cluster) { c.Annotations = map[string]string{"docs": "https://docs"} })
+	d := desired(t, c)[0]
+	compact := d.Compact()
+	require.Nil(t, compact.Secret)
+	cur := records(current(t, c))
+	for _, in := range []Desired{d, compact} {
+		ch := Plan(Input{Desired: []Desired{in}, Current: cur, Snapshot: snapshot([]sources.Cluster{c}), OwnerID: owner, Policy: PolicySync, Now: t0})
+		assert.Equal(t, 1, ch.Unchanged)
+		assert.Empty(t, ch.Update)
+	}
+	s, err := compact.Render(noToken)
+	require.NoError(t, err)
+	assert.Equal(t, d.Secret, s, "rendered again as built")
+	s.Labels["edited"] = "x"
+	again, err := d.Render(noToken)
+	require.NoError(t, err)
+	assert.NotContains(t, again.Labels, "edited", "the caller's copy")
+
+	compact.cluster = &sources.Cluster{Name: "a", Source: "fleet", Server: "https://elsewhere.example.com",
+		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: "a"}}}
+	_, err = compact.Render(noToken)
+	require.ErrorContains(t, err, "changed since the plan")
+}
