@@ -31,7 +31,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	// The same strict decoder as the plugin API: what the API rejects with
 	// 400, discover rejects too.
-	filter, err := generator.ParseInput([]byte(*input))
+	filter, err := generator.ParseInput([]byte(*input), cfg.Registry().Names())
 	if err != nil {
 		if json.Valid([]byte(*input)) {
 			fmt.Fprintf(stderr, "error: --input: %v\n", err)

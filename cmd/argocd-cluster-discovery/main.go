@@ -248,51 +248,16 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	}
 	applyRuntime(cfg.Runtime, logger)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	inv, tokens := p.inv, p.tokens
-	var err error
-	opts := generator.Options{
-		Inventory: inv, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
-		Registerer: reg, Gatherer: reg, Version: version,
-	}
-	kube := newKubeAPI(cfg) // one client and one cache of cluster Secrets for the reconciler and the refresh trigger
-	var runSecrets func(context.Context)
-	if cfg.Secrets.Enabled {
-		rec, run, err := newReconciler(cfg, kube, inv, logger, reg)
-		if err != nil {
-			return err
-		}
-		opts.SecretsStatus = func() any { return rec.Status() }
-		runSecrets = run
-	}
-	var runRefresh func(context.Context)
-	if cfg.ApplicationSetRefresh.Enabled {
-		if runRefresh, err = newAppSetRefresh(cfg, kube, inv, logger, reg); err != nil {
-			return err
-		}
-	}
-	srv, err := generator.New(opts)
+	srv, runners, err := newComponents(cfg, p, logger, reg)
 	if err != nil {
 		return err
 	}
-
-	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
+	inv, tokens := p.inv, p.tokens
+	servers, listeners, err := listen(cfg, srv)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+		return err
 	}
-	servers := []*http.Server{newHTTPServer(srv.Handler())}
-	listeners := []net.Listener{apiLn}
-	opsAddr := apiLn.Addr().String()
-	if cfg.Server.OpsListen != "" {
-		opsLn, err := net.Listen("tcp", cfg.Server.OpsListen)
-		if err != nil {
-			apiLn.Close()
-			return fmt.Errorf("listen on %s: %w", cfg.Server.OpsListen, err)
-		}
-		servers[0].Handler = srv.APIHandler()
-		servers = append(servers, newHTTPServer(srv.OpsHandler()))
-		listeners = append(listeners, opsLn)
-		opsAddr = opsLn.Addr().String()
-	}
+	apiLn, opsAddr := listeners[0], listeners[len(listeners)-1].Addr().String()
 	logger.Info("listening", "api", apiLn.Addr().String(), "ops", opsAddr,
 		"getparams", "POST "+cfg.Server.PathPrefix+generator.GetParamsPath)
 	if hooks != nil && hooks.listening != nil {
@@ -305,13 +270,9 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	wg.Add(2)
 	go func() { defer wg.Done(); inv.Run(runCtx) }()
 	go func() { defer wg.Done(); tokens.Run(runCtx, cfg.Server.TokenReloadInterval.Std()) }()
-	if runSecrets != nil {
+	for _, r := range runners {
 		wg.Add(1)
-		go func() { defer wg.Done(); runSecrets(runCtx) }()
-	}
-	if runRefresh != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); runRefresh(runCtx) }()
+		go func() { defer wg.Done(); r(runCtx) }()
 	}
 
 	errc := make(chan error, len(servers))
@@ -341,6 +302,62 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	wg.Wait()
 	logger.Info("stopped")
 	return serveErr
+}
+
+// newComponents builds the plugin API server and, when enabled, the
+// cluster Secret reconciler and the ApplicationSet refresh trigger, which
+// share one Kubernetes client and one cache of cluster Secrets. It returns
+// the server and the loops to run beside it.
+func newComponents(cfg *config.Config, p *parts, logger *slog.Logger, reg *prometheus.Registry) (*generator.Server, []func(context.Context), error) {
+	inv, tokens := p.inv, p.tokens
+	var runners []func(context.Context)
+	opts := generator.Options{
+		Inventory: inv, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
+		Registerer: reg, Gatherer: reg, Version: version, Providers: cfg.Registry().Names(),
+	}
+	kube := newKubeAPI(cfg)
+	if cfg.Secrets.Enabled {
+		rec, run, err := newReconciler(cfg, kube, inv, logger, reg)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.SecretsStatus = func() any { return rec.Status() }
+		runners = append(runners, run)
+	}
+	if cfg.ApplicationSetRefresh.Enabled {
+		run, err := newAppSetRefresh(cfg, kube, inv, logger, reg)
+		if err != nil {
+			return nil, nil, err
+		}
+		runners = append(runners, run)
+	}
+	srv, err := generator.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, runners, nil
+}
+
+// listen opens the API's listener and, when server.opsListen is set, the
+// operations endpoints' own: the servers and their listeners, API first.
+func listen(cfg *config.Config, srv *generator.Server) ([]*http.Server, []net.Listener, error) {
+	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+	}
+	servers := []*http.Server{newHTTPServer(srv.Handler())}
+	listeners := []net.Listener{apiLn}
+	if cfg.Server.OpsListen != "" {
+		opsLn, err := net.Listen("tcp", cfg.Server.OpsListen)
+		if err != nil {
+			apiLn.Close()
+			return nil, nil, fmt.Errorf("listen on %s: %w", cfg.Server.OpsListen, err)
+		}
+		servers[0].Handler = srv.APIHandler()
+		servers = append(servers, newHTTPServer(srv.OpsHandler()))
+		listeners = append(listeners, opsLn)
+	}
+	return servers, listeners, nil
 }
 
 // applyRuntime sets the garbage collector's target from the configuration,

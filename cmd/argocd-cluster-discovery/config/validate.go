@@ -284,5 +284,5 @@ func sourceNameOK(s string) bool {
 
 // parseSelect parses secrets.select with the plugin input's filters.
 func (c *Config) parseSelect() (generator.Filter, error) {
-	return generator.ParseParameters(c.Secrets.Select)
+	return generator.ParseParameters(c.Secrets.Select, c.Registry().Names())
 }
