@@ -9,10 +9,19 @@ BENCHTIME ?= 1s
 SHELL     := /bin/bash
 
 TESTBIN   := $(CURDIR)/bin/testbin
+GOLANGCI_LINT := $(TESTBIN)/golangci-lint
 
-.PHONY: all build run test unit unit-norace e2e lint bench load fuzz fuzz-short testbin clean clean-all
+.PHONY: all help build run test unit unit-norace e2e lint lint-selftest lint-tool bench load fuzz fuzz-short testbin clean clean-all
 
+## all: lint, test and build (the default)
 all: lint test build
+
+## help: every target with what it does (the "## target:" comments of this Makefile)
+help:
+	@awk 'NR == FNR { if (match($$0, /^[a-z][a-z0-9-]*:/)) target[substr($$0, 1, RLENGTH - 1)] = 1; next } \
+	/^## / { line = substr($$0, 4); n = index(line, ":"); name = substr(line, 1, n - 1) } \
+	/^## / && n > 1 && (name in target) { printf "\n  %-15s%s\n", name, substr(line, n + 2); next } \
+	/^## / { printf "  %-15s%s\n", "", line }' $(firstword $(MAKEFILE_LIST)) $(firstword $(MAKEFILE_LIST))
 
 ## build: the static binary in bin/
 build:
@@ -27,6 +36,7 @@ run:
 ## each fuzz target briefly
 test: lint testbin unit unit-norace fuzz-short
 
+## unit: every test with the race detector, against kube-apiserver + etcd from bin/testbin (make testbin first)
 unit:
 	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 $(PKGS)
 
@@ -64,15 +74,27 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## testbin: build kube-apiserver and etcd from the Go module proxy into bin/testbin (skips what is there)
+## testbin: build the test components (etcd, kube-apiserver, helm, Argo CD's ApplicationSet controller)
+## from the Go module proxy into bin/testbin (skips what is there)
 testbin:
 	TESTBIN=$(TESTBIN) bash .ci/testbin
 
-## lint: gofmt check and go vet
-lint:
-	@out=$$(gofmt -l cmd generator sources deploy); \
-	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
+## lint: golangci-lint with .golangci.yml (govet, staticcheck, errcheck, revive, funlen, depguard, ...):
+## first the formatting of every Go file (gofmt, goimports), then the linters, then lint-selftest.
+## golangci-lint is pinned and built from the Go module proxy into bin/testbin on first use
+lint: lint-tool
+	$(GOLANGCI_LINT) fmt --diff cmd generator sources deploy
+	$(GOLANGCI_LINT) run $(PKGS)
+	@$(MAKE) --no-print-directory lint-selftest
+
+## lint-selftest: prove the depguard rules still bite (sources/ importing generator/, a provider
+## importing another): .ci/lint-selftest writes each forbidden import, expects the rule, removes it
+lint-selftest: lint-tool
+	GOLANGCI_LINT=$(GOLANGCI_LINT) bash .ci/lint-selftest
+
+## lint-tool: build the pinned golangci-lint into bin/testbin (skipped when its version is there)
+lint-tool:
+	@TESTBIN=$(TESTBIN) bash .ci/testbin golangci-lint
 
 ## bench: every performance figure next to its target, as a Markdown table (cmd/benchreport),
 ## all measured in this run of this checkout: getparams vs pre-encoded bytes; the built binary's cold
@@ -95,5 +117,6 @@ load: build
 clean:
 	rm -f $(BINARY)
 
+## clean-all: remove bin/, bin/testbin included
 clean-all:
 	rm -rf $(BIN)

@@ -196,8 +196,9 @@ func machine(before, after string) string {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
 				var kb float64
-				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-				mem = fmt.Sprintf("%.1f GiB", kb/(1<<20))
+				if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb); err == nil {
+					mem = fmt.Sprintf("%.1f GiB", kb/(1<<20))
+				}
 			}
 		}
 	}

@@ -202,7 +202,7 @@ func (s *service) stop(grace time.Duration) error {
 		return nil
 	case <-time.After(grace):
 		_ = s.cmd.Process.Kill()
-		<-s.done
+		<-s.exit
 		return fmt.Errorf("service did not stop within %s of SIGTERM; killed", grace)
 	}
 }
