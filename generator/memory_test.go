@@ -89,7 +89,6 @@ func TestFleetMemory(t *testing.T) {
 	for part, name := range files {
 		writeFleetFile(t, filepath.Join(dir, name+".yaml"), cas, len(files), part)
 	}
-	cas = nil
 	tokens := tokenSet(t, demoToken)
 
 	before := liveHeap()

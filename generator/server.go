@@ -335,7 +335,7 @@ func (s *Server) readyz(c echo.Context) error {
 
 func (s *Server) status(c echo.Context) error {
 	st := s.opts.Inventory.Status()
-	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
+	c.Response().Header().Set(echo.HeaderContentType, "application/json; charset=UTF-8")
 	c.Response().WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(c.Response())
 	enc.SetIndent("", "  ")

@@ -137,20 +137,20 @@ func setUp() (*env, error) {
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute}}
 	if x.rest, err = x.testEnv.Start(); err != nil {
 		// tearDown stops what did start
-		<-built
+		<-built //nolint:errcheck // the start failed already; its error is the one returned
 		return x, fmt.Errorf("start kube-apiserver and etcd: %w", err)
 	}
 	x.kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(x.kubeconfig, x.testEnv.KubeConfig, 0o600); err != nil {
-		<-built
+		<-built //nolint:errcheck // the start failed already; its error is the one returned
 		return x, err
 	}
 	if x.kube, err = kubernetes.NewForConfig(x.rest); err != nil {
-		<-built
+		<-built //nolint:errcheck // the start failed already; its error is the one returned
 		return x, err
 	}
 	if x.dyn, err = dynamic.NewForConfig(x.rest); err != nil {
-		<-built
+		<-built //nolint:errcheck // the start failed already; its error is the one returned
 		return x, err
 	}
 	if err := <-built; err != nil {

@@ -59,7 +59,7 @@ import (
 // reacts to (common.AnnotationApplicationSetRefresh).
 const AnnotationRefresh = "argocd.argoproj.io/application-set-refresh"
 
-// AllNamespaces, as the only entry of Config.Namespaces, looks for
+// AllNamespaces is the entry of Config.Namespaces, alone, that looks for
 // ApplicationSets in every namespace.
 const AllNamespaces = "*"
 

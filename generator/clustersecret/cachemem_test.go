@@ -59,7 +59,7 @@ func fleetSecrets(t testing.TB, n int) []byte {
 		s.ResourceVersion = strconv.Itoa(1000 + i)
 		s.CreationTimestamp = created
 		s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "argocd-cluster-discovery", Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields}}}
+			APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(fields))}}
 		list.Items = append(list.Items, *s)
 	}
 	b, err := runtime.Encode(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), list)

@@ -16,8 +16,8 @@ import (
 
 // Record is what a pass reads of a cluster Secret: its name, namespace,
 // uid and resourceVersion, the labels, annotations and data values the plan
-// and the ApplicationSet refresh trigger read by key (cachedLabels,
-// cachedAnnotations, cachedData), and the digest of the content we own
+// and the ApplicationSet refresh trigger read by key (cachedLabels and the
+// annotations and data of the plan), and the digest of the content we own
 // (ownedDigest). CacheTransform turns the Secrets of the informer's cache
 // into Records, which hold no credential; a Record read from the API also
 // holds the full Secret (Full), which an update then starts from.
@@ -91,12 +91,6 @@ func (r *Record) Annotation(k string) (string, bool) {
 	return v, ok
 }
 
-// annotation returns the annotation k, "" if absent.
-func (r *Record) annotation(k string) string {
-	v, _ := r.Annotation(k)
-	return v
-}
-
 // Value returns the data value of key "name", "server" or "project" ("" for
 // another key, or if absent).
 func (r *Record) Value(k string) string {
@@ -118,34 +112,89 @@ func (r *Record) owned(ownerID string) bool {
 
 // The metav1.Object of a Record.
 
-func (r *Record) GetNamespace() string                          { return r.Namespace }
-func (r *Record) SetNamespace(ns string)                        { r.Namespace = ns }
-func (r *Record) GetName() string                               { return r.Name }
-func (r *Record) SetName(name string)                           { r.Name = name }
-func (r *Record) GetGenerateName() string                       { return "" }
-func (r *Record) SetGenerateName(string)                        {}
-func (r *Record) GetUID() types.UID                             { return r.UID }
-func (r *Record) SetUID(uid types.UID)                          { r.UID = uid }
-func (r *Record) GetResourceVersion() string                    { return r.ResourceVersion }
-func (r *Record) SetResourceVersion(v string)                   { r.ResourceVersion = v }
-func (r *Record) GetGeneration() int64                          { return 0 }
-func (r *Record) SetGeneration(int64)                           {}
-func (r *Record) GetSelfLink() string                           { return "" }
-func (r *Record) SetSelfLink(string)                            {}
-func (r *Record) GetCreationTimestamp() metav1.Time             { return metav1.Time{} }
-func (r *Record) SetCreationTimestamp(metav1.Time)              {}
-func (r *Record) GetDeletionTimestamp() *metav1.Time            { return nil }
-func (r *Record) SetDeletionTimestamp(*metav1.Time)             {}
-func (r *Record) GetDeletionGracePeriodSeconds() *int64         { return nil }
-func (r *Record) SetDeletionGracePeriodSeconds(*int64)          {}
-func (r *Record) GetLabels() map[string]string                  { return r.labels }
-func (r *Record) SetLabels(l map[string]string)                 { r.labels = l }
-func (r *Record) GetFinalizers() []string                       { return nil }
-func (r *Record) SetFinalizers([]string)                        {}
-func (r *Record) GetOwnerReferences() []metav1.OwnerReference   { return nil }
-func (r *Record) SetOwnerReferences([]metav1.OwnerReference)    {}
+// GetNamespace implements metav1.Object.
+func (r *Record) GetNamespace() string { return r.Namespace }
+
+// SetNamespace implements metav1.Object.
+func (r *Record) SetNamespace(ns string) { r.Namespace = ns }
+
+// GetName implements metav1.Object.
+func (r *Record) GetName() string { return r.Name }
+
+// SetName implements metav1.Object.
+func (r *Record) SetName(name string) { r.Name = name }
+
+// GetGenerateName implements metav1.Object.
+func (r *Record) GetGenerateName() string { return "" }
+
+// SetGenerateName implements metav1.Object.
+func (r *Record) SetGenerateName(string) {}
+
+// GetUID implements metav1.Object.
+func (r *Record) GetUID() types.UID { return r.UID }
+
+// SetUID implements metav1.Object.
+func (r *Record) SetUID(uid types.UID) { r.UID = uid }
+
+// GetResourceVersion implements metav1.Object.
+func (r *Record) GetResourceVersion() string { return r.ResourceVersion }
+
+// SetResourceVersion implements metav1.Object.
+func (r *Record) SetResourceVersion(v string) { r.ResourceVersion = v }
+
+// GetGeneration implements metav1.Object.
+func (r *Record) GetGeneration() int64 { return 0 }
+
+// SetGeneration implements metav1.Object.
+func (r *Record) SetGeneration(int64) {}
+
+// GetSelfLink implements metav1.Object.
+func (r *Record) GetSelfLink() string { return "" }
+
+// SetSelfLink implements metav1.Object.
+func (r *Record) SetSelfLink(string) {}
+
+// GetCreationTimestamp implements metav1.Object.
+func (r *Record) GetCreationTimestamp() metav1.Time { return metav1.Time{} }
+
+// SetCreationTimestamp implements metav1.Object.
+func (r *Record) SetCreationTimestamp(metav1.Time) {}
+
+// GetDeletionTimestamp implements metav1.Object.
+func (r *Record) GetDeletionTimestamp() *metav1.Time { return nil }
+
+// SetDeletionTimestamp implements metav1.Object.
+func (r *Record) SetDeletionTimestamp(*metav1.Time) {}
+
+// GetDeletionGracePeriodSeconds implements metav1.Object.
+func (r *Record) GetDeletionGracePeriodSeconds() *int64 { return nil }
+
+// SetDeletionGracePeriodSeconds implements metav1.Object.
+func (r *Record) SetDeletionGracePeriodSeconds(*int64) {}
+
+// GetLabels implements metav1.Object.
+func (r *Record) GetLabels() map[string]string { return r.labels }
+
+// SetLabels implements metav1.Object.
+func (r *Record) SetLabels(l map[string]string) { r.labels = l }
+
+// GetFinalizers implements metav1.Object.
+func (r *Record) GetFinalizers() []string { return nil }
+
+// SetFinalizers implements metav1.Object.
+func (r *Record) SetFinalizers([]string) {}
+
+// GetOwnerReferences implements metav1.Object.
+func (r *Record) GetOwnerReferences() []metav1.OwnerReference { return nil }
+
+// SetOwnerReferences implements metav1.Object.
+func (r *Record) SetOwnerReferences([]metav1.OwnerReference) {}
+
+// GetManagedFields implements metav1.Object.
 func (r *Record) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
-func (r *Record) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+// SetManagedFields implements metav1.Object.
+func (r *Record) SetManagedFields([]metav1.ManagedFieldsEntry) {}
 
 // GetAnnotations returns a new map of the annotations the Record keeps.
 func (r *Record) GetAnnotations() map[string]string {
@@ -185,8 +234,8 @@ var (
 // The Records of the cache.
 //
 // The cache keeps of each Secret only a Record: what the plan and the
-// ApplicationSet refresh trigger read by key (cachedLabels,
-// cachedAnnotations, cachedData) and the digest of the content we own
+// ApplicationSet refresh trigger read by key (cachedLabels and the
+// annotations and data of the plan) and the digest of the content we own
 // (ownedDigest). The plan compares that digest with the digest of the
 // desired Secret; an update planned from a Record of the cache reads the
 // full Secret from the API and is computed again from it (update): a
@@ -197,9 +246,7 @@ var (
 // clash detection (server) and what the refresh trigger compares (name,
 // server, project), and its selector's labels.
 var (
-	cachedLabels      = []string{LabelSecretType, LabelManagedBy, LabelOwner, LabelSource, LabelPin}
-	cachedAnnotations = []string{AnnotationCluster, AnnotationClusterID, AnnotationMissingSince, AnnotationMissingListings, AnnotationMissingListing}
-	cachedData        = []string{"name", "server", "project"}
+	cachedLabels = []string{LabelSecretType, LabelManagedBy, LabelOwner, LabelSource, LabelPin}
 )
 
 // CacheTransform turns a cluster Secret into its Record for an informer

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 func TestFixturesOverHTTP(t *testing.T) {
