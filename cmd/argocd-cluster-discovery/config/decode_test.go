@@ -1,0 +1,80 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func TestParseUnknownKeys(t *testing.T) {
+	const static = okServer + "sources:\n  - name: one\n    provider: static\n"
+	tests := []struct {
+		name string
+		yaml string
+		// wantPath is the full path of the unknown key.
+		wantPath string
+	}{
+		{name: "top level", yaml: "colour: red\n" + okServer + okSources, wantPath: "colour"},
+		{name: "log", yaml: "log:\n  levle: debug\n" + okServer + okSources, wantPath: "log.levle"},
+		{name: "server", yaml: "server:\n  listn: :8080\n  tokens: [{env: T}]\n" + okSources, wantPath: "server.listn"},
+		{name: "server token", yaml: "server:\n  tokens:\n    - env: T\n    - value: s3cr3t\n" + okSources, wantPath: "server.tokens[1].value"},
+		{name: "inventory", yaml: okServer + "inventory:\n  intervall: 5s\n" + okSources, wantPath: "inventory.intervall"},
+		{name: "case matters", yaml: okServer + "Inventory:\n  interval: 5s\n" + okSources, wantPath: "Inventory"},
+		{name: "source", yaml: static + "    intervals: 5s\n    static: {file: a.yaml}\n", wantPath: "sources[0].intervals"},
+		{name: "static section", yaml: static + "    static: {files: a.yaml}\n", wantPath: "sources[0].static.files"},
+		{name: "inline cluster", yaml: static + "    static:\n      clusters:\n        - name: c\n          sever: https://c.example.com\n", wantPath: "sources[0].static.clusters[0].sever"},
+		{
+			name:     "token value written inline",
+			yaml:     static + "    static:\n      clusters:\n        - name: c\n          server: https://c.example.com\n          auth:\n            bearerToken: {token: s3cr3t}\n",
+			wantPath: "sources[0].static.clusters[0].auth.bearerToken.token",
+		},
+		{name: "secrets prune", yaml: okServer + okSources + "secrets: {prune: {after: 2}}\n", wantPath: "secrets.prune.after"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.yaml), "/etc/acd")
+			require.Error(t, err)
+			assert.Nil(t, cfg)
+			assert.True(t, hasError(Errors(err), tt.wantPath, field.ErrorTypeForbidden), "got %v", err)
+			assert.Contains(t, err.Error(), tt.wantPath+": Forbidden: unknown key")
+			assert.NotContains(t, err.Error(), "s3cr3t", "a value written by mistake is not repeated")
+		})
+	}
+}
+
+func TestParseDuplicateKey(t *testing.T) {
+	_, err := Parse([]byte("log:\n  level: info\n  level: debug\n"+okServer+okSources), "/etc/acd")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"level"`)
+}
+
+// TestParseWrongTypes: a value of the wrong JSON type is reported at its
+// path; the rest of the file is still checked.
+func TestParseWrongTypes(t *testing.T) {
+	tests := []struct {
+		name     string
+		yaml     string
+		wantPath string
+	}{
+		{name: "number expected", yaml: okServer + okSources + "inventory: {jitter: lots}\n", wantPath: "inventory.jitter"},
+		{name: "list expected", yaml: okServer + "sources: {name: one}\n", wantPath: "sources"},
+		{name: "mapping expected", yaml: okServer + okSources + "secrets: [a]\n", wantPath: "secrets"},
+		{name: "in a source", yaml: okServer + "sources:\n  - {name: [one], provider: static, static: {file: a.yaml}}\n", wantPath: "sources[0].name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), "/etc/acd")
+			require.Error(t, err)
+			require.NotEmpty(t, Errors(err), "a field error, not a parse error: %v", err)
+			var got []string
+			for _, e := range Errors(err) {
+				if e.Type == field.ErrorTypeTypeInvalid {
+					got = append(got, e.Field)
+				}
+			}
+			assert.Equal(t, []string{tt.wantPath}, got, "all problems: %v", err)
+		})
+	}
+}
