@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,17 +52,25 @@ func TestParseDuplicateKey(t *testing.T) {
 }
 
 // TestParseWrongTypes: a value of the wrong JSON type is reported at its
-// path; the rest of the file is still checked.
+// full path, indexes included; the rest of the file is still checked.
 func TestParseWrongTypes(t *testing.T) {
 	tests := []struct {
-		name     string
-		yaml     string
-		wantPath string
+		name string
+		yaml string
+		// wantPaths are the paths of the values of the wrong type, in the
+		// order of the file, separated by spaces.
+		wantPaths string
 	}{
-		{name: "number expected", yaml: okServer + okSources + "inventory: {jitter: lots}\n", wantPath: "inventory.jitter"},
-		{name: "list expected", yaml: okServer + "sources: {name: one}\n", wantPath: "sources"},
-		{name: "mapping expected", yaml: okServer + okSources + "secrets: [a]\n", wantPath: "secrets"},
-		{name: "in a source", yaml: okServer + "sources:\n  - {name: [one], provider: static, static: {file: a.yaml}}\n", wantPath: "sources[0].name"},
+		{name: "number expected", yaml: okServer + okSources + "inventory: {jitter: lots}\n", wantPaths: "inventory.jitter"},
+		{name: "list expected", yaml: okServer + "sources: {name: one}\n", wantPaths: "sources"},
+		{name: "mapping expected", yaml: okServer + okSources + "secrets: [a]\n", wantPaths: "secrets"},
+		{name: "in a source", yaml: okServer + "sources:\n  - {name: [one], provider: static, static: {file: a.yaml}}\n", wantPaths: "sources[0].name"},
+		{name: "in a list", yaml: "server:\n  tokens:\n    - env: T\n    - secret: {name: [api], key: token}\n" + okSources, wantPaths: "server.tokens[1].secret.name"},
+		{
+			name:      "in a list of a section",
+			yaml:      okServer + "sources:\n  - name: one\n    provider: static\n    static:\n      clusters:\n        - {name: a, server: 'https://a'}\n        - {name: 2, server: {url: x}}\n",
+			wantPaths: "sources[0].static.clusters[1].name sources[0].static.clusters[1].server",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +83,34 @@ func TestParseWrongTypes(t *testing.T) {
 					got = append(got, e.Field)
 				}
 			}
-			assert.Equal(t, []string{tt.wantPath}, got, "all problems: %v", err)
+			assert.Equal(t, strings.Fields(tt.wantPaths), got, "all problems: %v", err)
 		})
 	}
+}
+
+// TestParseWrongTypesHideNothing: a value of the wrong type does not stop
+// the decoding of the others, nor the reporting of unknown keys beside it.
+func TestParseWrongTypesHideNothing(t *testing.T) {
+	doc := "colour: red\ninventory: {jitter: lots, interval: [1m]}\nruntime: {gcPercent: many}\n" + okServer +
+		"sources:\n  - name: one\n    provider: static\n    static: {file: [a.yaml], fiel: b.yaml}\n"
+	_, err := Parse([]byte(doc), "/etc/acd")
+	require.Error(t, err)
+	assert.Equal(t, []string{"colour", "inventory.interval", "inventory.jitter", "runtime.gcPercent",
+		"sources[0].static", "sources[0].static.fiel", "sources[0].static.file"}, paths(err), "all problems: %v", err)
+	for _, p := range []string{"inventory.jitter", "runtime.gcPercent", "sources[0].static.file"} {
+		assert.True(t, hasError(Errors(err), p, field.ErrorTypeTypeInvalid), p)
+	}
+	assert.Contains(t, err.Error(), "runtime.gcPercent: Invalid value: got a JSON string where int is expected")
+}
+
+func TestParseNotAMapping(t *testing.T) {
+	for _, doc := range []string{"- a\n", "5\n", "just words\n"} {
+		_, err := Parse([]byte(doc), "/etc/acd")
+		require.Error(t, err, doc)
+		assert.Equal(t, "parse: the configuration must be a mapping of keys (log:, server:, sources:, ...)", err.Error())
+	}
+	cfg, err := Parse([]byte("# nothing but a comment\n"), "/etc/acd")
+	require.Error(t, err, "an empty file is the defaults: no tokens, no sources")
+	assert.Nil(t, cfg)
+	assert.Equal(t, []string{"server.tokens", "sources"}, paths(err))
 }

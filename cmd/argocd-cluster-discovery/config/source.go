@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	kjson "sigs.k8s.io/json"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -106,32 +105,6 @@ func (s *Source) decode(at *field.Path, reg *sources.Registry) field.ErrorList {
 	}
 	s.Section = reg0.NewConfig()
 	return append(errs, decodeInto(at.Child(string(s.Provider)), raw, s.Section, true)...)
-}
-
-// decodeInto decodes raw into v, case-sensitively; every unknown or
-// duplicate key (when strict) and the first wrong type are returned with
-// their paths under at.
-func decodeInto(at *field.Path, raw []byte, v any, strict bool) field.ErrorList {
-	var opts []kjson.StrictOption
-	if strict {
-		opts = []kjson.StrictOption{kjson.DisallowUnknownFields, kjson.DisallowDuplicateFields}
-	} else {
-		opts = []kjson.StrictOption{kjson.DisallowDuplicateFields}
-	}
-	strictErrs, err := kjson.UnmarshalStrict(raw, v, opts...)
-	var errs field.ErrorList
-	if err != nil {
-		// sigs.k8s.io/json's errors are its own types: decode again with
-		// encoding/json for the field path of a wrong type
-		if stdErr := json.Unmarshal(raw, v); stdErr != nil {
-			err = stdErr
-		}
-		errs = append(errs, typeError(at, err))
-	}
-	for _, se := range strictErrs {
-		errs = append(errs, strictError(at, se))
-	}
-	return errs
 }
 
 func sortedKeys(m map[string]json.RawMessage) []string {
