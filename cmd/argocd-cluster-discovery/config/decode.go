@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 )
@@ -207,4 +208,41 @@ func joinPath(at *field.Path, rel string) *field.Path {
 		}
 	}
 	return pathOrRoot(p)
+}
+
+// duplicateKeys returns each key written again in a mapping of the YAML
+// document raw, at its path. Converting the document to JSON keeps one of
+// the values, so a duplicate is found here or not at all. It reads the
+// document with the YAML library sigs.k8s.io/yaml uses, into MapSlices,
+// which keep every key.
+func duplicateKeys(raw []byte) field.ErrorList {
+	var root yamlv2.MapSlice
+	if yamlv2.Unmarshal(raw, &root) != nil {
+		return nil // not a mapping: reported by Parse
+	}
+	return duplicatesIn(nil, root)
+}
+
+func duplicatesIn(at *field.Path, v any) field.ErrorList {
+	var errs field.ErrorList
+	switch v := v.(type) {
+	case yamlv2.MapSlice:
+		seen := make(map[string]bool, len(v))
+		for _, item := range v {
+			k := fmt.Sprint(item.Key) // as the key is written in JSON
+			p := childOf(at, k)
+			if seen[k] {
+				e := field.Duplicate(p, field.OmitValueType{})
+				e.Detail = "the key is written more than once"
+				errs = append(errs, e)
+			}
+			seen[k] = true
+			errs = append(errs, duplicatesIn(p, item.Value)...)
+		}
+	case []any:
+		for i, item := range v {
+			errs = append(errs, duplicatesIn(pathOrRoot(at).Index(i), item)...)
+		}
+	}
+	return errs
 }

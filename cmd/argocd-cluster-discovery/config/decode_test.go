@@ -45,10 +45,18 @@ func TestParseUnknownKeys(t *testing.T) {
 	}
 }
 
-func TestParseDuplicateKey(t *testing.T) {
-	_, err := Parse([]byte("log:\n  level: info\n  level: debug\n"+okServer+okSources), "/etc/acd")
+// TestParseDuplicateKeys: a key written twice in a mapping is reported at
+// its path, each one, with the file's other problems.
+func TestParseDuplicateKeys(t *testing.T) {
+	doc := "log:\n  level: info\n  level: debug\n" + okServer + okSources + "inventory: {jitter: 2}\n" +
+		"secrets:\n  tenants:\n    acme: {project: a}\n    acme: {project: b, project: c}\n" +
+		"sources:\n  - name: two\n    provider: static\n    static: {file: a.yaml, file: b.yaml}\n"
+	_, err := Parse([]byte(doc), "/etc/acd")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `"level"`)
+	assert.Equal(t, []string{"inventory.jitter", "log.level", "secrets.tenants.acme", "secrets.tenants.acme.project", "sources", "sources[0].static.file"},
+		paths(err), "all problems: %v", err)
+	assert.Contains(t, err.Error(), "log.level: Duplicate value: the key is written more than once")
+	assert.Contains(t, err.Error(), "sources: Duplicate value")
 }
 
 // TestParseWrongTypes: a value of the wrong JSON type is reported at its

@@ -39,7 +39,9 @@ func Parse(raw []byte, dir string) (*Config, error) { return ParseWith(raw, dir,
 func ParseWith(raw []byte, dir string, reg *sources.Registry) (*Config, error) {
 	cfg := Default()
 	cfg.Dir, cfg.registry = dir, reg
-	doc, err := yaml.YAMLToJSONStrict(raw)
+	// not YAMLToJSONStrict: it stops at the first key written twice, with
+	// its line; duplicateKeys reports each, with its path
+	doc, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
@@ -49,7 +51,8 @@ func ParseWith(raw []byte, dir string, reg *sources.Registry) (*Config, error) {
 	if doc[0] != '{' {
 		return nil, errors.New("parse: the configuration must be a mapping of keys (log:, server:, sources:, ...)")
 	}
-	errs := decodeInto(nil, doc, &cfg, true)
+	errs := duplicateKeys(raw)
+	errs = append(errs, decodeInto(nil, doc, &cfg, true)...)
 	errs = append(errs, cfg.decodeSources(reg)...)
 	for i := range cfg.Sources {
 		s := &cfg.Sources[i]
