@@ -163,6 +163,20 @@ func TestDefaultValidate(t *testing.T) {
 	cfg.Server.Tokens = []sources.SecretRef{{Env: "T"}}
 	cfg.Sources = []Source{{Name: "one", Provider: sources.ProviderStatic, Section: &static.Config{File: "/etc/acd/clusters.yaml"}}}
 	assert.Empty(t, cfg.Validate(), "a configuration built in code validates like a parsed one")
+
+	for _, tc := range []struct {
+		source Source
+		want   string
+	}{
+		{Source{Name: "one", Provider: sources.ProviderStatic}, "sources[0].static: Required value: required for provider static"},
+		{Source{Name: "one"}, "sources[0].provider: Required value"},
+		{Source{Name: "one", Provider: "gke", Section: &static.Config{File: "/a"}}, `sources[0].provider: Unsupported value: "gke"`},
+	} {
+		cfg.Sources = []Source{tc.source}
+		errs := cfg.Validate()
+		require.Len(t, errs, 1, "%+v: %v", tc.source, errs)
+		assert.Contains(t, errs[0].Error(), tc.want)
+	}
 }
 
 func TestDurationJSON(t *testing.T) {

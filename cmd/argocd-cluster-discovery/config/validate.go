@@ -117,6 +117,9 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		si := at.Index(i)
+		if s.undecoded {
+			continue
+		}
 		switch {
 		case s.Name == "":
 			errs = append(errs, field.Required(si.Child("name"), ""))
@@ -135,11 +138,24 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 		if !s.Timeout.IsZero() {
 			errs = check(errs, s.Timeout.Validate(si.Child("timeout"), time.Millisecond, 0))
 		}
-		if s.Section != nil {
-			errs = append(errs, s.Section.Validate(si.Child(string(s.Provider)))...)
-		}
+		errs = append(errs, c.validateSection(si, s)...)
 	}
 	return append(errs, c.validateNamePrefixes(at)...)
+}
+
+// validateSection checks that the source's provider is known and its
+// section there, then the section, with the provider's own Validate.
+func (c *Config) validateSection(at *field.Path, s *Source) field.ErrorList {
+	reg := c.Registry()
+	switch {
+	case s.Provider == "":
+		return field.ErrorList{field.Required(at.Child("provider"), "one of "+providerNames(reg))}
+	case !reg.Has(s.Provider):
+		return field.ErrorList{field.NotSupported(at.Child("provider"), s.Provider, reg.Names())}
+	case s.Section == nil:
+		return field.ErrorList{field.Required(at.Child(string(s.Provider)), "required for provider "+string(s.Provider))}
+	}
+	return s.Section.Validate(at.Child(string(s.Provider)))
 }
 
 // validateNamePrefixes requires one namePrefix per Rancher source:

@@ -95,6 +95,8 @@ func TestParseInvalidInventoryAndSources(t *testing.T) {
 			wantErr:   []string{`sources[1].name: Duplicate value: "one`, "sources[0]"},
 			wantCount: 1,
 		},
+		{name: "source null", yaml: tokensOnly + "sources: [null]\n", wantErr: []string{"sources[0]: Required value: a source needs name, provider"}, wantCount: 1},
+		{name: "source not a mapping", yaml: tokensOnly + "sources: [static]\n", wantErr: []string{"sources[0]: Invalid value: must be a mapping"}, wantCount: 1},
 		{name: "source name missing", yaml: tokensOnly + "sources:\n  - provider: static\n    static: {file: a.yaml}\n", wantErr: []string{"sources[0].name: Required value"}, wantCount: 1},
 		{name: "source name upper case", yaml: static("Demo"), wantErr: []string{`sources[0].name: Invalid value: "Demo"`}, wantCount: 1},
 		{name: "source name underscore", yaml: static("demo_aws"), wantErr: []string{"sources[0].name: "}, wantCount: 1},
