@@ -45,8 +45,9 @@ func TestSecretsSection(t *testing.T) {
 func TestSecretsSectionErrors(t *testing.T) {
 	checkSectionErrors(t, []struct{ doc, want string }{
 		{"secrets: {enabled: true}", "ownerID: required"},
-		{"secrets: {select: {tenant: [acme, null]}}", "secrets.select"},
-		{"secrets: {select: {tenants: acme}}", `unknown key "tenants"`},
+		{"secrets: {select: {tenant: [acme, null]}}", "secrets.select.tenant[1]: Invalid value: null is not allowed in a list"},
+		{"secrets: {select: {tenants: acme}}", `secrets.select: Invalid value: unknown key "tenants" (accepted keys: `},
+		{"secrets: {select: {region: 5}}", "secrets.select.region: Invalid value: must be a string or a list of strings, got a number"},
 		{"departure: {afterListings: 0}", "departure.afterListings: Invalid value: 0: must be at least 1"},
 		{"secrets: {client: {qps: 0}}", "secrets.client.qps: Invalid value: 0"},
 		{"secrets: {client: {qps: 100, burst: 10}}", "secrets.client.burst: Invalid value: 10"},
@@ -56,7 +57,7 @@ func TestSecretsSectionErrors(t *testing.T) {
 		{"secrets: {enabled: true, ownerID: a, policy: mirror}", `policy "mirror"`},
 		{"secrets: {enabled: true, ownerID: a, resync: soon}", `secrets.resync: Invalid value: "soon": not a duration`},
 		{"secrets: {enabled: true, ownerID: a, leaderElection: {enabled: true, leaseName: l, leaseDuration: 5s, renewDeadline: 10s, retryPeriod: 1s}}", "secrets.leaderElection: Invalid value: needs a leaseName"},
-		{"secrets: {credentials: {nope: {exec: {command: x}}}}", "secrets.credentials[nope]: Not found"},
+		{"secrets: {credentials: {nope: {exec: {command: x}}}}", `secrets.credentials[nope]: Not found: "nope": no source of that name is configured`},
 		{"secrets: {enabled: true, ownerID: a, prune: {maxDeletionsPercent: 200}}", "maxDeletions"},
 		{"secrets: {enabled: true, ownerID: a, prune: {after: 2}}", "secrets.prune.after: Forbidden: unknown key"},
 		{"inventory: {prefer: both}", `inventory.prefer: Unsupported value: "both"`},

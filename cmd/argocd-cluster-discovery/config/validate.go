@@ -127,7 +127,9 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(si.Child("name"), s.Name, "use lower-case letters, digits and '-', at most 40 (it appears in cluster names and labels)"))
 		default:
 			if j, dup := names[s.Name]; dup {
-				errs = append(errs, field.Duplicate(si.Child("name"), s.Name+" (also sources["+fmt.Sprint(j)+"])"))
+				e := field.Duplicate(si.Child("name"), s.Name)
+				e.Detail = "also the name of " + at.Index(j).String()
+				errs = append(errs, e)
 			} else {
 				names[s.Name] = i
 			}
@@ -205,7 +207,7 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 	}
 	if len(s.Select) > 0 {
 		if f, err := c.parseSelect(); err != nil {
-			errs = append(errs, field.Invalid(at.Child("select"), field.OmitValueType{}, strings.TrimPrefix(err.Error(), "input.parameters")))
+			errs = append(errs, selectError(at.Child("select"), err))
 		} else {
 			s.match = f.Match // not a change of the configuration: its parsed form
 		}
@@ -218,7 +220,9 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 	}
 	for name := range s.Credentials {
 		if !c.hasSource(name) {
-			errs = append(errs, field.NotFound(at.Child("credentials").Key(name), "no source of that name is configured"))
+			e := field.NotFound(at.Child("credentials").Key(name), name)
+			e.Detail = "no source of that name is configured"
+			errs = append(errs, e)
 		}
 	}
 	if s.Enabled {
@@ -231,6 +235,17 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 		errs = append(errs, c.validateLeaderElection(at.Child("leaderElection"))...)
 	}
 	return errs
+}
+
+// selectError is a problem of secrets.select, which has the plugin
+// input's filters and their errors ("input.parameters.tenant[1]: ..."): at
+// the key it names, if any.
+func selectError(at *field.Path, err error) *field.Error {
+	msg := strings.TrimPrefix(err.Error(), "input.parameters")
+	if sub, detail, ok := strings.Cut(msg, ": "); ok && (sub == "" || strings.HasPrefix(sub, ".")) {
+		return field.Invalid(joinPath(at, sub), field.OmitValueType{}, detail)
+	}
+	return field.Invalid(at, field.OmitValueType{}, msg)
 }
 
 // validateLeaderElection checks the Lease settings the reconciler and the

@@ -92,7 +92,7 @@ func TestParseInvalidInventoryAndSources(t *testing.T) {
 		{
 			name:      "duplicate source name",
 			yaml:      tokensOnly + "sources:\n  - {name: one, provider: static, static: {file: a.yaml}}\n  - {name: one, provider: static, static: {file: b.yaml}}\n",
-			wantErr:   []string{`sources[1].name: Duplicate value: "one`, "sources[0]"},
+			wantErr:   []string{`sources[1].name: Duplicate value: "one": also the name of sources[0]`},
 			wantCount: 1,
 		},
 		{name: "source null", yaml: tokensOnly + "sources: [null]\n", wantErr: []string{"sources[0]: Required value: a source needs name, provider"}, wantCount: 1},
