@@ -122,3 +122,30 @@ func TestParseNotAMapping(t *testing.T) {
 	assert.Nil(t, cfg)
 	assert.Equal(t, []string{"server.tokens", "sources"}, paths(err))
 }
+
+// TestValueAt: the value a type error's offset points at, with its path
+// and extent, in compact JSON as Parse decodes and with spaces.
+func TestValueAt(t *testing.T) {
+	for _, tc := range []struct{ doc, value, wantPath, wantValue string }{
+		{`{"a":[{"b":1},{"b":"x"}]}`, `"x"`, "a[1].b", `"x"`},
+		{`{"a":[{"b":1},{"b":{"c":[2]}}]}`, `{`, "a[1].b", `{"c":[2]}`},
+		{`{"a":[1,2,[3,[4]]]}`, `[4`, "a[2][1]", `[4]`},
+		{`{ "a" : [ 1 , { "b" : true } ] }`, `true`, "a[1].b", `true`},
+		{`{"a.b":{"c":null}}`, `null`, "a.b.c", `null`},
+	} {
+		t.Run(tc.doc, func(t *testing.T) {
+			i := strings.LastIndex(tc.doc, tc.value)
+			require.GreaterOrEqual(t, i, 0)
+			off := int64(i + len(tc.value))
+			if tc.value == "{" || strings.HasPrefix(tc.value, "[") {
+				off = int64(i + 1) // just after the opening, as encoding/json reports it
+			}
+			p, start, end, ok := valueAt(field.NewPath("x"), []byte(tc.doc), off)
+			require.True(t, ok)
+			assert.Equal(t, "x."+tc.wantPath, p.String())
+			assert.Equal(t, tc.wantValue, tc.doc[start:end])
+		})
+	}
+	_, _, _, ok := valueAt(nil, []byte(`{"a":1}`), 3)
+	assert.False(t, ok, "no value ends there")
+}
