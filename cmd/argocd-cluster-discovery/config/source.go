@@ -27,7 +27,7 @@ type Source struct {
 	// raw is the source as written, decoded in a second pass once the
 	// provider is known.
 	raw json.RawMessage
-	// undecoded: raw is not a mapping, which decode reported; Validate
+	// undecoded: raw is null or not a mapping, which decode reported; Validate
 	// has nothing more to say about it.
 	undecoded bool
 }
