@@ -4,25 +4,23 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
-	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
-
-// fieldLine is one validation problem: it starts with the field it
-// concerns, from the root of the file (sources[1].eks.regions: ...).
-var fieldLine = regexp.MustCompile(`^[a-z][A-Za-z0-9]*(\[[0-9]+\])?(\.[A-Za-z0-9_-]+(\[[0-9]+\])?)*: \S`)
 
 // FuzzParseConfig feeds any document to Parse:
 //   - it never panics; an error comes with a nil configuration;
-//   - a decoder error starts with "parse: ", and every line of a
-//     validation error starts with the field it concerns;
-//   - an accepted configuration validates again (Validate is idempotent,
-//     although it applies the eks and aks defaults), has every source's
-//     interval ≥ 1s and timeout > 0, and absolute token files;
+//   - a decoder error starts with "parse: "; any other error is the list
+//     of Errors, each with its path, printed one per line, sorted, each
+//     line starting with its path;
+//   - an accepted configuration validates again (Validate changes
+//     nothing), has every source's effective interval ≥ 1s and timeout
+//     > 0, and absolute token and static files;
 //   - its effective form (JSON(), the start-up log line) is valid JSON that
 //     Parse accepts and maps to the same effective form: what is logged is
 //     exactly what runs.
@@ -40,19 +38,10 @@ func FuzzParseConfig(f *testing.F) {
 			checkErrorNamesFields(t, err)
 			return
 		}
-		if err := cfg.Validate(); err != nil {
-			t.Fatalf("accepted configuration fails a second Validate: %v", err)
+		if errs := cfg.Validate(); len(errs) > 0 {
+			t.Fatalf("accepted configuration fails a second Validate: %v", errs)
 		}
-		for i, s := range cfg.Sources {
-			if s.Interval.Std() < time.Second || s.Timeout.Std() <= 0 {
-				t.Fatalf("sources[%d]: interval %s, timeout %s accepted", i, s.Interval.Std(), s.Timeout.Std())
-			}
-		}
-		for i, tok := range cfg.Server.Tokens {
-			if tok.File != "" && !filepath.IsAbs(tok.File) {
-				t.Fatalf("server.tokens[%d].file %q is not absolute", i, tok.File)
-			}
-		}
+		checkAccepted(t, cfg)
 		eff := cfg.JSON()
 		if !json.Valid(eff) {
 			t.Fatalf("JSON() is not JSON: %s", eff)
@@ -67,6 +56,24 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
+func checkAccepted(t *testing.T, cfg *Config) {
+	t.Helper()
+	for i := range cfg.Sources {
+		s := &cfg.Sources[i]
+		if iv, to := cfg.EffectiveInterval(s), cfg.EffectiveTimeout(s); iv < time.Second || to <= 0 {
+			t.Fatalf("sources[%d]: interval %s, timeout %s accepted", i, iv, to)
+		}
+		if sc, ok := s.Section.(*static.Config); ok && sc.File != "" && !filepath.IsAbs(sc.File) {
+			t.Fatalf("sources[%d].static.file %q is not absolute", i, sc.File)
+		}
+	}
+	for i, tok := range cfg.Server.Tokens {
+		if tok.File != "" && !filepath.IsAbs(tok.File) {
+			t.Fatalf("server.tokens[%d].file %q is not absolute", i, tok.File)
+		}
+	}
+}
+
 func checkErrorNamesFields(t *testing.T, err error) {
 	t.Helper()
 	msg := err.Error()
@@ -76,9 +83,21 @@ func checkErrorNamesFields(t *testing.T, err error) {
 	if strings.HasPrefix(msg, "parse: ") {
 		return
 	}
-	for _, line := range strings.Split(msg, "\n") {
-		if !fieldLine.MatchString(line) {
-			t.Fatalf("validation problem %q does not start with its field (whole error: %q)", line, msg)
+	errs := Errors(err)
+	if len(errs) == 0 {
+		t.Fatalf("an error that is neither a parse error nor a list of field errors: %q", msg)
+	}
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		if e.Field == "" {
+			t.Fatalf("problem without a path: %q", e.Error())
 		}
+		if lines[i] = e.Error(); !strings.HasPrefix(lines[i], e.Field+": ") {
+			t.Fatalf("problem %q does not start with its path %q", lines[i], e.Field)
+		}
+	}
+	sort.Strings(lines)
+	if want := strings.Join(lines, "\n"); msg != want {
+		t.Fatalf("the error is not its problems one per line, sorted:\ngot:  %q\nwant: %q", msg, want)
 	}
 }

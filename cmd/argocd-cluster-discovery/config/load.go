@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -40,14 +39,20 @@ func Parse(raw []byte, dir string) (*Config, error) { return ParseWith(raw, dir,
 func ParseWith(raw []byte, dir string, reg *sources.Registry) (*Config, error) {
 	cfg := Default()
 	cfg.Dir, cfg.registry = dir, reg
-	doc, err := yaml.YAMLToJSONStrict(raw)
+	// not YAMLToJSONStrict: it stops at the first key written twice, with
+	// its line; duplicateKeys reports each, with its path
+	doc, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
 	if string(doc) == "null" {
 		doc = []byte("{}")
 	}
-	errs := decodeInto(nil, doc, &cfg, true)
+	if doc[0] != '{' {
+		return nil, errors.New("parse: the configuration must be a mapping of keys (log:, server:, sources:, ...)")
+	}
+	errs := duplicateKeys(raw)
+	errs = append(errs, decodeInto(nil, doc, &cfg, true)...)
 	errs = append(errs, cfg.decodeSources(reg)...)
 	for i := range cfg.Sources {
 		s := &cfg.Sources[i]
@@ -110,59 +115,4 @@ func Errors(err error) field.ErrorList {
 // unknownKey is the error of a key no type has.
 func unknownKey(at *field.Path) *field.Error {
 	return field.Forbidden(at, "unknown key")
-}
-
-// strictError turns an unknown or duplicate key of sigs.k8s.io/json into a
-// field error under at.
-func strictError(at *field.Path, err error) *field.Error {
-	fe, ok := err.(interface{ FieldPath() string })
-	if !ok {
-		return field.Invalid(at, field.OmitValueType{}, err.Error())
-	}
-	p := joinPath(at, fe.FieldPath())
-	if strings.HasPrefix(err.Error(), "duplicate field") {
-		return field.Duplicate(p, field.OmitValueType{})
-	}
-	return unknownKey(p)
-}
-
-// typeError turns a decoding error (a wrong type) into a field error.
-func typeError(at *field.Path, err error) *field.Error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return field.TypeInvalid(joinPath(at, te.Field), field.OmitValueType{}, fmt.Sprintf("got a JSON %s where %s is expected", te.Value, te.Type))
-	}
-	return field.Invalid(at, field.OmitValueType{}, err.Error())
-}
-
-// joinPath appends a dotted path with [i] indexes ("a.b[2].c") to at.
-func joinPath(at *field.Path, rel string) *field.Path {
-	p := at
-	for _, part := range strings.Split(rel, ".") {
-		if part == "" {
-			continue
-		}
-		name, rest, _ := strings.Cut(part, "[")
-		if name != "" {
-			if p == nil {
-				p = field.NewPath(name)
-			} else {
-				p = p.Child(name)
-			}
-		}
-		for rest != "" {
-			idx, after, _ := strings.Cut(rest, "]")
-			var n int
-			fmt.Sscanf(idx, "%d", &n)
-			if p == nil {
-				p = field.NewPath("")
-			}
-			p = p.Index(n)
-			rest = strings.TrimPrefix(after, "[")
-		}
-	}
-	if p == nil {
-		return field.NewPath("")
-	}
-	return p
 }

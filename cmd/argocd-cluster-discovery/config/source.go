@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	kjson "sigs.k8s.io/json"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -28,6 +27,9 @@ type Source struct {
 	// raw is the source as written, decoded in a second pass once the
 	// provider is known.
 	raw json.RawMessage
+	// undecoded: raw is null or not a mapping, which decode reported; Validate
+	// has nothing more to say about it.
+	undecoded bool
 }
 
 // UnmarshalJSON keeps the source as written: the first pass of decoding
@@ -54,9 +56,10 @@ func (s Source) MarshalJSON() ([]byte, error) {
 }
 
 // decodeSources decodes each source's keys, then its provider's section
-// with the provider's own type. Every problem is returned, each with its
-// full path: unknown keys, a section of another provider, a missing
-// section, an unknown provider.
+// with the provider's own type. Every problem of the keys is returned,
+// each with its full path: unknown keys, a section of another provider,
+// and those of the section. A missing or unknown provider and a missing
+// section are Validate's.
 func (c *Config) decodeSources(reg *sources.Registry) field.ErrorList {
 	var errs field.ErrorList
 	for i := range c.Sources {
@@ -67,10 +70,12 @@ func (c *Config) decodeSources(reg *sources.Registry) field.ErrorList {
 
 func (s *Source) decode(at *field.Path, reg *sources.Registry) field.ErrorList {
 	if len(s.raw) == 0 || bytes.Equal(s.raw, []byte("null")) {
+		s.undecoded = true
 		return field.ErrorList{field.Required(at, "a source needs name, provider and the provider's section")}
 	}
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(s.raw, &keys); err != nil {
+		s.undecoded = true
 		return field.ErrorList{field.Invalid(at, field.OmitValueType{}, "must be a mapping of name, provider and the provider's section")}
 	}
 	var head struct {
@@ -82,12 +87,6 @@ func (s *Source) decode(at *field.Path, reg *sources.Registry) field.ErrorList {
 	errs := decodeInto(at, s.raw, &head, false)
 	s.Name, s.Provider, s.Interval, s.Timeout = head.Name, head.Provider, head.Interval, head.Timeout
 	reg0, known := reg.Lookup(s.Provider)
-	switch {
-	case s.Provider == "":
-		errs = append(errs, field.Required(at.Child("provider"), "one of "+providerNames(reg)))
-	case !known:
-		errs = append(errs, field.NotSupported(at.Child("provider"), s.Provider, reg.Names()))
-	}
 	for _, k := range sortedKeys(keys) {
 		switch {
 		case k == "name", k == "provider", k == "interval", k == "timeout", known && k == string(s.Provider):
@@ -102,36 +101,10 @@ func (s *Source) decode(at *field.Path, reg *sources.Registry) field.ErrorList {
 	}
 	raw, ok := keys[string(s.Provider)]
 	if !ok || bytes.Equal(raw, []byte("null")) {
-		return append(errs, field.Required(at.Child(string(s.Provider)), "required for provider "+string(s.Provider)))
+		return errs // Validate: the section is required
 	}
 	s.Section = reg0.NewConfig()
 	return append(errs, decodeInto(at.Child(string(s.Provider)), raw, s.Section, true)...)
-}
-
-// decodeInto decodes raw into v, case-sensitively; every unknown or
-// duplicate key (when strict) and the first wrong type are returned with
-// their paths under at.
-func decodeInto(at *field.Path, raw []byte, v any, strict bool) field.ErrorList {
-	var opts []kjson.StrictOption
-	if strict {
-		opts = []kjson.StrictOption{kjson.DisallowUnknownFields, kjson.DisallowDuplicateFields}
-	} else {
-		opts = []kjson.StrictOption{kjson.DisallowDuplicateFields}
-	}
-	strictErrs, err := kjson.UnmarshalStrict(raw, v, opts...)
-	var errs field.ErrorList
-	if err != nil {
-		// sigs.k8s.io/json's errors are its own types: decode again with
-		// encoding/json for the field path of a wrong type
-		if stdErr := json.Unmarshal(raw, v); stdErr != nil {
-			err = stdErr
-		}
-		errs = append(errs, typeError(at, err))
-	}
-	for _, se := range strictErrs {
-		errs = append(errs, strictError(at, se))
-	}
-	return errs
 }
 
 func sortedKeys(m map[string]json.RawMessage) []string {

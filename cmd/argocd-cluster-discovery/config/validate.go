@@ -118,6 +118,9 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		si := at.Index(i)
+		if s.undecoded {
+			continue
+		}
 		switch {
 		case s.Name == "":
 			errs = append(errs, field.Required(si.Child("name"), ""))
@@ -125,7 +128,9 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(si.Child("name"), s.Name, "use lower-case letters, digits and '-', at most 40 (it appears in cluster names and labels)"))
 		default:
 			if j, dup := names[s.Name]; dup {
-				errs = append(errs, field.Duplicate(si.Child("name"), s.Name+" (also sources["+fmt.Sprint(j)+"])"))
+				e := field.Duplicate(si.Child("name"), s.Name)
+				e.Detail = "also the name of " + at.Index(j).String()
+				errs = append(errs, e)
 			} else {
 				names[s.Name] = i
 			}
@@ -136,11 +141,24 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 		if !s.Timeout.IsZero() {
 			errs = check(errs, s.Timeout.Validate(si.Child("timeout"), time.Millisecond, 0))
 		}
-		if s.Section != nil {
-			errs = append(errs, s.Section.Validate(si.Child(string(s.Provider)))...)
-		}
+		errs = append(errs, c.validateSection(si, s)...)
 	}
 	return append(errs, c.validateNamePrefixes(at)...)
+}
+
+// validateSection checks that the source's provider is known and its
+// section there, then the section, with the provider's own Validate.
+func (c *Config) validateSection(at *field.Path, s *Source) field.ErrorList {
+	reg := c.Registry()
+	switch {
+	case s.Provider == "":
+		return field.ErrorList{field.Required(at.Child("provider"), "one of "+providerNames(reg))}
+	case !reg.Has(s.Provider):
+		return field.ErrorList{field.NotSupported(at.Child("provider"), s.Provider, reg.Names())}
+	case s.Section == nil:
+		return field.ErrorList{field.Required(at.Child(string(s.Provider)), "required for provider "+string(s.Provider))}
+	}
+	return s.Section.Validate(at.Child(string(s.Provider)))
 }
 
 // validateNamePrefixes requires one namePrefix per Rancher source:
@@ -190,7 +208,7 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 	}
 	if len(s.Select) > 0 {
 		if f, err := c.parseSelect(); err != nil {
-			errs = append(errs, field.Invalid(at.Child("select"), field.OmitValueType{}, strings.TrimPrefix(err.Error(), "input.parameters")))
+			errs = append(errs, selectError(at.Child("select"), err))
 		} else {
 			s.match = f.Match // not a change of the configuration: its parsed form
 		}
@@ -203,7 +221,9 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 	}
 	for name := range s.Credentials {
 		if !c.hasSource(name) {
-			errs = append(errs, field.NotFound(at.Child("credentials").Key(name), "no source of that name is configured"))
+			e := field.NotFound(at.Child("credentials").Key(name), name)
+			e.Detail = "no source of that name is configured"
+			errs = append(errs, e)
 		}
 	}
 	if s.Enabled {
@@ -216,6 +236,17 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 		errs = append(errs, c.validateLeaderElection(at.Child("leaderElection"))...)
 	}
 	return errs
+}
+
+// selectError is a problem of secrets.select, which has the plugin
+// input's filters and their errors ("input.parameters.tenant[1]: ..."): at
+// the key it names, if any.
+func selectError(at *field.Path, err error) *field.Error {
+	msg := strings.TrimPrefix(err.Error(), "input.parameters")
+	if sub, detail, ok := strings.Cut(msg, ": "); ok && (sub == "" || strings.HasPrefix(sub, ".")) {
+		return field.Invalid(joinPath(at, sub), field.OmitValueType{}, detail)
+	}
+	return field.Invalid(at, field.OmitValueType{}, msg)
 }
 
 // validateLeaderElection checks the Lease settings the reconciler and the
