@@ -41,28 +41,15 @@ type Source interface {
 // Provider names the kind of upstream a cluster was discovered in.
 type Provider string
 
-// The providers this service knows.
+// The providers this binary ships; the command's registry
+// (cmd/argocd-cluster-discovery/config/providers.go) decides which are
+// known, so these are names, not a closed list.
 const (
 	ProviderStatic  Provider = "static"
 	ProviderRancher Provider = "rancher"
 	ProviderEKS     Provider = "eks"
 	ProviderAKS     Provider = "aks"
 )
-
-// Providers lists every known provider, in a stable order.
-func Providers() []Provider {
-	return []Provider{ProviderStatic, ProviderRancher, ProviderEKS, ProviderAKS}
-}
-
-// Valid reports whether p is a known provider.
-func (p Provider) Valid() bool {
-	for _, known := range Providers() {
-		if p == known {
-			return true
-		}
-	}
-	return false
-}
 
 // Cluster is one discovered Kubernetes cluster: everything the plugin
 // parameters and the Argo CD cluster Secret need, and no secret value.
