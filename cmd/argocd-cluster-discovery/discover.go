@@ -66,7 +66,10 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return 0
 	}
-	res.WriteTo(stdout)
+	if _, err := res.WriteTo(stdout); err != nil {
+		fmt.Fprintf(stderr, "error: write the answer: %v\n", err)
+		return 1
+	}
 	fmt.Fprintln(stdout)
 	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -201,9 +202,12 @@ func joinPath(at *field.Path, rel string) *field.Path {
 		}
 		for rest != "" {
 			idx, after, _ := strings.Cut(rest, "]")
-			var n int
-			fmt.Sscanf(idx, "%d", &n)
-			p = pathOrRoot(p).Index(n)
+			n, err := strconv.Atoi(idx)
+			if err != nil {
+				p = childOf(p, "["+idx+"]") // not an index: keep the text as it was
+			} else {
+				p = pathOrRoot(p).Index(n)
+			}
 			rest = strings.TrimPrefix(after, "[")
 		}
 	}

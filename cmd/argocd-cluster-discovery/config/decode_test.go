@@ -18,7 +18,7 @@ func TestParseUnknownKeys(t *testing.T) {
 		wantPath string
 	}{
 		{name: "top level", yaml: "colour: red\n" + okServer + okSources, wantPath: "colour"},
-		{name: "log", yaml: "log:\n  levle: debug\n" + okServer + okSources, wantPath: "log.levle"},
+		{name: "log", yaml: "log:\n  levl: debug\n" + okServer + okSources, wantPath: "log.levl"},
 		{name: "server", yaml: "server:\n  listn: :8080\n  tokens: [{env: T}]\n" + okSources, wantPath: "server.listn"},
 		{name: "server token", yaml: "server:\n  tokens:\n    - env: T\n    - value: s3cr3t\n" + okSources, wantPath: "server.tokens[1].value"},
 		{name: "inventory", yaml: okServer + "inventory:\n  intervall: 5s\n" + okSources, wantPath: "inventory.intervall"},
