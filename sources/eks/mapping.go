@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
 // Labels and annotations this source sets. Tags cannot write keys with
@@ -168,26 +169,12 @@ const (
 // notReadyCounts counts the listed clusters that cannot be rendered, by
 // the fixed reason behind their NotReadyReason.
 func notReadyCounts(cs []sources.Cluster) map[string]int {
-	out := map[string]int{}
-	for i := range cs {
-		if cs[i].Ready {
-			continue
-		}
-		r := cs[i].NotReadyReason
-		switch {
-		case strings.HasPrefix(r, "EKS reports no endpoint"):
-			out[notReadyEndpoint]++
-		case strings.HasPrefix(r, "invalid endpoint"):
-			out[notReadyServer]++
-		case strings.HasPrefix(r, "EKS reports no certificate authority"):
-			out[notReadyCA]++
-		case strings.HasPrefix(r, "invalid certificate authority"):
-			out[notReadyCAInvalid]++
-		default:
-			out[notReadyNamespaces]++
-		}
-	}
-	return out
+	return upstream.CountNotReady(cs, []upstream.ReasonPrefix{
+		{Prefix: "EKS reports no endpoint", Reason: notReadyEndpoint},
+		{Prefix: "invalid endpoint", Reason: notReadyServer},
+		{Prefix: "EKS reports no certificate authority", Reason: notReadyCA},
+		{Prefix: "invalid certificate authority", Reason: notReadyCAInvalid},
+	}, notReadyNamespaces)
 }
 
 // setAccess sets what Argo CD needs to reach the cluster (server, CA,

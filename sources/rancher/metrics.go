@@ -1,8 +1,6 @@
 package rancher
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -56,24 +54,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // notReadyCounts counts the listed clusters that cannot be rendered by a
 // fixed reason (the label of clusters_not_ready), where a cluster's
-// NotReadyReason is free text that may quote a bad value.
+// NotReadyReason is free text that may quote a bad value. The fallback is
+// the CA of the cluster's route (Rancher's cacerts setting).
 func notReadyCounts(cs []sources.Cluster) map[string]int {
-	out := map[string]int{}
-	for i := range cs {
-		if cs[i].Ready {
-			continue
-		}
-		r := cs[i].NotReadyReason
-		switch {
-		case strings.HasPrefix(r, "label "):
-			out["invalid_ace_label"]++
-		case strings.HasPrefix(r, "annotation "):
-			out["invalid_scope"]++
-		case strings.HasPrefix(r, "authorized cluster endpoint"):
-			out["ace_unavailable"]++
-		default: // the CA of the cluster's route (Rancher's cacerts setting)
-			out["ca_unavailable"]++
-		}
-	}
-	return out
+	return upstream.CountNotReady(cs, []upstream.ReasonPrefix{
+		{Prefix: "label ", Reason: "invalid_ace_label"},
+		{Prefix: "annotation ", Reason: "invalid_scope"},
+		{Prefix: "authorized cluster endpoint", Reason: "ace_unavailable"},
+	}, "ca_unavailable")
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,4 +136,30 @@ func (m *Metrics) SetNotReady(byReason map[string]int) {
 	for r, n := range byReason {
 		m.NotReady.WithLabelValues(r).Set(float64(n))
 	}
+}
+
+// ReasonPrefix names the reason of clusters_not_ready for the clusters
+// whose NotReadyReason starts with Prefix.
+type ReasonPrefix struct{ Prefix, Reason string }
+
+// CountNotReady counts the listed clusters that cannot be rendered, by the
+// Reason of the first prefix their NotReadyReason starts with, else by
+// fallback: a fixed set of label values for SetNotReady, where the
+// reasons themselves are free text.
+func CountNotReady(cs []sources.Cluster, prefixes []ReasonPrefix, fallback string) map[string]int {
+	out := map[string]int{}
+	for i := range cs {
+		if cs[i].Ready {
+			continue
+		}
+		reason := fallback
+		for _, p := range prefixes {
+			if strings.HasPrefix(cs[i].NotReadyReason, p.Prefix) {
+				reason = p.Reason
+				break
+			}
+		}
+		out[reason]++
+	}
+	return out
 }

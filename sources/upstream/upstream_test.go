@@ -89,3 +89,14 @@ argocd_cluster_discovery_toy_api_requests_total{operation="things.list",outcome=
 	_, err = NewMetrics("toy", reg)
 	assert.Error(t, err, "registering the same provider twice on one registry fails")
 }
+
+func TestCountNotReady(t *testing.T) {
+	cs := []sources.Cluster{
+		{Ready: true},
+		{NotReadyReason: "no endpoint yet"},
+		{NotReadyReason: "no endpoint for now"},
+		{NotReadyReason: `tag ns: "Bad Value" is not a namespace name`},
+	}
+	got := CountNotReady(cs, []ReasonPrefix{{Prefix: "no endpoint", Reason: "no_endpoint"}}, "invalid_scope")
+	assert.Equal(t, map[string]int{"no_endpoint": 2, "invalid_scope": 1}, got, "free text never becomes a label value")
+}
