@@ -24,7 +24,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 2
 	}
 	logger := newLogger(cfg.Log, stderr)
-	inv, err := buildInventory(cfg, logger, nil)
+	inv, err := buildInventory(cfg, logger, nil, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
 		return 2

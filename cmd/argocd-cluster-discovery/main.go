@@ -117,7 +117,7 @@ func routeKlog(logger *slog.Logger) {
 // buildInventory builds every configured source and the inventory over
 // them. Building reads what a source needs at start (a static file, a CA
 // file), so an error here is a configuration error.
-func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*inventory.Inventory, error) {
+func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer, issuers map[string]sources.TokenIssuer) (*inventory.Inventory, error) {
 	specs := make([]inventory.SourceSpec, 0, len(cfg.Sources))
 	for i := range cfg.Sources {
 		sc := &cfg.Sources[i]
@@ -134,6 +134,9 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 		src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: logger.With("source", sc.Name), Registerer: sreg})
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
+		}
+		if iss, ok := src.(sources.TokenIssuer); ok && issuers != nil {
+			issuers[sc.Name] = iss
 		}
 		specs = append(specs, inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Kind: r.Kind(), Source: src,
 			Interval: cfg.EffectiveInterval(sc), Timeout: cfg.EffectiveTimeout(sc)})
@@ -182,12 +185,15 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serve
 type parts struct {
 	inv    *inventory.Inventory
 	tokens *generator.TokenSet
+	// issuers are the sources that mint a token per cluster, by name.
+	issuers map[string]sources.TokenIssuer
 }
 
 // build builds the sources (reading what they need at start, such as a
 // static file) and reads the tokens.
 func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*parts, error) {
-	inv, err := buildInventory(cfg, logger, reg)
+	issuers := map[string]sources.TokenIssuer{}
+	inv, err := buildInventory(cfg, logger, reg, issuers)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +201,7 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 	if err != nil {
 		return nil, fmt.Errorf("server.tokens: %w", err)
 	}
-	return &parts{inv: inv, tokens: tokens}, nil
+	return &parts{inv: inv, tokens: tokens, issuers: issuers}, nil
 }
 
 // cmdValidate checks a configuration as serve would before starting: the
@@ -317,7 +323,7 @@ func newComponents(cfg *config.Config, p *parts, logger *slog.Logger, reg *prome
 	}
 	kube := newKubeAPI(cfg)
 	if cfg.Secrets.Enabled {
-		rec, run, err := newReconciler(cfg, kube, inv, logger, reg)
+		rec, run, err := newReconciler(cfg, kube, p, logger, reg)
 		if err != nil {
 			return nil, nil, err
 		}

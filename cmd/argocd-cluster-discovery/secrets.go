@@ -126,12 +126,14 @@ func (k *kubeAPI) run(ctx context.Context, fn func(context.Context)) {
 // newReconciler builds the cluster Secret reconciler, reading the shared
 // cache of cluster Secrets, and the function that runs it: under leader
 // election, or directly when that is disabled.
-func newReconciler(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventory, logger *slog.Logger, reg prometheus.Registerer) (*clustersecret.Reconciler, func(context.Context), error) {
+func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logger, reg prometheus.Registerer) (*clustersecret.Reconciler, func(context.Context), error) {
 	if err := kube.init(); err != nil {
 		return nil, nil, err
 	}
 	client := kube.client
-	rec, err := clustersecret.New(cfg.Secrets.Reconciler(), client, inv, logger, reg,
+	rc := cfg.Secrets.Reconciler()
+	rc.Issuers = p.issuers
+	rec, err := clustersecret.New(rc, client, p.inv, logger, reg,
 		clustersecret.WithInformer(kube.secrets.Core().V1().Secrets().Informer()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("secrets: %w", err)

@@ -90,11 +90,11 @@ applicationSetRefresh: {enabled: true, namespaces: [argo, team-a]}
 	require.NoError(t, err)
 	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
-	inv, err := buildInventory(cfg, logger, reg)
+	inv, err := buildInventory(cfg, logger, reg, nil)
 	require.NoError(t, err)
 
 	kube := newKubeAPI(cfg)
-	_, runSecrets, err := newReconciler(cfg, kube, inv, logger, reg)
+	_, runSecrets, err := newReconciler(cfg, kube, &parts{inv: inv}, logger, reg)
 	require.NoError(t, err)
 	runRefresh, err := newAppSetRefresh(cfg, kube, inv, logger, reg)
 	require.NoError(t, err)

@@ -166,6 +166,7 @@ func (r *Reconciler) delete(ctx context.Context, s *Record) error {
 		return fmt.Errorf("delete secret %s: %w", s.Name, err)
 	}
 	r.own.deleted(s.Name, uid)
+	r.releaseDeleted(ctx, s)
 	r.metrics.writes.WithLabelValues("deleted").Inc()
 	r.logger.Info("deleted cluster Secret", "secret", s.Name, "cluster", s.cluster)
 	return nil

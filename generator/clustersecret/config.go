@@ -26,6 +26,9 @@ type Config struct {
 	// the prune countdown, never an immediate delete.
 	Select func(*sources.Cluster) bool
 	Prune  PruneOptions
+	// Issuers mint the tokens of clusters whose Auth references an
+	// IssuedToken, by source name.
+	Issuers map[string]sources.TokenIssuer
 }
 
 // Defaults fills unset fields.

@@ -216,6 +216,9 @@ func (o *Options) Validate() error {
 			}
 		}
 		if ov.BearerToken != nil {
+			if ov.BearerToken.Issued != nil {
+				return fmt.Errorf("credentials.%s.bearerToken.issued: set by sources only", src)
+			}
 			if err := ov.BearerToken.Validate(); err != nil {
 				return fmt.Errorf("credentials.%s.bearerToken: %w", src, err)
 			}

@@ -64,6 +64,15 @@ type Reconciler struct {
 	// countingDown is set when the last pass left a prune countdown that a
 	// new listing would advance.
 	countingDown atomic.Bool
+	// readsTokens is set when the last pass read a token (a file, an
+	// environment variable, a Secret, an issued token): a new listing then
+	// makes a pass, so that a rotated or renewed token reaches the Secrets
+	// within one listing (the token is part of the content compared).
+	readsTokens atomic.Bool
+	// released are the clusters (Identity) whose issued token was
+	// released (departure confirmed, or Secret deleted), under relMu.
+	relMu    sync.Mutex
+	released map[string]bool
 
 	mu     sync.Mutex
 	status Status
@@ -100,7 +109,7 @@ func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	r := &Reconciler{cfg: cfg, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m,
+	r := &Reconciler{cfg: cfg, released: map[string]bool{}, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m,
 		// A cold sync of 10,000 Secrets builds and sends ~100 MB that the
 		// runtime would hand back to the system over minutes, keeping the
 		// pod's RSS at its start-up peak; the delay lets the watch events
@@ -165,7 +174,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 				break wait
 			case <-changes:
 			case <-listings:
-				if !r.countingDown.Load() {
+				if !r.countingDown.Load() && !r.readsTokens.Load() {
 					continue // an unchanged listing: nothing to do
 				}
 			}
@@ -237,7 +246,9 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 		r.logger.Debug("not every source has listed yet; writing nothing")
 		return Changes{}, nil, nil
 	}
-	resolve := r.tokenResolver(ctx)
+	resolve, read := r.tokenResolver(ctx)
+	defer func() { r.readsTokens.Store(read()) }()
+	r.releaseDeparted(ctx, snap)
 	var desired []Desired
 	held, deselected := map[string]bool{}, map[string]bool{}
 	var heldNames []string
@@ -290,9 +301,14 @@ func (r *Reconciler) report(ch *Changes) {
 // tokenResolver reads token references, each once per pass. A Secret
 // reference is read from Argo CD's namespace. It is safe for concurrent
 // use (apply renders the Secrets it writes with it).
-func (r *Reconciler) tokenResolver(ctx context.Context) TokenResolver {
+func (r *Reconciler) tokenResolver(ctx context.Context) (TokenResolver, func() bool) {
 	cache := map[string]string{}
 	var mu sync.Mutex
+	read := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(cache) > 0
+	}
 	return func(ref sources.SecretRef) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -310,6 +326,16 @@ func (r *Reconciler) tokenResolver(ctx context.Context) TokenResolver {
 			v = string(b)
 		case ref.Env != "":
 			v = os.Getenv(ref.Env)
+		case ref.Issued != nil:
+			iss, ok := r.cfg.Issuers[ref.Issued.Source]
+			if !ok {
+				return "", fmt.Errorf("source %s issues no tokens", ref.Issued.Source)
+			}
+			tok, err := iss.IssueToken(ctx, ref.Issued.Cluster)
+			if err != nil {
+				return "", fmt.Errorf("issue token: %w", err)
+			}
+			v = tok
 		case ref.Secret != nil:
 			s, err := r.secrets.Get(ctx, ref.Secret.Name, metav1.GetOptions{})
 			if err != nil {
@@ -327,5 +353,68 @@ func (r *Reconciler) tokenResolver(ctx context.Context) TokenResolver {
 		}
 		cache[key] = v
 		return v, nil
+	}, read
+}
+
+// releaseDeparted tells the token issuers that the clusters whose
+// departure the inventory confirmed need their tokens no longer. Each
+// cluster is released once while it is in the snapshot's departures.
+func (r *Reconciler) releaseDeparted(ctx context.Context, snap *inventory.Snapshot) {
+	if len(r.cfg.Issuers) == 0 {
+		return
 	}
+	seen := make(map[string]bool, len(snap.Departed))
+	for _, d := range snap.Departed {
+		iss, ok := r.cfg.Issuers[d.Source]
+		if !ok {
+			continue
+		}
+		id := Identity(d.Source, d.ID)
+		seen[id] = true
+		if err := r.releaseOnce(ctx, iss, id, d.ID); err != nil {
+			r.logger.Warn("could not release the token of a departed cluster; retrying next pass", "cluster", d.Name, "error", err.Error())
+		}
+	}
+	r.relMu.Lock()
+	defer r.relMu.Unlock()
+	for id := range r.released {
+		if !seen[id] {
+			delete(r.released, id)
+		}
+	}
+}
+
+// releaseDeleted releases the issued token of the cluster whose Secret s
+// was deleted.
+func (r *Reconciler) releaseDeleted(ctx context.Context, s *Record) {
+	src := s.Label(LabelSource)
+	iss, ok := r.cfg.Issuers[src]
+	if !ok {
+		return
+	}
+	id, _ := s.Annotation(AnnotationClusterID)
+	if id == "" {
+		return
+	}
+	if err := r.releaseOnce(ctx, iss, Identity(src, id), id); err != nil {
+		r.logger.Warn("could not release the token of a deleted cluster Secret", "secret", s.Name, "error", err.Error())
+	}
+}
+
+// releaseOnce releases the token of cluster (its Identity, and its ID in
+// the source) unless it was released already.
+func (r *Reconciler) releaseOnce(ctx context.Context, iss sources.TokenIssuer, identity, id string) error {
+	r.relMu.Lock()
+	done := r.released[identity]
+	r.relMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := iss.ReleaseToken(ctx, id); err != nil {
+		return err
+	}
+	r.relMu.Lock()
+	r.released[identity] = true
+	r.relMu.Unlock()
+	return nil
 }

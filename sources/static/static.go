@@ -233,6 +233,9 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 	if sc.Ready != nil && !*sc.Ready {
 		c.Ready, c.NotReadyReason = false, sc.NotReadyReason
 	}
+	if sc.Auth.BearerToken != nil && sc.Auth.BearerToken.Issued != nil {
+		return sources.Cluster{}, &clusterError{"auth", "bearerToken.issued is set by sources only"}
+	}
 	switch {
 	case sc.Auth.BearerToken != nil:
 		c.Auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: sc.Auth.BearerToken}

@@ -69,7 +69,9 @@ func (c *Config) validateServer(at *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(at.Child("tokens"), "at least one token reference (file or env)"))
 	}
 	for i, t := range s.Tokens {
-		if t.Secret != nil {
+		if t.Issued != nil {
+			errs = append(errs, field.Forbidden(at.Child("tokens").Index(i).Child("issued"), "set by sources only"))
+		} else if t.Secret != nil {
 			errs = append(errs, field.Forbidden(at.Child("tokens").Index(i).Child("secret"), "use file (a mounted Secret) or env"))
 		} else if err := t.Validate(); err != nil {
 			errs = append(errs, field.Invalid(at.Child("tokens").Index(i), field.OmitValueType{}, err.Error()))
