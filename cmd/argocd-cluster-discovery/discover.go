@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // cmdDiscover lists every source once and prints the parameters exactly as
@@ -19,12 +20,15 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.SetOutput(stderr)
 	input := fs.String("input", "{}", `the plugin input as Argo CD sends it, e.g. '{"parameters":{"tenant":"acme"}}'`)
 	secrets := fs.Bool("secrets", false, "print the cluster Secrets that would be written (credentials redacted) instead of parameters")
+	check := fs.Bool("check", false, "connect to each cluster with the credentials its Secret would get and call /version; one line per cluster")
+	checkTimeout := fs.Duration("check-timeout", 10*time.Second, "how long --check waits for each cluster")
 	cfg, ok := loadConfig(fs, args, stderr)
 	if !ok {
 		return 2
 	}
 	logger := newLogger(cfg.Log, stderr)
-	inv, err := buildInventory(cfg, logger, nil, nil)
+	issuers := map[string]sources.TokenIssuer{}
+	inv, err := buildInventory(cfg, logger, nil, issuers)
 	if err != nil {
 		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
 		return 2
@@ -58,6 +62,13 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return 2
 		}
 		return 1
+	}
+	if *check {
+		if n := checkClusters(ctx, stdout, cfg, inv.Snapshot(), issuers, *checkTimeout); n > 0 {
+			fmt.Fprintf(stderr, "%d cluster(s) could not be reached with the credentials of their Secret\n", n)
+			return 1
+		}
+		return 0
 	}
 	if *secrets {
 		if err := printSecrets(stdout, cfg, inv.Snapshot()); err != nil {
