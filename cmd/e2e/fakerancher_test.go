@@ -36,6 +36,14 @@ type rancherCluster struct {
 	Transitioning, Message string
 	// Removed is metadata.removed (the deletion timestamp), "" when unset.
 	Removed string
+	// ACE enables the cluster's authorized cluster endpoint: its own TLS
+	// listener (see ACE), shown in localClusterAuthEndpoint. Without it
+	// the endpoint is shown disabled.
+	ACE bool
+	// Disconnected is a cluster whose agent is not connected: the proxy
+	// answers 500 "cluster agent disconnected" after a short wait. Its
+	// authorized cluster endpoint, which bypasses the agent, still serves.
+	Disconnected bool
 }
 
 // rancherCondition is one of a cluster's status.conditions, as /v3 shows
@@ -44,13 +52,17 @@ type rancherCondition struct {
 	Type, Status, Reason, Message string
 }
 
-// fakeRancher serves the parts of Rancher's /v3 API that the rancher source
-// reads, in Rancher's shapes: the API root with X-Api-Schemas, the schemas,
-// the cacerts setting and the cluster collection (filtered by state and
-// internal as Rancher filters them). Down makes every request a 500.
+// fakeRancher serves the parts of Rancher that the service and Argo CD
+// use, in Rancher's shapes: the API root with X-Api-Schemas, the schemas,
+// the cacerts setting, the cluster collection (filtered by state and
+// internal as Rancher filters them), the tokens API
+// (fakerancher_tokens_test.go), the auth proxy /k8s/clusters/<id> and one
+// authorized cluster endpoint per ACE cluster, both forwarding to the
+// suite's kube-apiserver (fakerancher_proxy_test.go). Down makes every
+// request to Rancher a 500 (the authorized cluster endpoints still serve).
 type fakeRancher struct {
 	srv   *httptest.Server
-	token string
+	token string // the API token: Bearer value of the listing credentials
 
 	schemas, cacerts, cluster []byte // fixtures, host rewritten
 
@@ -58,10 +70,15 @@ type fakeRancher struct {
 	clusters map[string]rancherCluster
 	down     bool
 	served   int // cluster lists answered 200
+
+	tokenState
+	proxyState
 }
 
 func newFakeRancher(fixtures, token string) (*fakeRancher, error) {
 	f := &fakeRancher{token: token, clusters: map[string]rancherCluster{}}
+	f.initTokens(token)
+	f.initProxy()
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	for name, dst := range map[string]*[]byte{"rancher-schemas-min.json": &f.schemas,
 		"rancher-settings-cacerts.json": &f.cacerts, "rancher-cluster-single.json": &f.cluster} {
@@ -72,6 +89,11 @@ func newFakeRancher(fixtures, token string) (*fakeRancher, error) {
 		}
 		*dst = bytes.ReplaceAll(b, []byte(fixtureHost), []byte(f.srv.URL))
 	}
+	var err error
+	if f.schemas, err = withTokenSchema(f.schemas, f.srv.URL); err != nil {
+		f.srv.Close()
+		return nil, fmt.Errorf("rancher fixture: %w", err)
+	}
 	return f, nil
 }
 
@@ -81,20 +103,34 @@ func (f *fakeRancher) URL() string { return f.srv.URL }
 // Server is the URL at which the source serves a cluster (Rancher's proxy).
 func (f *fakeRancher) Server(id string) string { return f.srv.URL + "/k8s/clusters/" + id }
 
-func (f *fakeRancher) Close() { f.srv.Close() }
+// Close stops the fake and every authorized cluster endpoint, cutting
+// the connections still open (watches through the proxy).
+func (f *fakeRancher) Close() {
+	f.mu.Lock()
+	aces := f.dropACE(func(string) bool { return true })
+	f.mu.Unlock()
+	closeACE(aces)
+	f.srv.CloseClientConnections()
+	f.srv.Close()
+}
 
 // Set adds or replaces a cluster.
 func (f *fakeRancher) Set(c rancherCluster) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.clusters[c.ID] = c
+	stale := f.dropACE(f.aceStale)
+	f.mu.Unlock()
+	closeACE(stale)
 }
 
-// Remove deletes a cluster from Rancher.
+// Remove deletes a cluster from Rancher (and stops its authorized cluster
+// endpoint).
 func (f *fakeRancher) Remove(id string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	delete(f.clusters, id)
+	stale := f.dropACE(f.aceStale)
+	f.mu.Unlock()
+	closeACE(stale)
 }
 
 // Change applies a change to the fleet and returns how many cluster lists
@@ -102,14 +138,17 @@ func (f *fakeRancher) Remove(id string) {
 // number sees the change.
 func (f *fakeRancher) Change(set []rancherCluster, remove ...string) int {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, c := range set {
 		f.clusters[c.ID] = c
 	}
 	for _, id := range remove {
 		delete(f.clusters, id)
 	}
-	return f.served
+	n := f.served
+	stale := f.dropACE(f.aceStale)
+	f.mu.Unlock()
+	closeACE(stale)
+	return n
 }
 
 // SetDown makes Rancher answer 500 to everything, or serve again.
@@ -126,20 +165,47 @@ func (f *fakeRancher) Served() int {
 	return f.served
 }
 
+// writeRancher writes a JSON answer.
+func writeRancher(w http.ResponseWriter, code int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// writeAPIError writes a norman error body (httperror: status a number).
+func writeAPIError(w http.ResponseWriter, code int, errCode, message string) {
+	b, _ := json.Marshal(map[string]any{"baseType": "error", "type": "error", "status": code, "code": errCode, "message": message})
+	writeRancher(w, code, b)
+}
+
+// writeUnauthorized writes the 401 of Rancher's authentication filter
+// (status a string), for /v3 and /k8s/clusters alike.
+func writeUnauthorized(w http.ResponseWriter, message string) {
+	b, _ := json.Marshal(map[string]string{"type": "error", "status": "401", "code": "Unauthorized", "message": message})
+	writeRancher(w, http.StatusUnauthorized, b)
+}
+
 func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, proxyPrefix) {
+		f.serveProxy(w, r) // takes the lock only to authorize
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	writeJSON := func(code int, b []byte) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_, _ = w.Write(b)
-	}
+	writeJSON := func(code int, b []byte) { writeRancher(w, code, b) }
 	if f.down {
 		writeJSON(http.StatusInternalServerError, []byte(`{"type":"error","status":"500","code":"ServerError","message":"Internal error occurred: etcdserver: request timed out"}`))
 		return
 	}
-	if r.URL.Path != "/v3/settings/cacerts" && r.Header.Get("Authorization") != "Bearer "+f.token {
-		writeJSON(http.StatusUnauthorized, []byte(`{"type":"error","status":"401","code":"Unauthorized","message":"must authenticate"}`))
+	if r.URL.Path != "/v3/settings/cacerts" {
+		// /v3 is routed to no cluster: a cluster-scoped token is refused
+		if _, msg := f.authorize(r, "", false); msg != "" {
+			writeUnauthorized(w, msg)
+			return
+		}
+	}
+	if r.URL.Path == "/v3/tokens" || strings.HasPrefix(r.URL.Path, "/v3/tokens/") {
+		f.serveTokens(w, r)
 		return
 	}
 	switch r.URL.Path {
@@ -200,6 +266,9 @@ func (f *fakeRancher) collection(r *http.Request) ([]byte, error) {
 		}
 		obj["labels"] = c.Labels
 		obj["uuid"] = "e2e-" + c.ID
+		if err := f.renderACE(obj, c); err != nil {
+			return nil, err
+		}
 		data = append(data, obj)
 	}
 	limit := q.Get("limit")

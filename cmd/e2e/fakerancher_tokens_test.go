@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The fake's tokens are Rancher's tokens.management.cattle.io of one user,
+// as pkg/auth/tokens serves them under /v3/tokens: the API token the
+// listing uses (an API key, never expiring) and the tokens derived from
+// it with POST /v3/tokens. A token with a clusterId is scoped to that
+// cluster: Rancher's authenticator (pkg/auth/requests, "clusterID does not
+// match") refuses it on every route but /k8s/clusters/<that id>, so /v3
+// answers it 401. A token past its ttl is refused everywhere and listed
+// with expired: true until it is deleted.
+
+const (
+	fakeUserID = "user-e2e01"
+	// tokenAlphabet is wrangler's randomtoken and GenerateName alphabet.
+	tokenAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+	tokenLabel    = "authn.management.cattle.io/token-userId"
+)
+
+// fakeToken is one token: Name:Secret is its bearer value.
+type fakeToken struct {
+	Name, Secret, ClusterID, Description, UserID string
+	TTL                                          time.Duration // 0: never expires
+	Created                                      time.Time
+}
+
+// tokenState is the fake's part that the tokens API keeps, under f.mu.
+type tokenState struct {
+	tokens           map[string]*fakeToken // by name; deleted ones are gone
+	skew             time.Duration         // AdvanceClock
+	created, deleted int                   // through the API
+}
+
+// initTokens registers the API token, "token-xxxxx:<secret>".
+func (f *fakeRancher) initTokens(apiToken string) {
+	f.tokens = map[string]*fakeToken{}
+	name, secret, _ := strings.Cut(apiToken, ":")
+	f.tokens[name] = &fakeToken{Name: name, Secret: secret, Description: "e2e API key", UserID: fakeUserID,
+		Created: time.Now()}
+}
+
+func (f *fakeRancher) now() time.Time { return time.Now().Add(f.skew) }
+
+func (f *fakeRancher) expired(t *fakeToken) bool {
+	return t.TTL > 0 && !f.now().Before(t.Created.Add(t.TTL))
+}
+
+// AdvanceClock moves the clock by which tokens expire forward by d.
+func (f *fakeRancher) AdvanceClock(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.skew += d
+}
+
+// IssueToken creates a token as POST /v3/tokens would (scoped to cluster
+// unless ""; ttl 0 never expires), without counting it in TokensCreated,
+// and returns its bearer value.
+func (f *fakeRancher) IssueToken(cluster string, ttl time.Duration) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.newToken(cluster, "issued by the test", ttl)
+	return t.Name + ":" + t.Secret
+}
+
+// LiveTokens counts the tokens scoped to cluster ("": the unscoped ones,
+// the API token included) that are neither expired nor deleted.
+func (f *fakeRancher) LiveTokens(cluster string) int {
+	return f.LiveTokensByCluster()[cluster]
+}
+
+// LiveTokensByCluster counts the live tokens per clusterId ("": unscoped).
+func (f *fakeRancher) LiveTokensByCluster() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := map[string]int{}
+	for _, t := range f.tokens {
+		if !f.expired(t) {
+			n[t.ClusterID]++
+		}
+	}
+	return n
+}
+
+// TokensCreated counts the tokens created through POST /v3/tokens.
+func (f *fakeRancher) TokensCreated() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.created
+}
+
+// TokensDeleted counts the tokens deleted through DELETE /v3/tokens/<name>.
+func (f *fakeRancher) TokensDeleted() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deleted
+}
+
+// requestToken reads the credentials as Rancher's GetTokenAuthFromRequest
+// does: a bearer "name:secret", or Basic with name and secret.
+func requestToken(r *http.Request) (name, secret string) {
+	if user, pass, ok := r.BasicAuth(); ok {
+		return user, pass
+	}
+	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return "", ""
+	}
+	name, secret, _ = strings.Cut(strings.TrimSpace(v), ":")
+	return name, secret
+}
+
+// authorize returns the live token the request carries if it may be used
+// on a route of cluster ("" for /v3), else the message of the 401. With
+// scopedOnly (an authorized cluster endpoint) only a token scoped to
+// cluster passes. Called with f.mu held.
+func (f *fakeRancher) authorize(r *http.Request, cluster string, scopedOnly bool) (*fakeToken, string) {
+	name, secret := requestToken(r)
+	t := f.tokens[name]
+	if name == "" || secret == "" || t == nil || subtle.ConstantTimeCompare([]byte(secret), []byte(t.Secret)) != 1 ||
+		f.expired(t) {
+		return nil, "must authenticate"
+	}
+	if (scopedOnly || t.ClusterID != "") && t.ClusterID != cluster {
+		return nil, "clusterID does not match"
+	}
+	return t, ""
+}
+
+// randomString draws n characters of tokenAlphabet.
+func randomString(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	for i := range b {
+		b[i] = tokenAlphabet[int(b[i])%len(tokenAlphabet)]
+	}
+	return string(b)
+}
+
+// newToken stores a new derived token of the fake's user. Called with
+// f.mu held.
+func (f *fakeRancher) newToken(cluster, description string, ttl time.Duration) *fakeToken {
+	name := "token-" + randomString(5)
+	for f.tokens[name] != nil {
+		name = "token-" + randomString(5)
+	}
+	t := &fakeToken{Name: name, Secret: randomString(54), ClusterID: cluster, Description: description,
+		UserID: fakeUserID, TTL: ttl, Created: f.now()}
+	f.tokens[name] = t
+	return t
+}
+
+// serveTokens serves /v3/tokens and /v3/tokens/<name>, the caller already
+// authorized. Called with f.mu held.
+func (f *fakeRancher) serveTokens(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/v3/tokens"), "/")
+	t := f.tokens[name]
+	switch {
+	case name == "" && r.Method == http.MethodGet:
+		f.listTokens(w)
+	case name == "" && r.Method == http.MethodPost:
+		f.createToken(w, r)
+	case name == "":
+		writeAPIError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "Method "+r.Method+" not supported")
+	case t == nil:
+		writeAPIError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("tokens.management.cattle.io %q not found", name))
+	case r.Method == http.MethodGet:
+		b, _ := json.Marshal(f.renderToken(t))
+		writeRancher(w, http.StatusOK, b)
+	case r.Method == http.MethodDelete:
+		delete(f.tokens, name)
+		f.deleted++
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeAPIError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "Method "+r.Method+" not supported")
+	}
+}
+
+// createToken derives a token from the caller's: 201 with the token
+// object and, only in this answer, its bearer value in "token".
+func (f *fakeRancher) createToken(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Type        string `json:"type"`
+		ClusterID   string `json:"clusterId"`
+		Description string `json:"description"`
+		TTL         int64  `json:"ttl"` // milliseconds
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(body, &in)
+	}
+	switch {
+	case err != nil:
+		writeAPIError(w, http.StatusUnprocessableEntity, "InvalidFormat", err.Error())
+		return
+	case in.Type != "" && in.Type != "token":
+		writeAPIError(w, http.StatusUnprocessableEntity, "InvalidType", "type "+in.Type+" is not token")
+		return
+	case in.TTL < 0:
+		writeAPIError(w, http.StatusUnprocessableEntity, "InvalidBodyContent", "ttl must not be negative")
+		return
+	}
+	t := f.newToken(in.ClusterID, in.Description, time.Duration(in.TTL)*time.Millisecond)
+	f.created++
+	obj := f.renderToken(t)
+	obj["token"] = t.Name + ":" + t.Secret
+	b, _ := json.Marshal(obj)
+	writeRancher(w, http.StatusCreated, b)
+}
+
+// listTokens answers the user's tokens, expired ones included, in the
+// collection envelope of /v3/clusters.
+func (f *fakeRancher) listTokens(w http.ResponseWriter) {
+	names := make([]string, 0, len(f.tokens))
+	for name := range f.tokens {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	data := make([]any, 0, len(names))
+	for _, name := range names {
+		data = append(data, f.renderToken(f.tokens[name]))
+	}
+	b, _ := json.Marshal(map[string]any{
+		"type": "collection", "resourceType": "token",
+		"links":      map[string]string{"self": f.srv.URL + "/v3/tokens"},
+		"pagination": map[string]any{"limit": 1000, "total": len(data)},
+		"data":       data,
+	})
+	writeRancher(w, http.StatusOK, b)
+}
+
+// renderToken is the token object as /v3/tokens shows it, without its
+// bearer value.
+func (f *fakeRancher) renderToken(t *fakeToken) map[string]any {
+	expiresAt := ""
+	if t.TTL > 0 {
+		expiresAt = t.Created.Add(t.TTL).UTC().Format(time.RFC3339)
+	}
+	self := f.srv.URL + "/v3/tokens/" + t.Name
+	return map[string]any{
+		"type": "token", "baseType": "token", "id": t.Name, "name": t.Name, "uuid": "e2e-" + t.Name,
+		"authProvider": "local", "userId": t.UserID, "userPrincipal": "local://" + t.UserID,
+		"clusterId": t.ClusterID, "description": t.Description, "isDerived": true, "current": false, "enabled": true,
+		"ttl": t.TTL.Milliseconds(), "expiresAt": expiresAt, "expired": f.expired(t),
+		"created": t.Created.UTC().Format(time.RFC3339), "createdTS": t.Created.UnixMilli(),
+		"labels": map[string]string{tokenLabel: t.UserID},
+		"links":  map[string]string{"self": self, "update": self, "remove": self},
+	}
+}
+
+// withTokenSchema adds the token schema to the schema collection, so that
+// norman's clientbase can create, list and delete tokens.
+func withTokenSchema(schemas []byte, base string) ([]byte, error) {
+	var col map[string]any
+	if err := json.Unmarshal(schemas, &col); err != nil {
+		return nil, err
+	}
+	data, _ := col["data"].([]any)
+	field := func(typ string, create bool) map[string]any {
+		return map[string]any{"type": typ, "create": create, "update": false}
+	}
+	str := func(create bool) map[string]any { return field("string", create) }
+	data = append(data, map[string]any{
+		"type": "schema", "id": "token", "pluralName": "tokens",
+		"links":             map[string]string{"self": base + "/v3/schemas/token", "collection": base + "/v3/tokens"},
+		"collectionMethods": []string{"GET", "POST"}, "resourceMethods": []string{"GET", "DELETE"},
+		"collectionFilters": map[string]any{}, "collectionActions": map[string]any{}, "resourceActions": map[string]any{},
+		"collectionFields": map[string]any{}, "actions": map[string]any{},
+		"resourceFields": map[string]any{
+			"name": str(false), "token": str(false), "userId": str(false), "expiresAt": str(false),
+			"clusterId": field("reference[cluster]", true), "description": str(true),
+			"ttl": field("int", true), "expired": field("boolean", false),
+		},
+		"version": map[string]string{"group": "management.cattle.io", "path": "/v3", "version": "v3"},
+	})
+	col["data"] = data
+	if p, ok := col["pagination"].(map[string]any); ok {
+		p["total"] = len(data)
+	}
+	return json.Marshal(col)
+}
