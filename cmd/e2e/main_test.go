@@ -159,6 +159,10 @@ func setUp() (*env, error) {
 	if x.rancher, err = newFakeRancher(filepath.Join(root, "testdata", "fixtures", "rancher"), rancherTok); err != nil {
 		return x, err
 	}
+	// the auth proxy and the authorized endpoints forward to the suite's apiserver
+	if err := x.rancher.SetKube(x.rest); err != nil {
+		return x, err
+	}
 	port, err := freePort()
 	if err != nil {
 		return x, err
