@@ -1,11 +1,13 @@
 package rancher
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,10 @@ const (
 	defaultTenantLabel          = "tenant"
 	defaultProjectLabel         = "argocd-project"
 	defaultNamespacesAnnotation = "argocd-namespaces"
+	defaultTokenTTL             = 24 * time.Hour
+	// minTokenTTL leaves a per-cluster token time to be written and used
+	// before it is replaced.
+	minTokenTTL = 10 * time.Minute
 	// maxPageLimit is the largest page norman serves (a larger limit is
 	// cut to it).
 	maxPageLimit = 10000
@@ -56,8 +62,14 @@ func defaultDropPrefixes() []string {
 type Config struct {
 	// URL is the Rancher server, e.g. https://rancher.example.com, without
 	// /v3 or any other path. Clusters are served through its auth proxy,
-	// <url>/k8s/clusters/<id>.
+	// <url>/k8s/clusters/<id>, unless SecretURL is set.
 	URL string `json:"url"`
+	// SecretURL is the base URL Argo CD reaches Rancher by, when it is not
+	// URL (e.g. an in-cluster service): the proxied clusters' server is
+	// <secretURL>/k8s/clusters/<id>. Validated as URL; discovery itself
+	// never uses it, nor does an authorized cluster endpoint. Its
+	// certificate must chain to the CA written (caFile or cacerts).
+	SecretURL string `json:"secretURL,omitempty"`
 	// Token is the Rancher API token (token-xxxxx:secret), from a file or
 	// an environment variable. A file is re-read at every listing, so a
 	// rotated token is used without a restart. The same reference is the
@@ -96,15 +108,22 @@ type Config struct {
 	// prefixes (see defaultDropPrefixes); write [] to keep everything.
 	DropLabelPrefixes      []string `json:"dropLabelPrefixes"`
 	DropAnnotationPrefixes []string `json:"dropAnnotationPrefixes"`
-	// ACE serves every cluster through its authorized cluster endpoint
-	// (https://<localClusterAuthEndpoint.fqdn>, with its caCerts) instead of
-	// Rancher's proxy. A cluster requested this way without an enabled
-	// endpoint is listed as not ready. Default false.
-	ACE bool `json:"ace,omitempty"`
-	// ACELabel is the cluster label that chooses per cluster: "true" for
-	// the authorized cluster endpoint, "false" for Rancher's proxy. Default
-	// argocd-cluster-discovery.io/ace.
+	// ACE chooses between Rancher's proxy and the clusters' authorized
+	// cluster endpoints (https://<localClusterAuthEndpoint.fqdn>, with its
+	// caCerts); see ACEPolicy. Default false, the proxy.
+	ACE ACEPolicy `json:"ace,omitempty"`
+	// ACELabel is the cluster label that sets ACE for one cluster ("true",
+	// "false" or "auto"). Default argocd-cluster-discovery.io/ace.
 	ACELabel string `json:"aceLabel,omitempty"`
+	// ClusterTokens is shared (default: every cluster uses Token) or
+	// perCluster (each cluster gets a Rancher token scoped to it). A cluster
+	// served through its authorized cluster endpoint always gets its own
+	// token, whatever this says: the endpoint accepts only tokens scoped to
+	// its cluster.
+	ClusterTokens string `json:"clusterTokens,omitempty"`
+	// TokenTTL is the lifetime of the per-cluster tokens. Default 24h,
+	// at least 10m.
+	TokenTTL sources.Duration `json:"tokenTTL,omitzero"`
 	// TenantLabel and ProjectLabel name the cluster labels read into the
 	// cluster's tenant and Argo CD project; NamespacesAnnotation names the
 	// annotation that lists its namespaces (comma- or whitespace-separated).
@@ -130,6 +149,58 @@ type Config struct {
 
 var _ sources.ProviderConfig = (*Config)(nil)
 
+// ACEPolicy is the value of the ace key and label: which endpoint Argo CD
+// is given for a cluster.
+type ACEPolicy string
+
+// The ACE policies.
+const (
+	// ACEOff is Rancher's proxy, <url or secretURL>/k8s/clusters/<id>.
+	ACEOff ACEPolicy = "false"
+	// ACEOn is the authorized cluster endpoint; a cluster without one
+	// enabled with an fqdn is listed not ready.
+	ACEOn ACEPolicy = "true"
+	// ACEAuto is the authorized cluster endpoint when the cluster has one
+	// enabled with an fqdn, else the proxy, as Rancher's own kubeconfig
+	// does (hosted EKS, AKS and GKE clusters never have one; RKE2, K3s and
+	// imported clusters have one only when it is enabled).
+	ACEAuto ACEPolicy = "auto"
+)
+
+// aceValues are the values of ACEPolicy, for error messages.
+var aceValues = []string{string(ACEOff), string(ACEOn), string(ACEAuto)}
+
+// Valid reports whether p is one of the policies.
+func (p ACEPolicy) Valid() bool {
+	return p == ACEOff || p == ACEOn || p == ACEAuto
+}
+
+// UnmarshalJSON reads a policy, or a boolean as the ace key was before
+// auto (true and false keep their meaning). Like sources.Duration, any
+// other value is kept as written, for Validate to report at its path.
+func (p *ACEPolicy) UnmarshalJSON(b []byte) error {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case nil: // null leaves the value unset, as for other keys
+	case bool:
+		*p = ACEPolicy(strconv.FormatBool(v))
+	case string:
+		*p = ACEPolicy(v)
+	default:
+		*p = ACEPolicy(b)
+	}
+	return nil
+}
+
+// The values of Config.ClusterTokens.
+const (
+	ClusterTokensShared     = "shared"
+	ClusterTokensPerCluster = "perCluster"
+)
+
 // Default fills every unset field with its default. It is the only place
 // the defaults are written.
 func (c *Config) Default() {
@@ -142,8 +213,17 @@ func (c *Config) Default() {
 	if c.DropAnnotationPrefixes == nil {
 		c.DropAnnotationPrefixes = defaultDropPrefixes()
 	}
+	if c.ACE == "" {
+		c.ACE = ACEOff
+	}
 	if c.ACELabel == "" {
 		c.ACELabel = defaultACELabel
+	}
+	if c.ClusterTokens == "" {
+		c.ClusterTokens = ClusterTokensShared
+	}
+	if c.TokenTTL.IsZero() {
+		c.TokenTTL = sources.D(defaultTokenTTL)
 	}
 	if c.TenantLabel == "" {
 		c.TenantLabel = defaultTenantLabel
@@ -186,6 +266,12 @@ func (c *Config) Validate(path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("url"), field.OmitValueType{}, err.Error()))
 		}
 	}
+	if _, err := parseURL(c.SecretURL); c.SecretURL != "" && err != nil {
+		if strings.TrimSpace(c.SecretURL) == "" {
+			err = errors.New("blank: leave secretURL out to use url")
+		}
+		errs = append(errs, field.Invalid(path.Child("secretURL"), field.OmitValueType{}, err.Error()))
+	}
 	errs = append(errs, validateTokenRef(path.Child("token"), &c.Token)...)
 	if c.PageLimit < 1 || c.PageLimit > maxPageLimit {
 		errs = append(errs, field.Invalid(path.Child("pageLimit"), c.PageLimit, fmt.Sprintf("must be between 1 and %d", maxPageLimit)))
@@ -208,6 +294,16 @@ func (c *Config) Validate(path *field.Path) field.ErrorList {
 		if msgs := validation.IsQualifiedName(f.v); len(msgs) > 0 {
 			errs = append(errs, field.Invalid(path.Child(f.key), f.v, "not a valid key: "+strings.Join(msgs, "; ")))
 		}
+	}
+	if !c.ACE.Valid() {
+		errs = append(errs, field.NotSupported(path.Child("ace"), string(c.ACE), aceValues))
+	}
+	if c.ClusterTokens != ClusterTokensShared && c.ClusterTokens != ClusterTokensPerCluster {
+		errs = append(errs, field.NotSupported(path.Child("clusterTokens"), c.ClusterTokens,
+			[]string{ClusterTokensShared, ClusterTokensPerCluster}))
+	}
+	if err := c.TokenTTL.Validate(path.Child("tokenTTL"), minTokenTTL, 0); err != nil {
+		errs = append(errs, err)
 	}
 	for i, ns := range c.Namespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {

@@ -39,8 +39,11 @@ includeLocal: true
 labelSelector: env in (prod,staging)
 excludeNameRegex: ^tmp-
 dropLabelPrefixes: []
-ace: true
+ace: auto
 aceLabel: example.com/ace
+secretURL: https://rancher.cattle-system.svc/
+clusterTokens: perCluster
+tokenTTL: 2h
 tenantLabel: team
 projectLabel: example.com/project
 namespacesAnnotation: example.com/namespaces
@@ -59,7 +62,8 @@ requestTimeout: 10s
 		CAFile: "/etc/rancher/ca.pem", PageLimit: 500, IncludeLocal: true,
 		LabelSelector: "env in (prod,staging)", ExcludeNameRegex: "^tmp-",
 		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: defaultDropPrefixes(),
-		ACE: true, ACELabel: "example.com/ace", TenantLabel: "team", ProjectLabel: "example.com/project",
+		ACE: ACEAuto, ACELabel: "example.com/ace", TenantLabel: "team", ProjectLabel: "example.com/project",
+		SecretURL: "https://rancher.cattle-system.svc/", ClusterTokens: ClusterTokensPerCluster, TokenTTL: sources.D(2 * time.Hour),
 		NamespacesAnnotation: "example.com/namespaces", Tenant: "platform", Project: "default",
 		Namespaces: []string{"apps", "monitoring"}, NamePrefix: "eu-", RequestTimeout: sources.D(10 * time.Second),
 	}, c)
@@ -94,15 +98,17 @@ func TestConfigDefault(t *testing.T) {
 	c.Default()
 	assert.Equal(t, Config{
 		PageLimit: 1000, DropLabelPrefixes: defaultDropPrefixes(), DropAnnotationPrefixes: defaultDropPrefixes(),
-		ACELabel: defaultACELabel, TenantLabel: "tenant", ProjectLabel: "argocd-project",
+		ACE: ACEOff, ACELabel: defaultACELabel, TenantLabel: "tenant", ProjectLabel: "argocd-project",
 		NamespacesAnnotation: "argocd-namespaces", RequestTimeout: sources.D(30 * time.Second),
+		ClusterTokens: ClusterTokensShared, TokenTTL: sources.D(24 * time.Hour),
 	}, c)
 	assert.Contains(t, c.DropLabelPrefixes, "objectset.rio.cattle.io/")
 	assert.Contains(t, c.DropLabelPrefixes, "field.cattle.io/")
 	assert.Contains(t, c.DropLabelPrefixes, "lifecycle.cattle.io/")
 
-	set := Config{PageLimit: 5, DropLabelPrefixes: []string{}, ACELabel: "a", TenantLabel: "b", ProjectLabel: "c",
-		NamespacesAnnotation: "d", RequestTimeout: sources.D(time.Second)}
+	set := Config{PageLimit: 5, DropLabelPrefixes: []string{}, ACE: ACEOn, ACELabel: "a", TenantLabel: "b", ProjectLabel: "c",
+		NamespacesAnnotation: "d", RequestTimeout: sources.D(time.Second), ClusterTokens: ClusterTokensPerCluster,
+		TokenTTL: sources.D(time.Hour)}
 	c = set
 	c.Default()
 	set.DropAnnotationPrefixes = defaultDropPrefixes()
@@ -165,6 +171,64 @@ var badConfigs = []struct {
 	{name: "zero timeout", change: func(c *Config) { _ = c.RequestTimeout.UnmarshalJSON([]byte(`"0s"`)) }, want: []string{`sources[2].rancher.requestTimeout: Invalid value: "0s": must be positive`}},
 	{name: "negative timeout", change: func(c *Config) { c.RequestTimeout = sources.D(-time.Second) },
 		want: []string{`sources[2].rancher.requestTimeout: Invalid value: "-1s": must be at least 0s`}},
+	{name: "secret url", change: func(c *Config) { c.SecretURL = "https://rancher.cattle-system.svc:8443/" }},
+	{name: "secret url, plain http as url", change: func(c *Config) { c.SecretURL = "http://rancher.cattle-system.svc" }},
+	{name: "secret url with user info, never quoted", change: func(c *Config) { c.SecretURL = "https://u:pw@rancher.internal" },
+		want: []string{"sources[2].rancher.secretURL: Invalid value: server url must not carry user info"}},
+	{name: "secret url with a query", change: func(c *Config) { c.SecretURL = "https://rancher.internal?x=1" },
+		want: []string{"sources[2].rancher.secretURL: Invalid value: server url must not have a query or fragment"}},
+	{name: "secret url with a path", change: func(c *Config) { c.SecretURL = "https://rancher.internal/k8s/clusters" },
+		want: []string{"sources[2].rancher.secretURL: Invalid value: must be the server's base URL, without a path (no /v3)"}},
+	{name: "secret url scheme", change: func(c *Config) { c.SecretURL = "rancher.internal" },
+		want: []string{"sources[2].rancher.secretURL: Invalid value: server url scheme must be https or http"}},
+	{name: "blank secret url", change: func(c *Config) { c.SecretURL = " " },
+		want: []string{"sources[2].rancher.secretURL: Invalid value: blank: leave secretURL out to use url"}},
+	{name: "ace auto", change: func(c *Config) { c.ACE = ACEAuto }},
+	{name: "ace", change: func(c *Config) { c.ACE = "always" },
+		want: []string{`sources[2].rancher.ace: Unsupported value: "always": supported values: "false", "true", "auto"`}},
+	{name: "ace in capitals", change: func(c *Config) { c.ACE = "Auto" },
+		want: []string{`sources[2].rancher.ace: Unsupported value: "Auto": supported values: "false", "true", "auto"`}},
+	{name: "per-cluster tokens", change: func(c *Config) { c.ClusterTokens = ClusterTokensPerCluster }},
+	{name: "cluster tokens", change: func(c *Config) { c.ClusterTokens = "percluster" },
+		want: []string{`sources[2].rancher.clusterTokens: Unsupported value: "percluster": supported values: "shared", "perCluster"`}},
+	{name: "shortest token ttl", change: func(c *Config) { c.TokenTTL = sources.D(10 * time.Minute) }},
+	{name: "token ttl too short", change: func(c *Config) { c.TokenTTL = sources.D(time.Minute) },
+		want: []string{`sources[2].rancher.tokenTTL: Invalid value: "1m0s": must be at least 10m0s`}},
+	{name: "token ttl", change: func(c *Config) { _ = c.TokenTTL.UnmarshalJSON([]byte(`"a day"`)) },
+		want: []string{`sources[2].rancher.tokenTTL: Invalid value: "a day": not a duration such as "30s" or "5m"`}},
+}
+
+// TestConfigACE checks the values the ace key takes: the policies, and
+// the booleans it took before auto, with their old meaning. Any other
+// value is reported by Validate at its path, with the file's other
+// problems, rather than stopping the decoding.
+func TestConfigACE(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want ACEPolicy
+		errs []string
+	}{
+		{doc: "ace: true", want: ACEOn},
+		{doc: "ace: false", want: ACEOff},
+		{doc: `ace: "true"`, want: ACEOn},
+		{doc: `ace: "false"`, want: ACEOff},
+		{doc: "ace: auto", want: ACEAuto},
+		{doc: "ace: null", want: ACEOff},
+		{doc: "", want: ACEOff},
+		{doc: "ace: 1", want: "1", errs: []string{`sources[2].rancher.ace: Unsupported value: "1": supported values: "false", "true", "auto"`}},
+		{doc: "ace: [auto]", want: `["auto"]`,
+			errs: []string{`sources[2].rancher.ace: Unsupported value: "[\"auto\"]": supported values: "false", "true", "auto"`}},
+		{doc: "ace: sometimes", want: "sometimes",
+			errs: []string{`sources[2].rancher.ace: Unsupported value: "sometimes": supported values: "false", "true", "auto"`}},
+	} {
+		t.Run(tc.doc, func(t *testing.T) {
+			var c Config
+			require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: /t}\n"+tc.doc+"\n"), &c))
+			c.Default()
+			assert.Equal(t, tc.want, c.ACE)
+			assert.Equal(t, tc.errs, errorStrings(c.Validate(section)))
+		})
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

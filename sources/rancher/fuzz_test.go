@@ -20,7 +20,7 @@ var sourcePhases = []sources.Phase{sources.PhasePending, sources.PhaseReady, sou
 // ownLabels are the keys under the reserved prefix that the mapper sets.
 var ownLabels = []string{
 	LabelClusterID, LabelDriver, LabelProvider, LabelEndpoint, LabelEKSName, LabelEKSRegion, LabelEKSAccount,
-	LabelAKSName, LabelAKSResourceGroup, LabelAKSLocation, LabelAKSSubscription,
+	LabelAKSName, LabelAKSResourceGroup, LabelAKSLocation,
 }
 
 // FuzzClusterCollection decodes any page of GET /v3/clusters as norman
@@ -56,7 +56,7 @@ func FuzzClusterCollection(f *testing.F) {
 	for _, change := range []func(*Config){
 		func(*Config) {},
 		func(c *Config) {
-			c.ACE, c.NamePrefix, c.Tenant, c.Project, c.Namespaces = true, "eu-", "platform", "platform", []string{"default"}
+			c.ACE, c.NamePrefix, c.Tenant, c.Project, c.Namespaces = ACEOn, "eu-", "platform", "platform", []string{"default"}
 			c.IncludeLocal = true
 			c.LabelSelector, c.ExcludeNameRegex = "!legacy", "^tmp-"
 		},

@@ -29,9 +29,9 @@ const (
 
 // Identity of the cloud cluster behind a hosted EKS or AKS cluster, so that
 // the same cluster found by the EKS or AKS source is recognised (the model's
-// CloudID is set too when the identity is complete). A value that is not a
-// valid label value (e.g. an EKS name over 63 characters) is written as an
-// annotation with the same key instead.
+// CloudID is set too when the identity is complete: see hostedIdentity). A
+// value that is not a valid label value (e.g. an EKS name over 63
+// characters) is written as an annotation with the same key instead.
 const (
 	LabelEKSName          = reservedPrefix + "eks-cluster-name"
 	LabelEKSRegion        = reservedPrefix + "eks-region"
@@ -39,7 +39,6 @@ const (
 	LabelAKSName          = reservedPrefix + "aks-cluster-name"
 	LabelAKSResourceGroup = reservedPrefix + "aks-resource-group"
 	LabelAKSLocation      = reservedPrefix + "aks-location"
-	LabelAKSSubscription  = reservedPrefix + "aks-subscription"
 )
 
 // Endpoint kinds, the values of LabelEndpoint.
@@ -98,31 +97,36 @@ type LocalClusterAuthEndpoint struct {
 	CACerts string `json:"caCerts,omitempty"`
 }
 
-// EKSConfig is the part of eksConfig (and eksStatus.upstreamSpec) that
-// identifies the EKS cluster: DisplayName is the EKS cluster name.
+// EKSConfig is the part of eksConfig and eksStatus.upstreamSpec that
+// identifies the EKS cluster (rancher/rancher pkg/client/generated/management/v3
+// zz_generated_eks_cluster_config_spec.go; rancher/eks-operator
+// pkg/apis/eks.cattle.io/v1/types.go). DisplayName is the EKS name.
+// ServiceRole is a role name in eksConfig (eks-operator calls iam GetRole),
+// the cluster's roleArn in upstreamSpec (its controller/external.go).
 type EKSConfig struct {
 	DisplayName string `json:"displayName,omitempty"`
 	Region      string `json:"region,omitempty"`
 	ServiceRole string `json:"serviceRole,omitempty"`
 }
 
-// EKSStatus holds the spec read back from EKS.
+// EKSStatus is the spec read back from EKS (zz_generated_eks_status.go). The
+// cluster's ARN is not in it: Rancher's clusterupstreamrefresher drops it.
 type EKSStatus struct {
 	UpstreamSpec *EKSConfig `json:"upstreamSpec,omitempty"`
 }
 
-// AKSConfig is the part of aksConfig (and aksStatus.upstreamSpec) that
-// identifies the AKS cluster. Current Rancher versions keep the
-// subscription in the cloud credential, not here; older ones had
-// subscriptionId.
+// AKSConfig is the part of aksConfig and aksStatus.upstreamSpec that
+// identifies the AKS cluster (zz_generated_aks_cluster_config_spec.go;
+// rancher/aks-operator pkg/apis/aks.cattle.io/v1/types.go). It has no
+// subscription nor resource id: aks-operator reads the subscription from the
+// cloud credential (pkg/aks/client.go); subscriptionId was pre-release only.
 type AKSConfig struct {
 	ClusterName      string `json:"clusterName,omitempty"`
 	ResourceGroup    string `json:"resourceGroup,omitempty"`
 	ResourceLocation string `json:"resourceLocation,omitempty"`
-	SubscriptionID   string `json:"subscriptionId,omitempty"`
 }
 
-// AKSStatus holds the spec read back from AKS.
+// AKSStatus is the spec read back from AKS (zz_generated_aks_status.go).
 type AKSStatus struct {
 	UpstreamSpec *AKSConfig `json:"upstreamSpec,omitempty"`
 }
@@ -139,14 +143,18 @@ func (c *Cluster) displayName() string {
 // validated configuration and does no I/O.
 type mapper struct {
 	source          string
-	server          string // the configured URL, without trailing slash
+	server          string // the proxy's base: secretURL, else url; no trailing slash
 	tokenRef        *sources.SecretRef
 	cfg             *Config
 	dropLabels      []string
 	dropAnnotations []string
 }
 
+// newMapper maps the clusters of the Rancher server at server (url).
 func newMapper(name, server string, c Config) *mapper {
+	if u, err := parseURL(c.SecretURL); c.SecretURL != "" && err == nil {
+		server = u.String()
+	}
 	return &mapper{
 		source:          name,
 		server:          server,
@@ -191,22 +199,19 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	setLabel(&out, LabelProvider, c.Provider)
 	m.hostedIdentity(&out, c)
 
-	useACE := m.cfg.ACE
+	policy := m.cfg.ACE
 	if v, ok := c.Labels[m.cfg.ACELabel]; ok {
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "true":
-			useACE = true
-		case "false":
-			useACE = false
-		default:
-			notReady("label %s is %q, neither true nor false", m.cfg.ACELabel, v)
+		if p := ACEPolicy(strings.ToLower(strings.TrimSpace(v))); p.Valid() {
+			policy = p
+		} else {
+			notReady("label %s is %q, not true, false or auto", m.cfg.ACELabel, v)
 		}
 	}
 	// The proxy server is set even when the cluster is not ready, so the
 	// listing always carries a valid server. apiEndpoint is never used: it
 	// is the in-cluster address.
 	out.Server = m.server + "/k8s/clusters/" + url.PathEscape(c.ID)
-	if useACE {
+	if policy == ACEOn || (policy == ACEAuto && hasACE(c.LocalClusterAuthEndpoint)) {
 		out.Labels[LabelEndpoint] = EndpointACE
 		m.aceEndpoint(&out, c.LocalClusterAuthEndpoint, notReady)
 	} else {
@@ -308,9 +313,16 @@ func phase(state string, removed bool, conditions []Condition) sources.Phase {
 	return sources.PhaseDegraded
 }
 
-// aceEndpoint points out at the cluster's authorized cluster endpoint.
+// hasACE reports whether an authorized cluster endpoint is enabled with an
+// fqdn (Rancher's kubeconfig falls back to node addresses without one).
+func hasACE(e *LocalClusterAuthEndpoint) bool {
+	return e != nil && e.Enabled && strings.TrimSpace(e.FQDN) != ""
+}
+
+// aceEndpoint points out at the cluster's authorized cluster endpoint, or
+// makes it not ready (also under auto, which never hides a bad endpoint).
 func (m *mapper) aceEndpoint(out *sources.Cluster, e *LocalClusterAuthEndpoint, notReady func(string, ...any)) {
-	if e == nil || !e.Enabled || strings.TrimSpace(e.FQDN) == "" {
+	if !hasACE(e) {
 		notReady("authorized cluster endpoint requested (%s or source ace) but not enabled with an fqdn in Rancher", m.cfg.ACELabel)
 		return
 	}
@@ -333,8 +345,11 @@ func (m *mapper) aceEndpoint(out *sources.Cluster, e *LocalClusterAuthEndpoint, 
 	out.CA = ca
 }
 
-// hostedIdentity sets the identity of the EKS or AKS cluster behind a
-// hosted cluster, and its CloudID when the identity is complete.
+// hostedIdentity sets the identity of the cloud cluster behind a hosted
+// cluster, and the CloudID the EKS source computes when it is complete. EKS:
+// the account is the one of upstreamSpec's role ARN (none before Rancher's
+// first refresh), never eksConfig's role name. AKS: the subscription is only
+// in the cloud credential (see AKSConfig), so there is no CloudID.
 func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster) {
 	switch strings.ToUpper(c.Driver) {
 	case "EKS":
@@ -347,7 +362,7 @@ func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster) {
 		}
 		name := first(cfg.DisplayName, up.DisplayName)
 		region := first(cfg.Region, up.Region)
-		account := accountFromARN(first(cfg.ServiceRole, up.ServiceRole))
+		account := accountFromARN(up.ServiceRole)
 		setLabel(out, LabelEKSName, name)
 		setLabel(out, LabelEKSRegion, region)
 		setLabel(out, LabelEKSAccount, account)
@@ -363,24 +378,18 @@ func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster) {
 		if c.AKSStatus != nil && c.AKSStatus.UpstreamSpec != nil {
 			up = *c.AKSStatus.UpstreamSpec
 		}
-		name := first(cfg.ClusterName, up.ClusterName)
-		group := first(cfg.ResourceGroup, up.ResourceGroup)
-		sub := first(cfg.SubscriptionID, up.SubscriptionID)
 		location := first(cfg.ResourceLocation, up.ResourceLocation)
-		setLabel(out, LabelAKSName, name)
-		setLabel(out, LabelAKSResourceGroup, group)
+		setLabel(out, LabelAKSName, first(cfg.ClusterName, up.ClusterName))
+		setLabel(out, LabelAKSResourceGroup, first(cfg.ResourceGroup, up.ResourceGroup))
 		setLabel(out, LabelAKSLocation, location)
-		setLabel(out, LabelAKSSubscription, sub)
-		out.Region, out.Account = location, sub
-		if name != "" && group != "" && sub != "" {
-			out.CloudID = sources.AKSCloudID(sub, group, name)
-		}
+		out.Region = location
 	}
 }
 
 // accountFromARN returns the account of an IAM ARN
 // (arn:aws:iam::123456789012:role/x), or "". The EKS cluster role belongs
-// to the cluster's account.
+// to the cluster's account: EKS takes only a role the caller may pass
+// (iam:PassRole), which is one of its own account.
 func accountFromARN(arn string) string {
 	parts := strings.SplitN(arn, ":", 6)
 	if len(parts) != 6 || parts[0] != "arn" {

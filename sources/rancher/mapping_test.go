@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"slices"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -64,7 +63,8 @@ type mapCase struct {
 	want    func(w *sources.Cluster)
 }
 
-func aceOn(c *Config) { c.ACE = true }
+func aceOn(c *Config)   { c.ACE = ACEOn }
+func aceAuto(c *Config) { c.ACE = ACEAuto }
 
 // viaACE expects the ACE endpoint chosen, with that server and caData,
 // not ready when notReady is set.
@@ -158,11 +158,64 @@ func TestToClusterEndpoints(t *testing.T) {
 		{name: "ace with bad caCerts", config: aceOn,
 			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "junk" },
 			want:    viaACE(aceSrv, "", "authorized cluster endpoint caCerts: no PEM certificate found")},
-		{name: "ace label neither true nor false", cluster: func(c *Cluster) { c.Labels[defaultACELabel] = "yes" },
+		{name: "ace label neither true, false nor auto", cluster: func(c *Cluster) { c.Labels[defaultACELabel] = "yes" },
 			want: func(w *sources.Cluster) {
 				w.Ready = false
-				w.NotReadyReason = `label argocd-cluster-discovery.io/ace is "yes", neither true nor false`
+				w.NotReadyReason = `label argocd-cluster-discovery.io/ace is "yes", not true, false or auto`
 				w.Labels[defaultACELabel] = "yes"
+			}},
+	})
+}
+
+// TestToClusterACEAuto: auto is the authorized cluster endpoint when the
+// cluster has one enabled with an fqdn, Rancher's proxy otherwise; the
+// label overrides the source either way.
+func TestToClusterACEAuto(t *testing.T) {
+	aceCA := fixtureCluster(t, "c-m-2x7kqz4b").LocalClusterAuthEndpoint.CACerts
+	label := func(v string) func(c *Cluster) { return func(c *Cluster) { c.Labels[defaultACELabel] = v } }
+	withLabel := func(v string, want func(w *sources.Cluster)) func(w *sources.Cluster) {
+		return func(w *sources.Cluster) { want(w); w.Labels[defaultACELabel] = v }
+	}
+	testToCluster(t, []mapCase{
+		{name: "enabled with an fqdn: ace", config: aceAuto, want: viaACE(aceSrv, b64(aceCA), "")},
+		{name: "disabled: the proxy, ready", config: aceAuto,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.Enabled = false }, want: func(*sources.Cluster) {}},
+		{name: "enabled without an fqdn: the proxy", config: aceAuto,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.FQDN = "" }, want: func(*sources.Cluster) {}},
+		{name: "no endpoint at all (hosted, imported): the proxy", config: aceAuto,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint = nil }, want: func(*sources.Cluster) {}},
+		{name: "the proxy keeps rancher's CA problem", config: aceAuto, ca: &rancherCA{Problem: "bad cacerts"},
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.Enabled = false },
+			want:    func(w *sources.Cluster) { w.CA, w.Ready, w.NotReadyReason = sources.CA{}, false, "bad cacerts" }},
+		{name: "a bad endpoint is not hidden behind the proxy", config: aceAuto,
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.CACerts = "junk" },
+			want:    viaACE(aceSrv, "", "authorized cluster endpoint caCerts: no PEM certificate found")},
+		{name: "label auto on a proxy source", cluster: label(" AUTO"), want: withLabel(" AUTO", viaACE(aceSrv, b64(aceCA), ""))},
+		{name: "label auto on an ace source without endpoint: the proxy", config: aceOn,
+			cluster: func(c *Cluster) { label("auto")(c); c.LocalClusterAuthEndpoint.Enabled = false },
+			want:    withLabel("auto", func(*sources.Cluster) {})},
+		{name: "label false on an auto source", config: aceAuto, cluster: label("false"),
+			want: withLabel("false", func(*sources.Cluster) {})},
+		{name: "label true on an auto source without endpoint: not ready", config: aceAuto,
+			cluster: func(c *Cluster) { label("true")(c); c.LocalClusterAuthEndpoint.Enabled = false },
+			want:    withLabel("true", viaACE(proxySrv, "", noACE))},
+	})
+}
+
+// TestToClusterSecretURL: secretURL replaces url in the proxy's server,
+// and nowhere else.
+func TestToClusterSecretURL(t *testing.T) {
+	aceCA := fixtureCluster(t, "c-m-2x7kqz4b").LocalClusterAuthEndpoint.CACerts
+	internal := func(c *Config) { c.SecretURL = "https://rancher.cattle-system.svc.cluster.local:8443/" }
+	testToCluster(t, []mapCase{
+		{name: "the proxy through secretURL, with rancher's CA", config: internal, want: func(w *sources.Cluster) {
+			w.Server = "https://rancher.cattle-system.svc.cluster.local:8443/k8s/clusters/c-m-2x7kqz4b"
+		}},
+		{name: "an authorized cluster endpoint is not affected",
+			config: func(c *Config) { internal(c); aceOn(c) }, want: viaACE(aceSrv, b64(aceCA), "")},
+		{name: "auto falls back to the proxy through secretURL", config: func(c *Config) { internal(c); aceAuto(c) },
+			cluster: func(c *Cluster) { c.LocalClusterAuthEndpoint.Enabled = false }, want: func(w *sources.Cluster) {
+				w.Server = "https://rancher.cattle-system.svc.cluster.local:8443/k8s/clusters/c-m-2x7kqz4b"
 			}},
 	})
 }
@@ -237,76 +290,12 @@ func TestToClusterNamesAndScoping(t *testing.T) {
 	})
 }
 
-// TestToClusterHostedIdentity: the identity of the EKS or AKS cluster
-// behind a hosted cluster, and the Kubernetes version.
-func TestToClusterHostedIdentity(t *testing.T) {
-	eks := func(w *sources.Cluster) {
-		w.Name, w.ID, w.Server = "staging-eks", "c-7qgnz", server+"/k8s/clusters/c-7qgnz"
-		w.KubernetesVersion = "v1.32.9-eks-113cf36"
-		w.Labels = map[string]string{
-			"env": "staging", "provider.cattle.io": "eks",
-			LabelClusterID: "c-7qgnz", LabelDriver: "EKS", LabelProvider: "eks", LabelEndpoint: EndpointProxy,
-		}
-	}
-	testToCluster(t, []mapCase{
-		{name: "hosted EKS: identity from upstreamSpec, CloudID", from: "c-7qgnz", want: func(w *sources.Cluster) {
-			eks(w)
-			w.Labels[LabelEKSName], w.Labels[LabelEKSRegion], w.Labels[LabelEKSAccount] = "staging-eks", "eu-west-1", "210987654321"
-			w.Region, w.Account = "eu-west-1", "210987654321"
-			w.CloudID = "eks/210987654321/eu-west-1/staging-eks"
-		}},
-		{name: "hosted EKS without a role: no account, no CloudID; long name as annotation", from: "c-7qgnz",
-			cluster: func(c *Cluster) {
-				c.EKSStatus = nil
-				c.EKSConfig.DisplayName = strings.Repeat("n", 70)
-			}, want: func(w *sources.Cluster) {
-				eks(w)
-				w.Labels[LabelEKSRegion] = "eu-west-1"
-				w.Annotations = map[string]string{LabelEKSName: strings.Repeat("n", 70)}
-				w.Region = "eu-west-1"
-			}},
-		{name: "hosted AKS: no subscription in Rancher, no CloudID", cluster: func(c *Cluster) {
-			c.Driver, c.Provider = "AKS", "aks"
-			c.AKSConfig = &AKSConfig{ClusterName: "aks-payments", ResourceGroup: "rg-payments", ResourceLocation: "westeurope"}
-		}, want: func(w *sources.Cluster) {
-			w.Labels[LabelDriver], w.Labels[LabelProvider] = "AKS", "aks"
-			w.Labels[LabelAKSName], w.Labels[LabelAKSResourceGroup], w.Labels[LabelAKSLocation] = "aks-payments", "rg-payments", "westeurope"
-			w.Region = "westeurope"
-		}},
-		{name: "hosted AKS with a subscription (older Rancher): CloudID", cluster: func(c *Cluster) {
-			c.Driver = "AKS"
-			c.AKSStatus = &AKSStatus{UpstreamSpec: &AKSConfig{ClusterName: "aks-payments", ResourceGroup: "RG-Payments",
-				SubscriptionID: "00000000-1111-2222-3333-444444444444"}}
-		}, want: func(w *sources.Cluster) {
-			w.Labels[LabelDriver] = "AKS"
-			w.Labels[LabelAKSName], w.Labels[LabelAKSResourceGroup] = "aks-payments", "RG-Payments"
-			w.Labels[LabelAKSSubscription] = "00000000-1111-2222-3333-444444444444"
-			w.Account = "00000000-1111-2222-3333-444444444444"
-			w.CloudID = "aks/00000000-1111-2222-3333-444444444444/rg-payments/aks-payments"
-		}},
-		{name: "no version", cluster: func(c *Cluster) { c.Version = nil }, want: func(w *sources.Cluster) { w.KubernetesVersion = "" }},
-	})
-}
-
 func clone(m map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range m {
 		out[k] = v
 	}
 	return out
-}
-
-func TestAccountFromARN(t *testing.T) {
-	for in, want := range map[string]string{
-		"arn:aws:iam::210987654321:role/staging-eks-cluster-role": "210987654321",
-		"arn:aws-cn:iam::210987654321:role/x":                     "210987654321",
-		"arn:aws:iam::21098765432:role/x":                         "",
-		"arn:aws:iam::abcdefghijkl:role/x":                        "",
-		"staging-eks-cluster-role":                                "",
-		"":                                                        "",
-	} {
-		assert.Equal(t, want, accountFromARN(in), in)
-	}
 }
 
 // TestProxyClustersShareOneCA checks that every cluster behind Rancher's

@@ -296,18 +296,21 @@ func TestACE(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name      string
-		ace       bool
+		ace       ACEPolicy
 		label     map[string]string // on staging-eks
 		prodSrv   string
 		prodCA    string
 		eksReady  bool
 		eksServer string
 	}{
-		{name: "off", prodSrv: f.srv.URL + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.cacerts), eksReady: true},
-		{name: "on", ace: true, prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: false},
-		{name: "on, cluster opts out", ace: true, label: map[string]string{defaultACELabel: "false"},
+		{name: "off", ace: ACEOff, prodSrv: f.srv.URL + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.cacerts), eksReady: true},
+		{name: "on", ace: ACEOn, prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: false},
+		{name: "on, cluster opts out", ace: ACEOn, label: map[string]string{defaultACELabel: "false"},
 			prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: true},
-		{name: "off, cluster opts in without an endpoint", label: map[string]string{defaultACELabel: "true"},
+		{name: "auto: hosted EKS without an endpoint keeps the proxy", ace: ACEAuto,
+			prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: true,
+			eksServer: f.srv.URL + "/k8s/clusters/c-7qgnz"},
+		{name: "off, cluster opts in without an endpoint", ace: ACEOff, label: map[string]string{defaultACELabel: "true"},
 			prodSrv: f.srv.URL + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.cacerts), eksReady: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,6 +331,9 @@ func TestACE(t *testing.T) {
 			assert.Equal(t, tc.prodCA, prod.CA.Data())
 			assert.True(t, prod.Ready)
 			assert.Equal(t, tc.eksReady, eks.Ready, eks.NotReadyReason)
+			if tc.eksServer != "" {
+				assert.Equal(t, tc.eksServer, eks.Server)
+			}
 			if !tc.eksReady {
 				assert.Contains(t, eks.NotReadyReason, "authorized cluster endpoint")
 			}
