@@ -106,9 +106,13 @@ func checkMapped(t *testing.T, cfg *Config, in *Cluster, c *sources.Cluster) {
 	if srv, err := sources.NormalizeServer(c.Server); err != nil || srv != c.Server {
 		t.Fatalf("cluster %s: server %q not valid and normal (%v)", in.ID, c.Server, err)
 	}
-	if c.Auth.Kind != sources.AuthBearerToken || c.Auth.TokenRef == nil || *c.Auth.TokenRef != cfg.Token ||
+	want := cfg.Token // the listing token, shared
+	if c.Labels[LabelEndpoint] == EndpointACE || cfg.ClusterTokens == ClusterTokensPerCluster {
+		want = sources.SecretRef{Issued: &sources.IssuedToken{Source: c.Source, Cluster: in.ID}}
+	}
+	if c.Auth.Kind != sources.AuthBearerToken || c.Auth.TokenRef == nil || !reflect.DeepEqual(*c.Auth.TokenRef, want) ||
 		c.Auth.AWS != nil || c.Auth.Exec != nil {
-		t.Fatalf("auth %+v is not the configured token reference", c.Auth)
+		t.Fatalf("auth %+v is not the token reference %s", c.Auth, want.String())
 	}
 	for _, m := range []map[string]string{c.Labels, c.Annotations} {
 		for k, v := range m {

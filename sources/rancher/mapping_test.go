@@ -71,6 +71,8 @@ func aceAuto(c *Config) { c.ACE = ACEAuto }
 func viaACE(srv, caData, notReady string) func(w *sources.Cluster) {
 	return func(w *sources.Cluster) {
 		w.Server, w.CA, w.Labels[LabelEndpoint] = srv, sources.CAFromData(caData), EndpointACE
+		// the endpoint accepts only a token scoped to the cluster: one the source issues
+		w.Auth.TokenRef = &sources.SecretRef{Issued: &sources.IssuedToken{Source: w.Source, Cluster: w.ID}}
 		if notReady != "" {
 			w.Ready, w.NotReadyReason = false, notReady
 		}
@@ -139,6 +141,10 @@ func TestToClusterEndpoints(t *testing.T) {
 				w.CA, w.Ready, w.NotReadyReason = sources.CA{}, false, "rancher's cacerts setting is not a usable CA bundle: x"
 			}},
 		{name: "ace for the source", config: aceOn, want: viaACE(aceSrv, b64(aceCA), "")},
+		{name: "per-cluster tokens behind the proxy", config: func(c *Config) { c.ClusterTokens = ClusterTokensPerCluster },
+			want: func(w *sources.Cluster) {
+				w.Auth.TokenRef = &sources.SecretRef{Issued: &sources.IssuedToken{Source: w.Source, Cluster: w.ID}}
+			}},
 		{name: "ace by label", cluster: func(c *Cluster) { c.Labels[defaultACELabel] = "True" }, want: func(w *sources.Cluster) {
 			viaACE(aceSrv, b64(aceCA), "")(w)
 			w.Labels[defaultACELabel] = "True"
