@@ -60,6 +60,11 @@ type SourceOptions struct {
 	// Registerer already adds the constant label source=<Name>; nil means
 	// metrics are not registered.
 	Registerer prometheus.Registerer
+	// OwnerID identifies this deployment (secrets.ownerID), for what a
+	// source creates upstream on its behalf (per-cluster tokens), so that
+	// it finds them again after a restart and never touches another
+	// deployment's.
+	OwnerID string
 }
 
 // Kind is what a provider's upstream is to the clusters it lists.

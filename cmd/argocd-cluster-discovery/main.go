@@ -131,7 +131,8 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 		if reg != nil {
 			sreg = prometheus.WrapRegistererWith(prometheus.Labels{"source": sc.Name}, reg)
 		}
-		src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: logger.With("source", sc.Name), Registerer: sreg})
+		src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: logger.With("source", sc.Name), Registerer: sreg,
+			OwnerID: cfg.Secrets.OwnerID})
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
 		}
