@@ -1,0 +1,448 @@
+package rancher
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rancher/norman/types"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
+)
+
+// The operations of the token manager's errors.
+const (
+	opTokensCreate = "tokens.create" // POST /v3/tokens
+	opTokensList   = "tokens.list"   // GET /v3/tokens, one request a page
+	opTokensDelete = "tokens.delete" // DELETE /v3/tokens/<name>
+)
+
+// tokenDescription is the marker in the description of the tokens an
+// owner mints, the only mark Rancher keeps (it ignores labels on create).
+func tokenDescription(ownerID, clusterID string) string {
+	return "argocd-cluster-discovery owner=" + ownerID + " cluster=" + clusterID
+}
+
+const maxTokenAnswer = 8 << 20 // bytes read from one answer
+
+// rancherToken is a listed /v3 token (rancher/rancher management v3 Token).
+type rancherToken struct {
+	Name        string `json:"name"`
+	ClusterID   string `json:"clusterId"`
+	Description string `json:"description"`
+	Current     bool   `json:"current"`
+	Expired     bool   `json:"expired"`
+	IsDerived   bool   `json:"isDerived"`
+	TTLMillis   int64  `json:"ttl"`
+}
+
+type createdToken struct { // the answer to POST /v3/tokens, the only one with a value
+	rancherToken
+	Token string `json:"token"` // "<name>:<secret>", the bearer value
+}
+
+type tokenCollection struct { // a page of GET /v3/tokens
+	types.Collection
+	Data []rancherToken `json:"data"`
+}
+
+type heldToken struct { // a token minted and not revoked
+	name   string
+	value  string // the bearer value: never logged, never in an error
+	issued time.Time
+	ttl    time.Duration
+}
+
+func (h *heldToken) renewAt() time.Time { return h.issued.Add(h.ttl * 2 / 3) } // a third left
+func (h *heldToken) expires() time.Time { return h.issued.Add(h.ttl) }
+
+// clusterTokens are a cluster's tokens: the one Token returns and those it
+// replaced. lock (a channel: waits honour the context) guards the fields.
+type clusterTokens struct {
+	lock     chan struct{}
+	gone     bool // released and out of the map: a waiter takes a fresh entry
+	current  *heldToken
+	retiring []*heldToken
+}
+
+func (e *clusterTokens) unlock() { <-e.lock }
+
+// tokenManager mints, renews and revokes one Rancher token per cluster,
+// the bearer token Argo CD uses through Rancher's proxy. Requests carry
+// the listing token (read anew each time: a rotated file is picked up);
+// the tokens are derived from it, scoped to one cluster, and marked with
+// the owner id, so two deployments on one Rancher user never touch each
+// other's. A token is reused until a third of its TTL is left, then
+// replaced; the replaced one is revoked at the cluster's next call, when
+// the new one is in use (the caller writes the value Token returns into
+// the cluster's Secret before it asks again). Values never appear in
+// errors or logs; names (the public part) do.
+type tokenManager struct {
+	origin       *url.URL
+	tokensURL    string
+	client       *http.Client
+	listingToken func() (string, error)
+	ownerID      string
+	ttl          time.Duration
+	now          func() time.Time
+	log          *slog.Logger
+
+	adopting sync.RWMutex // Adopt's, shared by mints: Adopt never sees a token half created
+	mu       sync.Mutex   // guards clusters and held
+	clusters map[string]*clusterTokens
+	held     map[string]bool // names of the tokens minted and not revoked
+}
+
+// newTokenManager returns a manager for the Rancher server at base (no
+// /v3). client trusts Rancher (nil: http.DefaultClient); redirects are not
+// followed, so the listing token goes nowhere else. ownerID marks this
+// deployment's tokens; ttl is asked for each (Rancher may cap it with its
+// max-ttl setting); now is the clock (nil: time.Now).
+func newTokenManager(base *url.URL, client *http.Client, listingToken func() (string, error), ownerID string,
+	ttl time.Duration, now func() time.Time, logger *slog.Logger) (*tokenManager, error) {
+	switch {
+	case base == nil || base.Host == "" || (base.Scheme != "https" && base.Scheme != "http"):
+		return nil, errors.New("token manager: base must be the rancher server's http(s) url")
+	case listingToken == nil || ttl.Milliseconds() <= 0:
+		return nil, errors.New("token manager: a listing token and a positive ttl are required")
+	case ownerID == "" || strings.ContainsFunc(ownerID, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return nil, errors.New("token manager: ownerID must be set, without spaces or control characters")
+	}
+	c := *cmp.Or(client, http.DefaultClient)
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	m := &tokenManager{
+		origin: &url.URL{Scheme: base.Scheme, Host: base.Host}, tokensURL: strings.TrimSuffix(base.String(), "/") + "/v3/tokens",
+		client: &c, listingToken: listingToken, ownerID: ownerID, ttl: ttl, now: now, log: cmp.Or(logger, slog.New(slog.DiscardHandler)),
+		clusters: map[string]*clusterTokens{}, held: map[string]bool{},
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	return m, nil
+}
+
+// Token returns the bearer value of the cluster's token: the cached one
+// while more than a third of its TTL is left, else a new one (concurrent
+// calls mint once). A failed renewal returns the current token until it
+// expires, and logs the error.
+func (m *tokenManager) Token(ctx context.Context, clusterID string) (string, error) {
+	if clusterID == "" {
+		return "", failed(upstream.KindConfig, opTokensCreate, errors.New("create token: no cluster id"))
+	}
+	e, err := m.lock(ctx, clusterID, opTokensCreate)
+	if err != nil {
+		return "", err
+	}
+	defer e.unlock()
+	now := m.now()
+	_ = m.retire(ctx, clusterID, e, now) // logged; tried again at the next call
+	cur := e.current
+	if cur != nil && now.Before(cur.renewAt()) {
+		return cur.value, nil
+	}
+	h, err := m.mint(ctx, clusterID)
+	if err != nil {
+		if cur != nil && now.Before(cur.expires()) {
+			m.log.Warn("could not renew the cluster's rancher token; using the current one until it expires",
+				"cluster", clusterID, "token", cur.name, "expires", cur.expires(), "err", err)
+			return cur.value, nil
+		}
+		return "", err
+	}
+	if cur != nil {
+		e.retiring = append(e.retiring, cur)
+	}
+	e.current = h
+	return h.value, nil
+}
+
+// Release revokes and forgets the cluster's tokens (it has left, or its
+// Secret was deleted). One not revoked is kept for the next call.
+func (m *tokenManager) Release(ctx context.Context, clusterID string) error {
+	e, err := m.lock(ctx, clusterID, opTokensDelete)
+	if err != nil {
+		return err
+	}
+	defer e.unlock()
+	if e.current != nil {
+		e.retiring, e.current = append(e.retiring, e.current), nil
+	}
+	if err := m.retire(ctx, clusterID, e, m.now()); err != nil {
+		return fmt.Errorf("release tokens of cluster %s: %w", clusterID, err)
+	}
+	m.mu.Lock()
+	delete(m.clusters, clusterID) // e is the entry: only Release removes one, under e's lock
+	e.gone = true
+	m.mu.Unlock()
+	return nil
+}
+
+// Adopt takes back, after a restart, the tokens an earlier run of this
+// owner minted (this owner's marker for their cluster). Rancher returns a
+// token's value only in the answer to its creation, so no adopted token
+// can be reused, however long it has left: Adopt revokes every one this
+// manager does not hold, and Token mints afresh. Nothing leaks, nothing is
+// duplicated; other owners' tokens, anything else's and the listing token
+// are never touched. Call it before the first Token.
+func (m *tokenManager) Adopt(ctx context.Context) error {
+	m.adopting.Lock()
+	defer m.adopting.Unlock()
+	listed, err := m.list(ctx)
+	if err != nil {
+		return err
+	}
+	var stale []rancherToken
+	m.mu.Lock()
+	for _, t := range listed { // this owner's tokens: its marker for their cluster
+		if t.Name != "" && t.ClusterID != "" && t.IsDerived && !t.Current && !m.held[t.Name] &&
+			t.Description == tokenDescription(m.ownerID, t.ClusterID) {
+			stale = append(stale, t)
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, t := range stale {
+		if err := m.revoke(ctx, t.ClusterID, t.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("adopt tokens: %d of %d not revoked: %w", len(errs), len(stale), errs[0])
+	}
+	return nil
+}
+
+// Live is the number of tokens minted and not yet revoked.
+func (m *tokenManager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.held)
+}
+
+// lock takes the cluster's entry, created if need be.
+func (m *tokenManager) lock(ctx context.Context, clusterID, op string) (*clusterTokens, error) {
+	for {
+		m.mu.Lock()
+		e := m.clusters[clusterID]
+		if e == nil {
+			e = &clusterTokens{lock: make(chan struct{}, 1)}
+			m.clusters[clusterID] = e
+		}
+		m.mu.Unlock()
+		select {
+		case e.lock <- struct{}{}:
+		case <-ctx.Done():
+			return nil, m.fail(op, "wait for the cluster's token", ctx.Err())
+		}
+		if !e.gone {
+			return e, nil
+		}
+		e.unlock()
+	}
+}
+
+// retire revokes the cluster's retiring tokens. One that cannot be
+// revoked is kept for the next call (the first such error is returned),
+// or forgotten once expired (Rancher purges expired tokens).
+func (m *tokenManager) retire(ctx context.Context, clusterID string, e *clusterTokens, now time.Time) error {
+	var first error
+	left := e.retiring[:0]
+	for _, h := range e.retiring {
+		err := m.revoke(ctx, clusterID, h.name)
+		switch {
+		case err == nil:
+		case now.Before(h.expires()):
+			m.log.Warn("could not revoke a rancher token; trying again later", "cluster", clusterID, "token", h.name, "err", err)
+			left, first = append(left, h), cmp.Or(first, err)
+		default:
+			m.log.Warn("could not revoke an expired rancher token; forgetting it", "cluster", clusterID, "token", h.name, "err", err)
+			m.forget(h.name)
+		}
+	}
+	clear(e.retiring[len(left):])
+	e.retiring = left
+	return first
+}
+
+func (m *tokenManager) forget(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.held, name)
+}
+
+// mint creates a token for the cluster.
+func (m *tokenManager) mint(ctx context.Context, clusterID string) (*heldToken, error) {
+	m.adopting.RLock()
+	defer m.adopting.RUnlock()
+	body, _ := json.Marshal(map[string]any{ // strings and a number: cannot fail
+		"type": "token", "clusterId": clusterID, "ttl": m.ttl.Milliseconds(), "description": tokenDescription(m.ownerID, clusterID),
+	})
+	what := "create token for cluster " + clusterID
+	issued := m.now()
+	var tok createdToken
+	if err := m.do(ctx, opTokensCreate, what, http.MethodPost, m.tokensURL, body, &tok); err != nil {
+		return nil, err
+	}
+	if why := checkCreated(&tok, clusterID); why != "" {
+		if tok.Name != "" { // a token was created all the same
+			if err := m.revoke(ctx, clusterID, tok.Name); err != nil {
+				m.log.Warn("could not revoke an unusable new rancher token", "cluster", clusterID, "token", tok.Name, "err", err)
+			}
+		}
+		return nil, invalid(opTokensCreate, "%s: %s", what, why)
+	}
+	h := &heldToken{name: tok.Name, value: tok.Token, issued: issued, ttl: m.ttl}
+	if d := time.Duration(tok.TTLMillis) * time.Millisecond; d > 0 && d < h.ttl {
+		h.ttl = d // Rancher clamped it to its max-ttl setting
+	}
+	m.mu.Lock()
+	m.held[h.name] = true // before the adopting lock is released
+	m.mu.Unlock()
+	m.log.Info("minted a rancher token", "cluster", clusterID, "token", h.name, "ttl", h.ttl, "renewAt", h.renewAt())
+	return h, nil
+}
+
+// checkCreated says why a POST's answer is no usable token for the
+// cluster, or "". It never quotes the value.
+func checkCreated(t *createdToken, clusterID string) string {
+	switch {
+	case t.Name == "" || strings.ContainsAny(t.Name, ":/?# "):
+		return "the answer has no valid token name"
+	case !strings.HasPrefix(t.Token, t.Name+":") || len(t.Token) == len(t.Name)+1:
+		return "the answer has no token value for " + t.Name
+	case t.ClusterID != clusterID:
+		return fmt.Sprintf("token %s is scoped to cluster %q, not %s", t.Name, t.ClusterID, clusterID)
+	case t.Expired:
+		return fmt.Sprintf("token %s is already expired", t.Name)
+	}
+	return ""
+}
+
+// revoke deletes the token and forgets it; one already gone is revoked.
+func (m *tokenManager) revoke(ctx context.Context, clusterID, name string) error {
+	err := m.do(ctx, opTokensDelete, "revoke token "+name, http.MethodDelete, m.tokensURL+"/"+url.PathEscape(name), nil, nil)
+	if err == nil {
+		m.forget(name)
+		m.log.Info("revoked a rancher token", "cluster", clusterID, "token", name)
+	}
+	return err
+}
+
+// list fetches every page of /v3/tokens.
+func (m *tokenManager) list(ctx context.Context) ([]rancherToken, error) {
+	var all []rancherToken
+	seen := map[string]bool{}
+	link := m.tokensURL
+	for page := 1; ; page++ {
+		what := fmt.Sprintf("list tokens page %d", page)
+		var col tokenCollection
+		if err := m.do(ctx, opTokensList, what, http.MethodGet, link, nil, &col); err != nil {
+			return nil, err
+		}
+		if col.Type != "collection" {
+			return nil, invalid(opTokensList, "%s: the answer is not a collection", what)
+		}
+		all = append(all, col.Data...)
+		if col.Pagination == nil || col.Pagination.Next == "" {
+			return all, nil
+		}
+		u, err := url.Parse(col.Pagination.Next)
+		if err != nil {
+			return nil, invalid(opTokensList, "%s: next link: invalid url", what)
+		}
+		u.Scheme, u.Host, u.User = m.origin.Scheme, m.origin.Host, nil // the listing token goes nowhere else
+		if link = u.String(); seen[link] {
+			return nil, invalid(opTokensList, "%s: next link points back at an earlier page", what)
+		}
+		seen[link] = true
+	}
+}
+
+// do sends one request authenticated by the listing token and decodes a
+// 2xx answer into out, if set. A 404 or 410 on DELETE is success. Errors
+// never quote the answer: Rancher's may echo a token.
+func (m *tokenManager) do(ctx context.Context, op, what, method, link string, body []byte, out any) error {
+	bearer, err := m.listingToken()
+	if err != nil {
+		return failed(upstream.KindConfig, opToken, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, link, bytes.NewReader(body)) // nil: http.NoBody
+	if err != nil {
+		return failed(upstream.KindConfig, op, fmt.Errorf("%s: invalid request", what))
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return m.fail(op, what, err)
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxTokenAnswer))
+		_ = resp.Body.Close()
+	}()
+	code := resp.StatusCode
+	switch {
+	case method == http.MethodDelete && (code == http.StatusNotFound || code == http.StatusGone):
+		return nil
+	case code < 200 || code > 299:
+		return m.failStatus(op, what, code)
+	case out == nil:
+		return nil
+	}
+	err = json.NewDecoder(io.LimitReader(resp.Body, maxTokenAnswer)).Decode(out)
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid(op, "%s: truncated or empty answer", what)
+	case err != nil:
+		return m.fail(op, what, err)
+	}
+	return nil
+}
+
+// fail classifies a failed request of op, as listing.fail does.
+func (m *tokenManager) fail(op, what string, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return failed(upstream.KindCanceled, op, fmt.Errorf("%s: %w", what, context.Canceled))
+	case errors.Is(err, context.DeadlineExceeded):
+		return failed(upstream.KindTimeout, op, fmt.Errorf("%s: %w", what, context.DeadlineExceeded))
+	case errors.As(err, &syn):
+		return invalid(op, "%s: malformed JSON at byte %d", what, syn.Offset)
+	case errors.As(err, &typ):
+		return invalid(op, "%s: unexpected JSON %s at %s", what, typ.Value, typ.Field)
+	}
+	if tlsErr := tlsError(err); tlsErr != nil {
+		return failed(upstream.KindTLS, op, fmt.Errorf("%s: %s", what, tlsErr.Error()))
+	}
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		return failed(upstream.KindTimeout, op, fmt.Errorf("%s: timed out", what))
+	}
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err // its text repeats the URL
+	}
+	return failed(upstream.KindNetwork, op, fmt.Errorf("%s: %s", what, err.Error()))
+}
+
+// failStatus is the error of an answer with a status other than 2xx.
+func (m *tokenManager) failStatus(op, what string, code int) error {
+	kind := upstream.ForStatus(code)
+	status := fmt.Sprintf("%d %s", code, http.StatusText(code))
+	if kind == upstream.KindAuth {
+		return failed(kind, op, fmt.Errorf("%s: rancher %s rejected the listing token (%s)", what, m.origin, status))
+	}
+	return failed(kind, op, fmt.Errorf("%s: rancher answered %s", what, status))
+}
