@@ -137,6 +137,9 @@ type Source struct {
 	sem          chan struct{}
 	conn         *conn
 	warnedOrigin bool
+
+	// issuer mints per-cluster tokens (issuer.go).
+	issuer *issuer
 }
 
 var _ sources.Source = (*Source)(nil)
@@ -156,8 +159,10 @@ func newSource(cfg Config, opts sources.SourceOptions, client *http.Client) (*So
 		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
 	origin, _ := parseURL(cfg.URL) // checked by Validate
+	var caPEM []byte
 	if cfg.CAFile != "" {
-		if _, err := readCAFile(cfg.CAFile); err != nil {
+		var err error
+		if caPEM, err = readCAFile(cfg.CAFile); err != nil {
 			return nil, fmt.Errorf("caFile: %w", err)
 		}
 	}
@@ -183,6 +188,9 @@ func newSource(cfg Config, opts sources.SourceOptions, client *http.Client) (*So
 	}
 	if origin.Scheme == "http" {
 		logger.Warn("rancher url is plain http: the token is sent unencrypted")
+	}
+	if s.issuer, err = s.newIssuer(opts.OwnerID, client, caPEM); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

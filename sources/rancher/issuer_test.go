@@ -1,0 +1,43 @@
+package rancher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// TestSourceIssuesTokens: the source, as the Secret writer's TokenIssuer,
+// revokes what an earlier process of its deployment left before its first
+// token, mints one token per cluster, and revokes it on release.
+func TestSourceIssuesTokens(t *testing.T) {
+	f := newFakeTokens(t)
+	f.with(func(f *fakeTokens) {
+		f.tokens["token-left1"] = &fakeToken{Name: "token-left1", ClusterID: "c-m-aaaa", UserID: "u-b4qkhsnliz",
+			Description: "argocd-cluster-discovery owner=prod-a cluster=c-m-aaaa", TTL: 3600000, Created: f.clock.Now(), Derived: true}
+	})
+	cfg := validConfig()
+	cfg.URL, cfg.Token, cfg.ClusterTokens, cfg.TokenTTL = f.srv.URL, sources.SecretRef{File: writeToken(t, t.TempDir(), testToken)},
+		ClusterTokensPerCluster, sources.D(time.Hour)
+	src, err := newSource(cfg, sources.SourceOptions{Name: "rancher-a", OwnerID: "prod-a"}, f.srv.Client())
+	require.NoError(t, err)
+	var iss sources.TokenIssuer = src
+
+	a, err := iss.IssueToken(t.Context(), "c-m-aaaa")
+	require.NoError(t, err)
+	again, err := iss.IssueToken(t.Context(), "c-m-aaaa")
+	require.NoError(t, err)
+	assert.Equal(t, a, again, "one token per cluster while it is fresh")
+	b, err := iss.IssueToken(t.Context(), "c-m-bbbb")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, 2, src.LiveTokens())
+	assert.Contains(t, f.deleted(), "token-left1", "the token an earlier process left is revoked first")
+
+	require.NoError(t, iss.ReleaseToken(t.Context(), "c-m-aaaa"))
+	assert.Equal(t, 1, src.LiveTokens())
+	require.NoError(t, iss.ReleaseToken(t.Context(), "c-unknown"), "releasing an unknown cluster is no error")
+}
