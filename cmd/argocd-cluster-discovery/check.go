@@ -42,6 +42,14 @@ type secretConfig struct {
 	ProxyURL           string          `json:"proxyUrl"`
 }
 
+// checkOwner is the owner id of the tokens discover --check mints.
+func checkOwner(ownerID string) string {
+	if ownerID == "" {
+		ownerID = "unset"
+	}
+	return ownerID + "-check"
+}
+
 // checkClusters connects to every cluster that would get a Secret, with
 // exactly the credentials its Secret would carry, calls /version and
 // prints one line per cluster. It returns the number of clusters that

@@ -27,6 +27,12 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 2
 	}
 	logger := newLogger(cfg.Log, stderr)
+	if *check {
+		// tokens minted for the check carry an owner of their own: the
+		// check must never revoke the running service's tokens (a source
+		// revokes its owner's leftovers before its first token)
+		cfg.Secrets.OwnerID = checkOwner(cfg.Secrets.OwnerID)
+	}
 	issuers := map[string]sources.TokenIssuer{}
 	inv, err := buildInventory(cfg, logger, nil, issuers)
 	if err != nil {

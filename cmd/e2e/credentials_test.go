@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
+)
+
+// credNS is where the credentials scenario's service writes its Secrets,
+// apart from the main scenario's.
+const credNS = "creds-argocd"
+
+// credService is a second instance of our service, against a Rancher of
+// its own, with per-cluster tokens and ace auto.
+type credService struct {
+	t       *testing.T
+	rancher *fakeRancher
+	dir     string
+	config  string
+	proc    *proc
+}
+
+func newCredService(t *testing.T) *credService {
+	t.Helper()
+	f, err := newFakeRancher(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	if err := f.SetKube(e.rest); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kube.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: credNS}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a cluster whose bearer token is a key of a Secret in Argo CD's
+	// namespace, as for ARO: the suite's apiserver with a ServiceAccount token
+	fx := newConnectFixture(t)
+	if _, err := e.kube.CoreV1().Secrets(credNS).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "aro-token"}, StringData: map[string]string{"token": fx.token}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := &credService{t: t, rancher: f, dir: t.TempDir()}
+	s.config = filepath.Join(s.dir, "config.yaml")
+	files := map[string]string{"token": pluginToken + "\n", "rancher-token": rancherTok + "\n", "config.yaml": fmt.Sprintf(`log: {level: debug}
+server: {listen: "127.0.0.1:%d", tokens: [{file: token}], shutdownTimeout: 2s}
+inventory: {interval: 1s, timeout: 5s}
+departure: {afterListings: 2, gracePeriod: 0s, maxFraction: 1, heldListings: 2}
+sources:
+  - name: creds
+    provider: rancher
+    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, ace: auto, clusterTokens: perCluster, tokenTTL: 1h}
+  - name: aro
+    provider: static
+    static: {clusters: [{name: aro-cluster, server: %s, caData: %s, auth: {bearerToken: {secret: {name: aro-token, key: token}}}}]}
+secrets:
+  enabled: true
+  namespace: %s
+  ownerID: creds
+  policy: sync
+  resync: 2s
+  prune: {afterListings: 2}
+  leaderElection: {enabled: false}
+  kubeconfig: %s
+`, port, f.URL(), fx.server, fx.ca, credNS, e.kubeconfig)}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(s.dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func (s *credService) start() {
+	s.t.Helper()
+	p, err := startProc("creds-service", filepath.Join(s.dir, "service.log"), []string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", s.config)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.proc = p
+	s.t.Cleanup(s.stop)
+}
+
+func (s *credService) stop() {
+	if s.proc != nil {
+		s.proc.stop()
+		s.proc = nil
+	}
+}
+
+// secrets returns the scenario's cluster Secrets by cluster id.
+func (s *credService) secrets() (map[string]corev1.Secret, error) {
+	list, err := e.kube.CoreV1().Secrets(credNS).List(context.Background(), metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]corev1.Secret{}
+	for _, sec := range list.Items {
+		out[sec.Annotations["argocd-cluster-discovery.io/cluster-id"]] = sec
+	}
+	return out, nil
+}
+
+func bearerToken(s *corev1.Secret) string {
+	var cfg struct {
+		BearerToken string `json:"bearerToken"`
+	}
+	_ = json.Unmarshal(s.Data["config"], &cfg)
+	return cfg.BearerToken
+}
+
+// withConfig returns a copy of s whose config has key set to value.
+func withConfig(s *corev1.Secret, key string, value any) *corev1.Secret {
+	out := s.DeepCopy()
+	var cfg map[string]any
+	_ = json.Unmarshal(out.Data["config"], &cfg)
+	if key == "caData" {
+		tls, _ := cfg["tlsClientConfig"].(map[string]any)
+		tls["caData"] = value
+	} else {
+		cfg[key] = value
+	}
+	out.Data["config"], _ = json.Marshal(cfg)
+	return out
+}
+
+// TestRancherCredentialsConnect: with per-cluster tokens and ace auto,
+// every Secret the service writes for Rancher clusters connects through
+// Argo CD's own client code: the proxy with a token scoped to the cluster,
+// the authorized endpoint with its CA and a scoped token. The negative
+// cases fail as Argo CD would. Tokens are minted once per cluster, revoked
+// on a confirmed departure, and not duplicated by a restart.
+func TestRancherCredentialsConnect(t *testing.T) {
+	s := newCredService(t)
+	s.rancher.Set(rancherCluster{ID: "c-proxy1", Name: "proxied", State: "active"})
+	s.rancher.Set(rancherCluster{ID: "c-ace1", Name: "direct", State: "active", ACE: true})
+	s.start()
+	var secrets map[string]corev1.Secret
+	poll(t, 60*time.Second, "a Secret per cluster", func() (err error) {
+		if secrets, err = s.secrets(); err == nil && len(secrets) != 3 {
+			err = fmt.Errorf("%d secrets", len(secrets))
+		}
+		return err
+	}, func() string { return s.proc.tail(40) })
+	proxied, direct, aro := secrets["c-proxy1"], secrets["c-ace1"], secrets["aro-cluster"]
+	aceServer, _, err := s.rancher.ACE("c-ace1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(direct.Data["server"]) != aceServer || !strings.Contains(string(proxied.Data["server"]), "/k8s/clusters/c-proxy1") {
+		t.Fatalf("servers: ace %s (want %s), proxy %s", direct.Data["server"], aceServer, proxied.Data["server"])
+	}
+	if r := argocdConnect(t, &aro); !r.OK {
+		t.Errorf("Argo CD cannot connect with the Secret of the ARO-like cluster: %s %s", r.Kind, r.Error)
+	}
+	for _, sec := range []corev1.Secret{proxied, direct} {
+		if r := argocdConnect(t, &sec); !r.OK {
+			t.Errorf("Argo CD cannot connect with the Secret of %s: %s %s", sec.Data["name"], r.Kind, r.Error)
+		}
+		if tok := bearerToken(&sec); tok == "" || tok == rancherTok {
+			t.Errorf("%s: the Secret must carry a token of its own, not the listing token", sec.Data["name"])
+		}
+	}
+	if bearerToken(&proxied) == bearerToken(&direct) {
+		t.Error("two clusters share one token")
+	}
+	if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
+		t.Errorf("live scoped tokens %v: want one per served cluster", got)
+	}
+
+	t.Run("negative cases fail as Argo CD would", func(t *testing.T) {
+		if r := argocdConnect(t, withConfig(&direct, "bearerToken", rancherTok)); r.Kind != "unauthorized" {
+			t.Errorf("the listing token at an authorized endpoint: %s, want unauthorized", r.Kind)
+		}
+		signer, err := testca.NewSigner()
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := signer.DER(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := testca.CAData(der)
+		if r := argocdConnect(t, withConfig(&direct, "caData", other)); r.OK || r.Kind == "unauthorized" {
+			t.Errorf("a wrong CA: %s, want a TLS failure", r.Kind)
+		}
+		if r := argocdConnect(t, withConfig(&proxied, "bearerToken", bearerToken(&direct))); r.Kind != "unauthorized" {
+			t.Errorf("another cluster's token at the proxy: %s, want unauthorized", r.Kind)
+		}
+	})
+
+	t.Run("discover --check", func(t *testing.T) {
+		out, err := exec.Command(e.binary, "discover", "--config", s.config, "--check").CombinedOutput()
+		if err != nil {
+			t.Fatalf("discover --check: %v\n%s", err, out)
+		}
+		for _, name := range []string{"proxied", "direct"} {
+			if !strings.Contains(string(out), name) || strings.Count(string(out), "ok v1.32.2") != 2 || !strings.Contains(string(out), "not checked (a token in a Kubernetes Secret)") {
+				t.Errorf("discover --check printed:\n%s", out)
+			}
+		}
+		if strings.Contains(string(out), rancherTok) {
+			t.Error("a credential in the output")
+		}
+	})
+
+	t.Run("a restart neither leaks nor duplicates tokens", func(t *testing.T) {
+		if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
+			t.Fatalf("after discover --check, live tokens %v: the check releases what it minted", got)
+		}
+		before := map[string]string{"c-proxy1": bearerToken(&proxied), "c-ace1": bearerToken(&direct)}
+		created := s.rancher.TokensCreated()
+		s.stop()
+		s.start()
+		poll(t, 60*time.Second, "new tokens in the Secrets, one live token per cluster", func() error {
+			secrets, err := s.secrets()
+			if err != nil {
+				return err
+			}
+			for id, sec := range secrets {
+				if b, ok := before[id]; ok && bearerToken(&sec) == b {
+					return fmt.Errorf("%s still carries the token of the earlier process", id)
+				}
+			}
+			if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
+				return fmt.Errorf("live tokens %v", got)
+			}
+			for id, sec := range secrets {
+				if r := argocdConnect(t, &sec); !r.OK {
+					return fmt.Errorf("%s: %s", id, r.Kind)
+				}
+			}
+			return nil
+		}, func() string { return s.proc.tail(40) })
+		if n := s.rancher.TokensCreated() - created; n != 2 {
+			t.Errorf("the restart minted %d tokens, want one per cluster", n)
+		}
+	})
+
+	t.Run("a confirmed departure revokes the token", func(t *testing.T) {
+		s.rancher.Remove("c-proxy1")
+		poll(t, 60*time.Second, "the departed cluster's token revoked", func() error {
+			if n := s.rancher.LiveTokensByCluster()["c-proxy1"]; n != 0 {
+				return fmt.Errorf("%d live tokens for c-proxy1", n)
+			}
+			return nil
+		}, func() string { return s.proc.tail(40) })
+		if n := s.rancher.LiveTokensByCluster()["c-ace1"]; n != 1 {
+			t.Errorf("the cluster that stays has %d live tokens, want 1", n)
+		}
+		poll(t, 30*time.Second, "the departed cluster's Secret pruned (policy sync)", func() error {
+			secrets, err := s.secrets()
+			if _, still := secrets["c-proxy1"]; err == nil && still {
+				err = fmt.Errorf("the Secret of c-proxy1 is still there")
+			}
+			return err
+		}, func() string { return s.proc.tail(40) })
+	})
+}
