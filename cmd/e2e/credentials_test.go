@@ -184,92 +184,108 @@ func TestRancherCredentialsConnect(t *testing.T) {
 		t.Errorf("live scoped tokens %v: want one per served cluster", got)
 	}
 
-	t.Run("negative cases fail as Argo CD would", func(t *testing.T) {
-		if r := argocdConnect(t, withConfig(&direct, "bearerToken", rancherTok)); r.Kind != "unauthorized" {
-			t.Errorf("the listing token at an authorized endpoint: %s, want unauthorized", r.Kind)
-		}
-		signer, err := testca.NewSigner()
-		if err != nil {
-			t.Fatal(err)
-		}
-		der, err := signer.DER(7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other := testca.CAData(der)
-		if r := argocdConnect(t, withConfig(&direct, "caData", other)); r.OK || r.Kind == "unauthorized" {
-			t.Errorf("a wrong CA: %s, want a TLS failure", r.Kind)
-		}
-		if r := argocdConnect(t, withConfig(&proxied, "bearerToken", bearerToken(&direct))); r.Kind != "unauthorized" {
-			t.Errorf("another cluster's token at the proxy: %s, want unauthorized", r.Kind)
-		}
-	})
+	t.Run("negative cases fail as Argo CD would", func(t *testing.T) { checkNegatives(t, &proxied, &direct) })
 
-	t.Run("discover --check", func(t *testing.T) {
-		out, err := exec.Command(e.binary, "discover", "--config", s.config, "--check").CombinedOutput()
+	t.Run("discover --check", func(t *testing.T) { checkDiscover(t, s) })
+
+	t.Run("a restart neither leaks nor duplicates tokens", func(t *testing.T) { checkRestart(t, s, &proxied, &direct) })
+
+	t.Run("a confirmed departure revokes the token", func(t *testing.T) { checkDeparture(t, s) })
+}
+
+// checkNegatives is a step of TestRancherCredentialsConnect.
+func checkNegatives(t *testing.T, proxied, direct *corev1.Secret) {
+	t.Helper()
+	if r := argocdConnect(t, withConfig(direct, "bearerToken", rancherTok)); r.Kind != "unauthorized" {
+		t.Errorf("the listing token at an authorized endpoint: %s, want unauthorized", r.Kind)
+	}
+	signer, err := testca.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := signer.DER(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := testca.CAData(der)
+	if r := argocdConnect(t, withConfig(direct, "caData", other)); r.OK || r.Kind == "unauthorized" {
+		t.Errorf("a wrong CA: %s, want a TLS failure", r.Kind)
+	}
+	if r := argocdConnect(t, withConfig(proxied, "bearerToken", bearerToken(direct))); r.Kind != "unauthorized" {
+		t.Errorf("another cluster's token at the proxy: %s, want unauthorized", r.Kind)
+	}
+}
+
+// checkDiscover is a step of TestRancherCredentialsConnect.
+func checkDiscover(t *testing.T, s *credService) {
+	t.Helper()
+	out, err := exec.Command(e.binary, "discover", "--config", s.config, "--check").CombinedOutput()
+	if err != nil {
+		t.Fatalf("discover --check: %v\n%s", err, out)
+	}
+	for _, name := range []string{"proxied", "direct"} {
+		if !strings.Contains(string(out), name) || strings.Count(string(out), "ok v1.32.2") != 2 || !strings.Contains(string(out), "not checked (a token in a Kubernetes Secret)") {
+			t.Errorf("discover --check printed:\n%s", out)
+		}
+	}
+	if strings.Contains(string(out), rancherTok) {
+		t.Error("a credential in the output")
+	}
+}
+
+// checkRestart is a step of TestRancherCredentialsConnect.
+func checkRestart(t *testing.T, s *credService, proxied, direct *corev1.Secret) {
+	t.Helper()
+	if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
+		t.Fatalf("after discover --check, live tokens %v: the check releases what it minted", got)
+	}
+	before := map[string]string{"c-proxy1": bearerToken(proxied), "c-ace1": bearerToken(direct)}
+	created := s.rancher.TokensCreated()
+	s.stop()
+	s.start()
+	poll(t, 60*time.Second, "new tokens in the Secrets, one live token per cluster", func() error {
+		secrets, err := s.secrets()
 		if err != nil {
-			t.Fatalf("discover --check: %v\n%s", err, out)
-		}
-		for _, name := range []string{"proxied", "direct"} {
-			if !strings.Contains(string(out), name) || strings.Count(string(out), "ok v1.32.2") != 2 || !strings.Contains(string(out), "not checked (a token in a Kubernetes Secret)") {
-				t.Errorf("discover --check printed:\n%s", out)
-			}
-		}
-		if strings.Contains(string(out), rancherTok) {
-			t.Error("a credential in the output")
-		}
-	})
-
-	t.Run("a restart neither leaks nor duplicates tokens", func(t *testing.T) {
-		if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
-			t.Fatalf("after discover --check, live tokens %v: the check releases what it minted", got)
-		}
-		before := map[string]string{"c-proxy1": bearerToken(&proxied), "c-ace1": bearerToken(&direct)}
-		created := s.rancher.TokensCreated()
-		s.stop()
-		s.start()
-		poll(t, 60*time.Second, "new tokens in the Secrets, one live token per cluster", func() error {
-			secrets, err := s.secrets()
-			if err != nil {
-				return err
-			}
-			for id, sec := range secrets {
-				if b, ok := before[id]; ok && bearerToken(&sec) == b {
-					return fmt.Errorf("%s still carries the token of the earlier process", id)
-				}
-			}
-			if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
-				return fmt.Errorf("live tokens %v", got)
-			}
-			for id, sec := range secrets {
-				if r := argocdConnect(t, &sec); !r.OK {
-					return fmt.Errorf("%s: %s", id, r.Kind)
-				}
-			}
-			return nil
-		}, func() string { return s.proc.tail(40) })
-		if n := s.rancher.TokensCreated() - created; n != 2 {
-			t.Errorf("the restart minted %d tokens, want one per cluster", n)
-		}
-	})
-
-	t.Run("a confirmed departure revokes the token", func(t *testing.T) {
-		s.rancher.Remove("c-proxy1")
-		poll(t, 60*time.Second, "the departed cluster's token revoked", func() error {
-			if n := s.rancher.LiveTokensByCluster()["c-proxy1"]; n != 0 {
-				return fmt.Errorf("%d live tokens for c-proxy1", n)
-			}
-			return nil
-		}, func() string { return s.proc.tail(40) })
-		if n := s.rancher.LiveTokensByCluster()["c-ace1"]; n != 1 {
-			t.Errorf("the cluster that stays has %d live tokens, want 1", n)
-		}
-		poll(t, 30*time.Second, "the departed cluster's Secret pruned (policy sync)", func() error {
-			secrets, err := s.secrets()
-			if _, still := secrets["c-proxy1"]; err == nil && still {
-				err = fmt.Errorf("the Secret of c-proxy1 is still there")
-			}
 			return err
-		}, func() string { return s.proc.tail(40) })
-	})
+		}
+		for id, sec := range secrets {
+			if b, ok := before[id]; ok && bearerToken(&sec) == b {
+				return fmt.Errorf("%s still carries the token of the earlier process", id)
+			}
+		}
+		if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
+			return fmt.Errorf("live tokens %v", got)
+		}
+		for id, sec := range secrets {
+			if r := argocdConnect(t, &sec); !r.OK {
+				return fmt.Errorf("%s: %s", id, r.Kind)
+			}
+		}
+		return nil
+	}, func() string { return s.proc.tail(40) })
+	if n := s.rancher.TokensCreated() - created; n != 2 {
+		t.Errorf("the restart minted %d tokens, want one per cluster", n)
+	}
+}
+
+// checkDeparture is a step of TestRancherCredentialsConnect.
+func checkDeparture(t *testing.T, s *credService) {
+	t.Helper()
+	s.rancher.Remove("c-proxy1")
+	poll(t, 60*time.Second, "the departed cluster's token revoked", func() error {
+		if n := s.rancher.LiveTokensByCluster()["c-proxy1"]; n != 0 {
+			return fmt.Errorf("%d live tokens for c-proxy1", n)
+		}
+		return nil
+	}, func() string { return s.proc.tail(40) })
+	if n := s.rancher.LiveTokensByCluster()["c-ace1"]; n != 1 {
+		t.Errorf("the cluster that stays has %d live tokens, want 1", n)
+	}
+	poll(t, 30*time.Second, "the departed cluster's Secret pruned (policy sync)", func() error {
+		secrets, err := s.secrets()
+		if _, still := secrets["c-proxy1"]; err == nil && still {
+			err = fmt.Errorf("the Secret of c-proxy1 is still there")
+		}
+		return err
+	}, func() string { return s.proc.tail(40) })
 }
