@@ -49,6 +49,10 @@ func newCredService(t *testing.T) *credService {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the scenario leaves nothing behind (runs after the service stops)
+	t.Cleanup(func() {
+		_ = e.kube.CoreV1().Secrets(credNS).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
 	// a cluster whose bearer token is a key of a Secret in Argo CD's
 	// namespace, as for ARO: the suite's apiserver with a ServiceAccount token
 	fx := newConnectFixture(t)
@@ -191,6 +195,8 @@ func TestRancherCredentialsConnect(t *testing.T) {
 	t.Run("a restart neither leaks nor duplicates tokens", func(t *testing.T) { checkRestart(t, s, &proxied, &direct) })
 
 	t.Run("a confirmed departure revokes the token", func(t *testing.T) { checkDeparture(t, s) })
+
+	t.Run("a short-lived token is renewed before it expires", func(t *testing.T) { checkRenewal(t, s) })
 }
 
 // checkNegatives is a step of TestRancherCredentialsConnect.
@@ -288,4 +294,56 @@ func checkDeparture(t *testing.T, s *credService) {
 		}
 		return err
 	}, func() string { return s.proc.tail(40) })
+}
+
+// checkRenewal: Rancher cuts token lifetimes to its maximum (here 4 s): the
+// service renews at two thirds of the lifetime Rancher granted, so the
+// Secret carries a fresh token before the old one expires, and the old one
+// is refused once it has expired or been revoked.
+func checkRenewal(t *testing.T, s *credService) {
+	t.Helper()
+	s.rancher.SetMaxTTL(4 * time.Second)
+	defer s.rancher.SetMaxTTL(0)
+	current := func() (corev1.Secret, error) {
+		secrets, err := s.secrets()
+		if err != nil {
+			return corev1.Secret{}, err
+		}
+		sec, ok := secrets["c-ace1"]
+		if !ok {
+			return sec, fmt.Errorf("no Secret for c-ace1")
+		}
+		return sec, nil
+	}
+	before, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	s.start() // revokes the earlier tokens, mints short-lived ones
+	var first corev1.Secret
+	poll(t, 30*time.Second, "a token minted under Rancher's maximum lifetime", func() (err error) {
+		if first, err = current(); err == nil && bearerToken(&first) == bearerToken(&before) {
+			err = fmt.Errorf("still the earlier token")
+		}
+		return err
+	}, func() string { return s.proc.tail(40) })
+	minted := time.Now()
+	var renewed corev1.Secret
+	poll(t, 10*time.Second, "the token renewed within a listing of two thirds of its lifetime", func() (err error) {
+		if renewed, err = current(); err == nil && bearerToken(&renewed) == bearerToken(&first) {
+			err = fmt.Errorf("not renewed yet")
+		}
+		return err
+	}, func() string { return s.proc.tail(40) })
+	if took := time.Since(minted); took > 4*time.Second {
+		t.Errorf("renewed after %s: the old token had expired", took)
+	}
+	if r := argocdConnect(t, &renewed); !r.OK {
+		t.Errorf("the renewed Secret: %s %s", r.Kind, r.Error)
+	}
+	time.Sleep(time.Until(minted.Add(4 * time.Second)))
+	if r := argocdConnect(t, &first); r.Kind != "unauthorized" {
+		t.Errorf("the expired token: %s, want unauthorized", r.Kind)
+	}
 }

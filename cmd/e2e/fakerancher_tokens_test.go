@@ -40,6 +40,17 @@ type tokenState struct {
 	tokens           map[string]*fakeToken // by name; deleted ones are gone
 	skew             time.Duration         // AdvanceClock
 	created, deleted int                   // through the API
+	// maxTTL is Rancher's auth-token-max-ttl-minutes setting: a created
+	// token's ttl is cut to it (0: no limit).
+	maxTTL time.Duration
+}
+
+// SetMaxTTL sets Rancher's maximum token lifetime for tokens created from
+// now on.
+func (f *fakeRancher) SetMaxTTL(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.maxTTL = d
 }
 
 // initTokens registers the API token, "token-xxxxx:<secret>".
@@ -212,7 +223,11 @@ func (f *fakeRancher) createToken(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnprocessableEntity, "InvalidBodyContent", "ttl must not be negative")
 		return
 	}
-	t := f.newToken(in.ClusterID, in.Description, time.Duration(in.TTL)*time.Millisecond)
+	ttl := time.Duration(in.TTL) * time.Millisecond
+	if f.maxTTL > 0 && (ttl == 0 || ttl > f.maxTTL) {
+		ttl = f.maxTTL
+	}
+	t := f.newToken(in.ClusterID, in.Description, ttl)
 	f.created++
 	obj := f.renderToken(t)
 	obj["token"] = t.Name + ":" + t.Secret
