@@ -26,9 +26,12 @@ const credNS = "creds-argocd"
 type credService struct {
 	t       *testing.T
 	rancher *fakeRancher
-	dir     string
-	config  string
-	proc    *proc
+	// shared is a second Rancher, listed with clusterTokens shared: its
+	// Secrets carry the listing token
+	shared *fakeRancher
+	dir    string
+	config string
+	proc   *proc
 }
 
 func newCredService(t *testing.T) *credService {
@@ -41,6 +44,15 @@ func newCredService(t *testing.T) *credService {
 	if err := f.SetKube(e.rest); err != nil {
 		t.Fatal(err)
 	}
+	shared, err := newFakeRancher(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(shared.Close)
+	if err := shared.SetKube(e.rest); err != nil {
+		t.Fatal(err)
+	}
+	shared.Set(rancherCluster{ID: "c-shared1", Name: "shared", State: "active"})
 	if _, err := e.kube.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: credNS}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatal(err)
@@ -60,7 +72,7 @@ func newCredService(t *testing.T) *credService {
 		ObjectMeta: metav1.ObjectMeta{Name: "aro-token"}, StringData: map[string]string{"token": fx.token}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := &credService{t: t, rancher: f, dir: t.TempDir()}
+	s := &credService{t: t, rancher: f, shared: shared, dir: t.TempDir()}
 	s.config = filepath.Join(s.dir, "config.yaml")
 	files := map[string]string{"token": pluginToken + "\n", "rancher-token": rancherTok + "\n", "config.yaml": fmt.Sprintf(`log: {level: debug}
 server: {listen: "127.0.0.1:%d", tokens: [{file: token}], shutdownTimeout: 2s}
@@ -70,6 +82,9 @@ sources:
   - name: creds
     provider: rancher
     rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, ace: auto, clusterTokens: perCluster, tokenTTL: 1h}
+  - name: shared
+    provider: rancher
+    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, namePrefix: shared-}
   - name: aro
     provider: static
     static: {clusters: [{name: aro-cluster, server: %s, caData: %s, auth: {bearerToken: {secret: {name: aro-token, key: token}}}}]}
@@ -82,7 +97,7 @@ secrets:
   prune: {afterListings: 2}
   leaderElection: {enabled: false}
   kubeconfig: %s
-`, port, f.URL(), fx.server, fx.ca, credNS, e.kubeconfig)}
+`, port, f.URL(), shared.URL(), fx.server, fx.ca, credNS, e.kubeconfig)}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(s.dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -157,7 +172,7 @@ func TestRancherCredentialsConnect(t *testing.T) {
 	s.start()
 	var secrets map[string]corev1.Secret
 	poll(t, 60*time.Second, "a Secret per cluster", func() (err error) {
-		if secrets, err = s.secrets(); err == nil && len(secrets) != 3 {
+		if secrets, err = s.secrets(); err == nil && len(secrets) != 4 {
 			err = fmt.Errorf("%d secrets", len(secrets))
 		}
 		return err
@@ -172,6 +187,10 @@ func TestRancherCredentialsConnect(t *testing.T) {
 	}
 	if r := argocdConnect(t, &aro); !r.OK {
 		t.Errorf("Argo CD cannot connect with the Secret of the ARO-like cluster: %s %s", r.Kind, r.Error)
+	}
+	sharedSecret := secrets["c-shared1"]
+	if r := argocdConnect(t, &sharedSecret); !r.OK || bearerToken(&sharedSecret) != rancherTok {
+		t.Errorf("the proxy with the shared listing token: %s %s", r.Kind, r.Error)
 	}
 	for _, sec := range []corev1.Secret{proxied, direct} {
 		if r := argocdConnect(t, &sec); !r.OK {
@@ -230,7 +249,7 @@ func checkDiscover(t *testing.T, s *credService) {
 		t.Fatalf("discover --check: %v\n%s", err, out)
 	}
 	for _, name := range []string{"proxied", "direct"} {
-		if !strings.Contains(string(out), name) || strings.Count(string(out), "ok v1.32.2") != 2 || !strings.Contains(string(out), "not checked (a token in a Kubernetes Secret)") {
+		if !strings.Contains(string(out), name) || strings.Count(string(out), "ok v1.32.2") != 3 || !strings.Contains(string(out), "not checked (a token in a Kubernetes Secret)") {
 			t.Errorf("discover --check printed:\n%s", out)
 		}
 	}
