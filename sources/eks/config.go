@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -24,6 +23,7 @@ const (
 	defaultTenantTag     = "tenant"
 	defaultProjectTag    = "argocd-project"
 	defaultNamespacesTag = "argocd-namespaces"
+	defaultRoleTag       = "argocd-role-arn"
 	defaultNameTemplate  = "{{.Name}}"
 	defaultExecCommand   = "argocd-k8s-auth"
 )
@@ -89,6 +89,16 @@ type Config struct {
 	TenantTag     string `json:"tenantTag,omitempty"`
 	ProjectTag    string `json:"projectTag,omitempty"`
 	NamespacesTag string `json:"namespacesTag,omitempty"`
+	// RoleTag names the tag that gives a cluster an Argo CD role of its
+	// own, in place of its account's argocdRoleARN; it is read only when
+	// RolePattern allows some roles. Default argocd-role-arn.
+	RoleTag string `json:"roleTag,omitempty"`
+	// RolePattern allow-lists the roles RoleTag may name: path.Match
+	// patterns on the whole role ARN ("arn:aws:iam::*:role/argocd-*"; a
+	// "*" does not cross a "/" of a role path). The value must also be a
+	// role of the cluster's own partition and account. Empty (default):
+	// the tag is ignored and every cluster gets its account's role.
+	RolePattern []string `json:"rolePattern,omitempty"`
 	// Auth chooses the form of the Secret's credentials.
 	Auth AuthConfig `json:"auth,omitzero"`
 	// PrivateEndpoints decides what happens to clusters without a public
@@ -169,6 +179,7 @@ func (c *Config) Default() {
 	setDefault(&c.TenantTag, defaultTenantTag)
 	setDefault(&c.ProjectTag, defaultProjectTag)
 	setDefault(&c.NamespacesTag, defaultNamespacesTag)
+	setDefault(&c.RoleTag, defaultRoleTag)
 	setDefault(&c.Auth.Mode, AuthModeAWS)
 	setDefault(&c.Auth.Command, defaultExecCommand)
 	setDefault(&c.PrivateEndpoints.Policy, PrivateInclude)
@@ -195,7 +206,6 @@ func (c *Config) SetDirectory(string) {}
 
 var (
 	accountIDRe   = regexp.MustCompile(`^[0-9]{12}$`)
-	regionRe      = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 	sessionNameRe = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
 	externalIDRe  = regexp.MustCompile(`^[\w+=,.@:/-]+$`)
 )
@@ -218,6 +228,7 @@ func (c *Config) Validate(path *field.Path) field.ErrorList {
 	}
 	errs = append(errs, validatePatterns(path.Child("tags", "allow"), c.Tags.Allow)...)
 	errs = append(errs, validatePatterns(path.Child("tags", "deny"), c.Tags.Deny)...)
+	errs = append(errs, c.validateRoleTag(path)...)
 	errs = append(errs, c.Auth.validate(path.Child("auth"))...)
 	errs = append(errs, c.PrivateEndpoints.validate(path.Child("privateEndpoints"))...)
 	if _, err := parseNameTemplate(c.NameTemplate); err != nil {
@@ -247,23 +258,30 @@ func (c *Config) validateAccounts(path *field.Path) field.ErrorList {
 		} else if !dup {
 			first[a.ID] = i
 		}
-		errs = append(errs, a.validate(path.Index(i))...)
+		errs = append(errs, a.validate(path.Index(i), c.Regions)...)
 	}
 	return errs
 }
 
-// validate checks one account.
-func (a *Account) validate(path *field.Path) field.ErrorList {
+// validate checks one account; regions are the source's, which it lists
+// unless it has regions of its own.
+func (a *Account) validate(path *field.Path, regions []string) field.ErrorList {
 	var errs field.ErrorList
 	if !accountIDRe.MatchString(a.ID) {
 		errs = append(errs, field.Invalid(path.Child("id"), a.ID, "not a 12-digit AWS account id"))
 	}
+	if len(a.Regions) > 0 {
+		regions = a.Regions
+	}
+	part := regionsPartition(regions)
 	if a.RoleARN != "" {
-		if acct, ok := roleAccount(a.RoleARN); !ok {
+		if r, ok := parseRoleARN(a.RoleARN); !ok {
 			errs = append(errs, field.Invalid(path.Child("roleARN"), a.RoleARN, notRoleARN))
-		} else if acct != a.ID {
+		} else if r.AccountID != a.ID {
 			errs = append(errs, field.Invalid(path.Child("roleARN"), a.RoleARN,
-				fmt.Sprintf("a role of account %s, not %s (the discovery role must be in the account it lists)", acct, a.ID)))
+				fmt.Sprintf("a role of account %s, not %s (the discovery role must be in the account it lists)", r.AccountID, a.ID)))
+		} else if part != "" && r.Partition != part {
+			errs = append(errs, field.Invalid(path.Child("roleARN"), a.RoleARN, otherPartition(r.Partition, part)))
 		}
 	} else if a.ExternalID != "" {
 		errs = append(errs, field.Forbidden(path.Child("externalID"), "only used with roleARN"))
@@ -275,26 +293,20 @@ func (a *Account) validate(path *field.Path) field.ErrorList {
 	if !sessionNameRe.MatchString(a.SessionName) {
 		errs = append(errs, field.Invalid(path.Child("sessionName"), a.SessionName, "must be 2-64 characters of letters, digits and +=,.@_-"))
 	}
-	if _, ok := roleAccount(a.ArgocdRoleARN); a.ArgocdRoleARN != "" && !ok {
-		errs = append(errs, field.Invalid(path.Child("argocdRoleARN"), a.ArgocdRoleARN, notRoleARN))
+	if a.ArgocdRoleARN != "" {
+		if r, ok := parseRoleARN(a.ArgocdRoleARN); !ok {
+			errs = append(errs, field.Invalid(path.Child("argocdRoleARN"), a.ArgocdRoleARN, notRoleARN))
+		} else if part != "" && r.Partition != part {
+			errs = append(errs, field.Invalid(path.Child("argocdRoleARN"), a.ArgocdRoleARN, otherPartition(r.Partition, part)))
+		}
 	}
 	return append(errs, validateRegions(path.Child("regions"), a.Regions)...)
 }
 
-// validateRegions checks that each region is an AWS region, listed once.
-func validateRegions(path *field.Path, regions []string) field.ErrorList {
-	var errs field.ErrorList
-	seen := map[string]bool{}
-	for i, r := range regions {
-		switch {
-		case !regionRe.MatchString(r):
-			errs = append(errs, field.Invalid(path.Index(i), r, "not an AWS region such as eu-west-1"))
-		case seen[r]:
-			errs = append(errs, field.Duplicate(path.Index(i), r))
-		}
-		seen[r] = true
-	}
-	return errs
+// otherPartition is the detail of a role of partition got where the
+// account's regions are of partition want.
+func otherPartition(got, want string) string {
+	return fmt.Sprintf("a role of partition %s, but the account's regions are of %s", got, want)
 }
 
 // validatePatterns checks path.Match patterns of tag keys.
@@ -369,16 +381,4 @@ func positive(path *field.Path, d sources.Duration) field.ErrorList {
 		return field.ErrorList{err}
 	}
 	return nil
-}
-
-// notRoleARN is the detail of a value that is not an IAM role ARN.
-const notRoleARN = "not an IAM role ARN such as arn:aws:iam::123456789012:role/name"
-
-// roleAccount returns the account of an IAM role ARN, and whether s is one.
-func roleAccount(s string) (string, bool) {
-	a, err := arn.Parse(s)
-	if err != nil || a.Service != "iam" || !strings.HasPrefix(a.Resource, "role/") || !accountIDRe.MatchString(a.AccountID) {
-		return "", false
-	}
-	return a.AccountID, true
 }

@@ -49,6 +49,8 @@ eks:
 	assert.Equal(t, defaultMaxAttempts, c.MaxAttempts)
 	assert.Equal(t, 20*time.Second, c.MaxBackoff.Std())
 	assert.Equal(t, []string{"tenant", "argocd-project", "argocd-namespaces"}, []string{c.TenantTag, c.ProjectTag, c.NamespacesTag})
+	assert.Equal(t, "argocd-role-arn", c.RoleTag)
+	assert.Empty(t, c.RolePattern, "no default: the role tag is ignored")
 
 	t.Run("unset durations get their defaults", func(t *testing.T) {
 		c := parseSection(t, "eks: {regions: [eu-west-1]}\n")
@@ -128,7 +130,25 @@ func TestValidateAccountsAndRegions(t *testing.T) {
 		{name: "regions required", mutate: func(c *Config) { c.Regions = nil }, want: []string{"regions: Required value"}},
 		{name: "bad and duplicate regions", mutate: func(c *Config) { c.Regions = []string{"eu-west-1", "Europe", "eu-west-1"} },
 			want: []string{`regions[1]: Invalid value: "Europe": not an AWS region`, `regions[2]: Duplicate value: "eu-west-1"`}},
-		{name: "gov and china regions", mutate: func(c *Config) { c.Regions = []string{"us-gov-west-1", "cn-north-1", "ap-southeast-5"} }},
+		{name: "accounts of other partitions", mutate: func(c *Config) {
+			c.Accounts = append(c.Accounts,
+				Account{ID: "222222222222", RoleARN: "arn:aws-us-gov:iam::222222222222:role/discovery", SessionName: "s1",
+					ArgocdRoleARN: "arn:aws-us-gov:iam::999999999999:role/argocd", Regions: []string{"us-gov-west-1", "us-gov-east-1"}},
+				Account{ID: "333333333333", RoleARN: "arn:aws-cn:iam::333333333333:role/discovery", SessionName: "s1", Regions: []string{"cn-north-1"}},
+				Account{ID: "444444444444", RoleARN: "arn:aws-eusc:iam::444444444444:role/discovery", SessionName: "s1", Regions: []string{"eusc-de-east-1"}},
+			)
+		}},
+		{name: "regions of two partitions", mutate: func(c *Config) { c.Regions = []string{"eu-west-1", "cn-north-1", "us-east-1"} },
+			want: []string{`regions[1]: Invalid value: "cn-north-1": a region of partition aws-cn, but eu-west-1 is of aws: an account's regions are all of one partition`}},
+		{name: "roles of another partition than the regions", mutate: func(c *Config) {
+			c.Regions = []string{"eusc-de-east-1"}
+			c.Accounts[0].ArgocdRoleARN = "arn:aws-eusc:iam::999999999999:role/argocd"
+			c.Accounts = append(c.Accounts, Account{ID: "222222222222", RoleARN: "arn:aws-eusc:iam::222222222222:role/discovery",
+				ArgocdRoleARN: "arn:aws:iam::222222222222:role/argocd", SessionName: "s1", Regions: []string{"eu-west-1"}})
+		}, want: []string{
+			`accounts[0].roleARN: Invalid value: "arn:aws:iam::111111111111:role/discovery": a role of partition aws, but the account's regions are of aws-eusc`,
+			`accounts[1].roleARN: Invalid value: "arn:aws-eusc:iam::222222222222:role/discovery": a role of partition aws-eusc, but the account's regions are of aws`,
+		}},
 		{name: "accounts required", mutate: func(c *Config) { c.Accounts = nil },
 			want: []string{"accounts: Required value: at least one account is required"}},
 		{name: "account checks", mutate: func(c *Config) {
@@ -162,6 +182,23 @@ func TestValidateSettings(t *testing.T) {
 		{name: "statuses was removed", yaml: "statuses: [ACTIVE, UPDATING]\n",
 			want: []string{`statuses: Forbidden: was removed: every cluster is listed and its EKS status mapped to a phase (see "Cluster lifecycle" in the README)`}},
 		{name: "statuses was removed, even empty", yaml: "statuses: []\n", want: []string{"statuses: Forbidden: was removed: "}},
+		{name: "role tag opted in", mutate: func(c *Config) {
+			c.RoleTag, c.RolePattern = "example.com/argocd-role", []string{"arn:aws:iam::*:role/argocd-*", "arn:aws:iam::*:role/teams/*/argocd"}
+		}},
+		{name: "role tag", mutate: func(c *Config) {
+			c.RoleTag, c.RolePattern = "aws:role", []string{"argocd-*", "arn:[", "", "arn:aws:iam::*:role/argocd"}
+		}, want: []string{
+			`roleTag: Invalid value: "aws:role": the aws: prefix is reserved to AWS`,
+			`rolePattern[0]: Invalid value: "argocd-*": not a path.Match pattern of role ARNs, such as arn:aws:iam::*:role/argocd-*`,
+			`rolePattern[1]: Invalid value: "arn:[": not a path.Match pattern`,
+			`rolePattern[2]: Invalid value: "": not a path.Match pattern`,
+		}},
+		{name: "role tag not a tag key", mutate: func(c *Config) { c.RoleTag = " role" },
+			want: []string{`roleTag: Invalid value: " role": must be an AWS tag key: 1-128 characters, without surrounding spaces`}},
+		{name: "role tag too long", mutate: func(c *Config) { c.RoleTag = strings.Repeat("r", 129) },
+			want: []string{`roleTag: Invalid value: "rrrr`}},
+		{name: "role tag is another tag", mutate: func(c *Config) { c.RoleTag = "tenant" },
+			want: []string{`roleTag: Invalid value: "tenant": already the tenantTag, projectTag or namespacesTag`}},
 		{name: "tag patterns", mutate: func(c *Config) { c.Tags.Allow = []string{"[", ""} },
 			want: []string{`tags.allow[0]: Invalid value: "[": not a path.Match pattern`, `tags.allow[1]: Invalid value: "": not a path.Match pattern`}},
 		{name: "auth mode", mutate: func(c *Config) { c.Auth.Mode = "token" },
@@ -218,6 +255,7 @@ accounts:
   - {id: "222222222222", regions: [eu-west-1, moon-1]}
   - {id: "333333333333", roleARN: "arn:aws:iam::444444444444:role/discovery", sessionName: "a b", argocdRoleARN: nope}
   - {id: "111111111111", externalID: ext}
+  - {id: "555555555555", regions: [eu-west-1, cn-north-1], argocdRoleARN: "arn:aws-cn:iam::555555555555:role/argocd"}
 `, want: []fieldErr{
 		{field.ErrorTypeInvalid, "sources[2].eks.accounts[1].regions[1]"},
 		{field.ErrorTypeInvalid, "sources[2].eks.accounts[2].roleARN"},
@@ -225,6 +263,8 @@ accounts:
 		{field.ErrorTypeInvalid, "sources[2].eks.accounts[2].argocdRoleARN"},
 		{field.ErrorTypeDuplicate, "sources[2].eks.accounts[3].id"},
 		{field.ErrorTypeForbidden, "sources[2].eks.accounts[3].externalID"},
+		{field.ErrorTypeInvalid, "sources[2].eks.accounts[4].argocdRoleARN"},
+		{field.ErrorTypeInvalid, "sources[2].eks.accounts[4].regions[1]"},
 	}},
 	{name: "settings", yaml: `
 regions: [eu-west-1, eu-west-1]
@@ -233,6 +273,8 @@ concurrency: 101
 describeTTL: 1
 statuses: [ACTIVE]
 tags: {allow: ["["], deny: ["a", "["]}
+roleTag: tenant
+rolePattern: ["arn:aws:iam::*:role/argocd", "role/*"]
 auth: {mode: token, command: " x"}
 privateEndpoints: {policy: exclude, proxyUrl: "http://proxy:3128"}
 nameTemplate: "{{.Nope}}"
@@ -248,6 +290,8 @@ maxBackoff: 0.5
 		{field.ErrorTypeForbidden, "sources[2].eks.statuses"},
 		{field.ErrorTypeInvalid, "sources[2].eks.tags.allow[0]"},
 		{field.ErrorTypeInvalid, "sources[2].eks.tags.deny[1]"},
+		{field.ErrorTypeInvalid, "sources[2].eks.roleTag"},
+		{field.ErrorTypeInvalid, "sources[2].eks.rolePattern[1]"},
 		{field.ErrorTypeNotSupported, "sources[2].eks.auth.mode"},
 		{field.ErrorTypeInvalid, "sources[2].eks.auth.command"},
 		{field.ErrorTypeForbidden, "sources[2].eks.privateEndpoints.proxyUrl"},

@@ -141,9 +141,11 @@ func (f *fakeAWS) getResources(w http.ResponseWriter, r *http.Request, req fakeR
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// clusterARN is the ARN of an EKS cluster.
+// clusterARN is the ARN of an EKS cluster, in the partition of its
+// region.
 func clusterARN(name, account, region string) string {
-	return fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", region, account, name)
+	part, _ := partitionOf(region)
+	return fmt.Sprintf("arn:%s:eks:%s:%s:cluster/%s", part, region, account, name)
 }
 
 // describeBody is the fixture answer turned into c of account in region.

@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,9 +35,9 @@ func (a *answerBody) Do(*http.Request) (*http.Response, error) {
 
 // FuzzDescribeCluster sends any DescribeCluster answer through the real
 // SDK client (restJson1 deserializer) and maps the cluster, with the
-// answer's tags standing for GetResources', with two configurations (the
+// answer's tags standing for GetResources', with three configurations (the
 // defaults; exec auth with the proxy policy, a name template and tag
-// filters):
+// filters; a rolePattern that lets the role tag in):
 //   - nothing panics; the mapping is deterministic;
 //   - a listed cluster is an EKS cluster of the asked account and region,
 //     named, with aws or exec auth that validates and no token of any kind;
@@ -48,6 +50,8 @@ func (a *answerBody) Do(*http.Request) (*http.Response, error) {
 //   - ready means a server in normal form and base64 PEM caData; not ready
 //     always comes with a reason; a namespaces tag that cannot be read
 //     makes the cluster not ready rather than "every namespace";
+//   - the Argo CD role is the account's, or an allowed role of the
+//     account named by the role tag; a refused tag gives no role at all;
 //   - the mapped cluster does not depend on the answer's credentials
 //     (connectorConfig's activation code and id): none of them reaches the
 //     model.
@@ -66,6 +70,7 @@ func FuzzDescribeCluster(f *testing.F) {
 			c.NameTemplate = "eks-{{.Account}}-{{.Region}}-{{.Name}}"
 			c.Tags = TagFilter{Allow: []string{"team*", "env", "tenant"}, Deny: []string{"aws:*", "team-secret"}}
 		},
+		func(c *Config) { c.RolePattern = []string{"arn:aws:iam::*:role/argocd-*"} },
 	} {
 		cfg := Config{Regions: []string{region}, Accounts: []Account{account}}
 		set(&cfg)
@@ -174,5 +179,32 @@ func checkMapped(t *testing.T, m *mapper, c *sources.Cluster, in *types.Cluster,
 	}
 	if _, tagged := in.Tags[m.namespacesTag]; tagged && len(c.Namespaces) == 0 && c.Ready {
 		t.Fatalf("namespaces tag %q became every namespace", in.Tags[m.namespacesTag])
+	}
+	checkRole(t, m, c, in, account)
+}
+
+// checkRole: the Argo CD role is the account's, or an allowed role of the
+// account named by the role tag; a refused tag gives no role at all.
+func checkRole(t *testing.T, m *mapper, c *sources.Cluster, in *types.Cluster, account Account) {
+	t.Helper()
+	role := ""
+	if c.Auth.AWS != nil {
+		role = c.Auth.AWS.RoleARN
+	} else if i := slices.Index(c.Auth.Exec.Args, "--role-arn"); i >= 0 {
+		role = c.Auth.Exec.Args[i+1]
+	}
+	if strings.HasPrefix(c.NotReadyReason, reasonRoleTag) {
+		if role != "" {
+			t.Fatalf("a refused role tag, and role %q", role)
+		}
+		return
+	}
+	if role == account.ArgocdRoleARN {
+		return
+	}
+	a, ok := parseRoleARN(role)
+	if !ok || role != in.Tags[m.roleTag] || a.AccountID != account.ID || a.Partition != "aws" ||
+		!slices.ContainsFunc(m.rolePatterns, func(p string) bool { ok, _ := path.Match(p, role); return ok }) {
+		t.Fatalf("role %q is neither the account's nor an allowed tag", role)
 	}
 }

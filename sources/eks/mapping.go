@@ -37,6 +37,8 @@ type mapper struct {
 	tenantTag     string
 	projectTag    string
 	namespacesTag string
+	roleTag       string
+	rolePatterns  []string
 	auth          AuthConfig
 	private       PrivateEndpoints
 	name          *template.Template
@@ -50,6 +52,7 @@ func newMapper(c Config) (*mapper, error) {
 	return &mapper{
 		allow: c.Tags.Allow, deny: c.Tags.Deny,
 		tenantTag: c.TenantTag, projectTag: c.ProjectTag, namespacesTag: c.NamespacesTag,
+		roleTag: c.RoleTag, rolePatterns: c.RolePattern,
 		auth: c.Auth, private: c.PrivateEndpoints, name: tmpl,
 	}, nil
 }
@@ -111,6 +114,7 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 	if err != nil {
 		return mapped{}, fmt.Errorf("cluster %s: %w", eksName, err)
 	}
+	role, roleRefused := m.argocdRole(tags, account, region)
 	out := mapped{Cluster: sources.Cluster{
 		Provider:          sources.ProviderEKS,
 		Name:              name,
@@ -122,7 +126,7 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 		State:             string(c.Status),
 		Phase:             phase(c.Status, aws.ToString(c.Endpoint) != ""),
 		Ready:             true,
-		Auth:              m.authFor(eksName, account, region),
+		Auth:              m.authFor(eksName, role, region),
 		Tenant:            tags[m.tenantTag],
 		Project:           tags[m.projectTag],
 	}}
@@ -139,6 +143,10 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 	}
 	if len(cl.Labels) == 0 {
 		cl.Labels = nil
+	}
+	if roleRefused != "" {
+		// First: the one reason that needs someone to act.
+		cl.Ready, cl.NotReadyReason = false, roleRefused
 	}
 	m.setAccess(cl, c, tags)
 	return out, nil
@@ -164,6 +172,7 @@ const (
 	notReadyCA         = "no_ca"
 	notReadyCAInvalid  = "invalid_ca"
 	notReadyNamespaces = "invalid_scope"
+	notReadyRole       = "invalid_role"
 )
 
 // notReadyCounts counts the listed clusters that cannot be rendered, by
@@ -174,6 +183,7 @@ func notReadyCounts(cs []sources.Cluster) map[string]int {
 		{Prefix: "invalid endpoint", Reason: notReadyServer},
 		{Prefix: "EKS reports no certificate authority", Reason: notReadyCA},
 		{Prefix: "invalid certificate authority", Reason: notReadyCAInvalid},
+		{Prefix: reasonRoleTag, Reason: notReadyRole},
 	}, notReadyNamespaces)
 }
 
@@ -216,17 +226,19 @@ func (m *mapper) setAccess(cl *sources.Cluster, c *types.Cluster, tags map[strin
 	}
 }
 
-func (m *mapper) authFor(eksName string, account Account, region string) sources.Auth {
+// authFor is how Argo CD reaches a cluster: as role, or with its own
+// identity when role is empty.
+func (m *mapper) authFor(eksName, role, region string) sources.Auth {
 	if m.auth.Mode == AuthModeExec {
 		args := []string{"aws", "--cluster-name", eksName}
-		if account.ArgocdRoleARN != "" {
-			args = append(args, "--role-arn", account.ArgocdRoleARN)
+		if role != "" {
+			args = append(args, "--role-arn", role)
 		}
 		return sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{
 			Command: m.auth.Command, Args: args, Env: map[string]string{"AWS_REGION": region}, APIVersion: ExecAPIVersion,
 		}}
 	}
-	return sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: eksName, RoleARN: account.ArgocdRoleARN, Region: region}}
+	return sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: eksName, RoleARN: role, Region: region}}
 }
 
 // labels turns the tags that pass the allow and deny lists into labels,

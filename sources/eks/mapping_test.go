@@ -152,6 +152,70 @@ var toClusterCases = []toClusterCase{
 		`tag "long" value: no valid label value: must be no more than 63 `,
 	}},
 	{name: "cluster of another account", account: &Account{ID: "999999999999"}, err: "cluster payments-prod belongs to account 123456789012"},
+	roleTagCase("role tag allowed", "arn:aws:iam::123456789012:role/argocd-payments", ""),
+	roleTagCase("role tag with a path", "arn:aws:iam::123456789012:role/teams/payments/argocd", ""),
+	roleTagCase("role tag matching no pattern", "arn:aws:iam::123456789012:role/admin",
+		`Argo CD role tag argocd-role-arn: "arn:aws:iam::123456789012:role/admin" matches no rolePattern`),
+	roleTagCase("role tag, \"*\" does not cross a path", "arn:aws:iam::123456789012:role/x/argocd-payments",
+		`Argo CD role tag argocd-role-arn: "arn:aws:iam::123456789012:role/x/argocd-payments" matches no rolePattern`),
+	roleTagCase("role tag of another account", "arn:aws:iam::999999999999:role/argocd-payments",
+		`Argo CD role tag argocd-role-arn: "arn:aws:iam::999999999999:role/argocd-payments" is a role of account 999999999999, not 123456789012 (the cluster's)`),
+	roleTagCase("role tag of another partition", "arn:aws-cn:iam::123456789012:role/argocd-payments",
+		`Argo CD role tag argocd-role-arn: "arn:aws-cn:iam::123456789012:role/argocd-payments" is a role of partition aws-cn, not aws (the cluster's)`),
+	roleTagCase("role tag not a role", "arn:aws:iam::123456789012:user/argocd-payments",
+		`Argo CD role tag argocd-role-arn: "arn:aws:iam::123456789012:user/argocd-payments" is not an IAM role ARN`),
+	roleTagCase("role tag malformed", "argocd-payments", `Argo CD role tag argocd-role-arn: "argocd-payments" is not an IAM role ARN`),
+	roleTagCase("role tag with a region", "arn:aws:iam:eu-west-1:123456789012:role/argocd-payments",
+		`Argo CD role tag argocd-role-arn: "arn:aws:iam:eu-west-1:123456789012:role/argocd-payments" is not an IAM role ARN`),
+	roleTagCase("role tag empty", "", `Argo CD role tag argocd-role-arn: "" is not an IAM role ARN`),
+	{name: "role tag ignored without rolePattern",
+		cluster: func(c *types.Cluster) { c.Tags["argocd-role-arn"] = "arn:aws:iam::123456789012:role/admin" },
+		want:    func(c *sources.Cluster) { c.Labels["argocd-role-arn"] = "arn-aws-iam--123456789012-role-admin" }},
+	{name: "rolePattern without the tag: the account's role", cfg: func(c *Config) { c.RolePattern = []string{"arn:aws:iam::*:role/*"} }},
+	{name: "role tag allowed, exec form", cfg: func(c *Config) { c.Auth.Mode, c.RolePattern = AuthModeExec, []string{"arn:aws:iam::*:role/argocd-*"} },
+		cluster: func(c *types.Cluster) { c.Tags["argocd-role-arn"] = "arn:aws:iam::123456789012:role/argocd-payments" },
+		want: func(c *sources.Cluster) {
+			c.Labels["argocd-role-arn"] = "arn-aws-iam--123456789012-role-argocd-payments"
+			c.Auth = sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{Command: "argocd-k8s-auth",
+				Args: []string{"aws", "--cluster-name", "payments-prod", "--role-arn", "arn:aws:iam::123456789012:role/argocd-payments"},
+				Env:  map[string]string{"AWS_REGION": "eu-west-1"}, APIVersion: ExecAPIVersion}}
+		}},
+	{name: "role tag refused and no endpoint yet: the role's reason first",
+		cfg: func(c *Config) { c.RolePattern = []string{"arn:aws:iam::*:role/argocd-*"} },
+		cluster: func(c *types.Cluster) {
+			c.Tags["argocd-role-arn"] = "admin"
+			c.Status, c.Endpoint = types.ClusterStatusCreating, nil
+		},
+		want: func(c *sources.Cluster) {
+			c.Labels["argocd-role-arn"] = "admin"
+			c.State, c.Phase, c.Server, c.Auth.AWS.RoleARN = "CREATING", sources.PhasePending, "", ""
+		},
+		notReady: `Argo CD role tag argocd-role-arn: "admin" is not an IAM role ARN`},
+}
+
+// roleTagCase tags activeCluster with the role value, with rolePattern
+// allowing roles named argocd-* and teams/*/argocd. An allowed role
+// replaces the account's; a refused one leaves the cluster not ready
+// with the reason, and with no role rather than the account's.
+func roleTagCase(name, value, notReady string) toClusterCase {
+	label, err := labelValue(value)
+	if err != nil {
+		panic(err)
+	}
+	return toClusterCase{name: name,
+		cfg: func(c *Config) {
+			c.RolePattern = []string{"arn:aws:iam::*:role/argocd-*", "arn:*:iam::*:role/teams/*/argocd"}
+		},
+		cluster: func(c *types.Cluster) { c.Tags["argocd-role-arn"] = value },
+		want: func(c *sources.Cluster) {
+			c.Labels["argocd-role-arn"] = label
+			c.Auth.AWS.RoleARN = value
+			if notReady != "" {
+				c.Auth.AWS.RoleARN = ""
+			}
+		},
+		notReady: notReady,
+	}
 }
 
 func TestToCluster(t *testing.T) {
