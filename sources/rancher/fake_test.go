@@ -46,6 +46,7 @@ type fakeRancher struct {
 	tokens   map[string]bool   // accepted bearer tokens
 	items    map[string]*item  // generated mode, by id
 	static   map[string][]byte // fixture mode: page body by marker
+	creds    map[string][]byte // cloud credentials by id (cloudcredentials_test.go)
 	cacerts  string
 	linkBase string // base of the links in answers; srv.URL when empty
 	// hook, when set, may answer a clusters page itself (page counts from
@@ -309,6 +310,8 @@ func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(fixture(f.t, "rancher-schemas-min.json", base))
 	case "/v3/clusters":
 		f.serveClusters(w, r, base)
+	case "/v3/cloudcredentials":
+		f.serveCloudCredentials(w, r, base)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"baseType":"error","code":"NotFound","message":"not found","status":404,"type":"error"}`))

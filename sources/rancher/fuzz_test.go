@@ -84,8 +84,8 @@ func FuzzClusterCollection(f *testing.F) {
 			for _, s := range setups {
 				_ = s.filter.skip(c)
 				for _, ca := range cas {
-					got := s.mapper.toCluster(c, ca)
-					if again := s.mapper.toCluster(c, ca); !reflect.DeepEqual(got, again) {
+					got := s.mapper.toCluster(c, ca, nil)
+					if again := s.mapper.toCluster(c, ca, nil); !reflect.DeepEqual(got, again) {
 						t.Fatalf("mapping cluster %s twice differs", c.ID)
 					}
 					checkMapped(t, &s.cfg, c, &got)

@@ -38,6 +38,9 @@ const (
 	LabelAKSName          = reservedPrefix + "aks-cluster-name"
 	LabelAKSResourceGroup = reservedPrefix + "aks-resource-group"
 	LabelAKSLocation      = reservedPrefix + "aks-location"
+	// LabelAKSSubscription is the subscription of the cloud credential the
+	// cluster names (see aksCredential): the only place Rancher keeps it.
+	LabelAKSSubscription = reservedPrefix + "aks-subscription"
 )
 
 // Endpoint kinds, the values of LabelEndpoint.
@@ -118,11 +121,14 @@ type EKSStatus struct {
 // identifies the AKS cluster (zz_generated_aks_cluster_config_spec.go;
 // rancher/aks-operator pkg/apis/aks.cattle.io/v1/types.go). It has no
 // subscription nor resource id: aks-operator reads the subscription from the
-// cloud credential (pkg/aks/client.go); subscriptionId was pre-release only.
+// cloud credential that AzureCredentialSecret names (pkg/aks/client.go:
+// "namespace:name", which is the credential's /v3 id, e.g.
+// cattle-global-data:cc-q7t2w); subscriptionId was pre-release only.
 type AKSConfig struct {
-	ClusterName      string `json:"clusterName,omitempty"`
-	ResourceGroup    string `json:"resourceGroup,omitempty"`
-	ResourceLocation string `json:"resourceLocation,omitempty"`
+	AzureCredentialSecret string `json:"azureCredentialSecret,omitempty"`
+	ClusterName           string `json:"clusterName,omitempty"`
+	ResourceGroup         string `json:"resourceGroup,omitempty"`
+	ResourceLocation      string `json:"resourceLocation,omitempty"`
 }
 
 // AKSStatus is the spec read back from AKS (zz_generated_aks_status.go).
@@ -167,7 +173,9 @@ func newMapper(name, server string, c Config) *mapper {
 // toCluster maps one Rancher cluster, whatever its state: the state sets
 // the phase only. It never fails: a cluster that cannot be rendered (no
 // usable CA, endpoint or scoping) is returned not ready, with the reason.
-func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
+// subs are the subscriptions of the cloud credentials read in this listing
+// (nil when none were).
+func (m *mapper) toCluster(c *Cluster, ca rancherCA, subs subscriptions) sources.Cluster {
 	out := sources.Cluster{
 		Source:   m.source,
 		Provider: sources.ProviderRancher,
@@ -196,7 +204,7 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA) sources.Cluster {
 	setLabel(&out, LabelClusterID, c.ID)
 	setLabel(&out, LabelDriver, c.Driver)
 	setLabel(&out, LabelProvider, c.Provider)
-	m.hostedIdentity(&out, c)
+	m.hostedIdentity(&out, c, subs)
 
 	m.route(&out, c, ca, notReady)
 
@@ -290,11 +298,12 @@ func phase(state string, removed bool, conditions []Condition) sources.Phase {
 }
 
 // hostedIdentity sets the identity of the cloud cluster behind a hosted
-// cluster, and the CloudID the EKS source computes when it is complete. EKS:
-// the account is the one of upstreamSpec's role ARN (none before Rancher's
-// first refresh), never eksConfig's role name. AKS: the subscription is only
-// in the cloud credential (see AKSConfig), so there is no CloudID.
-func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster) {
+// cluster, and the CloudID the EKS or AKS source computes when it is
+// complete. EKS: the account is the one of upstreamSpec's role ARN (none
+// before Rancher's first refresh), never eksConfig's role name. AKS: the
+// subscription is the one subs hold for the cluster's cloud credential (see
+// AKSConfig); without it there is no CloudID.
+func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster, subs subscriptions) {
 	switch strings.ToUpper(c.Driver) {
 	case "EKS":
 		var cfg, up EKSConfig
@@ -322,12 +331,37 @@ func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster) {
 		if c.AKSStatus != nil && c.AKSStatus.UpstreamSpec != nil {
 			up = *c.AKSStatus.UpstreamSpec
 		}
+		name := first(cfg.ClusterName, up.ClusterName)
+		group := first(cfg.ResourceGroup, up.ResourceGroup)
 		location := first(cfg.ResourceLocation, up.ResourceLocation)
-		setLabel(out, LabelAKSName, first(cfg.ClusterName, up.ClusterName))
-		setLabel(out, LabelAKSResourceGroup, first(cfg.ResourceGroup, up.ResourceGroup))
+		sub := subs[aksCredential(c)]
+		setLabel(out, LabelAKSName, name)
+		setLabel(out, LabelAKSResourceGroup, group)
 		setLabel(out, LabelAKSLocation, location)
-		out.Region = location
+		setLabel(out, LabelAKSSubscription, sub)
+		out.Region, out.Account = location, sub
+		if name != "" && group != "" && sub != "" {
+			// The arguments of the AKS source: the subscription, and the
+			// resource group and name of the cluster's resource id.
+			out.CloudID = sources.AKSCloudID(sub, group, name)
+		}
 	}
+}
+
+// aksCredential is the cloud credential a hosted AKS cluster names
+// (aksConfig, else upstreamSpec), or "" for any other cluster.
+func aksCredential(c *Cluster) string {
+	if !strings.EqualFold(c.Driver, "AKS") {
+		return ""
+	}
+	var ref string
+	if c.AKSConfig != nil {
+		ref = c.AKSConfig.AzureCredentialSecret
+	}
+	if ref == "" && c.AKSStatus != nil && c.AKSStatus.UpstreamSpec != nil {
+		ref = c.AKSStatus.UpstreamSpec.AzureCredentialSecret
+	}
+	return ref
 }
 
 // accountFromARN returns the account of an IAM ARN

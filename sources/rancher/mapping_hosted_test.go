@@ -130,7 +130,7 @@ func identityOf(c sources.Cluster) identity {
 	pick := func(in map[string]string) map[string]string {
 		var m map[string]string
 		for _, k := range []string{LabelEKSName, LabelEKSRegion, LabelEKSAccount, LabelAKSName, LabelAKSResourceGroup,
-			LabelAKSLocation, LabelEndpoint} {
+			LabelAKSLocation, LabelAKSSubscription, LabelEndpoint} {
 			if v, ok := in[k]; ok {
 				if m == nil {
 					m = map[string]string{}
@@ -142,6 +142,37 @@ func identityOf(c sources.Cluster) identity {
 	}
 	out.Labels, out.Annotations = pick(c.Labels), pick(c.Annotations)
 	return out
+}
+
+// identityCase is a hosted cluster document, edited, mapped with subs.
+type identityCase struct {
+	name string
+	doc  string
+	edit func(o map[string]any)
+	subs subscriptions
+	want identity
+}
+
+func checkIdentity(t *testing.T, cases []identityCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := decodeHosted(t, tc.doc, tc.edit)
+			got := testMapper(nil).toCluster(&c, newRancherCA(rancherCAPEM), tc.subs)
+			assert.Equal(t, tc.want, identityOf(got))
+			assert.True(t, got.Ready, got.NotReadyReason)
+		})
+	}
+}
+
+// aksLabels are the identity labels of hostedAKS, with the subscription
+// when sub is set.
+func aksLabels(sub string) map[string]string {
+	l := map[string]string{LabelAKSName: "aks-payments", LabelAKSResourceGroup: "RG-Payments",
+		LabelAKSLocation: "westeurope", LabelEndpoint: EndpointProxy}
+	if sub != "" {
+		l[LabelAKSSubscription] = sub
+	}
+	return l
 }
 
 func TestHostedIdentity(t *testing.T) {
@@ -156,14 +187,7 @@ func TestHostedIdentity(t *testing.T) {
 		}
 		return l
 	}
-	aksLabels := map[string]string{LabelAKSName: "aks-payments", LabelAKSResourceGroup: "RG-Payments",
-		LabelAKSLocation: "westeurope", LabelEndpoint: EndpointProxy}
-	for _, tc := range []struct {
-		name string
-		doc  string
-		edit func(o map[string]any)
-		want identity
-	}{
+	checkIdentity(t, []identityCase{
 		{name: "EKS: account from the role ARN in upstreamSpec, not the role name in eksConfig", doc: hostedEKS,
 			want: identity{CloudID: eksCloudID, Account: account, Region: "us-east-1", Labels: eksLabels(account)}},
 		{name: "EKS imported: no role in eksConfig at all", doc: hostedEKS,
@@ -190,25 +214,57 @@ func TestHostedIdentity(t *testing.T) {
 		}, want: identity{CloudID: "eks/123456789012/us-east-1/" + strings.Repeat("n", 70), Account: account,
 			Region: "us-east-1", Annotations: map[string]string{LabelEKSName: strings.Repeat("n", 70)},
 			Labels: map[string]string{LabelEKSRegion: "us-east-1", LabelEKSAccount: account, LabelEndpoint: EndpointProxy}}},
-		{name: "AKS: no subscription in the cluster object, no CloudID", doc: hostedAKS,
-			want: identity{Region: "westeurope", Labels: aksLabels}},
+		{name: "AKS: no subscription in the cluster object, no CloudID without its credential's", doc: hostedAKS,
+			want: identity{Region: "westeurope", Labels: aksLabels("")}},
 		{name: "AKS: a pre-release subscriptionId is not read", doc: hostedAKS, edit: func(o map[string]any) {
 			at(o, "aksConfig")["subscriptionId"] = "00000000-1111-2222-3333-444444444444"
-		}, want: identity{Region: "westeurope", Labels: aksLabels}},
+		}, want: identity{Region: "westeurope", Labels: aksLabels("")}},
 		{name: "AKS: upstreamSpec alone names the cluster", doc: hostedAKS,
 			edit: func(o map[string]any) { delete(o, "aksConfig") },
-			want: identity{Region: "westeurope", Labels: aksLabels}},
+			want: identity{Region: "westeurope", Labels: aksLabels("")}},
 		{name: "not hosted: an EKS config under another driver is not read", doc: hostedEKS,
 			edit: func(o map[string]any) { o["driver"] = "imported" },
 			want: identity{Labels: map[string]string{LabelEndpoint: EndpointProxy}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := decodeHosted(t, tc.doc, tc.edit)
-			got := testMapper(nil).toCluster(&c, newRancherCA(rancherCAPEM))
-			assert.Equal(t, tc.want, identityOf(got))
-			assert.True(t, got.Ready, got.NotReadyReason)
-		})
-	}
+	})
+}
+
+// TestHostedAKSIdentity checks the subscription a hosted AKS cluster takes
+// from the cloud credentials read in the listing (subs), and its CloudID.
+func TestHostedAKSIdentity(t *testing.T) {
+	const sub = "0b1f6471-1bf0-4dda-aec3-cb9272f09590"
+	subs := subscriptions{"cattle-global-data:cc-q7t2w": sub, "cattle-global-data:cc-other": "11111111-2222-3333-4444-555555555555"}
+	cloudID := sources.AKSCloudID(sub, "RG-Payments", "aks-payments")
+	withSub := identity{CloudID: cloudID, Account: sub, Region: "westeurope", Labels: aksLabels(sub)}
+	without := identity{Region: "westeurope", Labels: aksLabels("")}
+	checkIdentity(t, []identityCase{
+		{name: "the subscription of the cloud credential aksConfig names", doc: hostedAKS, subs: subs, want: withSub},
+		{name: "the credential of upstreamSpec when aksConfig names none", doc: hostedAKS, subs: subs,
+			edit: func(o map[string]any) { delete(at(o, "aksConfig"), "azureCredentialSecret") }, want: withSub},
+		{name: "upstreamSpec alone names the cluster", doc: hostedAKS, subs: subs,
+			edit: func(o map[string]any) { delete(o, "aksConfig") }, want: withSub},
+		{name: "aksConfig's credential wins over upstreamSpec's", doc: hostedAKS, subs: subs,
+			edit: func(o map[string]any) {
+				at(o, "aksStatus", "upstreamSpec")["azureCredentialSecret"] = "cattle-global-data:cc-other"
+			}, want: withSub},
+		{name: "a credential not read: no CloudID", doc: hostedAKS,
+			subs: subscriptions{"cattle-global-data:cc-zzzzz": sub}, want: without},
+		{name: "no credential read at all: no CloudID", doc: hostedAKS, want: without},
+		{name: "no credential named: no CloudID", doc: hostedAKS, subs: subs,
+			edit: func(o map[string]any) {
+				delete(at(o, "aksConfig"), "azureCredentialSecret")
+				delete(at(o, "aksStatus", "upstreamSpec"), "azureCredentialSecret")
+			}, want: without},
+		{name: "no resource group: the subscription, no CloudID", doc: hostedAKS, subs: subs,
+			edit: func(o map[string]any) {
+				delete(at(o, "aksConfig"), "resourceGroup")
+				delete(at(o, "aksStatus", "upstreamSpec"), "resourceGroup")
+			},
+			want: identity{Account: sub, Region: "westeurope", Labels: map[string]string{LabelAKSName: "aks-payments",
+				LabelAKSLocation: "westeurope", LabelAKSSubscription: sub, LabelEndpoint: EndpointProxy}}},
+		{name: "not hosted: an AKS credential under another driver is not read", doc: hostedAKS, subs: subs,
+			edit: func(o map[string]any) { o["driver"] = "imported" },
+			want: identity{Labels: map[string]string{LabelEndpoint: EndpointProxy}}},
+	})
 }
 
 // TestHostedEKSCloudIDIsTheEKSSources checks that a hosted EKS cluster has
@@ -217,14 +273,14 @@ func TestHostedIdentity(t *testing.T) {
 // through the proxy, as it has no authorized cluster endpoint.
 func TestHostedEKSCloudIDIsTheEKSSources(t *testing.T) {
 	c := decodeHosted(t, hostedEKS, nil)
-	got := testMapper(aceAuto).toCluster(&c, newRancherCA(rancherCAPEM))
+	got := testMapper(aceAuto).toCluster(&c, newRancherCA(rancherCAPEM), nil)
 	assert.Equal(t, sources.EKSCloudID("123456789012", "us-east-1", "prod-eks"), got.CloudID)
 	assert.Equal(t, server+"/k8s/clusters/c-9kq4z", got.Server)
 	assert.True(t, got.Ready, got.NotReadyReason)
 
 	c = decodeHosted(t, hostedEKS, func(o map[string]any) { at(o, "eksConfig")["displayName"] = "Prod-EKS" })
 	assert.Equal(t, sources.EKSCloudID("123456789012", "us-east-1", "Prod-EKS"),
-		testMapper(nil).toCluster(&c, rancherCA{}).CloudID, "case as the eks source writes it")
+		testMapper(nil).toCluster(&c, rancherCA{}, nil).CloudID, "case as the eks source writes it")
 }
 
 func TestAccountFromARN(t *testing.T) {

@@ -117,7 +117,7 @@ func testToCluster(t *testing.T, cases []mapCase) {
 				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,
 			}
 			tc.want(&want)
-			got := testMapper(tc.config).toCluster(&in, ca)
+			got := testMapper(tc.config).toCluster(&in, ca, nil)
 			assert.Equal(t, want, got)
 			if got.Ready {
 				require.NoError(t, got.Validate())
@@ -311,7 +311,7 @@ func TestProxyClustersShareOneCA(t *testing.T) {
 	m := testMapper(nil)
 	ca := newRancherCA(rancherCAPEM)
 	ra, rb := fixtureCluster(t, "c-7qgnz"), fixtureCluster(t, "c-m-2x7kqz4b")
-	a, b := m.toCluster(&ra, ca), m.toCluster(&rb, ca)
+	a, b := m.toCluster(&ra, ca, nil), m.toCluster(&rb, ca, nil)
 	require.NotEmpty(t, a.CA.Data())
 	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(rancherCAPEM)), a.CA.Data())
 	// A CA is a struct of one string, the bundle in its compact form.

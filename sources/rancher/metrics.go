@@ -17,10 +17,14 @@ const (
 	opSchemas  = "schemas.get"   // GET /v3/schemas
 	opCACerts  = "cacerts.get"   // GET /v3/settings/cacerts
 	opClusters = "clusters.list" // GET /v3/clusters, one request a page
+	// opCloudCredentials is GET /v3/cloudcredentials, one request a page,
+	// for the subscriptions of hosted AKS clusters. Its failures do not fail
+	// the listing, unless the listing's context ended meanwhile.
+	opCloudCredentials = "cloudcredentials.list"
 )
 
 func operations() []string {
-	return []string{opListing, opToken, opCAFile, opAPIRoot, opSchemas, opCACerts, opClusters}
+	return []string{opListing, opToken, opCAFile, opAPIRoot, opSchemas, opCACerts, opClusters, opCloudCredentials}
 }
 
 // metrics are the shared metrics of upstream providers

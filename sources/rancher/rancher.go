@@ -8,7 +8,9 @@
 // by page, following pagination.next itself: any failed page fails the
 // whole listing (norman's generated ListAll returns the pages it got and
 // drops the error, which would turn an outage into clusters that left).
-// The norman client (the schemas read from /v3) is kept between listings
+// When a kept cluster is a hosted AKS cluster naming a cloud credential, it
+// then reads /v3/cloudcredentials for the clusters' subscriptions, on a
+// best-effort basis (cloudcredentials.go). The norman client (the schemas read from /v3) is kept between listings
 // and rebuilt when the token or the CA changes, or after a failed listing.
 //
 // The client is built here rather than with clientbase.NewAPIClient, which
@@ -25,7 +27,8 @@
 // A failed listing returns an error holding an *upstream.Error: its kind
 // (auth, throttled, not_found, server, timeout, canceled, network, tls,
 // invalid_response, config) and the operation that failed (token.read,
-// caFile.read, apiRoot.get, schemas.get, cacerts.get, clusters.list, or
+// caFile.read, apiRoot.get, schemas.get, cacerts.get, clusters.list,
+// cloudcredentials.list when the listing's context ended during it, or
 // listing when it was cancelled before it began), the labels of the shared
 // upstream metrics. Its message names the token by its reference, never
 // its value, and never quotes Rancher's answer.
@@ -133,10 +136,13 @@ type Source struct {
 	metrics *metrics
 	base    http.RoundTripper // a test's transport, or nil
 
-	// sem serialises listings; it guards conn and warnedOrigin.
+	// sem serialises listings; it guards conn, warnedOrigin and subs.
 	sem          chan struct{}
 	conn         *conn
 	warnedOrigin bool
+	// subs are the subscriptions of the cloud credentials last read
+	// (cloudcredentials.go).
+	subs subscriptions
 
 	// issuer mints per-cluster tokens (issuer.go).
 	issuer *issuer
@@ -264,14 +270,22 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 	byState := map[string]int{}
 	byPhase := map[sources.Phase]int{}
 	skipped := map[string]int{}
-	out := make([]sources.Cluster, 0, len(raw))
+	kept := make([]*Cluster, 0, len(raw))
 	for i := range raw {
 		byState[raw[i].State]++
 		if why := s.filter.skip(&raw[i]); why != "" {
 			skipped[why]++
 			continue
 		}
-		c := s.mapper.toCluster(&raw[i], ca)
+		kept = append(kept, &raw[i])
+	}
+	subs, err := s.aksSubscriptions(l, kept)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sources.Cluster, 0, len(kept))
+	for _, rc := range kept {
+		c := s.mapper.toCluster(rc, ca, subs)
 		byPhase[c.Phase]++
 		out = append(out, c)
 	}
