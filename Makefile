@@ -74,8 +74,8 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## testbin: build the test components (etcd, kube-apiserver, helm, Argo CD's ApplicationSet controller and
-## argocd-cluster-check) from the Go module proxy into bin/testbin (skips what is there and up to date)
+## testbin: build the test components (etcd, kube-apiserver, helm, Argo CD's ApplicationSet controller,
+## argocd-k8s-auth and argocd-cluster-check) from the Go module proxy into bin/testbin (skips what is there and up to date)
 testbin:
 	TESTBIN=$(TESTBIN) bash .ci/testbin
 
