@@ -68,7 +68,10 @@
 // tags, privateEndpoints policy) and when they have no Microsoft Entra ID
 // integration (aadProfile): Argo CD reaches them with
 // `argocd-k8s-auth azure`, whose Entra ID token such a cluster does not
-// accept. The identity needs Reader on the subscriptions and
+// accept. The token is for the tenant and server application of each
+// cluster's aadProfile (identityOf); a cluster whose aadProfile cannot
+// name them is listed not ready. The identity needs Reader on the
+// subscriptions and
 // Microsoft.ContainerService/managedClusters/listClusterUserCredential/action
 // on the clusters; nothing is ever written to Azure.
 package aks
@@ -234,7 +237,7 @@ func (s *Source) finish(listed []*mapped, n counts, subs []subscription) []sourc
 	out := make([]sources.Cluster, 0, len(listed))
 	ids := make(map[string]bool, len(listed))
 	byName := map[string]string{}
-	n.notReady = map[string]int{notReadyCA: 0, notReadyScope: 0, notReadyServer: 0}
+	n.notReady = map[string]int{notReadyCA: 0, notReadyScope: 0, notReadyServer: 0, notReadyAAD: 0}
 	for _, m := range listed {
 		ids[m.id] = true
 		rid := m.cluster.Annotations[AnnotationResourceID]

@@ -1,12 +1,14 @@
 package aks
 
 import (
+	"cmp"
 	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -24,7 +26,8 @@ type AuthConfig struct {
 	LoginMethod string `json:"loginMethod,omitempty"`
 	// ClientID is AZURE_CLIENT_ID, the identity of the Argo CD controller.
 	ClientID string `json:"clientID,omitempty"`
-	// TenantID is AZURE_TENANT_ID.
+	// TenantID is AZURE_TENANT_ID for clusters whose aadProfile names no
+	// tenant; a cluster's aadProfile.tenantID wins (see identityOf).
 	TenantID string `json:"tenantID,omitempty"`
 	// FederatedTokenFile is AZURE_FEDERATED_TOKEN_FILE. It is read by
 	// argocd-k8s-auth in Argo CD's pod, not by this service, so it must be
@@ -35,10 +38,14 @@ type AuthConfig struct {
 	// Environment is AAD_ENVIRONMENT_NAME (e.g. AzurePublicCloud); it
 	// defaults to AzureChinaCloud or AzureUSGovernmentCloud with those clouds.
 	Environment string `json:"environment,omitempty"`
-	// ServerApplicationID is AAD_SERVER_APPLICATION_ID.
+	// ServerApplicationID is AAD_SERVER_APPLICATION_ID for clusters with
+	// AKS-managed Entra ID integration; empty leaves argocd-k8s-auth's
+	// default, the AKS server application. Legacy clusters use their own
+	// aadProfile.serverAppID (see identityOf).
 	ServerApplicationID string `json:"serverApplicationID,omitempty"`
 	// Env holds further non-secret variables, e.g.
-	// AZURE_CLIENT_CERTIFICATE_PATH. The fields above win over it.
+	// AZURE_CLIENT_CERTIFICATE_PATH. The fields above, and the cluster's
+	// own tenant and server application, win over it.
 	Env map[string]string `json:"env,omitempty"`
 	// Command defaults to argocd-k8s-auth.
 	Command string `json:"command,omitempty"`
@@ -110,8 +117,9 @@ func isSecretEnv(k string) bool {
 	return secretEnvRE.MatchString(k) && !secretEnvAllowed[k]
 }
 
-// execProvider returns a fresh execProviderConfig for one cluster.
-func (a AuthConfig) execProvider() *sources.ExecProvider {
+// execProvider returns a fresh execProviderConfig for a cluster with this
+// identity; its empty fields keep the configured values.
+func (a AuthConfig) execProvider(id aadIdentity) *sources.ExecProvider {
 	env := maps.Clone(a.Env)
 	if env == nil {
 		env = map[string]string{}
@@ -123,10 +131,61 @@ func (a AuthConfig) execProvider() *sources.ExecProvider {
 	}
 	set("AAD_LOGIN_METHOD", a.LoginMethod)
 	set("AZURE_CLIENT_ID", a.ClientID)
-	set("AZURE_TENANT_ID", a.TenantID)
+	set("AZURE_TENANT_ID", cmp.Or(id.tenantID, a.TenantID))
 	set("AZURE_FEDERATED_TOKEN_FILE", a.FederatedTokenFile)
 	set("AZURE_AUTHORITY_HOST", a.AuthorityHost)
 	set("AAD_ENVIRONMENT_NAME", a.Environment)
-	set("AAD_SERVER_APPLICATION_ID", a.ServerApplicationID)
+	set("AAD_SERVER_APPLICATION_ID", cmp.Or(id.serverAppID, a.ServerApplicationID))
 	return &sources.ExecProvider{Command: a.Command, Args: []string{"azure"}, Env: env, APIVersion: a.APIVersion}
+}
+
+// aadIdentity is what a cluster's Entra ID integration asks of its tokens:
+// the tenant that issues them and the server application they are for,
+// lower-cased GUIDs. An empty field keeps the configured value.
+type aadIdentity struct {
+	tenantID, serverAppID string
+}
+
+// identityOf reads the identity of a cluster with Entra ID integration from
+// its aadProfile (armcontainerservice ManagedClusterAADProfile), or returns
+// why no token argocd-k8s-auth can get would be accepted:
+//
+//	aadProfile                           AZURE_TENANT_ID       AAD_SERVER_APPLICATION_ID
+//	tenantID set                         tenantID              (as below)
+//	tenantID absent or empty             auth.tenantID, else   (as below)
+//	                                     the environment's
+//	managed: true (AKS-managed)          (as above)            auth.serverApplicationID, else
+//	                                                           argocd-k8s-auth's default, the AKS
+//	                                                           server application 6dae42f8-…
+//	managed false or absent (legacy),    (as above)            serverAppID
+//	  serverAppID set
+//	legacy without serverAppID           not ready
+//	tenantID or (legacy) serverAppID     not ready
+//	  not a GUID
+//
+// A cluster accepts only tokens of its own tenant, so a cluster of a
+// subscription delegated from another tenant (Azure Lighthouse) names that
+// tenant here. serverAppID of an AKS-managed cluster is not used by AKS and
+// is ignored, and nothing here depends on serverAppSecret. Only GUIDs
+// reach an exec env; a not-ready reason names the field, never its value.
+func identityOf(aad *armcontainerservice.ManagedClusterAADProfile) (aadIdentity, string) {
+	var id aadIdentity
+	if t := deref(aad.TenantID); t != "" {
+		if !guidRE.MatchString(t) {
+			return aadIdentity{}, "aadProfile.tenantID is not a tenant id (a GUID)"
+		}
+		id.tenantID = strings.ToLower(t)
+	}
+	if deref(aad.Managed) {
+		return id, ""
+	}
+	switch s := deref(aad.ServerAppID); {
+	case s == "":
+		return aadIdentity{}, "legacy Entra ID integration (aadProfile.managed is not true) without aadProfile.serverAppID"
+	case !guidRE.MatchString(s):
+		return aadIdentity{}, "aadProfile.serverAppID is not an application id (a GUID)"
+	default:
+		id.serverAppID = strings.ToLower(s)
+	}
+	return id, ""
 }

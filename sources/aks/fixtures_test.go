@@ -22,7 +22,12 @@ func TestFixturesOverHTTP(t *testing.T) {
 		CA:       sources.CAFromData(fixtureCAData(t)),
 		Auth: sources.Auth{Kind: sources.AuthExec, Exec: &sources.ExecProvider{
 			Command: "argocd-k8s-auth", Args: []string{"azure"}, APIVersion: "client.authentication.k8s.io/v1beta1",
-			Env: map[string]string{"AAD_LOGIN_METHOD": "workloadidentity", "AZURE_CLIENT_ID": "80faf920-1908-4b52-b5ef-a8e7bedfc67a"},
+			// the tenant of the cluster's aadProfile, the server application
+			// left to argocd-k8s-auth's default (AKS-managed Entra ID)
+			Env: map[string]string{
+				"AAD_LOGIN_METHOD": "workloadidentity", "AZURE_CLIENT_ID": "80faf920-1908-4b52-b5ef-a8e7bedfc67a",
+				"AZURE_TENANT_ID": "72f988bf-0000-4e8b-a1d2-3c4b5a6f7e80",
+			},
 		}},
 		CloudID: "aks/" + sub + "/rg-payments-prod/aks-payments-prod-weu",
 		Labels:  map[string]string{"env": "prod", "team": "payments", "argocd": "enabled", LabelResourceGroup: "rg-payments-prod"},

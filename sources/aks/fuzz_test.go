@@ -3,6 +3,7 @@ package aks
 import (
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -28,8 +29,10 @@ import (
 //     lower-cased resource id as ID;
 //   - a listed cluster is an AKS cluster of the subscription, with a name
 //     Argo CD accepts (no spaces or control characters, ≤ 253 bytes), the
-//     resource id annotation, and the configured exec auth, identical for
-//     every cluster and holding no token;
+//     resource id annotation, and the configured exec auth holding no
+//     token, where only AZURE_TENANT_ID and AAD_SERVER_APPLICATION_ID may
+//     differ per cluster: always GUIDs, the cluster's own (lower-cased)
+//     when it is ready (see identityOf);
 //   - its labels are valid Kubernetes labels;
 //   - ready means a server in normal form; not ready always has a reason;
 //     namespaces are namespace names;
@@ -131,10 +134,10 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, mc *armcontainerservice.M
 	if c.Annotations[AnnotationResourceID] != *mc.ID {
 		t.Fatalf("resource id annotation %q, id %q", c.Annotations[AnnotationResourceID], *mc.ID)
 	}
-	if err := c.Auth.Validate(); err != nil || c.Auth.Kind != sources.AuthExec || c.Auth.TokenRef != nil ||
-		!reflect.DeepEqual(c.Auth.Exec, m.cfg.Auth.execProvider()) {
-		t.Fatalf("auth %+v is not the configured exec provider (%v)", c.Auth, err)
+	if err := c.Auth.Validate(); err != nil || c.Auth.Kind != sources.AuthExec || c.Auth.TokenRef != nil {
+		t.Fatalf("auth %+v is not an exec provider (%v)", c.Auth, err)
 	}
+	checkIdentity(t, m, c, p.AADProfile)
 	for k, v := range c.Labels {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			t.Fatalf("label key %q: %v", k, errs)
@@ -159,6 +162,35 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, mc *armcontainerservice.M
 	}
 	if !got.needCA {
 		t.Fatal("ready cluster without a CA to fetch")
+	}
+}
+
+// checkIdentity checks c's exec provider: the configured one but for the
+// tenant and server application, which are GUIDs, and the cluster's own
+// when it is ready.
+func checkIdentity(t *testing.T, m *mapper, c *sources.Cluster, aad *armcontainerservice.ManagedClusterAADProfile) {
+	t.Helper()
+	const tenant, server = "AZURE_TENANT_ID", "AAD_SERVER_APPLICATION_ID"
+	got, want := *c.Auth.Exec, *m.cfg.Auth.execProvider(aadIdentity{})
+	got.Env, want.Env = maps.Clone(got.Env), maps.Clone(want.Env)
+	for _, k := range []string{tenant, server} {
+		if v, ok := got.Env[k]; ok && !guidRE.MatchString(v) {
+			t.Fatalf("%s=%q is not a GUID", k, v)
+		}
+		delete(got.Env, k)
+		delete(want.Env, k)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("exec %+v is not the configured one %+v", got, want)
+	}
+	if !c.Ready {
+		return
+	}
+	if v := deref(aad.TenantID); v != "" && c.Auth.Exec.Env[tenant] != strings.ToLower(v) {
+		t.Fatalf("%s=%q, aadProfile.tenantID %q", tenant, c.Auth.Exec.Env[tenant], v)
+	}
+	if v := deref(aad.ServerAppID); !deref(aad.Managed) && c.Auth.Exec.Env[server] != strings.ToLower(v) {
+		t.Fatalf("%s=%q for a legacy cluster, aadProfile.serverAppID %q", server, c.Auth.Exec.Env[server], v)
 	}
 }
 

@@ -52,6 +52,7 @@ const (
 	notReadyCA     = "ca_unavailable"
 	notReadyScope  = "invalid_scope"
 	notReadyServer = "invalid_server"
+	notReadyAAD    = "invalid_aad_profile"
 )
 
 // mapped is one listed cluster after mapping: either skipped, or a cluster
@@ -178,7 +179,10 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 		out.skip, out.detail = skipName, err.Error()
 		return out, nil
 	}
-	out.cluster = m.newCluster(name, sub, location, rid, mc, tags)
+	// A cluster whose identity cannot be read gets the configured exec
+	// env (id is empty), never a value of its aadProfile.
+	id, idReason := identityOf(p.AADProfile)
+	out.cluster = m.newCluster(name, sub, location, rid, mc, tags, id)
 	if private {
 		out.cluster.ProxyURL = m.cfg.PrivateEndpoints.ProxyURL
 	}
@@ -194,6 +198,9 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 		return notReady(notReadyServer, "API server FQDN: "+err.Error())
 	}
 	out.cluster.Server = srv
+	if idReason != "" {
+		return notReady(notReadyAAD, idReason)
+	}
 	if reason := m.scope(&out.cluster, tags); reason != "" {
 		return notReady(notReadyScope, reason)
 	}
@@ -262,9 +269,10 @@ func (m *mapper) endpoint(p *armcontainerservice.ManagedClusterProperties) (host
 }
 
 // newCluster is the model of a cluster the filters kept, without its
-// server, scope and CA.
+// server, scope and CA; its exec env is the configured one with the
+// cluster's Entra ID identity id.
 func (m *mapper) newCluster(name, sub, location string, rid *arm.ResourceID, mc *armcontainerservice.ManagedCluster,
-	tags map[string]string) sources.Cluster {
+	tags map[string]string, id aadIdentity) sources.Cluster {
 	p := mc.Properties
 	powState := ""
 	if p.PowerState != nil && p.PowerState.Code != nil {
@@ -274,7 +282,7 @@ func (m *mapper) newCluster(name, sub, location string, rid *arm.ResourceID, mc 
 		Provider:          sources.ProviderAKS,
 		Name:              name,
 		ID:                strings.ToLower(*mc.ID),
-		Auth:              sources.Auth{Kind: sources.AuthExec, Exec: m.cfg.Auth.execProvider()},
+		Auth:              sources.Auth{Kind: sources.AuthExec, Exec: m.cfg.Auth.execProvider(id)},
 		CloudID:           sources.AKSCloudID(sub, rid.ResourceGroupName, rid.Name),
 		Labels:            m.labels(tags, rid.Name),
 		Annotations:       map[string]string{AnnotationResourceID: *mc.ID},

@@ -45,9 +45,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // listed sets the gauges of a complete listing. Unlike upstream's Listed,
 // clusters_not_ready is counted by reason kind (ca_unavailable,
-// invalid_scope, invalid_server) rather than by the cluster's
-// NotReadyReason, which quotes ARM's error message and would make a label
-// value of it.
+// invalid_scope, invalid_server, invalid_aad_profile) rather than by the
+// cluster's NotReadyReason, which quotes ARM's error message and would make
+// a label value of it.
 func (m *metrics) listed(out []sources.Cluster, notReady, upstreamStates, skipped map[string]int) {
 	m.Listed(nil, upstreamStates, skipped)
 	for i := range out {

@@ -80,7 +80,8 @@ func TestListingGauges(t *testing.T) {
 	assert.Equal(t, 1.0, gauge(m.Clusters, "pending"))
 	assert.Equal(t, 1.0, gauge(m.NotReady, notReadyServer))
 	assert.Equal(t, 0.0, gauge(m.NotReady, notReadyCA))
-	assert.Equal(t, 3, testutil.CollectAndCount(m.NotReady), "one series per reason kind, never the cluster's reason text")
+	assert.Equal(t, 0.0, gauge(m.NotReady, notReadyAAD))
+	assert.Equal(t, 4, testutil.CollectAndCount(m.NotReady), "one series per reason kind, never the cluster's reason text")
 	assert.Equal(t, 3.0, testutil.ToFloat64(m.caCache.WithLabelValues(caMiss)), "alpha, stopped and no-state; no-fqdn has no server")
 }
 
