@@ -63,6 +63,8 @@ type env struct {
 	staticFile string
 	apiAddr    string // our service
 	controller *proc
+	// eksAuthn is the apiserver's token webhook for EKS tokens
+	eksAuthn *eksAuthn
 
 	mu      sync.Mutex
 	service *proc
@@ -135,7 +137,7 @@ func setUp() (*env, error) {
 		ErrorIfCRDPathMissing: true, ControlPlaneStopTimeout: 30 * time.Second,
 		// the CRDs become served while our binary builds beside: give them time
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute}}
-	if x.rest, err = x.testEnv.Start(); err != nil {
+	if x.rest, err = x.startControlPlane(); err != nil {
 		// tearDown stops what did start
 		<-built //nolint:errcheck // the start failed already; its error is the one returned
 		return x, fmt.Errorf("start kube-apiserver and etcd: %w", err)
@@ -222,6 +224,9 @@ func (x *env) tearDown() {
 			if err := x.testEnv.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "e2e: stop control plane: %v\n", err)
 			}
+		}
+		if x.eksAuthn != nil {
+			x.eksAuthn.Close()
 		}
 		if os.Getenv("E2E_KEEP") == "" {
 			_ = os.RemoveAll(x.dir)

@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/rest"
+)
+
+// eksClusterName is the cluster name the suite's kube-apiserver answers to
+// as an EKS cluster: the x-k8s-aws-id a token must be signed for.
+const eksClusterName = "e2e-eks"
+
+// issuedKey is an AWS access key the fake STS issued: what STS itself
+// knows when it checks a signature made with it.
+type issuedKey struct {
+	secret, sessionToken string
+	// arn is the identity GetCallerIdentity returns: an assumed role's
+	// arn:aws:sts::<account>:assumed-role/<role>/<session>, or a user's.
+	arn string
+}
+
+// keyLookup finds an access key the fake STS issued.
+type keyLookup func(accessKeyID string) (issuedKey, bool)
+
+// eksAuthn is the token webhook the suite's kube-apiserver consults
+// (--authentication-token-webhook-config-file) after its own
+// authenticators, as EKS consults aws-iam-authenticator: a k8s-aws-v1.
+// token is a presigned STS GetCallerIdentity URL, which it checks and
+// whose SigV4 signature it verifies, as STS would, with the key the fake
+// STS issued. Other tokens are not its to accept.
+type eksAuthn struct {
+	srv        *httptest.Server
+	configFile string
+
+	mu      sync.Mutex
+	keys    keyLookup
+	reviews []string // one line per TokenReview: the decision and why
+}
+
+// startEKSAuthn starts the webhook (TLS, loopback) and writes the
+// kubeconfig-shaped file kube-apiserver reads to reach it, into dir.
+func startEKSAuthn(dir string) (*eksAuthn, error) {
+	a := &eksAuthn{}
+	a.srv = httptest.NewTLSServer(http.HandlerFunc(a.serveReview))
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.srv.Certificate().Raw})
+	config := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: eks-authn
+  cluster:
+    server: %s/authenticate
+    certificate-authority-data: %s
+users:
+- name: kube-apiserver
+contexts:
+- name: webhook
+  context: {cluster: eks-authn, user: kube-apiserver}
+current-context: webhook
+`, a.srv.URL, base64.StdEncoding.EncodeToString(ca))
+	a.configFile = filepath.Join(dir, "eks-authn-webhook.yaml")
+	if err := os.WriteFile(a.configFile, []byte(config), 0o600); err != nil {
+		a.srv.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// startControlPlane starts the webhook, then the control plane with the
+// kube-apiserver flags that make it consult the webhook, after its own
+// authenticators, for the tokens they do not accept, as EKS consults
+// aws-iam-authenticator.
+func (x *env) startControlPlane() (*rest.Config, error) {
+	a, err := startEKSAuthn(x.dir)
+	if err != nil {
+		return nil, fmt.Errorf("EKS token webhook: %w", err)
+	}
+	x.eksAuthn = a
+	x.testEnv.ControlPlane.GetAPIServer().Configure().
+		Set("authentication-token-webhook-config-file", a.configFile).
+		Set("authentication-token-webhook-version", "v1")
+	return x.testEnv.Start()
+}
+
+func (a *eksAuthn) Close() { a.srv.Close() }
+
+// trust makes the webhook verify signatures with the keys of keys (nil:
+// none); it returns a function that restores the previous lookup.
+func (a *eksAuthn) trust(keys keyLookup) (restore func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev := a.keys
+	a.keys = keys
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.keys = prev
+	}
+}
+
+// seen returns the decisions taken so far.
+func (a *eksAuthn) seen() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.reviews...)
+}
+
+// serveReview answers a TokenReview.
+func (a *eksAuthn) serveReview(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST a TokenReview", http.StatusMethodNotAllowed)
+		return
+	}
+	var review authenticationv1.TokenReview
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&review); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	keys := a.keys
+	a.mu.Unlock()
+	arn, err := verifyEKSToken(review.Spec.Token, eksClusterName, keys, time.Now())
+	status := authenticationv1.TokenReviewStatus{}
+	if err == nil {
+		status.Authenticated = true
+		status.User = authenticationv1.UserInfo{Username: arn, UID: "aws-iam-authenticator:" + arn, Groups: eksGroups(arn)}
+	}
+	a.mu.Lock()
+	if err != nil {
+		a.reviews = append(a.reviews, "unauthenticated: "+err.Error())
+	} else {
+		a.reviews = append(a.reviews, "authenticated "+arn)
+	}
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(authenticationv1.TokenReview{TypeMeta: review.TypeMeta, Status: status})
+}
+
+// eksGroups maps an identity to its groups, as aws-iam-authenticator's
+// mapRoles would: an assumed role's group is e2e-eks:<role>.
+func eksGroups(arn string) []string {
+	parts := strings.Split(arn, "/")
+	if len(parts) == 3 && strings.Contains(parts[0], ":assumed-role") {
+		return []string{"e2e-eks:" + parts[1]}
+	}
+	return []string{"e2e-eks:users"}
+}
+
+// errNotEKS is the answer to tokens that are not k8s-aws-v1.
+var errNotEKS = errors.New("not a k8s-aws-v1 token")
+
+// verifyEKSToken checks an EKS token as aws-iam-authenticator and STS do
+// together, and returns the caller's ARN: a presigned GET of STS
+// GetCallerIdentity on an STS host, X-Amz-Expires 0 to 60, dated within
+// the last 15 minutes, x-k8s-aws-id among the signed headers, signed
+// (SigV4) with a key STS issued, for the header x-k8s-aws-id: cluster.
+func verifyEKSToken(token, cluster string, keys keyLookup, now time.Time) (string, error) {
+	const prefix = "k8s-aws-v1."
+	if !strings.HasPrefix(token, prefix) {
+		return "", errNotEKS
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, prefix))
+	if err != nil {
+		return "", fmt.Errorf("token is not base64url: %w", err)
+	}
+	u, err := url.Parse(string(raw))
+	if err != nil {
+		return "", fmt.Errorf("token is not a URL: %w", err)
+	}
+	q := u.Query()
+	if u.Scheme != "https" || !isSTSHost(u.Host) || (u.Path != "/" && u.Path != "") {
+		return "", fmt.Errorf("not an STS URL: %s://%s%s", u.Scheme, u.Host, u.Path)
+	}
+	if q.Get("Action") != "GetCallerIdentity" || q.Get("Version") != "2011-06-15" || q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" {
+		return "", fmt.Errorf("not a SigV4 GetCallerIdentity: Action=%q Version=%q", q.Get("Action"), q.Get("Version"))
+	}
+	if x, err := strconv.Atoi(q.Get("X-Amz-Expires")); err != nil || x < 0 || x > 60 {
+		return "", fmt.Errorf("X-Amz-Expires=%q, want 0 to 60", q.Get("X-Amz-Expires"))
+	}
+	date, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+	if err != nil || now.Sub(date) > 15*time.Minute || date.Sub(now) > 5*time.Minute {
+		return "", fmt.Errorf("X-Amz-Date=%q expired or invalid", q.Get("X-Amz-Date"))
+	}
+	signed := strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
+	if !contains(signed, "x-k8s-aws-id") || !contains(signed, "host") {
+		return "", fmt.Errorf("X-Amz-SignedHeaders=%q lacks host or x-k8s-aws-id", q.Get("X-Amz-SignedHeaders"))
+	}
+	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
+	if len(cred) != 5 || cred[3] != "sts" || cred[4] != "aws4_request" || cred[1] != date.Format("20060102") {
+		return "", fmt.Errorf("X-Amz-Credential=%q is not an STS scope of the request's date", q.Get("X-Amz-Credential"))
+	}
+	if want := stsHost(cred[2]); u.Host != want && u.Host != "sts.amazonaws.com" {
+		return "", fmt.Errorf("signed for region %s, sent to %s", cred[2], u.Host)
+	}
+	if keys == nil {
+		return "", fmt.Errorf("access key %s: no STS trusted", cred[0])
+	}
+	key, ok := keys(cred[0])
+	if !ok {
+		return "", fmt.Errorf("access key %s: not issued by STS", cred[0])
+	}
+	if q.Get("X-Amz-Security-Token") != key.sessionToken {
+		return "", fmt.Errorf("access key %s: wrong session token", cred[0])
+	}
+	headers := func(name string) string {
+		switch name {
+		case "host":
+			return u.Host
+		case "x-k8s-aws-id":
+			return cluster
+		}
+		return ""
+	}
+	got := q.Get("X-Amz-Signature")
+	q.Del("X-Amz-Signature")
+	want := sigV4(http.MethodGet, "/", q, signed, headers, emptySHA256, q.Get("X-Amz-Date"), strings.Join(cred[1:], "/"), key.secret)
+	if !hmac.Equal([]byte(got), []byte(want)) {
+		return "", fmt.Errorf("access key %s: signature does not match (another x-k8s-aws-id than %s, or another key)", cred[0], cluster)
+	}
+	return key.arn, nil
+}
+
+// emptySHA256 is the payload hash of a request without a body.
+var emptySHA256 = hashHex(nil)
+
+func isSTSHost(host string) bool {
+	return strings.HasPrefix(host, "sts.") && strings.HasSuffix(host, ".amazonaws.com") && !strings.Contains(host, ":")
+}
+
+func stsHost(region string) string { return "sts." + region + ".amazonaws.com" }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// sigV4 computes an AWS Signature Version 4: the canonical request of
+// method, path, query, the signed headers (values from header) and the
+// payload hash, signed for scope (date/region/service/aws4_request) at
+// amzDate with secret.
+func sigV4(method, path string, query url.Values, signed []string, header func(string) string,
+	payloadHash, amzDate, scope, secret string) string {
+	keys := make([]string, 0, len(query))
+	for k := range query {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var qs []string
+	for _, k := range keys {
+		vs := append([]string(nil), query[k]...)
+		sort.Strings(vs)
+		for _, v := range vs {
+			qs = append(qs, awsEscape(k)+"="+awsEscape(v))
+		}
+	}
+	var ch strings.Builder
+	for _, h := range signed {
+		ch.WriteString(h + ":" + strings.Join(strings.Fields(header(h)), " ") + "\n")
+	}
+	canonical := strings.Join([]string{method, path, strings.Join(qs, "&"), ch.String(), strings.Join(signed, ";"), payloadHash}, "\n")
+	sum := sha256.Sum256([]byte(canonical))
+	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(sum[:])
+	k := []byte("AWS4" + secret)
+	for _, part := range strings.Split(scope, "/") {
+		k = hmacSHA256(k, part)
+	}
+	return hex.EncodeToString(hmacSHA256(k, toSign))
+}
+
+func hmacSHA256(key []byte, data string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(data))
+	return m.Sum(nil)
+}
+
+// awsEscape is SigV4's URI encoding: every byte but A-Z a-z 0-9 - _ . ~.
+func awsEscape(s string) string {
+	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+}
+
+// hashHex is the hex SHA-256 of b: SigV4's payload hash.
+func hashHex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// TestVerifyEKSToken checks the webhook's token check against tokens
+// presigned by another SigV4 implementation, aws-sdk-go-v2's signer: it
+// accepts exactly a fresh GetCallerIdentity on an STS host, signed for
+// its cluster with a key STS issued.
+func TestVerifyEKSToken(t *testing.T) {
+	const arn = "arn:aws:sts::111111111111:assumed-role/e2e-eks-deployer/s1"
+	issued := issuedKey{secret: "e2eVerifySecretAccessKeyEXAMPLE", sessionToken: "e2e-verify-session", arn: arn}
+	keys := func(id string) (issuedKey, bool) { return issued, id == "ASIAE2EVERIFY" }
+	now := time.Now()
+	ok := presignToken{key: "ASIAE2EVERIFY", secret: issued.secret, session: issued.sessionToken,
+		host: stsHost(k8sAuthRegion), region: k8sAuthRegion, cluster: eksClusterName, expires: "0", at: now}
+	for _, c := range []struct {
+		name string
+		edit func(*presignToken)
+		want string // in the error; "": accepted
+	}{
+		{name: "presigned for the cluster: accepted", edit: func(*presignToken) {}},
+		{name: "X-Amz-Expires 60: accepted", edit: func(p *presignToken) { p.expires = "60" }},
+		{name: "the global endpoint: accepted", edit: func(p *presignToken) { p.host, p.region = "sts.amazonaws.com", "us-east-1" }},
+		{name: "another cluster", edit: func(p *presignToken) { p.cluster = "other" }, want: "signature does not match"},
+		{name: "another secret", edit: func(p *presignToken) { p.secret += "x" }, want: "signature does not match"},
+		{name: "a key STS did not issue", edit: func(p *presignToken) { p.key = "ASIAE2EUNKNOWN" }, want: "not issued by STS"},
+		{name: "another session token", edit: func(p *presignToken) { p.session = "stolen" }, want: "wrong session token"},
+		{name: "20 minutes old", edit: func(p *presignToken) { p.at = now.Add(-20 * time.Minute) }, want: "expired"},
+		{name: "X-Amz-Expires 900", edit: func(p *presignToken) { p.expires = "900" }, want: "want 0 to 60"},
+		{name: "not STS", edit: func(p *presignToken) { p.host = "sts.example.com" }, want: "not an STS URL"},
+		{name: "x-k8s-aws-id not signed", edit: func(p *presignToken) { p.cluster = "" }, want: "lacks host or x-k8s-aws-id"},
+		{name: "another action", edit: func(p *presignToken) { p.action = "AssumeRole" }, want: "not a SigV4 GetCallerIdentity"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := ok
+			c.edit(&p)
+			got, err := verifyEKSToken(p.token(t), eksClusterName, keys, now)
+			switch {
+			case c.want == "" && (err != nil || got != arn):
+				t.Errorf("got %q, %v; want %s", got, err, arn)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("got %q, %v; want an error with %q", got, err, c.want)
+			}
+		})
+	}
+	if _, err := verifyEKSToken("e2e-plain-token", eksClusterName, keys, now); !errors.Is(err, errNotEKS) {
+		t.Errorf("a plain token: %v, want %v", err, errNotEKS)
+	}
+}
+
+// presignToken is a k8s-aws-v1. token made with aws-sdk-go-v2's signer.
+type presignToken struct {
+	key, secret, session, host, region, cluster, expires, action string
+	at                                                           time.Time
+}
+
+func (p presignToken) token(t *testing.T) string {
+	t.Helper()
+	if p.action == "" {
+		p.action = "GetCallerIdentity"
+	}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet,
+		"https://"+p.host+"/?Action="+p.action+"&Version=2011-06-15&X-Amz-Expires="+p.expires, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.cluster != "" {
+		req.Header.Set("x-k8s-aws-id", p.cluster)
+	}
+	creds := aws.Credentials{AccessKeyID: p.key, SecretAccessKey: p.secret, SessionToken: p.session}
+	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req, emptySHA256, "sts", p.region, p.at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "k8s-aws-v1." + base64.RawURLEncoding.EncodeToString([]byte(signed))
+}
