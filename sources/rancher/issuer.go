@@ -16,9 +16,11 @@ import (
 // first revokes the tokens an earlier process of this deployment left
 // (Adopt): Rancher returns a token's value only when it is created.
 type issuer struct {
-	tokens  *tokenManager
-	adopt   sync.Once
-	adopted error
+	tokens *tokenManager
+	// mu guards adopted: whether the leftovers were revoked (done once,
+	// retried until it succeeds).
+	mu      sync.Mutex
+	adopted bool
 }
 
 var _ sources.TokenIssuer = (*Source)(nil)
@@ -47,12 +49,24 @@ func (s *Source) IssueToken(ctx context.Context, clusterID string) (string, erro
 	if s.issuer == nil {
 		return "", fmt.Errorf("source %s issues no per-cluster tokens", s.mapper.source)
 	}
-	s.issuer.adopt.Do(func() { s.issuer.adopted = s.issuer.tokens.Adopt(ctx) })
-	if err := s.issuer.adopted; err != nil {
-		s.issuer.adopt = sync.Once{} // try again next time
+	if err := s.issuer.adopt(ctx); err != nil {
 		return "", fmt.Errorf("revoke the tokens an earlier process left: %w", err)
 	}
 	return s.issuer.tokens.Token(ctx, clusterID)
+}
+
+// adopt revokes the leftovers of earlier processes once.
+func (i *issuer) adopt(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.adopted {
+		return nil
+	}
+	if err := i.tokens.Adopt(ctx); err != nil {
+		return err
+	}
+	i.adopted = true
+	return nil
 }
 
 // ReleaseToken revokes the cluster's token (sources.TokenIssuer).
