@@ -326,6 +326,10 @@ func (r *Reconciler) tokenResolver(ctx context.Context) (TokenResolver, func() b
 			v = string(b)
 		case ref.Env != "":
 			v = os.Getenv(ref.Env)
+		case ref.Issued != nil && r.cfg.DryRun:
+			// a dry run writes nothing, upstream included: no token is
+			// minted (the plan then shows such Secrets as updates)
+			v = "<issued at write>"
 		case ref.Issued != nil:
 			iss, ok := r.cfg.Issuers[ref.Issued.Source]
 			if !ok {
@@ -360,7 +364,7 @@ func (r *Reconciler) tokenResolver(ctx context.Context) (TokenResolver, func() b
 // departure the inventory confirmed need their tokens no longer. Each
 // cluster is released once while it is in the snapshot's departures.
 func (r *Reconciler) releaseDeparted(ctx context.Context, snap *inventory.Snapshot) {
-	if len(r.cfg.Issuers) == 0 {
+	if len(r.cfg.Issuers) == 0 || r.cfg.DryRun {
 		return
 	}
 	seen := make(map[string]bool, len(snap.Departed))

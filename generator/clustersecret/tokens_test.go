@@ -161,3 +161,27 @@ func TestIssuedTokens(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	assert.Len(t, iss.releasedClusters(), 1, "released once")
 }
+
+// TestDryRunIssuesNoToken: a dry run writes nothing upstream either: no
+// token is minted, none released.
+func TestDryRunIssuesNoToken(t *testing.T) {
+	e := newEnv(t)
+	src := &issuingSource{}
+	src.set("a")
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: "rancher", Kind: sources.KindManager, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
+		inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	iss := &issuer{issued: map[string]int{}}
+	r, err := New(testConfig(e, func(c *Config) { c.DryRun, c.Issuers = true, map[string]sources.TokenIssuer{"fleet": iss} }),
+		e.client, inv, nil, nil, WithInformer(informerFor(t, e.client, e.ns)))
+	require.NoError(t, err)
+	ch := pass(t, r)
+	assert.Len(t, ch.Create, 1, "the plan is computed")
+	src.set()
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	pass(t, r)
+	assert.Empty(t, iss.issued, "no token minted")
+	assert.Empty(t, iss.releasedClusters(), "none released")
+	assert.Empty(t, e.secrets())
+}
