@@ -53,7 +53,7 @@ func newIssuingSTS(t *testing.T) *issuingSTS {
 	t.Helper()
 	s := &issuingSTS{keys: map[string]issuedKey{
 		eksControllerKeyID: {secret: eksControllerSecret, arn: eksControllerARN}}}
-	cert, caPEM, err := newHostsCA([]string{"sts.amazonaws.com", stsHost(k8sAuthRegion)})
+	cert, caPEM, err := newServingCA("e2e-fake-sts-ca", []string{"sts.amazonaws.com", stsHost(k8sAuthRegion)})
 	if err != nil {
 		t.Fatal(err)
 	}

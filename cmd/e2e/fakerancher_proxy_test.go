@@ -177,7 +177,7 @@ func (f *fakeRancher) aceFor(id string) (*aceEndpoint, error) {
 	if a := f.aces[id]; a != nil {
 		return a, nil
 	}
-	cert, caPEM, err := newServingCA(id)
+	cert, caPEM, err := newServingCA(id+"-ace-ca", []string{"127.0.0.1", "localhost"})
 	if err != nil {
 		return nil, fmt.Errorf("ace %s: %w", id, err)
 	}
@@ -238,18 +238,18 @@ func (f *fakeRancher) renderACE(obj map[string]any, c rancherCluster) error {
 	return nil
 }
 
-// newServingCA makes a CA of its own for cluster id and a serving
-// certificate for 127.0.0.1 and localhost signed by it (ECDSA P-256:
+// newServingCA makes a CA of its own, named name, and a serving
+// certificate for hosts (names or IP addresses) signed by it (ECDSA P-256:
 // sources/testca's Signer keeps its key to itself and makes only
 // self-signed CAs, with no address to serve). It returns the certificate
 // and the CA's PEM.
-func newServingCA(id string) (tls.Certificate, []byte, error) {
+func newServingCA(name string, hosts []string) (tls.Certificate, []byte, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
 	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: id + "-ace-ca"},
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
@@ -260,10 +260,16 @@ func newServingCA(id string) (tls.Certificate, []byte, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: hosts[0]},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}}
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			leaf.IPAddresses = append(leaf.IPAddresses, ip)
+		} else {
+			leaf.DNSNames = append(leaf.DNSNames, h)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return tls.Certificate{}, nil, err

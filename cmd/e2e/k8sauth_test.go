@@ -3,18 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -56,7 +49,7 @@ func newFakeSTS(t *testing.T) *fakeSTS {
 	t.Helper()
 	f := &fakeSTS{}
 	hosts := []string{"sts.amazonaws.com", "sts." + k8sAuthRegion + ".amazonaws.com"}
-	cert, caPEM, err := newHostsCA(hosts)
+	cert, caPEM, err := newServingCA("e2e-fake-sts-ca", hosts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,37 +141,6 @@ func (f *fakeSTS) seen() (connects, calls []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.connects...), append([]string(nil), f.calls...)
-}
-
-// newHostsCA makes a CA and a serving certificate for hosts signed by it
-// (ECDSA P-256); it returns the certificate and the CA's PEM.
-func newHostsCA(hosts []string) (tls.Certificate, []byte, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e-fake-sts-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: hosts}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	cert := tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
-	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }
 
 // k8sAuthBinary is argocd-k8s-auth from bin/testbin; the test fails
