@@ -51,9 +51,6 @@ func (otherOriginError) Error() string {
 func (l *listing) fail(op, what string, err error) error {
 	var (
 		apiErr *clientbase.APIError
-		syn    *json.SyntaxError
-		typ    *json.UnmarshalTypeError
-		ne     net.Error
 		origin otherOriginError
 	)
 	switch {
@@ -61,12 +58,25 @@ func (l *listing) fail(op, what string, err error) error {
 		return l.failStatus(op, what, apiErr.StatusCode)
 	case errors.As(err, &origin):
 		return failed(upstream.KindConfig, op, fmt.Errorf("%s: %w", what, origin))
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && l.ctx.Err() == nil:
+		return failed(upstream.KindTimeout, op, fmt.Errorf("%s: no answer within requestTimeout %s: %w", what, l.s.timeout, context.DeadlineExceeded))
+	}
+	return failTransport(op, what, err)
+}
+
+// failTransport classifies the error of a request that got no usable
+// answer (cancelled, timed out, TLS, network, a malformed body), for the
+// listing and the token manager alike.
+func failTransport(op, what string, err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+		ne  net.Error
+	)
+	switch {
 	case errors.Is(err, context.Canceled):
 		return failed(upstream.KindCanceled, op, fmt.Errorf("%s: %w", what, context.Canceled))
 	case errors.Is(err, context.DeadlineExceeded):
-		if l.ctx.Err() == nil {
-			return failed(upstream.KindTimeout, op, fmt.Errorf("%s: no answer within requestTimeout %s: %w", what, l.s.timeout, context.DeadlineExceeded))
-		}
 		return failed(upstream.KindTimeout, op, fmt.Errorf("%s: %w", what, context.DeadlineExceeded))
 	case errors.As(err, &syn):
 		return invalid(op, "%s: malformed JSON at byte %d", what, syn.Offset)

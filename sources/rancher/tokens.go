@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -411,31 +410,8 @@ func (m *tokenManager) do(ctx context.Context, op, what, method, link string, bo
 	return nil
 }
 
-// fail classifies a failed request of op, as listing.fail does.
-func (m *tokenManager) fail(op, what string, err error) error {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.Is(err, context.Canceled):
-		return failed(upstream.KindCanceled, op, fmt.Errorf("%s: %w", what, context.Canceled))
-	case errors.Is(err, context.DeadlineExceeded):
-		return failed(upstream.KindTimeout, op, fmt.Errorf("%s: %w", what, context.DeadlineExceeded))
-	case errors.As(err, &syn):
-		return invalid(op, "%s: malformed JSON at byte %d", what, syn.Offset)
-	case errors.As(err, &typ):
-		return invalid(op, "%s: unexpected JSON %s at %s", what, typ.Value, typ.Field)
-	}
-	if tlsErr := tlsError(err); tlsErr != nil {
-		return failed(upstream.KindTLS, op, fmt.Errorf("%s: %s", what, tlsErr.Error()))
-	}
-	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
-		return failed(upstream.KindTimeout, op, fmt.Errorf("%s: timed out", what))
-	}
-	if ue := (*url.Error)(nil); errors.As(err, &ue) {
-		err = ue.Err // its text repeats the URL
-	}
-	return failed(upstream.KindNetwork, op, fmt.Errorf("%s: %s", what, err.Error()))
-}
+// fail classifies a failed request of op (see failTransport).
+func (m *tokenManager) fail(op, what string, err error) error { return failTransport(op, what, err) }
 
 // failStatus is the error of an answer with a status other than 2xx.
 func (m *tokenManager) failStatus(op, what string, code int) error {
