@@ -27,6 +27,9 @@ import (
 // Application and Secret through listings 1 and 2 without them and lose
 // both after the confirming 3rd.
 //
+// Every EKS and AKS Secret it writes is first proven to authenticate
+// through Argo CD's code and argocd-k8s-auth (secretsConnect).
+//
 // One cluster under one name from Rancher and from EKS: a Rancher source
 // over the suite's fake Rancher (behind a front that makes its clusters
 // hosted EKS clusters, namePrefix eks-) lists eks-platform from the start
@@ -47,6 +50,7 @@ func TestCloudLifecycle(t *testing.T) {
 	}) {
 		t.FailNow()
 	}
+	t.Run("every EKS and AKS Secret it writes authenticates through Argo CD's code and argocd-k8s-auth", c.secretsConnect)
 
 	st := map[string]*cloudSteady{}
 	for _, name := range names(fleet) {
@@ -284,9 +288,15 @@ func (c *cloudEnv) departs(t *testing.T, st map[string]*cloudSteady, checkAll fu
 // The cloud fleet of TestCloudLifecycle: two EKS and two AKS clusters.
 var (
 	eksPayments = cloudEKSCluster{Name: "eks-payments", Status: "ACTIVE"}
-	eksPlatform = cloudEKSCluster{Name: "eks-platform", Status: "ACTIVE"}
-	aksPayments = cloudAKSCluster{Sub: cloudSubA, RG: "rg-payments", Name: "aks-payments-weu", Provisioning: "Succeeded", PowerState: "Running"}
-	aksSandbox  = cloudAKSCluster{Sub: cloudSubB, RG: "rg-sandbox", Name: "aks-sandbox-weu", Provisioning: "Succeeded", PowerState: "Running"}
+	// eks-platform has its own Argo CD role (tag argocd-role-arn)
+	eksPlatform = cloudEKSCluster{Name: "eks-platform", Status: "ACTIVE", RoleTag: cloudPlatformRole}
+	// aks-payments: AKS-managed Entra ID, the controller's own tenant;
+	// aks-sandbox: legacy Entra ID with its own server application, in a
+	// tenant whose subscription is delegated (Azure Lighthouse)
+	aksPayments = cloudAKSCluster{Sub: cloudSubA, RG: "rg-payments", Name: "aks-payments-weu", Provisioning: "Succeeded", PowerState: "Running",
+		Tenant: entraHomeTenant}
+	aksSandbox = cloudAKSCluster{Sub: cloudSubB, RG: "rg-sandbox", Name: "aks-sandbox-weu", Provisioning: "Succeeded", PowerState: "Running",
+		Tenant: entraLighthouseTenant, LegacyServerApp: aksLegacyServerApp}
 	// one cluster under one name from Rancher and from EKS: Rancher's
 	// "platform" (namePrefix eks-) is the hosted EKS cluster eks-platform,
 	// listed by both sources from the start; Rancher's "payments" joins
@@ -304,7 +314,11 @@ const (
 	cloudLease     = "acd-e2e-cloud"
 	cloudConfigMap = "acd-e2e-cloud"
 	cloudClientID  = "3f6b2c1d-8e4a-4d7b-9c2e-1a5f6b7c8d9e"
-	cloudInterval  = time.Second
+	// the Argo CD roles of the EKS clusters: the account's, and
+	// eks-platform's own
+	cloudAccountRole  = "arn:aws:iam::" + cloudAWSAccount + ":role/argocd-deployer"
+	cloudPlatformRole = "arn:aws:iam::" + cloudAWSAccount + ":role/argocd-platform"
+	cloudInterval     = time.Second
 )
 
 func withAKSState(c cloudAKSCluster, provisioning, power string) cloudAKSCluster {

@@ -23,6 +23,7 @@ import (
 // cloudEnv is the second deployment: its fakes, directory, port and process.
 type cloudEnv struct {
 	fake    *fakeCloud
+	front   *clusterFront    // the clusters' API servers
 	rancher *rancherEKSFront // the suite's fake Rancher, with hosted EKS clusters
 	dir     string
 	addr    string
@@ -38,7 +39,8 @@ func startCloud(t *testing.T) *cloudEnv {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	fake, err := newFakeCloud(dir)
+	front := newClusterFront(t, "*.gr7."+cloudAWSRegion+".eks.amazonaws.com", "*.hcp.westeurope.azmk8s.io")
+	fake, err := newFakeCloud(dir, front.caPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func startCloud(t *testing.T) *cloudEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cloudEnv{fake: fake, rancher: newRancherEKSFront(e.rancher), dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	c := &cloudEnv{fake: fake, front: front, rancher: newRancherEKSFront(e.rancher), dir: dir, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	t.Cleanup(func() { c.cleanUp(t) })
 	return c
 }
@@ -65,7 +67,9 @@ sources:
     provider: eks
     eks:
       regions: [%s]
-      accounts: [{id: "%s", argocdRoleARN: "arn:aws:iam::%s:role/argocd-deployer"}]
+      accounts: [{id: "%s", argocdRoleARN: "%s"}]
+      # a cluster's own role, from its argocd-role-arn tag
+      rolePattern: ["arn:aws:iam::*:role/argocd-*"]
       endpoint: %s
       taggingEndpoint: %s
       # describe at every listing: an ACTIVE cluster's change of status
@@ -97,7 +101,7 @@ secrets:
   kubeconfig: %s
 applicationSetRefresh: {enabled: true, pluginConfigMap: %s, debounce: 500ms}
 `, c.addr, cloudInterval, departureListings, departureGrace,
-		cloudAWSRegion, cloudAWSAccount, cloudAWSAccount, c.fake.aws.URL, c.fake.aws.URL,
+		cloudAWSRegion, cloudAWSAccount, cloudAccountRole, c.fake.aws.URL, c.fake.aws.URL,
 		cloudClientID, c.fake.arm.URL, cloudClientID, c.rancher.URL(),
 		argoNS, cloudOwnerID, cloudLease, e.kubeconfig, cloudConfigMap)
 }

@@ -146,17 +146,13 @@ func bearerToken(s *corev1.Secret) string {
 
 // withConfig returns a copy of s whose config has key set to value.
 func withConfig(s *corev1.Secret, key string, value any) *corev1.Secret {
-	out := s.DeepCopy()
-	var cfg map[string]any
-	_ = json.Unmarshal(out.Data["config"], &cfg)
-	if key == "caData" {
-		tls, _ := cfg["tlsClientConfig"].(map[string]any)
-		tls["caData"] = value
-	} else {
-		cfg[key] = value
-	}
-	out.Data["config"], _ = json.Marshal(cfg)
-	return out
+	return editConfig(s, func(cfg map[string]any) {
+		if key == "caData" {
+			cfg["tlsClientConfig"].(map[string]any)["caData"] = value
+		} else {
+			cfg[key] = value
+		}
+	})
 }
 
 // TestRancherCredentialsConnect: with per-cluster tokens and ace auto,

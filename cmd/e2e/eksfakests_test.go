@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"crypto/rand"
-	"crypto/tls"
+	"crypto/rsa"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // The fake STS's accounts, keys and roles for the EKS proof.
@@ -31,6 +33,12 @@ const (
 	eksForgottenRole = "arn:aws:iam::" + eksAccount + ":role/e2e-eks-forgotten"
 	// eksRefusedRole may not be assumed (AccessDenied).
 	eksRefusedRole = "arn:aws:iam::" + eksAccount + ":role/e2e-eks-refused"
+	// eksIRSARole is the controller's role under IRSA: its ServiceAccount
+	// token, from the cluster's OIDC issuer, is exchanged for it
+	// (AssumeRoleWithWebIdentity).
+	eksIRSARole     = "arn:aws:iam::" + eksAccount + ":role/argocd-controller"
+	eksOIDCIssuer   = "https://oidc.eks." + k8sAuthRegion + ".amazonaws.com/id/E2E0123456789ABCDEF"
+	eksOIDCAudience = "sts.amazonaws.com"
 )
 
 // issuingSTS is a fake STS that issues temporary credentials and
@@ -42,9 +50,15 @@ const (
 type issuingSTS struct {
 	sts, proxy *httptest.Server
 	caFile     string
+	// oidcKey signs the ServiceAccount tokens of the cluster where the
+	// controller runs (IRSA)
+	oidcKey *rsa.PrivateKey
 
-	mu    sync.Mutex
-	keys  map[string]issuedKey
+	mu   sync.Mutex
+	keys map[string]issuedKey
+	// roles may be assumed; the credentials of those marked true are
+	// remembered (the others' are forgotten)
+	roles map[string]bool
 	calls []string
 	n     int
 }
@@ -52,25 +66,27 @@ type issuingSTS struct {
 func newIssuingSTS(t *testing.T) *issuingSTS {
 	t.Helper()
 	s := &issuingSTS{keys: map[string]issuedKey{
-		eksControllerKeyID: {secret: eksControllerSecret, arn: eksControllerARN}}}
-	cert, caPEM, err := newServingCA("e2e-fake-sts-ca", []string{"sts.amazonaws.com", stsHost(k8sAuthRegion)})
-	if err != nil {
+		eksControllerKeyID: {secret: eksControllerSecret, arn: eksControllerARN}},
+		roles: map[string]bool{eksDeployerRole: true, eksForgottenRole: false, eksIRSARole: true}}
+	var err error
+	if s.oidcKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 		t.Fatal(err)
 	}
-	s.caFile = filepath.Join(t.TempDir(), "sts-ca.pem")
-	if err := os.WriteFile(s.caFile, caPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s.sts = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.sts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	s.sts.StartTLS()
+	s.sts, _, s.caFile = startHostTLS(t, "e2e-fake-sts-ca", []string{"sts.amazonaws.com", stsHost(k8sAuthRegion)}, http.HandlerFunc(s.serve))
 	tunnel := &fakeSTS{sts: s.sts} // its CONNECT proxy, to this STS
 	s.proxy = httptest.NewServer(http.HandlerFunc(tunnel.serveConnect))
-	t.Cleanup(func() {
-		s.proxy.Close()
-		s.sts.Close()
-	})
+	t.Cleanup(s.proxy.Close)
 	return s
+}
+
+// allow lets the controller assume roles, and remembers what it issues
+// for them.
+func (s *issuingSTS) allow(roles ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range roles {
+		s.roles[r] = true
+	}
 }
 
 // lookup is the webhook's keyLookup.
@@ -88,7 +104,9 @@ func (s *issuingSTS) seen() []string {
 }
 
 // serve answers AssumeRole, signed (SigV4, in the Authorization header)
-// with a key it issued, in STS's query API shapes.
+// with a key it issued, and AssumeRoleWithWebIdentity (unsigned) with a
+// ServiceAccount token of the cluster's OIDC issuer, in STS's query API
+// shapes.
 func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	form, ferr := url.ParseQuery(string(body))
@@ -97,7 +115,12 @@ func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action, role := form.Get("Action"), form.Get("RoleArn")
-	caller, err := s.verifyRequest(r, body)
+	var caller string
+	if action == "AssumeRoleWithWebIdentity" {
+		caller, err = s.verifyWebIdentity(form.Get("WebIdentityToken"), role)
+	} else {
+		caller, err = s.verifyRequest(r, body)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -106,7 +129,8 @@ func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.calls = append(s.calls, action+" "+role+" by "+caller)
-	if action != "AssumeRole" || (role != eksDeployerRole && role != eksForgottenRole) {
+	remember, ok := s.roles[role]
+	if action != "AssumeRole" && action != "AssumeRoleWithWebIdentity" || !ok {
 		stsError(w, http.StatusForbidden, "AccessDenied",
 			fmt.Sprintf("User: %s is not authorized to perform: sts:%s on resource: %s", caller, action, role))
 		return
@@ -115,22 +139,49 @@ func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("ASIAE2EEKS%010d", s.n)
 	key := issuedKey{secret: randomHex(20), sessionToken: "e2e-eks-session-" + randomHex(16)}
 	session := form.Get("RoleSessionName")
-	key.arn = fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", eksAccount, role[strings.LastIndex(role, "/")+1:], session)
-	if role == eksDeployerRole {
+	key.arn = fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", strings.Split(role, ":")[4], role[strings.LastIndex(role, "/")+1:], session)
+	if remember {
 		s.keys[id] = key
 	}
 	w.Header().Set("Content-Type", "text/xml")
-	_, _ = fmt.Fprintf(w, `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
-  <AssumeRoleResult>
-    <AssumedRoleUser><Arn>%s</Arn><AssumedRoleId>AROAE2EEKS:%s</AssumedRoleId></AssumedRoleUser>
+	_, _ = fmt.Fprintf(w, `<%[1]sResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <%[1]sResult>
+    <AssumedRoleUser><Arn>%[2]s</Arn><AssumedRoleId>AROAE2EEKS:%[3]s</AssumedRoleId></AssumedRoleUser>
     <Credentials>
-      <AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey>
-      <SessionToken>%s</SessionToken><Expiration>%s</Expiration>
+      <AccessKeyId>%[4]s</AccessKeyId><SecretAccessKey>%[5]s</SecretAccessKey>
+      <SessionToken>%[6]s</SessionToken><Expiration>%[7]s</Expiration>
     </Credentials>
-  </AssumeRoleResult>
-  <ResponseMetadata><RequestId>e2e-eks-%d</RequestId></ResponseMetadata>
-</AssumeRoleResponse>`, key.arn, session, id, key.secret, key.sessionToken,
+  </%[1]sResult>
+  <ResponseMetadata><RequestId>e2e-eks-%[8]d</RequestId></ResponseMetadata>
+</%[1]sResponse>`, action, key.arn, session, id, key.secret, key.sessionToken,
 		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), s.n)
+}
+
+// verifyWebIdentity checks a ServiceAccount token as STS checks a web
+// identity for role: signed by the IAM OIDC provider's issuer, for STS's
+// audience, trusted by role (only the controller's IRSA role trusts it).
+func (s *issuingSTS) verifyWebIdentity(token, role string) (string, error) {
+	var c jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return &s.oidcKey.PublicKey, nil },
+		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(eksOIDCIssuer), jwt.WithAudience(eksOIDCAudience),
+		jwt.WithExpirationRequired())
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("InvalidIdentityToken: %w", err)
+	case role != eksIRSARole:
+		return "", fmt.Errorf("not authorized to perform sts:AssumeRoleWithWebIdentity on %s", role)
+	}
+	return "web identity " + c.Subject, nil
+}
+
+// irsaEnv is what EKS's pod identity webhook gives the Argo CD
+// controller's pod under IRSA (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE),
+// with env's other settings and no static keys.
+func (s *issuingSTS) irsaEnv(t *testing.T) []string {
+	t.Helper()
+	file := writeServiceAccountToken(t, s.oidcKey, eksOIDCIssuer, entraSASubject, eksOIDCAudience)
+	return append(s.env(t), "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=",
+		"AWS_ROLE_ARN="+eksIRSARole, "AWS_WEB_IDENTITY_TOKEN_FILE="+file, "AWS_ROLE_SESSION_NAME=argocd-controller")
 }
 
 // verifyRequest checks the SigV4 Authorization of r with a key this STS

@@ -40,25 +40,31 @@ type issuedKey struct {
 // keyLookup finds an access key the fake STS issued.
 type keyLookup func(accessKeyID string) (issuedKey, bool)
 
-// eksAuthn is the token webhook the suite's kube-apiserver consults
+// cloudAuthn is the token webhook the suite's kube-apiserver consults
 // (--authentication-token-webhook-config-file) after its own
-// authenticators, as EKS consults aws-iam-authenticator: a k8s-aws-v1.
-// token is a presigned STS GetCallerIdentity URL, which it checks and
-// whose SigV4 signature it verifies, as STS would, with the key the fake
-// STS issued. Other tokens are not its to accept.
-type eksAuthn struct {
+// authenticators, as EKS consults aws-iam-authenticator and AKS its Entra
+// ID guard: a k8s-aws-v1. token is a presigned STS GetCallerIdentity URL,
+// which it checks and whose SigV4 signature it verifies, as STS would,
+// with the key the fake STS issued; a JWT is an Entra ID access token,
+// checked as AKS checks one (akswebhook_test.go). Other tokens are not its
+// to accept. The one apiserver plays every cluster it is told to trust:
+// the EKS clusters by name, the AKS clusters by tenant and server
+// application.
+type cloudAuthn struct {
 	srv        *httptest.Server
 	configFile string
 
-	mu      sync.Mutex
-	keys    keyLookup
-	reviews []string // one line per TokenReview: the decision and why
+	mu          sync.Mutex
+	keys        keyLookup
+	eksClusters []string
+	entra       *entraTrust
+	reviews     []string // one line per TokenReview: the decision and why
 }
 
-// startEKSAuthn starts the webhook (TLS, loopback) and writes the
+// startCloudAuthn starts the webhook (TLS, loopback) and writes the
 // kubeconfig-shaped file kube-apiserver reads to reach it, into dir.
-func startEKSAuthn(dir string) (*eksAuthn, error) {
-	a := &eksAuthn{}
+func startCloudAuthn(dir string) (*cloudAuthn, error) {
+	a := &cloudAuthn{}
 	a.srv = httptest.NewTLSServer(http.HandlerFunc(a.serveReview))
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.srv.Certificate().Raw})
 	config := fmt.Sprintf(`apiVersion: v1
@@ -88,42 +94,43 @@ current-context: webhook
 // authenticators, for the tokens they do not accept, as EKS consults
 // aws-iam-authenticator.
 func (x *env) startControlPlane() (*rest.Config, error) {
-	a, err := startEKSAuthn(x.dir)
+	a, err := startCloudAuthn(x.dir)
 	if err != nil {
 		return nil, fmt.Errorf("EKS token webhook: %w", err)
 	}
-	x.eksAuthn = a
+	x.cloudAuthn = a
 	x.testEnv.ControlPlane.GetAPIServer().Configure().
 		Set("authentication-token-webhook-config-file", a.configFile).
 		Set("authentication-token-webhook-version", "v1")
 	return x.testEnv.Start()
 }
 
-func (a *eksAuthn) Close() { a.srv.Close() }
+func (a *cloudAuthn) Close() { a.srv.Close() }
 
-// trust makes the webhook verify signatures with the keys of keys (nil:
-// none); it returns a function that restores the previous lookup.
-func (a *eksAuthn) trust(keys keyLookup) (restore func()) {
+// trustEKS makes the webhook accept EKS tokens signed for one of clusters
+// with the keys of keys (nil: none); it returns a function that restores
+// what it trusted before.
+func (a *cloudAuthn) trustEKS(keys keyLookup, clusters ...string) (restore func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	prev := a.keys
-	a.keys = keys
+	prevKeys, prevClusters := a.keys, a.eksClusters
+	a.keys, a.eksClusters = keys, clusters
 	return func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		a.keys = prev
+		a.keys, a.eksClusters = prevKeys, prevClusters
 	}
 }
 
 // seen returns the decisions taken so far.
-func (a *eksAuthn) seen() []string {
+func (a *cloudAuthn) seen() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]string(nil), a.reviews...)
 }
 
 // serveReview answers a TokenReview.
-func (a *eksAuthn) serveReview(w http.ResponseWriter, r *http.Request) {
+func (a *cloudAuthn) serveReview(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST a TokenReview", http.StatusMethodNotAllowed)
 		return
@@ -133,25 +140,49 @@ func (a *eksAuthn) serveReview(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	a.mu.Lock()
-	keys := a.keys
-	a.mu.Unlock()
-	arn, err := verifyEKSToken(review.Spec.Token, eksClusterName, keys, time.Now())
+	user, decision, err := a.review(review.Spec.Token, time.Now())
 	status := authenticationv1.TokenReviewStatus{}
 	if err == nil {
 		status.Authenticated = true
-		status.User = authenticationv1.UserInfo{Username: arn, UID: "aws-iam-authenticator:" + arn, Groups: eksGroups(arn)}
+		status.User = user
 	}
 	a.mu.Lock()
 	if err != nil {
 		a.reviews = append(a.reviews, "unauthenticated: "+err.Error())
 	} else {
-		a.reviews = append(a.reviews, "authenticated "+arn)
+		a.reviews = append(a.reviews, "authenticated "+decision)
 	}
 	a.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(authenticationv1.TokenReview{TypeMeta: review.TypeMeta, Status: status})
 }
+
+// review authenticates token as the cluster it is for would, and says
+// who it is for which cluster.
+func (a *cloudAuthn) review(token string, now time.Time) (authenticationv1.UserInfo, string, error) {
+	a.mu.Lock()
+	keys, clusters, entra := a.keys, a.eksClusters, a.entra
+	a.mu.Unlock()
+	switch {
+	case strings.HasPrefix(token, "k8s-aws-v1."):
+		err := errNoEKSCluster
+		for _, c := range clusters {
+			var arn string
+			if arn, err = verifyEKSToken(token, c, keys, now); err == nil {
+				user := authenticationv1.UserInfo{Username: arn, UID: "aws-iam-authenticator:" + arn, Groups: eksGroups(arn)}
+				return user, arn + " at " + c, nil
+			}
+		}
+		return authenticationv1.UserInfo{}, "", err
+	case strings.Count(token, ".") == 2:
+		return verifyAKSToken(token, entra, now)
+	}
+	return authenticationv1.UserInfo{}, "", errNotCloudToken
+}
+
+// errNoEKSCluster answers EKS tokens while the webhook trusts no EKS
+// cluster.
+var errNoEKSCluster = errors.New("no EKS cluster trusted")
 
 // eksGroups maps an identity to its groups, as aws-iam-authenticator's
 // mapRoles would: an assumed role's group is e2e-eks:<role>.
@@ -163,8 +194,12 @@ func eksGroups(arn string) []string {
 	return []string{"e2e-eks:users"}
 }
 
-// errNotEKS is the answer to tokens that are not k8s-aws-v1.
-var errNotEKS = errors.New("not a k8s-aws-v1 token")
+// errNotEKS is verifyEKSToken's answer to tokens that are not k8s-aws-v1;
+// errNotCloudToken the webhook's to tokens neither k8s-aws-v1 nor a JWT.
+var (
+	errNotEKS        = errors.New("not a k8s-aws-v1 token")
+	errNotCloudToken = errors.New("neither a k8s-aws-v1 token nor a JWT")
+)
 
 // verifyEKSToken checks an EKS token as aws-iam-authenticator and STS do
 // together, and returns the caller's ARN: a presigned GET of STS

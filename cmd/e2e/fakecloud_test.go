@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -34,9 +36,10 @@ const (
 	cloudFixturesDir = "../../testdata/fixtures"
 )
 
-// cloudEKSCluster is an EKS cluster as the fake lists and describes it.
+// cloudEKSCluster is an EKS cluster as the fake lists and describes it;
+// RoleTag is its argocd-role-arn tag, if any.
 type cloudEKSCluster struct {
-	Name, Status string
+	Name, Status, RoleTag string
 }
 
 func (c cloudEKSCluster) arn() string {
@@ -49,10 +52,13 @@ func (c cloudEKSCluster) server() string {
 	return "https://" + strings.ToUpper(hex.EncodeToString(sum[:16])) + ".gr7." + cloudAWSRegion + ".eks.amazonaws.com"
 }
 
-// cloudAKSCluster is an AKS managed cluster as ARM lists it.
+// cloudAKSCluster is an AKS managed cluster as ARM lists it. Its Entra ID
+// integration is AKS-managed, in Tenant (the fixture's when empty), or,
+// with a LegacyServerApp, legacy with that server application.
 type cloudAKSCluster struct {
 	Sub, RG, Name            string
 	Provisioning, PowerState string
+	Tenant, LegacyServerApp  string
 }
 
 // id is the ARM resource id as ARM spells it; the source's identity is
@@ -69,6 +75,8 @@ func (c cloudAKSCluster) server() string { return "https://" + c.fqdn() + ":443"
 type fakeCloud struct {
 	aws, arm *httptest.Server
 	caFile   string
+	// clusterCA is every cluster's CA (PEM): the clusterFront's
+	clusterCA []byte
 
 	describeFixture map[string]any
 	aksFixture      map[string]any
@@ -91,8 +99,8 @@ type fakeCloud struct {
 	tokenReqs int
 }
 
-func newFakeCloud(dir string) (*fakeCloud, error) {
-	f := &fakeCloud{eks: map[string]cloudEKSCluster{}, described: map[string]cloudEKSCluster{}, aks: map[string][]cloudAKSCluster{}}
+func newFakeCloud(dir string, clusterCA []byte) (*fakeCloud, error) {
+	f := &fakeCloud{clusterCA: clusterCA, eks: map[string]cloudEKSCluster{}, described: map[string]cloudEKSCluster{}, aks: map[string][]cloudAKSCluster{}}
 	read := func(path string, into any) error {
 		b, err := os.ReadFile(filepath.Join(cloudFixturesDir, path))
 		if err != nil {
@@ -228,6 +236,7 @@ func (f *fakeCloud) serveAWS(w http.ResponseWriter, r *http.Request) {
 		}
 		d := maps.Clone(f.describeFixture)
 		d["name"], d["arn"], d["endpoint"], d["status"] = c.Name, c.arn(), c.server(), c.Status
+		d["certificateAuthority"] = map[string]any{"data": base64.StdEncoding.EncodeToString(f.clusterCA)}
 		vpc := maps.Clone(d["resourcesVpcConfig"].(map[string]any))
 		vpc["endpointPublicAccess"] = true
 		d["resourcesVpcConfig"] = vpc
@@ -236,9 +245,11 @@ func (f *fakeCloud) serveAWS(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		var list []map[string]any
 		for _, n := range slices.Sorted(maps.Keys(f.eks)) {
-			list = append(list, map[string]any{"ResourceARN": f.eks[n].arn(), "Tags": []map[string]string{
-				{"Key": "tenant", "Value": cloudTenant}, {"Key": "env", "Value": "e2e"},
-			}})
+			tags := []map[string]string{{"Key": "tenant", "Value": cloudTenant}, {"Key": "env", "Value": "e2e"}}
+			if r := f.eks[n].RoleTag; r != "" {
+				tags = append(tags, map[string]string{"Key": "argocd-role-arn", "Value": r})
+			}
+			list = append(list, map[string]any{"ResourceARN": f.eks[n].arn(), "Tags": tags})
 		}
 		writeJSON(w, http.StatusOK, "application/x-amz-json-1.1", map[string]any{"PaginationToken": "", "ResourceTagMappingList": list})
 	default:
@@ -291,9 +302,14 @@ func (f *fakeCloud) serveARM(w http.ResponseWriter, r *http.Request) {
 			list = append(list, f.aksCluster(c))
 		}
 		writeJSON(w, http.StatusOK, armJSON, map[string]any{"value": list})
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/listClusterUserCredential"):
+	case r.Method == http.MethodPost && len(parts) == 9 && parts[8] == "listClusterUserCredential":
+		b, err := f.userCredential(parts[7])
+		if err != nil {
+			armError(http.StatusInternalServerError, "InternalServerError", err.Error())
+			return
+		}
 		w.Header().Set("Content-Type", armJSON)
-		_, _ = w.Write(f.credentials)
+		_, _ = w.Write(b)
 	default:
 		armError(http.StatusNotFound, "NotFound", "no route "+r.Method+" "+r.URL.Path)
 	}
@@ -310,6 +326,41 @@ func (f *fakeCloud) aksCluster(c cloudAKSCluster) map[string]any {
 	props["powerState"] = map[string]any{"code": c.PowerState}
 	props["fqdn"] = c.fqdn()
 	props["azurePortalFQDN"] = c.Name + "-dns-5f3c1a9e.portal.hcp.westeurope.azmk8s.io"
+	aad := maps.Clone(props["aadProfile"].(map[string]any))
+	if c.Tenant != "" {
+		aad["tenantID"] = c.Tenant
+	}
+	if c.LegacyServerApp != "" {
+		aad["managed"], aad["serverAppID"] = false, c.LegacyServerApp
+	}
+	props["aadProfile"] = aad
 	mc["properties"] = props
 	return mc
+}
+
+// kubeconfigCA and kubeconfigServer are the lines of the fixture's
+// kubeconfig that userCredential rewrites.
+var (
+	kubeconfigCA     = regexp.MustCompile(`(?m)^(\s*certificate-authority-data: ).*$`)
+	kubeconfigServer = regexp.MustCompile(`(?m)^(\s*server: ).*$`)
+)
+
+// userCredential is listClusterUserCredential's answer for cluster name:
+// the fixture's, its kubeconfig naming the cluster's server and CA.
+func (f *fakeCloud) userCredential(name string) ([]byte, error) {
+	var creds struct {
+		Kubeconfigs []struct {
+			Name  string `json:"name"`
+			Value []byte `json:"value"`
+		} `json:"kubeconfigs"`
+	}
+	if err := json.Unmarshal(f.credentials, &creds); err != nil || len(creds.Kubeconfigs) == 0 {
+		return nil, fmt.Errorf("the credentials fixture: %v", err)
+	}
+	kc := string(creds.Kubeconfigs[0].Value)
+	kc = kubeconfigCA.ReplaceAllString(kc, "${1}"+base64.StdEncoding.EncodeToString(f.clusterCA))
+	c := cloudAKSCluster{Name: name}
+	kc = kubeconfigServer.ReplaceAllString(kc, "${1}"+c.server())
+	creds.Kubeconfigs[0].Value = []byte(kc)
+	return json.Marshal(creds)
 }

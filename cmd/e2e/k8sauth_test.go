@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -49,22 +48,9 @@ func newFakeSTS(t *testing.T) *fakeSTS {
 	t.Helper()
 	f := &fakeSTS{}
 	hosts := []string{"sts.amazonaws.com", "sts." + k8sAuthRegion + ".amazonaws.com"}
-	cert, caPEM, err := newServingCA("e2e-fake-sts-ca", hosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.caFile = filepath.Join(t.TempDir(), "sts-ca.pem")
-	if err := os.WriteFile(f.caFile, caPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.sts = httptest.NewUnstartedServer(http.HandlerFunc(f.serveSTS))
-	f.sts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	f.sts.StartTLS()
+	f.sts, _, f.caFile = startHostTLS(t, "e2e-fake-sts-ca", hosts, http.HandlerFunc(f.serveSTS))
 	f.proxy = httptest.NewServer(http.HandlerFunc(f.serveConnect))
-	t.Cleanup(func() {
-		f.proxy.Close()
-		f.sts.Close()
-	})
+	t.Cleanup(f.proxy.Close)
 	return f
 }
 
@@ -78,23 +64,7 @@ func (f *fakeSTS) serveConnect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this proxy tunnels to AWS STS only", http.StatusForbidden)
 		return
 	}
-	upstream, err := net.Dial("tcp", f.sts.Listener.Addr().String())
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		_ = upstream.Close()
-		return
-	}
-	_, _ = conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
-	go func() {
-		_, _ = io.Copy(upstream, conn)
-		_ = upstream.Close()
-	}()
-	_, _ = io.Copy(conn, upstream)
-	_ = conn.Close()
+	tunnel(w, f.sts.Listener.Addr().String())
 }
 
 // serveSTS answers an AssumeRole signed with the static key, as STS's

@@ -63,8 +63,8 @@ type env struct {
 	staticFile string
 	apiAddr    string // our service
 	controller *proc
-	// eksAuthn is the apiserver's token webhook for EKS tokens
-	eksAuthn *eksAuthn
+	// cloudAuthn is the apiserver's token webhook for EKS and AKS tokens
+	cloudAuthn *cloudAuthn
 
 	mu      sync.Mutex
 	service *proc
@@ -225,8 +225,8 @@ func (x *env) tearDown() {
 				fmt.Fprintf(os.Stderr, "e2e: stop control plane: %v\n", err)
 			}
 		}
-		if x.eksAuthn != nil {
-			x.eksAuthn.Close()
+		if x.cloudAuthn != nil {
+			x.cloudAuthn.Close()
 		}
 		if os.Getenv("E2E_KEEP") == "" {
 			_ = os.RemoveAll(x.dir)
