@@ -56,7 +56,7 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cc := range cloudConnectCases() {
+	for _, cc := range cloudConnectCases(otherCA(t)) {
 		t.Run(cc.name, func(t *testing.T) {
 			s, ok := secrets[cc.cluster]
 			if !ok {
@@ -70,7 +70,9 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 	}
 }
 
-func cloudConnectCases() []cloudConnectCase {
+// cloudConnectCases are the Secrets as written, then one per credential
+// input with a wrong value; otherCA is a CA (base64 PEM) no cluster uses.
+func cloudConnectCases(otherCA string) []cloudConnectCase {
 	// the controller, under IRSA
 	irsaCaller := "arn:aws:sts::" + eksAccount + ":assumed-role/argocd-controller/argocd-controller"
 	home, lighthouse := "tenant "+entraHomeTenant, "tenant "+entraLighthouseTenant
@@ -111,6 +113,14 @@ func cloudConnectCases() []cloudConnectCase {
 		{name: "aks-sandbox without its tenant (the pod's): Entra refuses the token", cluster: aksSandbox.Name, kind: "other",
 			edit:   setEnv("AZURE_TENANT_ID", ""),
 			issuer: "refused " + aksLegacyServerApp + " in " + entraHomeTenant + ": AADSTS500011"},
+		{name: "aks-payments with another client id: Entra refuses the token", cluster: aksPayments.Name, kind: "other",
+			edit:   setEnv("AZURE_CLIENT_ID", "00000000-0000-4000-8000-000000000001"),
+			issuer: "refused " + aksManagedServerApp + " in " + entraHomeTenant + ": AADSTS700016"},
+		{name: "eks-platform with another CA: x509, no request sent", cluster: eksPlatform.Name, kind: "x509",
+			edit: func(config map[string]any) {
+				config["tlsClientConfig"].(map[string]any)["caData"] = otherCA
+			},
+			issuer: "AssumeRole " + cloudPlatformRole},
 	}
 }
 
