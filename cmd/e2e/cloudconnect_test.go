@@ -42,7 +42,7 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 		proxyRoute{entraHost, entra.addr()},
 		proxyRoute{"*.gr7." + cloudAWSRegion + ".eks.amazonaws.com", c.front.addr()},
 		proxyRoute{"*.hcp.westeurope.azmk8s.io", c.front.addr()})
-	t.Cleanup(e.cloudAuthn.trustEKS(sts.lookup, eksPayments.Name, eksPlatform.Name))
+	t.Cleanup(e.cloudAuthn.trustEKS(sts.callerIdentity, eksPayments.Name, eksPlatform.Name))
 	t.Cleanup(e.cloudAuthn.trustEntra(&entra.key.PublicKey, map[aksIdentity]string{
 		{tenant: entraHomeTenant, serverApp: aksManagedServerApp}:      aksPayments.Name,
 		{tenant: entraLighthouseTenant, serverApp: aksLegacyServerApp}: aksSandbox.Name,

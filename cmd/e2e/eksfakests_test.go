@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/xml"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -50,6 +55,9 @@ const (
 type issuingSTS struct {
 	sts, proxy *httptest.Server
 	caFile     string
+	// client reaches sts at its STS hosts, trusting its CA: the
+	// webhook's, as aws-iam-authenticator's
+	client *http.Client
 	// oidcKey signs the ServiceAccount tokens of the cluster where the
 	// controller runs (IRSA)
 	oidcKey *rsa.PrivateKey
@@ -72,7 +80,16 @@ func newIssuingSTS(t *testing.T) *issuingSTS {
 	if s.oidcKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 		t.Fatal(err)
 	}
-	s.sts, _, s.caFile = startHostTLS(t, "e2e-fake-sts-ca", []string{"sts.amazonaws.com", stsHost(k8sAuthRegion)}, http.HandlerFunc(s.serve))
+	var caPEM []byte
+	s.sts, caPEM, s.caFile = startHostTLS(t, "e2e-fake-sts-ca", []string{"sts.amazonaws.com", stsHost(k8sAuthRegion)}, http.HandlerFunc(s.serve))
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	addr := s.sts.Listener.Addr().String()
+	s.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
 	tunnel := &fakeSTS{sts: s.sts} // its CONNECT proxy, to this STS
 	s.proxy = httptest.NewServer(http.HandlerFunc(tunnel.serveConnect))
 	t.Cleanup(s.proxy.Close)
@@ -108,6 +125,10 @@ func (s *issuingSTS) seen() []string {
 // ServiceAccount token of the cluster's OIDC issuer, in STS's query API
 // shapes.
 func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		s.serveCallerIdentity(w, r)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	form, ferr := url.ParseQuery(string(body))
 	if err != nil || ferr != nil || r.Method != http.MethodPost {
@@ -155,6 +176,61 @@ func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
   <ResponseMetadata><RequestId>e2e-eks-%[8]d</RequestId></ResponseMetadata>
 </%[1]sResponse>`, action, key.arn, session, id, key.secret, key.sessionToken,
 		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), s.n)
+}
+
+// serveCallerIdentity answers a presigned GetCallerIdentity, as STS does
+// for aws-iam-authenticator: with the identity of the key it was signed
+// with, when that key is one STS issued and the signature holds for the
+// request's host and x-k8s-aws-id header.
+func (s *issuingSTS) serveCallerIdentity(w http.ResponseWriter, r *http.Request) {
+	cluster := r.Header.Get("x-k8s-aws-id")
+	arn, err := verifyPresigned(r.URL, r.Host, cluster, s.lookup)
+	s.mu.Lock()
+	if err != nil {
+		s.calls = append(s.calls, "GetCallerIdentity for "+cluster+" refused: "+err.Error())
+	} else {
+		s.calls = append(s.calls, "GetCallerIdentity for "+cluster+": "+arn)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		stsError(w, http.StatusForbidden, "SignatureDoesNotMatch", err.Error())
+		return
+	}
+	account := strings.Split(arn, ":")[4]
+	w.Header().Set("Content-Type", "text/xml")
+	_, _ = fmt.Fprintf(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <GetCallerIdentityResult><Arn>%s</Arn><UserId>AROAE2EEKS:e2e</UserId><Account>%s</Account></GetCallerIdentityResult>
+  <ResponseMetadata><RequestId>e2e-eks-gci</RequestId></ResponseMetadata>
+</GetCallerIdentityResponse>`, arn, account)
+}
+
+// callerIdentity is the webhook's stsCaller: it sends the presigned
+// request to this STS at the URL's host with the header x-k8s-aws-id.
+func (s *issuingSTS) callerIdentity(presigned *url.URL, cluster string) (string, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, presigned.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("x-k8s-aws-id", cluster)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("STS: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out struct {
+		Arn   string `xml:"GetCallerIdentityResult>Arn"`
+		Error struct {
+			Code    string `xml:"Code"`
+			Message string `xml:"Message"`
+		} `xml:"Error"`
+	}
+	if err := xml.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return "", fmt.Errorf("STS answered %s: %w", resp.Status, err)
+	}
+	if resp.StatusCode != http.StatusOK || out.Arn == "" {
+		return "", fmt.Errorf("STS %s: %s", out.Error.Code, out.Error.Message)
+	}
+	return out.Arn, nil
 }
 
 // verifyWebIdentity checks a ServiceAccount token as STS checks a web

@@ -40,12 +40,17 @@ type issuedKey struct {
 // keyLookup finds an access key the fake STS issued.
 type keyLookup func(accessKeyID string) (issuedKey, bool)
 
+// stsCaller sends a presigned GetCallerIdentity to STS with the header
+// x-k8s-aws-id: cluster, and returns the caller's ARN or STS's refusal.
+type stsCaller func(presigned *url.URL, cluster string) (arn string, err error)
+
 // cloudAuthn is the token webhook the suite's kube-apiserver consults
 // (--authentication-token-webhook-config-file) after its own
 // authenticators, as EKS consults aws-iam-authenticator and AKS its Entra
 // ID guard: a k8s-aws-v1. token is a presigned STS GetCallerIdentity URL,
-// which it checks and whose SigV4 signature it verifies, as STS would,
-// with the key the fake STS issued; a JWT is an Entra ID access token,
+// which it checks and sends to the fake STS with the cluster's name, as
+// aws-iam-authenticator does; STS verifies the signature with the key it
+// issued and answers with the caller's identity; a JWT is an Entra ID access token,
 // checked as AKS checks one (akswebhook_test.go). Other tokens are not its
 // to accept. The one apiserver plays every cluster it is told to trust:
 // the EKS clusters by name, the AKS clusters by tenant and server
@@ -55,7 +60,7 @@ type cloudAuthn struct {
 	configFile string
 
 	mu          sync.Mutex
-	keys        keyLookup
+	sts         stsCaller
 	eksClusters []string
 	entra       *entraTrust
 	reviews     []string // one line per TokenReview: the decision and why
@@ -107,18 +112,18 @@ func (x *env) startControlPlane() (*rest.Config, error) {
 
 func (a *cloudAuthn) Close() { a.srv.Close() }
 
-// trustEKS makes the webhook accept EKS tokens signed for one of clusters
-// with the keys of keys (nil: none); it returns a function that restores
-// what it trusted before.
-func (a *cloudAuthn) trustEKS(keys keyLookup, clusters ...string) (restore func()) {
+// trustEKS makes the webhook accept EKS tokens for one of clusters that
+// sts confirms (nil: none); it returns a function that restores what it
+// trusted before.
+func (a *cloudAuthn) trustEKS(sts stsCaller, clusters ...string) (restore func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	prevKeys, prevClusters := a.keys, a.eksClusters
-	a.keys, a.eksClusters = keys, clusters
+	prevSTS, prevClusters := a.sts, a.eksClusters
+	a.sts, a.eksClusters = sts, clusters
 	return func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		a.keys, a.eksClusters = prevKeys, prevClusters
+		a.sts, a.eksClusters = prevSTS, prevClusters
 	}
 }
 
@@ -161,14 +166,21 @@ func (a *cloudAuthn) serveReview(w http.ResponseWriter, r *http.Request) {
 // who it is for which cluster.
 func (a *cloudAuthn) review(token string, now time.Time) (authenticationv1.UserInfo, string, error) {
 	a.mu.Lock()
-	keys, clusters, entra := a.keys, a.eksClusters, a.entra
+	sts, clusters, entra := a.sts, a.eksClusters, a.entra
 	a.mu.Unlock()
 	switch {
 	case strings.HasPrefix(token, "k8s-aws-v1."):
-		err := errNoEKSCluster
+		u, err := parseEKSToken(token, now)
+		if err != nil {
+			return authenticationv1.UserInfo{}, "", err
+		}
+		if sts == nil || len(clusters) == 0 {
+			return authenticationv1.UserInfo{}, "", errNoEKSCluster
+		}
+		// each cluster's authenticator sends its own name
 		for _, c := range clusters {
 			var arn string
-			if arn, err = verifyEKSToken(token, c, keys, now); err == nil {
+			if arn, err = sts(u, c); err == nil {
 				user := authenticationv1.UserInfo{Username: arn, UID: "aws-iam-authenticator:" + arn, Groups: eksGroups(arn)}
 				return user, arn + " at " + c, nil
 			}
@@ -194,58 +206,68 @@ func eksGroups(arn string) []string {
 	return []string{"e2e-eks:users"}
 }
 
-// errNotEKS is verifyEKSToken's answer to tokens that are not k8s-aws-v1;
+// errNotEKS is parseEKSToken's answer to tokens that are not k8s-aws-v1;
 // errNotCloudToken the webhook's to tokens neither k8s-aws-v1 nor a JWT.
 var (
 	errNotEKS        = errors.New("not a k8s-aws-v1 token")
 	errNotCloudToken = errors.New("neither a k8s-aws-v1 token nor a JWT")
 )
 
-// verifyEKSToken checks an EKS token as aws-iam-authenticator and STS do
-// together, and returns the caller's ARN: a presigned GET of STS
+// parseEKSToken checks an EKS token as aws-iam-authenticator does before it
+// sends it to STS, and returns the presigned URL: a GET of STS
 // GetCallerIdentity on an STS host, X-Amz-Expires 0 to 60, dated within
-// the last 15 minutes, x-k8s-aws-id among the signed headers, signed
-// (SigV4) with a key STS issued, for the header x-k8s-aws-id: cluster.
-func verifyEKSToken(token, cluster string, keys keyLookup, now time.Time) (string, error) {
+// the last 15 minutes, host and x-k8s-aws-id among the signed headers, a
+// SigV4 credential for STS in the region of the host.
+func parseEKSToken(token string, now time.Time) (*url.URL, error) {
 	const prefix = "k8s-aws-v1."
 	if !strings.HasPrefix(token, prefix) {
-		return "", errNotEKS
+		return nil, errNotEKS
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(token, prefix))
 	if err != nil {
-		return "", fmt.Errorf("token is not base64url: %w", err)
+		return nil, fmt.Errorf("token is not base64url: %w", err)
 	}
 	u, err := url.Parse(string(raw))
 	if err != nil {
-		return "", fmt.Errorf("token is not a URL: %w", err)
+		return nil, fmt.Errorf("token is not a URL: %w", err)
 	}
 	q := u.Query()
 	if u.Scheme != "https" || !isSTSHost(u.Host) || (u.Path != "/" && u.Path != "") {
-		return "", fmt.Errorf("not an STS URL: %s://%s%s", u.Scheme, u.Host, u.Path)
+		return nil, fmt.Errorf("not an STS URL: %s://%s%s", u.Scheme, u.Host, u.Path)
 	}
 	if q.Get("Action") != "GetCallerIdentity" || q.Get("Version") != "2011-06-15" || q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" {
-		return "", fmt.Errorf("not a SigV4 GetCallerIdentity: Action=%q Version=%q", q.Get("Action"), q.Get("Version"))
+		return nil, fmt.Errorf("not a SigV4 GetCallerIdentity: Action=%q Version=%q", q.Get("Action"), q.Get("Version"))
 	}
 	if x, err := strconv.Atoi(q.Get("X-Amz-Expires")); err != nil || x < 0 || x > 60 {
-		return "", fmt.Errorf("X-Amz-Expires=%q, want 0 to 60", q.Get("X-Amz-Expires"))
+		return nil, fmt.Errorf("X-Amz-Expires=%q, want 0 to 60", q.Get("X-Amz-Expires"))
 	}
 	date, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
 	if err != nil || now.Sub(date) > 15*time.Minute || date.Sub(now) > 5*time.Minute {
-		return "", fmt.Errorf("X-Amz-Date=%q expired or invalid", q.Get("X-Amz-Date"))
+		return nil, fmt.Errorf("X-Amz-Date=%q expired or invalid", q.Get("X-Amz-Date"))
 	}
 	signed := strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
 	if !contains(signed, "x-k8s-aws-id") || !contains(signed, "host") {
-		return "", fmt.Errorf("X-Amz-SignedHeaders=%q lacks host or x-k8s-aws-id", q.Get("X-Amz-SignedHeaders"))
+		return nil, fmt.Errorf("X-Amz-SignedHeaders=%q lacks host or x-k8s-aws-id", q.Get("X-Amz-SignedHeaders"))
 	}
 	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
 	if len(cred) != 5 || cred[3] != "sts" || cred[4] != "aws4_request" || cred[1] != date.Format("20060102") {
-		return "", fmt.Errorf("X-Amz-Credential=%q is not an STS scope of the request's date", q.Get("X-Amz-Credential"))
+		return nil, fmt.Errorf("X-Amz-Credential=%q is not an STS scope of the request's date", q.Get("X-Amz-Credential"))
 	}
 	if want := stsHost(cred[2]); u.Host != want && u.Host != "sts.amazonaws.com" {
-		return "", fmt.Errorf("signed for region %s, sent to %s", cred[2], u.Host)
+		return nil, fmt.Errorf("signed for region %s, sent to %s", cred[2], u.Host)
 	}
-	if keys == nil {
-		return "", fmt.Errorf("access key %s: no STS trusted", cred[0])
+	return u, nil
+}
+
+// verifyPresigned checks a presigned request as STS does: signed (SigV4,
+// in the query) with a key STS issued, with its session token, for the
+// host and the x-k8s-aws-id header it came with; it returns the key's
+// identity.
+func verifyPresigned(u *url.URL, host, cluster string, keys keyLookup) (string, error) {
+	q := u.Query()
+	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
+	if len(cred) != 5 {
+		return "", fmt.Errorf("X-Amz-Credential=%q is not a SigV4 credential", q.Get("X-Amz-Credential"))
 	}
 	key, ok := keys(cred[0])
 	if !ok {
@@ -257,7 +279,7 @@ func verifyEKSToken(token, cluster string, keys keyLookup, now time.Time) (strin
 	headers := func(name string) string {
 		switch name {
 		case "host":
-			return u.Host
+			return host
 		case "x-k8s-aws-id":
 			return cluster
 		}
@@ -265,6 +287,7 @@ func verifyEKSToken(token, cluster string, keys keyLookup, now time.Time) (strin
 	}
 	got := q.Get("X-Amz-Signature")
 	q.Del("X-Amz-Signature")
+	signed := strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
 	want := sigV4(http.MethodGet, "/", q, signed, headers, emptySHA256, q.Get("X-Amz-Date"), strings.Join(cred[1:], "/"), key.secret)
 	if !hmac.Equal([]byte(got), []byte(want)) {
 		return "", fmt.Errorf("access key %s: signature does not match (another x-k8s-aws-id than %s, or another key)", cred[0], cluster)

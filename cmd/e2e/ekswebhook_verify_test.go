@@ -13,14 +13,18 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
-// TestVerifyEKSToken checks the webhook's token check against tokens
-// presigned by another SigV4 implementation, aws-sdk-go-v2's signer: it
-// accepts exactly a fresh GetCallerIdentity on an STS host, signed for
-// its cluster with a key STS issued.
+// TestVerifyEKSToken checks the webhook's token check, with the fake STS
+// it sends tokens to, against tokens presigned by another SigV4
+// implementation, aws-sdk-go-v2's signer: it accepts exactly a fresh
+// GetCallerIdentity on an STS host, signed for its cluster with a key STS
+// issued.
 func TestVerifyEKSToken(t *testing.T) {
 	const arn = "arn:aws:sts::111111111111:assumed-role/e2e-eks-deployer/s1"
 	issued := issuedKey{secret: "e2eVerifySecretAccessKeyEXAMPLE", sessionToken: "e2e-verify-session", arn: arn}
-	keys := func(id string) (issuedKey, bool) { return issued, id == "ASIAE2EVERIFY" }
+	sts := newIssuingSTS(t)
+	sts.keys["ASIAE2EVERIFY"] = issued
+	webhook := &cloudAuthn{}
+	webhook.trustEKS(sts.callerIdentity, eksClusterName)
 	now := time.Now()
 	ok := presignToken{key: "ASIAE2EVERIFY", secret: issued.secret, session: issued.sessionToken,
 		host: stsHost(k8sAuthRegion), region: k8sAuthRegion, cluster: eksClusterName, expires: "0", at: now}
@@ -45,7 +49,8 @@ func TestVerifyEKSToken(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := ok
 			c.edit(&p)
-			got, err := verifyEKSToken(p.token(t), eksClusterName, keys, now)
+			user, _, err := webhook.review(p.token(t), now)
+			got := user.Username
 			switch {
 			case c.want == "" && (err != nil || got != arn):
 				t.Errorf("got %q, %v; want %s", got, err, arn)
@@ -54,8 +59,11 @@ func TestVerifyEKSToken(t *testing.T) {
 			}
 		})
 	}
-	if _, err := verifyEKSToken("e2e-plain-token", eksClusterName, keys, now); !errors.Is(err, errNotEKS) {
+	if _, err := parseEKSToken("e2e-plain-token", now); !errors.Is(err, errNotEKS) {
 		t.Errorf("a plain token: %v, want %v", err, errNotEKS)
+	}
+	if _, _, err := (&cloudAuthn{}).review(ok.token(t), now); !errors.Is(err, errNoEKSCluster) {
+		t.Errorf("trusting no EKS cluster: %v, want %v", err, errNoEKSCluster)
 	}
 }
 
