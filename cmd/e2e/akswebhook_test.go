@@ -51,27 +51,28 @@ type entraClaims struct {
 // guard does: RS256, signed with Entra's key, not expired, and issued by
 // the tenant it names (iss https://sts.windows.net/<tid>/) for an audience
 // that, with that tenant, is one of the clusters'. The user is the
-// caller's object id, in the group of that cluster.
-func verifyAKSToken(token string, trust *entraTrust, now time.Time) (authenticationv1.UserInfo, string, error) {
+// caller's object id, in the group of that cluster, which it returns with
+// the decision.
+func verifyAKSToken(token string, trust *entraTrust, now time.Time) (authenticationv1.UserInfo, string, string, error) {
 	if trust == nil {
-		return authenticationv1.UserInfo{}, "", errors.New("a JWT, and no Entra ID trusted")
+		return authenticationv1.UserInfo{}, "", "", errors.New("a JWT, and no Entra ID trusted")
 	}
 	var c entraClaims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return trust.key, nil },
 		jwt.WithValidMethods([]string{"RS256"}), jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return now }))
 	if err != nil {
-		return authenticationv1.UserInfo{}, "", fmt.Errorf("not an Entra ID token: %w", err)
+		return authenticationv1.UserInfo{}, "", "", fmt.Errorf("not an Entra ID token: %w", err)
 	}
 	if c.Issuer != "https://sts.windows.net/"+c.TenantID+"/" {
-		return authenticationv1.UserInfo{}, "", fmt.Errorf("issuer %q is not tenant %s's", c.Issuer, c.TenantID)
+		return authenticationv1.UserInfo{}, "", "", fmt.Errorf("issuer %q is not tenant %s's", c.Issuer, c.TenantID)
 	}
 	for _, aud := range c.Audience {
 		if cluster, ok := trust.clusters[aksIdentity{tenant: c.TenantID, serverApp: aud}]; ok {
 			user := authenticationv1.UserInfo{Username: c.ObjectID, UID: "aad:" + c.ObjectID, Groups: []string{"e2e-aks:" + cluster}}
-			return user, fmt.Sprintf("%s at %s (tenant %s, server application %s)", c.ObjectID, cluster, c.TenantID, aud), nil
+			return user, fmt.Sprintf("%s at %s (tenant %s, server application %s)", c.ObjectID, cluster, c.TenantID, aud), cluster, nil
 		}
 	}
-	return authenticationv1.UserInfo{}, "", fmt.Errorf("no cluster of tenant %s accepts audience %v", c.TenantID, []string(c.Audience))
+	return authenticationv1.UserInfo{}, "", "", fmt.Errorf("no cluster of tenant %s accepts audience %v", c.TenantID, []string(c.Audience))
 }
 
 // TestVerifyAKSToken checks the webhook's Entra ID token check: it accepts
@@ -127,7 +128,7 @@ func TestVerifyAKSToken(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			user, decision, err := verifyAKSToken(signed, trust, now)
+			user, decision, _, err := verifyAKSToken(signed, trust, now)
 			switch {
 			case c.want == "" && (err != nil || user.Username != entraControllerOID || !strings.Contains(decision, " at aks-a ")):
 				t.Errorf("got %+v, %q, %v; want %s at aks-a", user, decision, err, entraControllerOID)
@@ -136,7 +137,7 @@ func TestVerifyAKSToken(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := verifyAKSToken("a.b.c", nil, now); err == nil {
+	if _, _, _, err := verifyAKSToken("a.b.c", nil, now); err == nil {
 		t.Error("with no Entra ID trusted, a JWT was accepted")
 	}
 }

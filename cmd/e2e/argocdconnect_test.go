@@ -81,7 +81,7 @@ func argocdConnectWith(t *testing.T, s *corev1.Secret, timeout time.Duration, en
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(toolEnviron(), env...)
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -99,6 +99,25 @@ func argocdConnectWith(t *testing.T, s *corev1.Secret, timeout time.Duration, en
 	t.Logf("argocd-cluster-check: %s", line)
 	r.Output = stdout.String() + stderr.String()
 	return r
+}
+
+// toolEnviron is this process's environment without what would change how
+// Argo CD's code and argocd-k8s-auth reach a cluster or a cloud: AWS,
+// Azure and kubelogin settings, proxies, CA bundles. A test gives what it
+// means to.
+func toolEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		u := strings.ToUpper(k)
+		if strings.HasPrefix(u, "AWS_") || strings.HasPrefix(u, "AZURE_") || strings.HasPrefix(u, "AAD_") ||
+			strings.HasPrefix(u, "KUBELOGIN_") || strings.HasSuffix(u, "_PROXY") || strings.HasPrefix(u, "SSL_CERT_") ||
+			u == "KUBECONFIG" || u == "IDENTITY_ENDPOINT" || u == "IDENTITY_HEADER" || u == "MSI_ENDPOINT" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // clusterSecret is a cluster Secret as Argo CD reads it, with config

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -15,54 +14,77 @@ import (
 // apiserver's webhook and the clouds' token services make of it.
 type cloudConnectCase struct {
 	name, cluster string
-	edit          func(config map[string]any) // nil: the Secret as written
-	kind          string                      // "": ok
-	decision      string                      // the webhook's, for the token; "": not asked
-	issuer        string                      // what STS or Entra was asked or answered
+	// edit changes the Secret's config; nil: the Secret as written
+	edit func(t *testing.T, config map[string]any)
+	kind string // "": ok
+	// decision is in the webhook's one decision on the token, which for
+	// an ok case names the Secret's cluster; "": the webhook is not asked
+	decision string
+	// cloudCall is in what STS or Entra ID was asked or answered
+	cloudCall string
 }
 
 // secretsConnect proves that every EKS and AKS Secret the deployment
 // wrote authenticates through Argo CD's own code (argocd-cluster-check:
 // SecretToCluster, RESTConfig, which runs the real argocd-k8s-auth), at
 // the server and with the CA the Secret names (the clusterFront, reached
-// through the proxy), with credentials from the fake STS (AssumeRole into
-// the account's role, or the cluster's own from its tag) and the fake
-// Entra ID (workload identity: the federated token exchanged for a token
-// of the cluster's tenant and server application). The apiserver plays
-// the four clusters: its webhook accepts a token only for one of their
-// identities, and each case checks it was the Secret's cluster. A wrong
-// input fails as the cloud would make it fail.
+// through the proxy), with credentials from the fake STS (IRSA, then
+// AssumeRole into the account's role or the cluster's own from its tag)
+// and the fake Entra ID (workload identity: the federated token exchanged
+// for a token of the cluster's tenant and server application). The
+// apiserver plays the four clusters: its webhook judges a token as the
+// cluster at whose address it was presented would, and only as that one.
+// A wrong input fails as the cloud would make it fail.
 func (c *cloudEnv) secretsConnect(t *testing.T) {
+	pod := newPodIdentity(t, eksOIDCIssuer) // the controller runs on EKS
 	sts := newIssuingSTS(t)
 	sts.allow(cloudAccountRole, cloudPlatformRole)
-	entra := newFakeEntra(t)
+	entra := newFakeEntra(t, pod)
 	proxy := newConnectProxy(t,
 		proxyRoute{"sts.amazonaws.com", sts.sts.Listener.Addr().String()},
 		proxyRoute{"sts.*.amazonaws.com", sts.sts.Listener.Addr().String()},
 		proxyRoute{entraHost, entra.addr()},
 		proxyRoute{"*.gr7." + cloudAWSRegion + ".eks.amazonaws.com", c.front.addr()},
 		proxyRoute{"*.hcp.westeurope.azmk8s.io", c.front.addr()})
+	secrets, err := c.secrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostCluster := map[string]string{} // API server host → cluster
+	for name, s := range secrets {
+		if u, err := url.Parse(string(s.Data["server"])); err == nil {
+			hostCluster[strings.ToLower(u.Hostname())] = name
+		}
+	}
 	t.Cleanup(e.cloudAuthn.trustEKS(sts.callerIdentity, eksPayments.Name, eksPlatform.Name))
 	t.Cleanup(e.cloudAuthn.trustEntra(&entra.key.PublicKey, map[aksIdentity]string{
 		{tenant: entraHomeTenant, serverApp: aksManagedServerApp}:      aksPayments.Name,
 		{tenant: entraLighthouseTenant, serverApp: aksLegacyServerApp}: aksSandbox.Name,
 	}))
+	t.Cleanup(e.cloudAuthn.routeBy(func(token string) (string, bool) {
+		host, ok := c.front.hostOf(token)
+		cluster, known := hostCluster[host]
+		return cluster, ok && known
+	}))
 	// what Argo CD's controller pod has: what EKS's pod identity webhook
 	// injects for IRSA and what Azure's workload identity webhook injects;
 	// the proxy last, for both
-	env := append(sts.irsaEnv(t), entra.env(t, proxy)...)
-
-	secrets, err := c.secrets()
+	env := append(sts.irsaEnv(t, pod), entra.env(t, proxy)...)
+	version, err := e.kube.Discovery().ServerVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
+
 	for _, cc := range cloudConnectCases(otherCA(t)) {
 		t.Run(cc.name, func(t *testing.T) {
 			s, ok := secrets[cc.cluster]
 			if !ok {
 				t.Fatalf("no Secret for %s among %v", cc.cluster, names(secrets))
 			}
-			cc.run(t, c.front, editConfig(&s, cc.edit), sts, entra, env)
+			r := cc.run(t, c.front, editConfig(t, &s, cc.edit), sts, entra, env)
+			if cc.kind == "" && r.Version != version.GitVersion {
+				t.Errorf("version %q, want the apiserver's %s", r.Version, version.GitVersion)
+			}
 		})
 	}
 	if refused := containsSubstring(proxy.seen(), "refused"); refused {
@@ -73,12 +95,14 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 // cloudConnectCases are the Secrets as written, then one per credential
 // input with a wrong value; otherCA is a CA (base64 PEM) no cluster uses.
 func cloudConnectCases(otherCA string) []cloudConnectCase {
-	// the controller, under IRSA
-	irsaCaller := "arn:aws:sts::" + eksAccount + ":assumed-role/argocd-controller/argocd-controller"
 	home, lighthouse := "tenant "+entraHomeTenant, "tenant "+entraLighthouseTenant
-	setEnv := func(k, v string) func(map[string]any) {
-		return func(config map[string]any) {
-			env := config["execProviderConfig"].(map[string]any)["env"].(map[string]any)
+	// the controller, under IRSA; its GetCallerIdentity goes to the
+	// regional STS (AWS_STS_REGIONAL_ENDPOINTS=regional)
+	irsaCaller := "arn:aws:sts::" + eksAccount + ":assumed-role/argocd-controller/"
+	gci := "GetCallerIdentity at " + stsHost(cloudAWSRegion) + " for "
+	setEnv := func(k, v string) func(*testing.T, map[string]any) {
+		return func(t *testing.T, config map[string]any) {
+			env := mapAt(t, config, "execProviderConfig", "env")
 			if v == "" {
 				delete(env, k)
 			} else {
@@ -86,45 +110,53 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 			}
 		}
 	}
+	set := func(value any, path ...string) func(*testing.T, map[string]any) {
+		return func(t *testing.T, config map[string]any) {
+			mapAt(t, config, path[:len(path)-1]...)[path[len(path)-1]] = value
+		}
+	}
 	return []cloudConnectCase{
 		{name: "eks-payments as written: the account's role", cluster: eksPayments.Name,
-			decision: ":assumed-role/argocd-deployer/", issuer: "AssumeRole " + cloudAccountRole + " by " + irsaCaller},
+			decision: ":assumed-role/argocd-deployer/", cloudCall: "AssumeRole " + cloudAccountRole + " by " + irsaCaller},
 		{name: "eks-platform as written: its own role, from its tag", cluster: eksPlatform.Name,
-			decision: ":assumed-role/argocd-platform/", issuer: "AssumeRole " + cloudPlatformRole + " by " + irsaCaller},
+			decision: ":assumed-role/argocd-platform/", cloudCall: gci + eksPlatform.Name + ": arn:aws:sts::" + cloudAWSAccount + ":assumed-role/argocd-platform/"},
 		{name: "aks-payments as written: AKS-managed Entra ID, its tenant", cluster: aksPayments.Name,
-			decision: "(" + home + ", server application " + aksManagedServerApp + ")",
-			issuer:   "token for " + aksManagedServerApp + " in " + entraHomeTenant},
+			decision:  "(" + home + ", server application " + aksManagedServerApp + ")",
+			cloudCall: "token for " + aksManagedServerApp + " in " + entraHomeTenant},
 		{name: "aks-sandbox as written: legacy Entra ID, its server application, its Lighthouse tenant", cluster: aksSandbox.Name,
-			decision: "(" + lighthouse + ", server application " + aksLegacyServerApp + ")",
-			issuer:   "token for " + aksLegacyServerApp + " in " + entraLighthouseTenant},
-		{name: "eks-payments with another clusterName: unauthorized", cluster: eksPayments.Name, kind: "unauthorized",
-			edit: func(config map[string]any) {
-				config["awsAuthConfig"].(map[string]any)["clusterName"] = "eks-payments-old"
-			},
-			decision: "signature does not match", issuer: "AssumeRole " + cloudAccountRole},
+			decision:  "(" + lighthouse + ", server application " + aksLegacyServerApp + ")",
+			cloudCall: "token for " + aksLegacyServerApp + " in " + entraLighthouseTenant},
+		{name: "eks-payments with eks-platform's clusterName: unauthorized", cluster: eksPayments.Name, kind: "unauthorized",
+			edit:     set(eksPlatform.Name, "awsAuthConfig", "clusterName"),
+			decision: "signature does not match", cloudCall: gci + eksPayments.Name + " refused: SignatureDoesNotMatch"},
 		{name: "aks-payments with another tenant: unauthorized", cluster: aksPayments.Name, kind: "unauthorized",
-			edit:     setEnv("AZURE_TENANT_ID", entraLighthouseTenant),
-			decision: "no cluster of " + lighthouse + " accepts audience [" + aksManagedServerApp + "]",
-			issuer:   "token for " + aksManagedServerApp + " in " + entraLighthouseTenant},
-		{name: "aks-sandbox with the AKS server application (the default): unauthorized", cluster: aksSandbox.Name, kind: "unauthorized",
-			edit:     setEnv("AAD_SERVER_APPLICATION_ID", ""),
-			decision: "no cluster of " + lighthouse + " accepts audience [" + aksManagedServerApp + "]",
-			issuer:   "token for " + aksManagedServerApp + " in " + entraLighthouseTenant},
-		{name: "aks-sandbox without its tenant (the pod's): Entra refuses the token", cluster: aksSandbox.Name, kind: "other",
-			edit:   setEnv("AZURE_TENANT_ID", ""),
-			issuer: "refused " + aksLegacyServerApp + " in " + entraHomeTenant + ": AADSTS500011"},
-		{name: "aks-payments with another client id: Entra refuses the token", cluster: aksPayments.Name, kind: "other",
-			edit:   setEnv("AZURE_CLIENT_ID", "00000000-0000-4000-8000-000000000001"),
-			issuer: "refused " + aksManagedServerApp + " in " + entraHomeTenant + ": AADSTS700016"},
-		{name: "eks-platform with another CA: x509, no request sent", cluster: eksPlatform.Name, kind: "x509",
-			edit: func(config map[string]any) {
-				config["tlsClientConfig"].(map[string]any)["caData"] = otherCA
+			edit:      setEnv("AZURE_TENANT_ID", entraLighthouseTenant),
+			decision:  "no cluster of " + lighthouse + " accepts audience [" + aksManagedServerApp + "]",
+			cloudCall: "token for " + aksManagedServerApp + " in " + entraLighthouseTenant},
+		{name: "aks-payments with aks-sandbox's tenant and server application: unauthorized", cluster: aksPayments.Name, kind: "unauthorized",
+			edit: func(t *testing.T, config map[string]any) {
+				setEnv("AZURE_TENANT_ID", entraLighthouseTenant)(t, config)
+				setEnv("AAD_SERVER_APPLICATION_ID", aksLegacyServerApp)(t, config)
 			},
-			issuer: "AssumeRole " + cloudPlatformRole},
+			decision:  "presented at " + aksPayments.Name,
+			cloudCall: "token for " + aksLegacyServerApp + " in " + entraLighthouseTenant},
+		{name: "aks-sandbox with the AKS server application (the default): unauthorized", cluster: aksSandbox.Name, kind: "unauthorized",
+			edit:      setEnv("AAD_SERVER_APPLICATION_ID", ""),
+			decision:  "no cluster of " + lighthouse + " accepts audience [" + aksManagedServerApp + "]",
+			cloudCall: "token for " + aksManagedServerApp + " in " + entraLighthouseTenant},
+		{name: "aks-sandbox without its tenant (the pod's): Entra refuses the token", cluster: aksSandbox.Name, kind: "other",
+			edit:      setEnv("AZURE_TENANT_ID", ""),
+			cloudCall: "refused " + aksLegacyServerApp + " in " + entraHomeTenant + ": AADSTS500011"},
+		{name: "aks-payments with another client id: Entra refuses the token", cluster: aksPayments.Name, kind: "other",
+			edit:      setEnv("AZURE_CLIENT_ID", "00000000-0000-4000-8000-000000000001"),
+			cloudCall: "refused " + aksManagedServerApp + " in " + entraHomeTenant + ": AADSTS700016"},
+		{name: "eks-platform with another CA: x509, no request sent", cluster: eksPlatform.Name, kind: "x509",
+			edit:      set(otherCA, "tlsClientConfig", "caData"),
+			cloudCall: "AssumeRole " + cloudPlatformRole},
 	}
 }
 
-func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secret, sts *issuingSTS, entra *fakeEntra, env []string) {
+func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secret, sts *issuingSTS, entra *fakeEntra, env []string) connectResult {
 	reviewed, assumed, issued := len(e.cloudAuthn.seen()), len(sts.seen()), len(entra.seen())
 	u, err := url.Parse(string(s.Data["server"]))
 	if err != nil {
@@ -141,43 +173,75 @@ func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secr
 	case cc.kind != "" && (r.OK || r.Kind != cc.kind):
 		t.Errorf("got %+v, want not ok, kind %s", r, cc.kind)
 	}
-	want := cc.decision
-	if cc.kind == "" {
-		want = "authenticated "
+	// one decision line says it all: ok for the Secret's cluster, or why not
+	decided := func(line string) bool {
+		if cc.kind == "" {
+			return strings.HasPrefix(line, "authenticated ") && strings.Contains(line, cc.decision) && strings.Contains(line, " at "+cc.cluster)
+		}
+		return strings.HasPrefix(line, "unauthenticated: ") && strings.Contains(line, cc.decision)
 	}
-	if cc.decision != "" && !(containsSubstring(reviews, want) && containsSubstring(reviews, cc.decision)) ||
-		cc.decision == "" && len(reviews) > 0 {
-		t.Errorf("the webhook decided %q, want %q", reviews, cc.decision)
+	if cc.decision != "" && !anyOf(reviews, decided) || cc.decision == "" && len(reviews) > 0 {
+		t.Errorf("the webhook decided %q, want %q (at %s)", reviews, cc.decision, cc.cluster)
 	}
-	if cc.kind == "" && !containsSubstring(reviews, " at "+cc.cluster) {
-		t.Errorf("the webhook accepted the token as another cluster's: %q, want %s", reviews, cc.cluster)
-	}
-	if !containsSubstring(calls, cc.issuer) {
-		t.Errorf("STS and Entra were asked %q, want %q", calls, cc.issuer)
+	if !containsSubstring(calls, cc.cloudCall) {
+		t.Errorf("STS and Entra were asked %q, want %q", calls, cc.cloudCall)
 	}
 	if cc.decision != "" && front.served(u.Hostname()) == served {
 		t.Errorf("no request reached %s", u.Hostname())
 	}
-	for _, secret := range []string{eksControllerSecret, "e2e-eks-session-", "eyJ"} {
-		if strings.Contains(r.Output, secret) {
-			t.Errorf("the tool's output holds a credential:\n%s", r.Output)
+	checkNoCredential(t, r.Output, sts)
+	return r
+}
+
+// checkNoCredential fails when output holds a token a cluster accepts or
+// a secret STS issued.
+func checkNoCredential(t *testing.T, output string, sts *issuingSTS) {
+	t.Helper()
+	for _, secret := range append([]string{"k8s-aws-v1.", "eyJ", eksIssuedSessionPrefix, eksControllerSecret}, sts.secrets()...) {
+		if strings.Contains(output, secret) {
+			t.Errorf("the tool's output holds a credential (%.12s…):\n%s", secret, output)
 		}
 	}
 }
 
+func anyOf(list []string, f func(string) bool) bool {
+	for _, x := range list {
+		if f(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// mapAt is the object at path in config; the test fails when there is
+// none.
+func mapAt(t *testing.T, config map[string]any, path ...string) map[string]any {
+	t.Helper()
+	m := config
+	for _, k := range path {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			t.Fatalf("config has no object at %s: %v", strings.Join(path, "."), config)
+		}
+		m = next
+	}
+	return m
+}
+
 // editConfig returns a copy of s with its config edited (nil: s).
-func editConfig(s *corev1.Secret, edit func(config map[string]any)) *corev1.Secret {
+func editConfig(t *testing.T, s *corev1.Secret, edit func(t *testing.T, config map[string]any)) *corev1.Secret {
+	t.Helper()
 	if edit == nil {
 		return s
 	}
 	var config map[string]any
 	if err := json.Unmarshal(s.Data["config"], &config); err != nil {
-		panic(fmt.Sprintf("Secret %s: config: %v", s.Name, err))
+		t.Fatalf("Secret %s: config: %v", s.Name, err)
 	}
-	edit(config)
+	edit(t, config)
 	raw, err := json.Marshal(config)
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
 	out := s.DeepCopy()
 	out.Data["config"] = raw

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"crypto/rsa"
 	"crypto/tls"
 	"io"
 	"net"
@@ -12,9 +11,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // connectProxy is the HTTPS proxy (HTTPS_PROXY) that argocd-cluster-check
@@ -74,20 +70,25 @@ func (p *connectProxy) serve(w http.ResponseWriter, r *http.Request) {
 	tunnel(w, addr)
 }
 
-// tunnel answers a CONNECT by joining the client's connection to addr.
+// tunnel answers a CONNECT by joining the client's connection to addr,
+// with what the client sent after the CONNECT and the server has read.
 func tunnel(w http.ResponseWriter, addr string) {
 	upstream, err := net.Dial("tcp", addr)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	conn, _, err := http.NewResponseController(w).Hijack()
+	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		_ = upstream.Close()
 		return
 	}
 	_, _ = conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
 	go func() {
+		if n := brw.Reader.Buffered(); n > 0 {
+			early, _ := brw.Peek(n)
+			_, _ = upstream.Write(early)
+		}
 		_, _ = io.Copy(upstream, conn)
 		_ = upstream.Close()
 	}()
@@ -114,25 +115,4 @@ func startHostTLS(t *testing.T, name string, hosts []string, h http.Handler) (sr
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv, caPEM, caFile
-}
-
-// writeServiceAccountToken writes a ServiceAccount token as a cluster's
-// OIDC issuer signs it with key for audience, valid for an hour, into a
-// file, as Kubernetes projects one into a pod: what IRSA and Azure
-// workload identity exchange for cloud credentials.
-func writeServiceAccountToken(t *testing.T, key *rsa.PrivateKey, issuer, subject, audience string) string {
-	t.Helper()
-	now := time.Now()
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{
-		Issuer: issuer, Subject: subject, Audience: jwt.ClaimStrings{audience},
-		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour)),
-	}).SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(file, []byte(tok), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
 }

@@ -145,10 +145,11 @@ func bearerToken(s *corev1.Secret) string {
 }
 
 // withConfig returns a copy of s whose config has key set to value.
-func withConfig(s *corev1.Secret, key string, value any) *corev1.Secret {
-	return editConfig(s, func(cfg map[string]any) {
+func withConfig(t *testing.T, s *corev1.Secret, key string, value any) *corev1.Secret {
+	t.Helper()
+	return editConfig(t, s, func(t *testing.T, cfg map[string]any) {
 		if key == "caData" {
-			cfg["tlsClientConfig"].(map[string]any)["caData"] = value
+			mapAt(t, cfg, "tlsClientConfig")["caData"] = value
 		} else {
 			cfg[key] = value
 		}
@@ -217,7 +218,7 @@ func TestRancherCredentialsConnect(t *testing.T) {
 // checkNegatives is a step of TestRancherCredentialsConnect.
 func checkNegatives(t *testing.T, proxied, direct *corev1.Secret) {
 	t.Helper()
-	if r := argocdConnect(t, withConfig(direct, "bearerToken", rancherTok)); r.Kind != "unauthorized" {
+	if r := argocdConnect(t, withConfig(t, direct, "bearerToken", rancherTok)); r.Kind != "unauthorized" {
 		t.Errorf("the listing token at an authorized endpoint: %s, want unauthorized", r.Kind)
 	}
 	signer, err := testca.NewSigner()
@@ -229,10 +230,10 @@ func checkNegatives(t *testing.T, proxied, direct *corev1.Secret) {
 		t.Fatal(err)
 	}
 	other := testca.CAData(der)
-	if r := argocdConnect(t, withConfig(direct, "caData", other)); r.OK || r.Kind == "unauthorized" {
+	if r := argocdConnect(t, withConfig(t, direct, "caData", other)); r.OK || r.Kind == "unauthorized" {
 		t.Errorf("a wrong CA: %s, want a TLS failure", r.Kind)
 	}
-	if r := argocdConnect(t, withConfig(proxied, "bearerToken", bearerToken(direct))); r.Kind != "unauthorized" {
+	if r := argocdConnect(t, withConfig(t, proxied, "bearerToken", bearerToken(direct))); r.Kind != "unauthorized" {
 		t.Errorf("another cluster's token at the proxy: %s, want unauthorized", r.Kind)
 	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
@@ -21,8 +20,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // The fake STS's accounts, keys and roles for the EKS proof.
@@ -44,25 +41,28 @@ const (
 	eksIRSARole     = "arn:aws:iam::" + eksAccount + ":role/argocd-controller"
 	eksOIDCIssuer   = "https://oidc.eks." + k8sAuthRegion + ".amazonaws.com/id/E2E0123456789ABCDEF"
 	eksOIDCAudience = "sts.amazonaws.com"
+	// eksIssuedSessionPrefix starts every session token it issues
+	eksIssuedSessionPrefix = "e2e-eks-session-"
 )
 
 // issuingSTS is a fake STS that issues temporary credentials and
-// remembers them (access key id → secret, session token, ARN), so that
-// the apiserver's EKS webhook can verify signatures made with them, as STS
-// does for GetCallerIdentity. It verifies the SigV4 signature of every
-// AssumeRole. argocd-k8s-auth reaches it through the CONNECT proxy of
-// k8sauth_test.go (HTTPS_PROXY, AWS_CA_BUNDLE).
+// remembers them (access key id → secret, session token, ARN), so that it
+// can verify signatures made with them: of AssumeRole, and of the
+// presigned GetCallerIdentity the apiserver's webhook sends it, as
+// aws-iam-authenticator does. argocd-k8s-auth reaches it through a CONNECT
+// proxy (HTTPS_PROXY; its own, or the cloud proof's connectProxy) and
+// trusts its CA through AWS_CA_BUNDLE.
 type issuingSTS struct {
 	sts, proxy *httptest.Server
 	caFile     string
 	// client reaches sts at its STS hosts, trusting its CA: the
 	// webhook's, as aws-iam-authenticator's
 	client *http.Client
-	// oidcKey signs the ServiceAccount tokens of the cluster where the
-	// controller runs (IRSA)
-	oidcKey *rsa.PrivateKey
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// pod is the OIDC provider of the controller's cluster (IRSA); nil:
+	// none trusted
+	pod  *podIdentity
 	keys map[string]issuedKey
 	// roles may be assumed; the credentials of those marked true are
 	// remembered (the others' are forgotten)
@@ -76,20 +76,18 @@ func newIssuingSTS(t *testing.T) *issuingSTS {
 	s := &issuingSTS{keys: map[string]issuedKey{
 		eksControllerKeyID: {secret: eksControllerSecret, arn: eksControllerARN}},
 		roles: map[string]bool{eksDeployerRole: true, eksForgottenRole: false, eksIRSARole: true}}
-	var err error
-	if s.oidcKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-		t.Fatal(err)
-	}
 	var caPEM []byte
 	s.sts, caPEM, s.caFile = startHostTLS(t, "e2e-fake-sts-ca", []string{"sts.amazonaws.com", stsHost(k8sAuthRegion)}, http.HandlerFunc(s.serve))
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
 	addr := s.sts.Listener.Addr().String()
-	s.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	transport := &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+		}}
+	s.client = &http.Client{Timeout: 10 * time.Second, Transport: transport}
+	t.Cleanup(transport.CloseIdleConnections)
 	tunnel := &fakeSTS{sts: s.sts} // its CONNECT proxy, to this STS
 	s.proxy = httptest.NewServer(http.HandlerFunc(tunnel.serveConnect))
 	t.Cleanup(s.proxy.Close)
@@ -106,7 +104,30 @@ func (s *issuingSTS) allow(roles ...string) {
 	}
 }
 
-// lookup is the webhook's keyLookup.
+// issue remembers a key as issued (for tests that sign with keys of their
+// own).
+func (s *issuingSTS) issue(id string, key issuedKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys[id] = key
+}
+
+// secrets are the secret access keys and session tokens it issued: none
+// may show in what a client writes.
+func (s *issuingSTS) secrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, k := range s.keys {
+		out = append(out, k.secret)
+		if k.sessionToken != "" {
+			out = append(out, k.sessionToken)
+		}
+	}
+	return out
+}
+
+// lookup finds a key it issued (and remembered).
 func (s *issuingSTS) lookup(id string) (issuedKey, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,10 +141,10 @@ func (s *issuingSTS) seen() []string {
 	return append([]string(nil), s.calls...)
 }
 
-// serve answers AssumeRole, signed (SigV4, in the Authorization header)
-// with a key it issued, and AssumeRoleWithWebIdentity (unsigned) with a
-// ServiceAccount token of the cluster's OIDC issuer, in STS's query API
-// shapes.
+// serve answers, in STS's query API shapes, AssumeRole signed (SigV4, in
+// the Authorization header) with a key it issued,
+// AssumeRoleWithWebIdentity (unsigned) with a ServiceAccount token of the
+// controller's cluster, and a presigned GetCallerIdentity (GET).
 func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.serveCallerIdentity(w, r)
@@ -137,32 +158,16 @@ func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	action, role := form.Get("Action"), form.Get("RoleArn")
 	var caller string
+	var fault *stsFault
 	if action == "AssumeRoleWithWebIdentity" {
-		caller, err = s.verifyWebIdentity(form.Get("WebIdentityToken"), role)
+		caller, fault = s.verifyWebIdentity(form.Get("WebIdentityToken"), role)
 	} else {
-		caller, err = s.verifyRequest(r, body)
+		caller, fault = s.verifyRequest(r, body)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		s.calls = append(s.calls, "unverified "+action+": "+err.Error())
-		stsError(w, http.StatusForbidden, "SignatureDoesNotMatch", err.Error())
+	key, id, fault := s.assume(action, role, form.Get("RoleSessionName"), caller, fault)
+	if fault != nil {
+		stsError(w, fault.status, fault.code, fault.msg)
 		return
-	}
-	s.calls = append(s.calls, action+" "+role+" by "+caller)
-	remember, ok := s.roles[role]
-	if action != "AssumeRole" && action != "AssumeRoleWithWebIdentity" || !ok {
-		stsError(w, http.StatusForbidden, "AccessDenied",
-			fmt.Sprintf("User: %s is not authorized to perform: sts:%s on resource: %s", caller, action, role))
-		return
-	}
-	s.n++
-	id := fmt.Sprintf("ASIAE2EEKS%010d", s.n)
-	key := issuedKey{secret: randomHex(20), sessionToken: "e2e-eks-session-" + randomHex(16)}
-	session := form.Get("RoleSessionName")
-	key.arn = fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", strings.Split(role, ":")[4], role[strings.LastIndex(role, "/")+1:], session)
-	if remember {
-		s.keys[id] = key
 	}
 	w.Header().Set("Content-Type", "text/xml")
 	_, _ = fmt.Fprintf(w, `<%[1]sResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
@@ -173,9 +178,46 @@ func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
       <SessionToken>%[6]s</SessionToken><Expiration>%[7]s</Expiration>
     </Credentials>
   </%[1]sResult>
-  <ResponseMetadata><RequestId>e2e-eks-%[8]d</RequestId></ResponseMetadata>
-</%[1]sResponse>`, action, key.arn, session, id, key.secret, key.sessionToken,
-		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), s.n)
+  <ResponseMetadata><RequestId>e2e-eks-%[8]s</RequestId></ResponseMetadata>
+</%[1]sResponse>`, action, key.arn, form.Get("RoleSessionName"), id, key.secret, key.sessionToken,
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), id)
+}
+
+// stsFault is an STS error answer: its HTTP status, code and message.
+type stsFault struct {
+	status    int
+	code, msg string
+}
+
+func (f *stsFault) Error() string { return f.code + ": " + f.msg }
+
+func faultf(status int, code, format string, args ...any) *stsFault {
+	return &stsFault{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// assume records the call and issues credentials for role to caller, the
+// identity verified (or why not: verr), or says why not.
+func (s *issuingSTS) assume(action, role, session, caller string, verr *stsFault) (issuedKey, string, *stsFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if verr != nil {
+		s.calls = append(s.calls, "unverified "+action+": "+verr.Error())
+		return issuedKey{}, "", verr
+	}
+	s.calls = append(s.calls, action+" "+role+" by "+caller)
+	remember, ok := s.roles[role]
+	if action != "AssumeRole" && action != "AssumeRoleWithWebIdentity" || !ok {
+		return issuedKey{}, "", faultf(http.StatusForbidden, "AccessDenied",
+			"User: %s is not authorized to perform: sts:%s on resource: %s", caller, action, role)
+	}
+	s.n++
+	id := fmt.Sprintf("ASIAE2EEKS%010d", s.n)
+	key := issuedKey{secret: randomHex(20), sessionToken: eksIssuedSessionPrefix + randomHex(16)}
+	key.arn = fmt.Sprintf("arn:aws:sts::%s:assumed-role/%s/%s", strings.Split(role, ":")[4], role[strings.LastIndex(role, "/")+1:], session)
+	if remember {
+		s.keys[id] = key
+	}
+	return key, id, nil
 }
 
 // serveCallerIdentity answers a presigned GetCallerIdentity, as STS does
@@ -184,16 +226,16 @@ func (s *issuingSTS) serve(w http.ResponseWriter, r *http.Request) {
 // request's host and x-k8s-aws-id header.
 func (s *issuingSTS) serveCallerIdentity(w http.ResponseWriter, r *http.Request) {
 	cluster := r.Header.Get("x-k8s-aws-id")
-	arn, err := verifyPresigned(r.URL, r.Host, cluster, s.lookup)
+	arn, fault := verifyPresigned(r.URL, r.Host, cluster, s.lookup)
 	s.mu.Lock()
-	if err != nil {
-		s.calls = append(s.calls, "GetCallerIdentity for "+cluster+" refused: "+err.Error())
+	if fault != nil {
+		s.calls = append(s.calls, "GetCallerIdentity at "+r.Host+" for "+cluster+" refused: "+fault.Error())
 	} else {
-		s.calls = append(s.calls, "GetCallerIdentity for "+cluster+": "+arn)
+		s.calls = append(s.calls, "GetCallerIdentity at "+r.Host+" for "+cluster+": "+arn)
 	}
 	s.mu.Unlock()
-	if err != nil {
-		stsError(w, http.StatusForbidden, "SignatureDoesNotMatch", err.Error())
+	if fault != nil {
+		stsError(w, fault.status, fault.code, fault.msg)
 		return
 	}
 	account := strings.Split(arn, ":")[4]
@@ -234,35 +276,38 @@ func (s *issuingSTS) callerIdentity(presigned *url.URL, cluster string) (string,
 }
 
 // verifyWebIdentity checks a ServiceAccount token as STS checks a web
-// identity for role: signed by the IAM OIDC provider's issuer, for STS's
-// audience, trusted by role (only the controller's IRSA role trusts it).
-func (s *issuingSTS) verifyWebIdentity(token, role string) (string, error) {
-	var c jwt.RegisteredClaims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return &s.oidcKey.PublicKey, nil },
-		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(eksOIDCIssuer), jwt.WithAudience(eksOIDCAudience),
-		jwt.WithExpirationRequired())
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("InvalidIdentityToken: %w", err)
-	case role != eksIRSARole:
-		return "", fmt.Errorf("not authorized to perform sts:AssumeRoleWithWebIdentity on %s", role)
+// identity for role: from the IAM OIDC provider (the controller's
+// cluster), for STS's audience, and role trusts it (only the
+// controller's IRSA role does).
+func (s *issuingSTS) verifyWebIdentity(token, role string) (string, *stsFault) {
+	s.mu.Lock()
+	pod := s.pod
+	s.mu.Unlock()
+	if err := pod.verify(token, eksOIDCAudience); err != nil {
+		return "", faultf(http.StatusBadRequest, "InvalidIdentityToken", "%v", err)
 	}
-	return "web identity " + c.Subject, nil
+	if role != eksIRSARole {
+		return "", faultf(http.StatusForbidden, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity on %s", role)
+	}
+	return "web identity " + controllerSASubject, nil
 }
 
 // irsaEnv is what EKS's pod identity webhook gives the Argo CD
-// controller's pod under IRSA (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE),
-// with env's other settings and no static keys.
-func (s *issuingSTS) irsaEnv(t *testing.T) []string {
+// controller's pod under IRSA (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,
+// AWS_STS_REGIONAL_ENDPOINTS=regional), with env's other settings and no
+// static keys: this STS trusts pod's issuer from now on.
+func (s *issuingSTS) irsaEnv(t *testing.T, pod *podIdentity) []string {
 	t.Helper()
-	file := writeServiceAccountToken(t, s.oidcKey, eksOIDCIssuer, entraSASubject, eksOIDCAudience)
-	return append(s.env(t), "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=",
-		"AWS_ROLE_ARN="+eksIRSARole, "AWS_WEB_IDENTITY_TOKEN_FILE="+file, "AWS_ROLE_SESSION_NAME=argocd-controller")
+	s.mu.Lock()
+	s.pod = pod
+	s.mu.Unlock()
+	return append(s.env(t), "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_STS_REGIONAL_ENDPOINTS=regional",
+		"AWS_ROLE_ARN="+eksIRSARole, "AWS_WEB_IDENTITY_TOKEN_FILE="+pod.tokenFile(t, eksOIDCAudience))
 }
 
 // verifyRequest checks the SigV4 Authorization of r with a key this STS
 // issued and returns the caller's ARN.
-func (s *issuingSTS) verifyRequest(r *http.Request, body []byte) (string, error) {
+func (s *issuingSTS) verifyRequest(r *http.Request, body []byte) (string, *stsFault) {
 	auth := r.Header.Get("Authorization")
 	fields := map[string]string{}
 	for _, f := range strings.Split(strings.TrimPrefix(auth, "AWS4-HMAC-SHA256 "), ",") {
@@ -272,14 +317,14 @@ func (s *issuingSTS) verifyRequest(r *http.Request, body []byte) (string, error)
 	}
 	cred := strings.Split(fields["Credential"], "/")
 	if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 ") || len(cred) != 5 || cred[3] != "sts" {
-		return "", fmt.Errorf("not signed with SigV4 for sts")
+		return "", faultf(http.StatusForbidden, "IncompleteSignature", "not signed with SigV4 for sts")
 	}
 	key, ok := s.lookup(cred[0])
 	if !ok {
-		return "", fmt.Errorf("the security token included in the request is invalid: %s", cred[0])
+		return "", faultf(http.StatusForbidden, "InvalidClientTokenId", "The security token included in the request is invalid: %s", cred[0])
 	}
 	if key.sessionToken != "" && r.Header.Get("X-Amz-Security-Token") != key.sessionToken {
-		return "", fmt.Errorf("wrong session token for %s", cred[0])
+		return "", faultf(http.StatusForbidden, "InvalidClientTokenId", "wrong session token for %s", cred[0])
 	}
 	header := func(name string) string {
 		switch name {
@@ -294,7 +339,7 @@ func (s *issuingSTS) verifyRequest(r *http.Request, body []byte) (string, error)
 	want := sigV4(r.Method, "/", r.URL.Query(), strings.Split(fields["SignedHeaders"], ";"), header, payload,
 		r.Header.Get("X-Amz-Date"), strings.Join(cred[1:], "/"), key.secret)
 	if fields["Signature"] != want {
-		return "", fmt.Errorf("signature of %s does not match", cred[0])
+		return "", faultf(http.StatusForbidden, "SignatureDoesNotMatch", "signature of %s does not match", cred[0])
 	}
 	return key.arn, nil
 }

@@ -303,6 +303,10 @@ func (f *fakeCloud) serveARM(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, armJSON, map[string]any{"value": list})
 	case r.Method == http.MethodPost && len(parts) == 9 && parts[8] == "listClusterUserCredential":
+		if !slices.ContainsFunc(f.aks[strings.ToLower(parts[1])], func(c cloudAKSCluster) bool { return strings.EqualFold(c.Name, parts[7]) }) {
+			armError(http.StatusNotFound, "ResourceNotFound", "The Resource 'Microsoft.ContainerService/managedClusters/"+parts[7]+"' was not found.")
+			return
+		}
 		b, err := f.userCredential(parts[7])
 		if err != nil {
 			armError(http.StatusInternalServerError, "InternalServerError", err.Error())

@@ -36,9 +36,7 @@ const (
 	// aksLegacyServerApp is a legacy AAD cluster's own server application,
 	// registered in the Lighthouse tenant.
 	aksLegacyServerApp = "8c4b2a0e-6f1d-4e3c-b5a7-9d8e7f6a5b4c"
-	// the federated credential: the controller's ServiceAccount token
-	entraSAIssuer   = "https://oidc.e2e.example/argocd"
-	entraSASubject  = "system:serviceaccount:argocd:argocd-application-controller"
+	// entraSAAudience is the audience of the federated credential
 	entraSAAudience = "api://AzureADTokenExchange"
 	// entraControllerOID is the controller's service principal object id,
 	// the user the clusters see.
@@ -58,8 +56,11 @@ const (
 type fakeEntra struct {
 	srv    *httptest.Server
 	caFile string
-	// key signs the access tokens; saKey is the ServiceAccount issuer's
-	saKey, key *rsa.PrivateKey
+	// key signs the access tokens
+	key *rsa.PrivateKey
+	// pod is the issuer of the application's federated credential: the
+	// cluster where the controller runs
+	pod *podIdentity
 
 	mu    sync.Mutex
 	calls []string // one line per token request: what was asked, what answered
@@ -72,14 +73,11 @@ var entraResources = map[string][]string{
 	entraLighthouseTenant: {aksManagedServerApp, aksLegacyServerApp},
 }
 
-func newFakeEntra(t *testing.T) *fakeEntra {
+func newFakeEntra(t *testing.T, pod *podIdentity) *fakeEntra {
 	t.Helper()
-	f := &fakeEntra{}
+	f := &fakeEntra{pod: pod}
 	var err error
 	if f.key, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-		t.Fatal(err)
-	}
-	if f.saKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 		t.Fatal(err)
 	}
 	f.srv, _, f.caFile = startHostTLS(t, "e2e-fake-entra-ca", []string{entraHost}, http.HandlerFunc(f.serve))
@@ -94,18 +92,20 @@ func (f *fakeEntra) seen() []string {
 	return append([]string(nil), f.calls...)
 }
 
-// federatedToken writes the token the workload identity webhook projects
-// into the controller's pod (AZURE_FEDERATED_TOKEN_FILE): a ServiceAccount
-// token for Entra's audience, signed by the cluster's issuer.
-func (f *fakeEntra) federatedToken(t *testing.T, subject string) string {
-	t.Helper()
-	return writeServiceAccountToken(t, f.saKey, entraSAIssuer, subject, entraSAAudience)
+// entraFault is an error answer of Entra's token service.
+type entraFault struct {
+	status int
+	code   string // the OAuth error
+	aadsts int    // the AADSTS number, the first of error_codes
+	desc   string
 }
 
+func (f *entraFault) Error() string { return fmt.Sprintf("AADSTS%d: %s", f.aadsts, f.desc) }
+
 // entraError answers as Entra's token service does.
-func entraError(w http.ResponseWriter, status int, code, desc string) {
-	writeJSON(w, status, "application/json; charset=utf-8", map[string]any{"error": code, "error_description": desc,
-		"error_codes": []int{}, "timestamp": time.Now().UTC().Format(time.DateTime), "trace_id": "e2e", "correlation_id": "e2e"})
+func entraError(w http.ResponseWriter, f *entraFault) {
+	writeJSON(w, f.status, "application/json; charset=utf-8", map[string]any{"error": f.code, "error_description": f.Error(),
+		"error_codes": []int{f.aadsts}, "timestamp": time.Now().UTC().Format(time.DateTime), "trace_id": "e2e", "correlation_id": "e2e"})
 }
 
 func (f *fakeEntra) serve(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +126,7 @@ func (f *fakeEntra) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && len(parts) == 4 && parts[1] == "v2.0" && parts[3] == "openid-configuration":
 		tenant := parts[0]
 		if _, ok := entraResources[tenant]; !ok {
-			entraError(w, http.StatusBadRequest, "invalid_tenant", "AADSTS90002: Tenant '"+tenant+"' not found.")
+			entraError(w, &entraFault{http.StatusBadRequest, "invalid_tenant", 90002, "Tenant '" + tenant + "' not found."})
 			return
 		}
 		base := "https://" + entraHost + "/" + tenant
@@ -136,7 +136,7 @@ func (f *fakeEntra) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && len(parts) == 4 && parts[1] == "oauth2" && parts[3] == "token":
 		f.serveToken(w, r, parts[0])
 	default:
-		entraError(w, http.StatusNotFound, "not_found", "fake Entra: no route "+r.Method+" "+r.URL.Path)
+		entraError(w, &entraFault{http.StatusNotFound, "invalid_request", 900561, "fake Entra: no route " + r.Method + " " + r.URL.Path})
 	}
 }
 
@@ -146,7 +146,7 @@ func (f *fakeEntra) serveToken(w http.ResponseWriter, r *http.Request, tenant st
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	form, ferr := url.ParseQuery(string(body))
 	if err != nil || ferr != nil {
-		entraError(w, http.StatusBadRequest, "invalid_request", "AADSTS900144: malformed request body")
+		entraError(w, &entraFault{http.StatusBadRequest, "invalid_request", 900144, "malformed request body"})
 		return
 	}
 	// MSAL adds the OpenID scopes to the resource's /.default
@@ -156,57 +156,54 @@ func (f *fakeEntra) serveToken(w http.ResponseWriter, r *http.Request, tenant st
 			resource = r
 		}
 	}
-	token, err := f.issue(tenant, form, resource)
+	token, fault := f.issue(tenant, form, resource)
 	f.mu.Lock()
-	if err != nil {
-		f.calls = append(f.calls, fmt.Sprintf("refused %s in %s: %v", resource, tenant, err))
+	if fault != nil {
+		f.calls = append(f.calls, fmt.Sprintf("refused %s in %s: %v", resource, tenant, fault))
 	} else {
 		f.calls = append(f.calls, fmt.Sprintf("token for %s in %s", resource, tenant))
 	}
 	f.mu.Unlock()
-	if err != nil {
-		entraError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	if fault != nil {
+		entraError(w, fault)
 		return
 	}
 	writeJSON(w, http.StatusOK, "application/json; charset=utf-8", map[string]any{"token_type": "Bearer",
 		"expires_in": 3599, "ext_expires_in": 3599, "access_token": token})
 }
 
-// issue checks a token request as Entra does and returns the access token.
-func (f *fakeEntra) issue(tenant string, form url.Values, resource string) (string, error) {
+// issue checks a token request as Entra does, the client before the
+// resource, and returns the access token.
+func (f *fakeEntra) issue(tenant string, form url.Values, resource string) (string, *entraFault) {
 	apps, ok := entraResources[tenant]
 	switch {
 	case !ok:
-		return "", fmt.Errorf("AADSTS90002: Tenant '%s' not found", tenant)
+		return "", &entraFault{http.StatusBadRequest, "invalid_tenant", 90002, "Tenant '" + tenant + "' not found."}
 	case form.Get("grant_type") != "client_credentials" ||
 		form.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
-		return "", fmt.Errorf("AADSTS7000218: the request must contain client_assertion")
+		return "", &entraFault{http.StatusBadRequest, "invalid_request", 7000218, "The request body must contain client_assertion."}
 	case form.Get("client_id") != cloudClientID:
-		return "", fmt.Errorf("AADSTS700016: Application with identifier '%s' was not found in the directory", form.Get("client_id"))
-	case !slices.Contains(apps, resource):
-		return "", fmt.Errorf("AADSTS500011: The resource principal named %s was not found in the tenant %s", resource, tenant)
+		return "", &entraFault{http.StatusBadRequest, "unauthorized_client", 700016,
+			"Application with identifier '" + form.Get("client_id") + "' was not found in the directory."}
 	}
-	if err := f.checkAssertion(form.Get("client_assertion")); err != nil {
-		return "", err
+	if err := f.pod.verify(form.Get("client_assertion"), entraSAAudience); err != nil {
+		return "", &entraFault{http.StatusUnauthorized, "invalid_client", 70021,
+			"No matching federated identity record found for presented assertion: " + err.Error()}
+	}
+	if !slices.Contains(apps, resource) {
+		return "", &entraFault{http.StatusBadRequest, "invalid_resource", 500011,
+			"The resource principal named " + resource + " was not found in the tenant " + tenant + "."}
 	}
 	now := time.Now()
-	return jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
 		"aud": resource, "iss": "https://sts.windows.net/" + tenant + "/", "tid": tenant,
 		"uti": randomHex(11), "oid": entraControllerOID, "sub": entraControllerOID, "appid": cloudClientID, "idtyp": "app", "ver": "1.0",
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
 	}).SignedString(f.key)
-}
-
-// checkAssertion checks the client assertion against the application's
-// federated credential (issuer, subject, audience) with the issuer's key.
-func (f *fakeEntra) checkAssertion(assertion string) error {
-	_, err := jwt.Parse(assertion, func(*jwt.Token) (any, error) { return &f.saKey.PublicKey, nil },
-		jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(entraSAIssuer), jwt.WithSubject(entraSASubject),
-		jwt.WithAudience(entraSAAudience), jwt.WithExpirationRequired())
 	if err != nil {
-		return fmt.Errorf("AADSTS70021: No matching federated identity record found for presented assertion: %w", err)
+		return "", &entraFault{http.StatusInternalServerError, "server_error", 50000, err.Error()}
 	}
-	return nil
+	return tok, nil
 }
 
 // env is what the workload identity webhook puts in the Argo CD
@@ -215,11 +212,13 @@ func (f *fakeEntra) checkAssertion(assertion string) error {
 // AAD_SERVER_APPLICATION_ID must stay unset: argocd-k8s-auth takes even an
 // empty value over its default.
 func (f *fakeEntra) env(t *testing.T, proxy *connectProxy) []string {
+	t.Helper()
 	assets := filepath.Dir(k8sAuthBinary(t))
 	return []string{"PATH=" + assets + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir(),
 		"AZURE_CLIENT_ID=" + cloudClientID, "AZURE_TENANT_ID=" + entraHomeTenant,
-		"AZURE_FEDERATED_TOKEN_FILE=" + f.federatedToken(t, entraSASubject), "AZURE_AUTHORITY_HOST=https://" + entraHost + "/",
+		"AZURE_FEDERATED_TOKEN_FILE=" + f.pod.tokenFile(t, entraSAAudience), "AZURE_AUTHORITY_HOST=https://" + entraHost + "/",
 		"AZURE_CLIENT_SECRET=", "AZURE_CLIENT_CERTIFICATE_PATH=",
 		"SSL_CERT_FILE=" + f.caFile, "SSL_CERT_DIR=" + t.TempDir(),
-		"HTTPS_PROXY=" + proxy.URL(), "https_proxy=" + proxy.URL(), "NO_PROXY=", "no_proxy="}
+		"HTTPS_PROXY=" + proxy.URL(), "https_proxy=" + proxy.URL(), "HTTP_PROXY=" + proxy.URL(), "http_proxy=" + proxy.URL(),
+		"NO_PROXY=", "no_proxy="}
 }

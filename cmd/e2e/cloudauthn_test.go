@@ -63,7 +63,10 @@ type cloudAuthn struct {
 	sts         stsCaller
 	eksClusters []string
 	entra       *entraTrust
-	reviews     []string // one line per TokenReview: the decision and why
+	// route names the cluster a token was presented to; nil: any of the
+	// trusted ones
+	route   func(token string) (cluster string, ok bool)
+	reviews []string // one line per TokenReview: the decision and why
 }
 
 // startCloudAuthn starts the webhook (TLS, loopback) and writes the
@@ -75,7 +78,7 @@ func startCloudAuthn(dir string) (*cloudAuthn, error) {
 	config := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
-- name: eks-authn
+- name: cloud-authn
   cluster:
     server: %s/authenticate
     certificate-authority-data: %s
@@ -83,10 +86,10 @@ users:
 - name: kube-apiserver
 contexts:
 - name: webhook
-  context: {cluster: eks-authn, user: kube-apiserver}
+  context: {cluster: cloud-authn, user: kube-apiserver}
 current-context: webhook
 `, a.srv.URL, base64.StdEncoding.EncodeToString(ca))
-	a.configFile = filepath.Join(dir, "eks-authn-webhook.yaml")
+	a.configFile = filepath.Join(dir, "cloud-authn-webhook.yaml")
 	if err := os.WriteFile(a.configFile, []byte(config), 0o600); err != nil {
 		a.srv.Close()
 		return nil, err
@@ -101,7 +104,7 @@ current-context: webhook
 func (x *env) startControlPlane() (*rest.Config, error) {
 	a, err := startCloudAuthn(x.dir)
 	if err != nil {
-		return nil, fmt.Errorf("EKS token webhook: %w", err)
+		return nil, fmt.Errorf("cloud token webhook: %w", err)
 	}
 	x.cloudAuthn = a
 	x.testEnv.ControlPlane.GetAPIServer().Configure().
@@ -124,6 +127,21 @@ func (a *cloudAuthn) trustEKS(sts stsCaller, clusters ...string) (restore func()
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.sts, a.eksClusters = prevSTS, prevClusters
+	}
+}
+
+// routeBy makes the webhook judge each token as the cluster route names
+// for it would, and only as that cluster; it returns a function that
+// restores what it did before.
+func (a *cloudAuthn) routeBy(route func(token string) (string, bool)) (restore func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev := a.route
+	a.route = route
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.route = prev
 	}
 }
 
@@ -166,13 +184,24 @@ func (a *cloudAuthn) serveReview(w http.ResponseWriter, r *http.Request) {
 // who it is for which cluster.
 func (a *cloudAuthn) review(token string, now time.Time) (authenticationv1.UserInfo, string, error) {
 	a.mu.Lock()
-	sts, clusters, entra := a.sts, a.eksClusters, a.entra
+	sts, clusters, entra, route := a.sts, a.eksClusters, a.entra, a.route
 	a.mu.Unlock()
+	at := ""
+	if route != nil {
+		c, ok := route(token)
+		if !ok {
+			return authenticationv1.UserInfo{}, "", errors.New("presented at no cluster's address")
+		}
+		at = c
+	}
 	switch {
 	case strings.HasPrefix(token, "k8s-aws-v1."):
 		u, err := parseEKSToken(token, now)
 		if err != nil {
 			return authenticationv1.UserInfo{}, "", err
+		}
+		if at != "" {
+			clusters = []string{at}
 		}
 		if sts == nil || len(clusters) == 0 {
 			return authenticationv1.UserInfo{}, "", errNoEKSCluster
@@ -187,7 +216,11 @@ func (a *cloudAuthn) review(token string, now time.Time) (authenticationv1.UserI
 		}
 		return authenticationv1.UserInfo{}, "", err
 	case strings.Count(token, ".") == 2:
-		return verifyAKSToken(token, entra, now)
+		user, decision, cluster, err := verifyAKSToken(token, entra, now)
+		if err == nil && at != "" && cluster != at {
+			return authenticationv1.UserInfo{}, "", fmt.Errorf("a token for %s, presented at %s", decision, at)
+		}
+		return user, decision, err
 	}
 	return authenticationv1.UserInfo{}, "", errNotCloudToken
 }
@@ -253,7 +286,8 @@ func parseEKSToken(token string, now time.Time) (*url.URL, error) {
 	if len(cred) != 5 || cred[3] != "sts" || cred[4] != "aws4_request" || cred[1] != date.Format("20060102") {
 		return nil, fmt.Errorf("X-Amz-Credential=%q is not an STS scope of the request's date", q.Get("X-Amz-Credential"))
 	}
-	if want := stsHost(cred[2]); u.Host != want && u.Host != "sts.amazonaws.com" {
+	// the global endpoint takes us-east-1 signatures only
+	if want := stsHost(cred[2]); u.Host != want && (u.Host != "sts.amazonaws.com" || cred[2] != "us-east-1") {
 		return nil, fmt.Errorf("signed for region %s, sent to %s", cred[2], u.Host)
 	}
 	return u, nil
@@ -263,18 +297,18 @@ func parseEKSToken(token string, now time.Time) (*url.URL, error) {
 // in the query) with a key STS issued, with its session token, for the
 // host and the x-k8s-aws-id header it came with; it returns the key's
 // identity.
-func verifyPresigned(u *url.URL, host, cluster string, keys keyLookup) (string, error) {
+func verifyPresigned(u *url.URL, host, cluster string, keys keyLookup) (string, *stsFault) {
 	q := u.Query()
 	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
 	if len(cred) != 5 {
-		return "", fmt.Errorf("X-Amz-Credential=%q is not a SigV4 credential", q.Get("X-Amz-Credential"))
+		return "", faultf(http.StatusBadRequest, "AuthorizationQueryParametersError", "X-Amz-Credential=%q is not a SigV4 credential", q.Get("X-Amz-Credential"))
 	}
 	key, ok := keys(cred[0])
 	if !ok {
-		return "", fmt.Errorf("access key %s: not issued by STS", cred[0])
+		return "", faultf(http.StatusForbidden, "InvalidClientTokenId", "access key %s: not issued by STS", cred[0])
 	}
 	if q.Get("X-Amz-Security-Token") != key.sessionToken {
-		return "", fmt.Errorf("access key %s: wrong session token", cred[0])
+		return "", faultf(http.StatusForbidden, "InvalidClientTokenId", "access key %s: wrong session token", cred[0])
 	}
 	headers := func(name string) string {
 		switch name {
@@ -290,7 +324,8 @@ func verifyPresigned(u *url.URL, host, cluster string, keys keyLookup) (string, 
 	signed := strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
 	want := sigV4(http.MethodGet, "/", q, signed, headers, emptySHA256, q.Get("X-Amz-Date"), strings.Join(cred[1:], "/"), key.secret)
 	if !hmac.Equal([]byte(got), []byte(want)) {
-		return "", fmt.Errorf("access key %s: signature does not match (another x-k8s-aws-id than %s, or another key)", cred[0], cluster)
+		return "", faultf(http.StatusForbidden, "SignatureDoesNotMatch",
+			"access key %s: signature does not match (another x-k8s-aws-id than %s, or another key)", cred[0], cluster)
 	}
 	return key.arn, nil
 }

@@ -22,7 +22,7 @@ func TestVerifyEKSToken(t *testing.T) {
 	const arn = "arn:aws:sts::111111111111:assumed-role/e2e-eks-deployer/s1"
 	issued := issuedKey{secret: "e2eVerifySecretAccessKeyEXAMPLE", sessionToken: "e2e-verify-session", arn: arn}
 	sts := newIssuingSTS(t)
-	sts.keys["ASIAE2EVERIFY"] = issued
+	sts.issue("ASIAE2EVERIFY", issued)
 	webhook := &cloudAuthn{}
 	webhook.trustEKS(sts.callerIdentity, eksClusterName)
 	now := time.Now()
@@ -36,6 +36,8 @@ func TestVerifyEKSToken(t *testing.T) {
 		{name: "presigned for the cluster: accepted", edit: func(*presignToken) {}},
 		{name: "X-Amz-Expires 60: accepted", edit: func(p *presignToken) { p.expires = "60" }},
 		{name: "the global endpoint: accepted", edit: func(p *presignToken) { p.host, p.region = "sts.amazonaws.com", "us-east-1" }},
+		{name: "the global endpoint, signed for another region", edit: func(p *presignToken) { p.host = "sts.amazonaws.com" },
+			want: "signed for region " + k8sAuthRegion + ", sent to sts.amazonaws.com"},
 		{name: "another cluster", edit: func(p *presignToken) { p.cluster = "other" }, want: "signature does not match"},
 		{name: "another secret", edit: func(p *presignToken) { p.secret += "x" }, want: "signature does not match"},
 		{name: "a key STS did not issue", edit: func(p *presignToken) { p.key = "ASIAE2EUNKNOWN" }, want: "not issued by STS"},
