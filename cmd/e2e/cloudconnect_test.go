@@ -1,12 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 )
 
 // cloudConnectCase is a Secret of the cloud deployment, as written or
@@ -14,6 +22,9 @@ import (
 // apiserver's webhook and the clouds' token services make of it.
 type cloudConnectCase struct {
 	name, cluster string
+	// exec: the Secret `discover --secrets` renders with EKS auth mode
+	// exec, not the deployment's
+	exec bool
 	// edit changes the Secret's config; nil: the Secret as written
 	edit func(t *testing.T, config map[string]any)
 	kind string // "": ok
@@ -75,9 +86,13 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	execSecrets := c.execSecrets(t)
 	for _, cc := range cloudConnectCases(otherCA(t)) {
 		t.Run(cc.name, func(t *testing.T) {
 			s, ok := secrets[cc.cluster]
+			if cc.exec {
+				s, ok = execSecrets[cc.cluster]
+			}
 			if !ok {
 				t.Fatalf("no Secret for %s among %v", cc.cluster, names(secrets))
 			}
@@ -108,6 +123,18 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 			} else {
 				env[k] = v
 			}
+		}
+	}
+	setArg := func(flag, value string) func(*testing.T, map[string]any) {
+		return func(t *testing.T, config map[string]any) {
+			args, _ := mapAt(t, config, "execProviderConfig")["args"].([]any)
+			for i := range args {
+				if args[i] == flag && i+1 < len(args) {
+					args[i+1] = value
+					return
+				}
+			}
+			t.Fatalf("execProviderConfig has no %s: %v", flag, args)
 		}
 	}
 	set := func(value any, path ...string) func(*testing.T, map[string]any) {
@@ -150,6 +177,13 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 		{name: "aks-payments with another client id: Entra refuses the token", cluster: aksPayments.Name, kind: "other",
 			edit:      setEnv("AZURE_CLIENT_ID", "00000000-0000-4000-8000-000000000001"),
 			cloudCall: "refused " + aksManagedServerApp + " in " + entraHomeTenant + ": AADSTS700016"},
+		{name: "eks-payments, auth mode exec: argocd-k8s-auth aws in an execProviderConfig, with AWS_REGION", cluster: eksPayments.Name, exec: true,
+			decision: ":assumed-role/argocd-deployer/", cloudCall: gci + eksPayments.Name + ": arn:aws:sts::" + cloudAWSAccount + ":assumed-role/argocd-deployer/"},
+		{name: "eks-platform, auth mode exec: its own role", cluster: eksPlatform.Name, exec: true,
+			decision: ":assumed-role/argocd-platform/", cloudCall: gci + eksPlatform.Name + ": arn:aws:sts::" + cloudAWSAccount + ":assumed-role/argocd-platform/"},
+		{name: "eks-payments, auth mode exec, with eks-platform's --cluster-name: unauthorized", cluster: eksPayments.Name, exec: true,
+			kind: "unauthorized", edit: setArg("--cluster-name", eksPlatform.Name),
+			decision: "signature does not match", cloudCall: gci + eksPayments.Name + " refused: SignatureDoesNotMatch"},
 		{name: "eks-platform with another CA: x509, no request sent", cluster: eksPlatform.Name, kind: "x509",
 			edit:      set(otherCA, "tlsClientConfig", "caData"),
 			cloudCall: "AssumeRole " + cloudPlatformRole},
@@ -191,6 +225,61 @@ func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secr
 	}
 	checkNoCredential(t, r.Output, sts)
 	return r
+}
+
+// execSecrets are the Secrets `discover --secrets` renders for the EKS
+// clusters with auth mode exec, by cluster: the same source and fakes as
+// the deployment's, an execProviderConfig instead of awsAuthConfig.
+func (c *cloudEnv) execSecrets(t *testing.T) map[string]corev1.Secret {
+	t.Helper()
+	config := fmt.Sprintf(`log: {level: info, format: json}
+server: {tokens: [{file: token}]}
+sources:
+  - name: aws
+    provider: eks
+    eks:
+      regions: [%s]
+      accounts: [{id: "%s", argocdRoleARN: "%s"}]
+      rolePattern: ["arn:aws:iam::*:role/argocd-*"]
+      endpoint: %s
+      taggingEndpoint: %s
+      auth: {mode: exec}
+secrets: {namespace: %s, ownerID: %s-exec}
+`, cloudAWSRegion, cloudAWSAccount, cloudAccountRole, c.fake.aws.URL, c.fake.aws.URL, argoNS, cloudOwnerID)
+	file, empty := filepath.Join(c.dir, "config-exec.yaml"), filepath.Join(c.dir, "aws-empty")
+	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(e.binary, "discover", "--config", file, "--secrets")
+	cmd.Env = append(toolEnviron(), c.serviceEnv(empty)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("discover --secrets: %v\n%s", err, &stderr)
+	}
+	secrets := map[string]corev1.Secret{}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		var s corev1.Secret
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), &s); err != nil {
+			t.Fatalf("discover --secrets printed %v:\n%s", err, doc)
+		}
+		s.Data = map[string][]byte{}
+		for k, v := range s.StringData {
+			s.Data[k] = []byte(v)
+		}
+		s.StringData = nil
+		secrets[s.Annotations[clustersecret.AnnotationCluster]] = s
+	}
+	for _, name := range []string{eksPayments.Name, eksPlatform.Name} {
+		if cfg := string(secrets[name].Data["config"]); !strings.Contains(cfg, `"execProviderConfig"`) || !strings.Contains(cfg, `"AWS_REGION":"`+cloudAWSRegion+`"`) {
+			t.Fatalf("discover --secrets: %s's config %s, want an execProviderConfig with AWS_REGION %s", name, cfg, cloudAWSRegion)
+		}
+	}
+	return secrets
 }
 
 // checkNoCredential fails when output holds a token a cluster accepts or

@@ -117,7 +117,22 @@ func (c *cloudEnv) start(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := []string{
+	env := c.serviceEnv(empty)
+	p, err := startProc("argocd-cluster-discovery (cloud)", filepath.Join(c.dir, "argocd-cluster-discovery.log"), env,
+		e.binary, "serve", "--config", filepath.Join(c.dir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.svc = p
+	if err := waitHTTP(p, "http://"+c.addr+"/healthz", 60*time.Second); err != nil {
+		t.Fatalf("the cloud deployment did not start: %v\n%s", err, p.tail(40))
+	}
+}
+
+// serviceEnv is the deployment's environment: static AWS keys, an App
+// Service managed identity, the ARM fake's CA; empty is an empty file.
+func (c *cloudEnv) serviceEnv(empty string) []string {
+	return []string{
 		"KUBECONFIG=" + e.kubeconfig,
 		"AWS_ACCESS_KEY_ID=" + cloudAWSKeyID, "AWS_SECRET_ACCESS_KEY=" + cloudAWSSecret, "AWS_SESSION_TOKEN=",
 		"AWS_REGION=" + cloudAWSRegion, "AWS_PROFILE=", "AWS_EC2_METADATA_DISABLED=true",
@@ -127,15 +142,6 @@ func (c *cloudEnv) start(t *testing.T) {
 		"IDENTITY_ENDPOINT=" + c.fake.arm.URL + "/msi/token", "IDENTITY_HEADER=" + cloudMIHeader,
 		"AZURE_CLIENT_ID=", "AZURE_TENANT_ID=", "AZURE_CLIENT_SECRET=", "AZURE_FEDERATED_TOKEN_FILE=", "AZURE_AUTHORITY_HOST=",
 		"MSI_ENDPOINT=", "IMDS_ENDPOINT=", "IDENTITY_SERVER_THUMBPRINT=",
-	}
-	p, err := startProc("argocd-cluster-discovery (cloud)", filepath.Join(c.dir, "argocd-cluster-discovery.log"), env,
-		e.binary, "serve", "--config", filepath.Join(c.dir, "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.svc = p
-	if err := waitHTTP(p, "http://"+c.addr+"/healthz", 60*time.Second); err != nil {
-		t.Fatalf("the cloud deployment did not start: %v\n%s", err, p.tail(40))
 	}
 }
 
