@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -228,24 +227,16 @@ func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secr
 }
 
 // execSecrets are the Secrets `discover --secrets` renders for the EKS
-// clusters with auth mode exec, by cluster: the same source and fakes as
-// the deployment's, an execProviderConfig instead of awsAuthConfig.
+// clusters with auth mode exec, by cluster: the deployment's
+// configuration and fakes, an execProviderConfig instead of awsAuthConfig.
 func (c *cloudEnv) execSecrets(t *testing.T) map[string]corev1.Secret {
 	t.Helper()
-	config := fmt.Sprintf(`log: {level: info, format: json}
-server: {tokens: [{file: token}]}
-sources:
-  - name: aws
-    provider: eks
-    eks:
-      regions: [%s]
-      accounts: [{id: "%s", argocdRoleARN: "%s"}]
-      rolePattern: ["arn:aws:iam::*:role/argocd-*"]
-      endpoint: %s
-      taggingEndpoint: %s
-      auth: {mode: exec}
-secrets: {namespace: %s, ownerID: %s-exec}
-`, cloudAWSRegion, cloudAWSAccount, cloudAccountRole, c.fake.aws.URL, c.fake.aws.URL, argoNS, cloudOwnerID)
+	// the deployment's configuration, its EKS source in auth mode exec
+	const ttl = "      describeTTL: 100ms\n"
+	config := strings.Replace(c.config(), ttl, ttl+"      auth: {mode: exec}\n", 1)
+	if !strings.Contains(config, "auth: {mode: exec}") {
+		t.Fatal("the cloud configuration has no EKS describeTTL line to add the auth mode after")
+	}
 	file, empty := filepath.Join(c.dir, "config-exec.yaml"), filepath.Join(c.dir, "aws-empty")
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
