@@ -50,9 +50,10 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 	sts := newIssuingSTS(t)
 	sts.allow(cloudAccountRole, cloudPlatformRole)
 	entra := newFakeEntra(t, pod)
+	stsAddr := sts.sts.Listener.Addr().String()
 	proxy := newConnectProxy(t,
-		proxyRoute{"sts.amazonaws.com", sts.sts.Listener.Addr().String()},
-		proxyRoute{"sts.*.amazonaws.com", sts.sts.Listener.Addr().String()},
+		proxyRoute{"sts.amazonaws.com", stsAddr},
+		proxyRoute{"sts.*.amazonaws.com", stsAddr},
 		proxyRoute{entraHost, entra.addr()},
 		proxyRoute{"*.gr7." + cloudAWSRegion + ".eks.amazonaws.com", c.front.addr()},
 		proxyRoute{"*.hcp.westeurope.azmk8s.io", c.front.addr()})
@@ -284,6 +285,7 @@ func checkNoCredential(t *testing.T, output string, sts *issuingSTS) {
 	}
 }
 
+// anyOf says whether f holds for an element of list.
 func anyOf(list []string, f func(string) bool) bool {
 	for _, x := range list {
 		if f(x) {

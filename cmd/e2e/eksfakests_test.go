@@ -53,8 +53,9 @@ const (
 // proxy (HTTPS_PROXY; its own, or the cloud proof's connectProxy) and
 // trusts its CA through AWS_CA_BUNDLE.
 type issuingSTS struct {
-	sts, proxy *httptest.Server
-	caFile     string
+	sts    *httptest.Server
+	proxy  *connectProxy
+	caFile string
 	// client reaches sts at its STS hosts, trusting its CA: the
 	// webhook's, as aws-iam-authenticator's
 	client *http.Client
@@ -88,9 +89,7 @@ func newIssuingSTS(t *testing.T) *issuingSTS {
 		}}
 	s.client = &http.Client{Timeout: 10 * time.Second, Transport: transport}
 	t.Cleanup(transport.CloseIdleConnections)
-	tunnel := &fakeSTS{sts: s.sts} // its CONNECT proxy, to this STS
-	s.proxy = httptest.NewServer(http.HandlerFunc(tunnel.serveConnect))
-	t.Cleanup(s.proxy.Close)
+	s.proxy = newSTSProxy(t, s.sts)
 	return s
 }
 
@@ -370,5 +369,5 @@ func (s *issuingSTS) env(t *testing.T) []string {
 		"AWS_REGION=" + k8sAuthRegion, "AWS_DEFAULT_REGION=" + k8sAuthRegion,
 		"AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none"),
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_CA_BUNDLE=" + s.caFile,
-		"HTTPS_PROXY=" + s.proxy.URL, "https_proxy=" + s.proxy.URL, "NO_PROXY=", "no_proxy="}
+		"HTTPS_PROXY=" + s.proxy.URL(), "https_proxy=" + s.proxy.URL(), "NO_PROXY=", "no_proxy="}
 }

@@ -181,10 +181,5 @@ func clientWithToken(t *testing.T, token string) kubernetes.Interface {
 }
 
 func containsSubstring(list []string, s string) bool {
-	for _, x := range list {
-		if strings.Contains(x, s) {
-			return true
-		}
-	}
-	return false
+	return anyOf(list, func(x string) bool { return strings.Contains(x, s) })
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -36,12 +35,12 @@ const (
 // aws-sdk-go v1, which argocd-k8s-auth uses, has no endpoint override in
 // its environment, but it trusts AWS_CA_BUNDLE. Nothing leaves the machine.
 type fakeSTS struct {
-	sts, proxy *httptest.Server
-	caFile     string
+	sts    *httptest.Server
+	proxy  *connectProxy
+	caFile string
 
-	mu       sync.Mutex
-	connects []string // CONNECT targets
-	calls    []string // what STS was asked: Action and RoleArn, or why it was refused
+	mu    sync.Mutex
+	calls []string // what STS was asked: Action and RoleArn, or why it was refused
 }
 
 func newFakeSTS(t *testing.T) *fakeSTS {
@@ -49,22 +48,15 @@ func newFakeSTS(t *testing.T) *fakeSTS {
 	f := &fakeSTS{}
 	hosts := []string{"sts.amazonaws.com", "sts." + k8sAuthRegion + ".amazonaws.com"}
 	f.sts, _, f.caFile = startHostTLS(t, "e2e-fake-sts-ca", hosts, http.HandlerFunc(f.serveSTS))
-	f.proxy = httptest.NewServer(http.HandlerFunc(f.serveConnect))
-	t.Cleanup(f.proxy.Close)
+	f.proxy = newSTSProxy(t, f.sts)
 	return f
 }
 
-// serveConnect tunnels a CONNECT to an STS host to the fake STS.
-func (f *fakeSTS) serveConnect(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.connects = append(f.connects, r.Method+" "+r.Host)
-	f.mu.Unlock()
-	host, _, _ := net.SplitHostPort(r.Host)
-	if r.Method != http.MethodConnect || !strings.HasPrefix(host, "sts.") || !strings.HasSuffix(host, ".amazonaws.com") {
-		http.Error(w, "this proxy tunnels to AWS STS only", http.StatusForbidden)
-		return
-	}
-	tunnel(w, f.sts.Listener.Addr().String())
+// newSTSProxy is a connectProxy that tunnels the STS hosts to sts.
+func newSTSProxy(t *testing.T, sts *httptest.Server) *connectProxy {
+	t.Helper()
+	addr := sts.Listener.Addr().String()
+	return newConnectProxy(t, proxyRoute{"sts.amazonaws.com", addr}, proxyRoute{"sts.*.amazonaws.com", addr})
 }
 
 // serveSTS answers an AssumeRole signed with the static key, as STS's
@@ -110,7 +102,7 @@ func (f *fakeSTS) serveSTS(w http.ResponseWriter, r *http.Request) {
 func (f *fakeSTS) seen() (connects, calls []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]string(nil), f.connects...), append([]string(nil), f.calls...)
+	return f.proxy.seen(), append([]string(nil), f.calls...)
 }
 
 // k8sAuthBinary is argocd-k8s-auth from bin/testbin; the test fails
@@ -146,7 +138,7 @@ func TestArgoCDK8sAuthBinary(t *testing.T) {
 	cmd.Env = []string{"HOME=" + home,
 		"AWS_ACCESS_KEY_ID=" + k8sAuthKeyID, "AWS_SECRET_ACCESS_KEY=" + k8sAuthSecret, "AWS_REGION=" + k8sAuthRegion,
 		"AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none"),
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_CA_BUNDLE=" + f.caFile, "HTTPS_PROXY=" + f.proxy.URL}
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CA_BUNDLE=" + f.caFile, "HTTPS_PROXY=" + f.proxy.URL()}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
