@@ -71,6 +71,9 @@ type Options struct {
 	Tenants map[string]sources.TenantRule
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Ledger keeps the records: Run loads them before the first listing
+	// and saves them after each. Nil keeps them in this process only.
+	Ledger Ledger
 }
 
 // Preference says which source wins when one cluster is listed twice.
@@ -103,6 +106,12 @@ type Inventory struct {
 	tenants map[string]sources.TenantRule
 	now     func() time.Time
 	metrics *metrics
+	// follower: the inventory projects a ledger it does not write (see
+	// Follow) and establishes nothing itself.
+	follower bool
+	ledger   Ledger
+	// saveMu makes saves one at a time.
+	saveMu sync.Mutex
 
 	mu       sync.Mutex
 	states   []*sourceState
@@ -149,7 +158,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
-		metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
+		ledger: opts.Ledger, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -167,7 +176,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			return nil, fmt.Errorf("source %s: timeout must be positive", spec.Name)
 		}
 		seen[spec.Name] = true
-		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, tracked: map[string]*tracked{}}}
+		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, tracked: map[string]*Record{}}}
 		st.status.Name, st.status.Provider, st.status.Interval = spec.Name, spec.Provider, spec.Interval.String()
 		inv.states = append(inv.states, st)
 		inv.bySource[spec.Name] = st

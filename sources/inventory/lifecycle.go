@@ -63,39 +63,56 @@ func (d Departure) withDefaults() (Departure, error) {
 	return d, nil
 }
 
-// tracked is what the inventory remembers of one cluster of one source
-// across listings.
-type tracked struct {
-	// last is the latest good rendering, served while the cluster is
-	// served; nil when it never had one.
-	last *sources.Cluster
-	// served is set once the cluster was ready or degraded with a good
+// Record is what the inventory knows of one cluster of one source across
+// listings: the whole state of its lifecycle, nothing derived from the
+// process. The ledger keeps it (see Ledger), so that every replica answers
+// from the same records and a new leader resumes where the last one was.
+type Record struct {
+	// Source and ID identify the cluster (ID is the cluster's Key).
+	Source string `json:"source"`
+	ID     string `json:"id"`
+	// Rendering is the latest good rendering in its current phase, served
+	// while Served; nil when the cluster never had one.
+	Rendering *sources.Cluster `json:"rendering,omitempty"`
+	// Served is set once the cluster was ready or degraded with a good
 	// rendering: from then on it stays served until its departure is
 	// confirmed.
-	served bool
-	// missed counts consecutive complete listings the cluster was absent
-	// from or leaving in, since missingSince.
-	missed       int
-	missingSince time.Time
-	// held: its departure is part of a mass drop and needs HeldListings.
-	held bool
-	// listing is the number of the last listing that had the cluster.
-	listing uint64
-	// established is when the cluster was first in a snapshot after the
+	Served bool `json:"served,omitempty"`
+	// Unserved is how the latest listing had a cluster that is not served
+	// (pending, never rendered, leaving before it was ever served).
+	Unserved *Unserved `json:"unserved,omitempty"`
+	// KeptReason is why the latest listing of a served cluster could not be
+	// rendered: it is served from its last good rendering.
+	KeptReason string `json:"keptReason,omitempty"`
+	// Missed counts consecutive complete listings of its source the
+	// cluster was absent from or leaving in, since MissingSince.
+	Missed       int       `json:"missed,omitempty"`
+	MissingSince time.Time `json:"missingSince,omitzero"`
+	// Held: its departure is part of a mass drop and needs HeldListings.
+	Held bool `json:"held,omitempty"`
+	// Established is when the cluster was first in a snapshot after the
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
-	established time.Time
+	Established time.Time `json:"established,omitzero"`
+
+	// listing is the number of this process's last listing that had the
+	// cluster (0: none yet); listings are counted per process, the ledger
+	// keeps Missed instead.
+	listing uint64
 }
+
+// departing reports whether r is served while missing from its source.
+func (r *Record) departing() bool { return r.Served && r.Missed > 0 }
 
 // lifecycle is one source's view of its clusters across listings. It is
 // owned by the inventory and used under its lock.
 type lifecycle struct {
 	rule    Departure
-	tracked map[string]*tracked
-	// listings counts the complete listings applied.
+	tracked map[string]*Record
+	// listings counts the complete listings applied by this process.
 	listings uint64
 
-	// The outcome of the latest complete listing.
+	// What the records say now (see view).
 	served   []*sources.Cluster
 	unserved []Unserved
 	kept     []Kept
@@ -118,13 +135,13 @@ type listed struct {
 //	ready or degraded, rendered         any             served with this rendering
 //	ready or degraded, not rendered     served          served with its last rendering (Kept)
 //	ready or degraded, not rendered     never served    not served (Unserved, with the reason)
-//	leaving, or absent                  never served    forgotten
+//	leaving                             never served    not served (Unserved); forgotten once absent
+//	absent                              never served    forgotten
 //	leaving, or absent                  served          served with its last rendering, phase leaving
 //	                                                    or absent, one more listing missed; after
 //	                                                    AfterListings (HeldListings in a mass drop)
 //	                                                    and GracePeriod: departed
 func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Time) listed {
-	l.served, l.unserved, l.kept = l.served[:0:0], nil, nil
 	l.listings++
 	var gone []missing
 	for i := range listing {
@@ -132,25 +149,24 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 			gone = append(gone, m)
 		}
 	}
-	for key, t := range l.tracked {
+	for key, r := range l.tracked {
 		switch {
-		case t.listing == l.listings: // in this listing (leaving ones are in gone already)
-		case !t.served:
+		case r.listing == l.listings: // in this listing (leaving ones are in gone already)
+		case !r.Served:
 			delete(l.tracked, key) // never served: nothing to confirm
 		default:
-			gone = append(gone, missing{key: key, t: t})
+			gone = append(gone, missing{key: key, r: r})
 		}
 	}
 	out := l.depart(source, gone, now)
-	sort.Slice(l.served, func(i, j int) bool { return l.served[i].Name < l.served[j].Name })
-	sort.Slice(l.unserved, func(i, j int) bool { return l.unserved[i].Name < l.unserved[j].Name })
+	l.view()
 	return out
 }
 
 // missing is a served cluster absent from a listing, or leaving in it.
 type missing struct {
 	key string
-	t   *tracked
+	r   *Record
 	// leaving is the cluster as listed when it is leaving, nil when absent.
 	leaving *sources.Cluster
 }
@@ -160,25 +176,25 @@ type missing struct {
 // true.
 func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving bool) {
 	key := c.Key()
-	t := l.tracked[key]
-	if t == nil {
-		t = &tracked{}
+	r := l.tracked[key]
+	if r == nil {
+		r = &Record{Source: source, ID: key}
+		l.tracked[key] = r
 	}
-	t.listing = l.listings
+	r.listing = l.listings
+	r.Unserved, r.KeptReason = nil, ""
 	phase := c.Phase.OrReady()
 	if phase == sources.PhaseLeaving {
-		if t.served {
-			return missing{key, t, c}, true
+		if r.Served {
+			return missing{key, r, c}, true
 		}
-		delete(l.tracked, key)
-		l.unserved = append(l.unserved, unserved(c, phase, ""))
+		r.Unserved = unserved(c, phase, "")
 		return missing{}, false
 	}
-	l.tracked[key] = t
-	t.missed, t.missingSince, t.held = 0, time.Time{}, false
+	r.Missed, r.MissingSince, r.Held = 0, time.Time{}, false
 	switch {
-	case phase == sources.PhasePending && !t.served:
-		l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
+	case phase == sources.PhasePending && !r.Served:
+		r.Unserved = unserved(c, phase, c.NotReadyReason)
 		return missing{}, false
 	case phase == sources.PhasePending:
 		phase = sources.PhaseDegraded // an established cluster re-provisioning has not left
@@ -188,14 +204,12 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 	switch {
 	case c.Ready:
 		c.Phase = phase
-		t.last, t.served = c, true
-		l.served = append(l.served, c)
-	case t.last == nil:
-		l.unserved = append(l.unserved, unserved(c, phase, c.NotReadyReason))
+		r.Rendering, r.Served = c, true
+	case r.Rendering == nil:
+		r.Unserved = unserved(c, phase, c.NotReadyReason)
 	default:
-		t.last = withPhase(t.last, phase, c.State)
-		l.served = append(l.served, t.last)
-		l.kept = append(l.kept, Kept{Name: t.last.Name, Source: source, Reason: c.NotReadyReason})
+		r.Rendering = withPhase(r.Rendering, phase, c.State)
+		r.KeptReason = c.NotReadyReason
 	}
 	return missing{}, false
 }
@@ -206,50 +220,70 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 func (l *lifecycle) depart(source string, gone []missing, now time.Time) listed {
 	var out listed
 	massDrop := l.massDrop(gone)
-	l.held = 0
 	for _, g := range gone {
-		t := g.t
-		if t.missed == 0 {
-			t.missingSince, t.held = now, massDrop
+		r := g.r
+		if r.Missed == 0 {
+			r.MissingSince, r.Held = now, massDrop
 			if massDrop {
 				out.newlyHeld++
 			}
 		}
-		t.missed++
+		r.Missed++
 		needed := l.rule.AfterListings
-		if t.held {
+		if r.Held {
 			needed = l.rule.HeldListings
 		}
-		if t.missed >= needed && now.Sub(t.missingSince) >= l.rule.GracePeriod {
+		if r.Missed >= needed && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
 			delete(l.tracked, g.key)
-			out.departed = append(out.departed, Departed{Name: t.last.Name, Source: source, ID: g.key, At: now})
+			out.departed = append(out.departed, Departed{Name: r.Rendering.Name, Source: source, ID: g.key, At: now})
 			continue
 		}
-		if t.held {
-			l.held++
-		}
-		phase, state := sources.PhaseAbsent, t.last.State
+		phase, state := sources.PhaseAbsent, r.Rendering.State
 		if g.leaving != nil {
 			phase, state = sources.PhaseLeaving, g.leaving.State
 		}
-		t.last = withPhase(t.last, phase, state)
-		l.served = append(l.served, t.last)
+		r.Rendering = withPhase(r.Rendering, phase, state)
 	}
 	return out
+}
+
+// view derives from the records what a snapshot shows of the source: the
+// served clusters, the unserved, the kept renderings and the held
+// departures. It reads nothing but the records, so a replica that holds
+// the same records shows the same.
+func (l *lifecycle) view() {
+	l.served, l.unserved, l.kept, l.held = l.served[:0:0], nil, nil, 0
+	for _, r := range l.tracked {
+		switch {
+		case r.Served:
+			l.served = append(l.served, r.Rendering)
+			if r.KeptReason != "" {
+				l.kept = append(l.kept, Kept{Name: r.Rendering.Name, Source: r.Source, Reason: r.KeptReason})
+			}
+			if r.Held && r.departing() {
+				l.held++
+			}
+		case r.Unserved != nil:
+			l.unserved = append(l.unserved, *r.Unserved)
+		}
+	}
+	sort.Slice(l.served, func(i, j int) bool { return l.served[i].Name < l.served[j].Name })
+	sort.Slice(l.unserved, func(i, j int) bool { return l.unserved[i].Name < l.unserved[j].Name })
+	sort.Slice(l.kept, func(i, j int) bool { return l.kept[i].Name < l.kept[j].Name })
 }
 
 // massDrop reports whether the clusters newly gone in this listing (more
 // than one) are more than MaxFraction of the source's served clusters.
 func (l *lifecycle) massDrop(gone []missing) bool {
 	servedBefore := 0
-	for _, t := range l.tracked {
-		if t.served {
+	for _, r := range l.tracked {
+		if r.Served {
 			servedBefore++
 		}
 	}
 	newly := 0
 	for _, g := range gone {
-		if g.t.missed == 0 {
+		if g.r.Missed == 0 {
 			newly++
 		}
 	}
@@ -268,8 +302,8 @@ func withPhase(c *sources.Cluster, phase sources.Phase, state string) *sources.C
 	return &cp
 }
 
-func unserved(c *sources.Cluster, phase sources.Phase, reason string) Unserved {
-	return Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: phase, State: c.State, Reason: reason}
+func unserved(c *sources.Cluster, phase sources.Phase, reason string) *Unserved {
+	return &Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: phase, State: c.State, Reason: reason}
 }
 
 // departedTTL is how long a confirmed departure is remembered, for the

@@ -35,18 +35,18 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	snap.Departed = sortedDeparted(inv.departed, now)
 	sort.Slice(snap.Unserved, func(i, j int) bool { return snap.Unserved[i].Name < snap.Unserved[j].Name })
 	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
-	if snap.Synced() {
+	if snap.Synced() && !inv.follower {
 		for _, c := range snap.Clusters {
-			if t := inv.tracked(c); t != nil && t.established.IsZero() {
-				t.established = now
+			if r := inv.recordOf(c); r != nil && r.Established.IsZero() {
+				r.Established = now
 			}
 		}
 	}
 	return snap
 }
 
-// tracked returns what the lifecycle of c's source remembers of c.
-func (inv *Inventory) tracked(c *sources.Cluster) *tracked {
+// recordOf returns what the lifecycle of c's source remembers of c.
+func (inv *Inventory) recordOf(c *sources.Cluster) *Record {
 	if st := inv.bySource[c.Source]; st != nil {
 		return st.life.tracked[c.Key()]
 	}
@@ -63,8 +63,8 @@ func (inv *Inventory) kindOf(c *sources.Cluster) sources.Kind {
 
 // establishedAt returns when c was established, zero if it is not.
 func (inv *Inventory) establishedAt(c *sources.Cluster) time.Time {
-	if t := inv.tracked(c); t != nil {
-		return t.established
+	if r := inv.recordOf(c); r != nil {
+		return r.Established
 	}
 	return time.Time{}
 }

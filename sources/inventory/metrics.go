@@ -24,6 +24,8 @@ type metrics struct {
 	conflicts   prometheus.Gauge
 	duplicates  prometheus.Gauge
 	version     prometheus.Gauge
+	// ledgerErrors counts saves of the ledger that failed.
+	ledgerErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -81,11 +83,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: namespace, Name: "snapshot_version",
 			Help: "Version of the current inventory snapshot.",
 		}),
+		ledgerErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "ledger_save_errors_total",
+			Help: "Saves of the inventory's ledger that failed; replicas answer from the last saved records until one succeeds.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.conflicts, m.duplicates, m.version} {
+	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.conflicts, m.duplicates, m.version, m.ledgerErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -12,9 +12,14 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-// Run lists every source now and then at its interval until ctx is
-// cancelled. It returns once every loop has stopped.
+// Run loads the ledger, if any, then lists every source now and then at
+// its interval until ctx is cancelled, saving the records to the ledger
+// after each listing. It returns once every loop has stopped. Only the
+// leader runs it.
 func (inv *Inventory) Run(ctx context.Context) {
+	if inv.ledger != nil && !inv.load(ctx) {
+		return
+	}
 	var wg sync.WaitGroup
 	for _, st := range inv.states {
 		wg.Add(1)
@@ -86,6 +91,7 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 		err = fmt.Errorf("source %s: list clusters: %w", st.spec.Name, err)
 	}
 	inv.record(st, clusters, err, start, took)
+	inv.save(ctx)
 	return err
 }
 

@@ -1,0 +1,121 @@
+package inventory
+
+import (
+	"context"
+	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// The seam between the inventory and its ledger: the leader's inventory
+// loads the book before its first listing and saves it after each one;
+// every replica's answering inventory follows the book and projects it.
+
+// book returns the records of every source as a Book. The caller holds
+// inv.mu.
+func (inv *Inventory) book() Book {
+	b := Book{Sources: make([]SourceRecord, 0, len(inv.states))}
+	n := 0
+	for _, st := range inv.states {
+		n += len(st.life.tracked)
+	}
+	b.Clusters = make([]Record, 0, n)
+	for _, st := range inv.states {
+		s := st.status
+		b.Sources = append(b.Sources, SourceRecord{Name: st.spec.Name, Provider: st.spec.Provider, Synced: s.Synced,
+			Stale: s.Stale, LastError: s.LastError, ConsecutiveFailures: s.ConsecutiveFailures})
+		for _, r := range st.life.tracked {
+			b.Clusters = append(b.Clusters, *r)
+		}
+	}
+	b.Sort()
+	return b
+}
+
+// restore replaces the state of every source by what b holds and
+// publishes the snapshot it makes. Records of a source that is not
+// configured are left out. The caller holds no lock.
+func (inv *Inventory) restore(b Book) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for _, st := range inv.states {
+		st.life.tracked, st.life.listings = map[string]*Record{}, 0
+		st.status = SourceStatus{SourceState: SourceState{Name: st.spec.Name, Provider: st.spec.Provider}, Interval: st.spec.Interval.String()}
+	}
+	for _, s := range b.Sources {
+		if st := inv.bySource[s.Name]; st != nil {
+			st.status.Synced, st.status.Stale, st.status.LastError, st.status.ConsecutiveFailures = s.Synced, s.Stale, s.LastError, s.ConsecutiveFailures
+		}
+	}
+	for i := range b.Clusters {
+		r := b.Clusters[i]
+		if st := inv.bySource[r.Source]; st != nil && r.ID != "" && (!r.Served || r.Rendering != nil) {
+			r.listing = 0
+			st.life.tracked[r.ID] = &r
+		}
+	}
+	for _, st := range inv.states {
+		st.life.view()
+		byPhase := countPhases(st.life.served)
+		st.status.Served = len(st.life.served)
+		st.status.Absent = byPhase[sources.PhaseAbsent] + byPhase[sources.PhaseLeaving]
+	}
+	_, _, changed := inv.publish(inv.now())
+	inv.notify(changed, false)
+}
+
+// load restores the book the ledger holds, trying again with a growing
+// wait until it succeeds or ctx ends. It reports whether it succeeded: a
+// leader that cannot read the ledger must not list, or it would forget
+// what the ledger holds (departures counted, drops held, renderings kept).
+func (inv *Inventory) load(ctx context.Context) bool {
+	wait := time.Second
+	for {
+		b, err := inv.ledger.Load(ctx)
+		if err == nil {
+			inv.restore(b)
+			inv.logger.Info("ledger loaded; resuming the lifecycle", "clusters", len(b.Clusters), "sources", len(b.Sources))
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		inv.logger.Error("cannot load the ledger; not listing until it can be read", "error", err.Error(), "retryIn", wait.String())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// save writes the current book to the ledger, one save at a time, so the
+// last save always holds the latest state.
+func (inv *Inventory) save(ctx context.Context) {
+	if inv.ledger == nil || ctx.Err() != nil {
+		return
+	}
+	inv.saveMu.Lock()
+	defer inv.saveMu.Unlock()
+	inv.mu.Lock()
+	b := inv.book()
+	inv.mu.Unlock()
+	if err := inv.ledger.Save(ctx, b); err != nil && ctx.Err() == nil {
+		inv.metrics.ledgerErrors.Inc()
+		inv.logger.Error("cannot save the ledger; replicas keep answering from the last saved book", "error", err.Error())
+	}
+}
+
+// Follow makes inv a projection of the ledger behind feed: each book the
+// feed delivers replaces inv's state and publishes its snapshot, as the
+// leader's own inventory would make it from the same records. It returns
+// when ctx ends. An inventory that follows must not Run.
+func (inv *Inventory) Follow(ctx context.Context, feed Feed) {
+	inv.mu.Lock()
+	inv.follower = true
+	inv.mu.Unlock()
+	feed.Watch(ctx, inv.restore)
+}

@@ -1,0 +1,189 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// process is one run of the service's leader: an inventory over the test's
+// sources that keeps its records in a ledger that outlives it.
+type process struct {
+	t      *testing.T
+	ledger Ledger
+	rule   Departure
+	srcs   []*listings
+	clk    *clock
+	inv    *Inventory
+}
+
+func newProcess(t *testing.T, rule Departure, srcs ...*listings) *process {
+	p := &process{t: t, ledger: NewMemory(), rule: rule, srcs: srcs,
+		clk: &clock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), step: time.Second}}
+	p.restart()
+	return p
+}
+
+// restart replaces the process by a new one on the same ledger, as a pod
+// replaced by an upgrade: it loads the ledger before its first listing.
+func (p *process) restart() {
+	p.t.Helper()
+	var specs []SourceSpec
+	for i, s := range p.srcs {
+		specs = append(specs, spec(fmt.Sprintf("s%d", i+1), s))
+	}
+	inv, err := New(specs, Options{Departure: p.rule, Now: p.clk.Now, Registerer: prometheus.NewRegistry(), Ledger: p.ledger})
+	require.NoError(p.t, err)
+	require.True(p.t, inv.load(context.Background()))
+	p.inv = inv
+}
+
+func (p *process) list() *Snapshot {
+	p.t.Helper()
+	require.NoError(p.t, p.inv.RefreshAll(context.Background()))
+	return p.inv.Snapshot()
+}
+
+// TestRestartResumesTheLifecycle restarts the process between listings at
+// each step of a lifecycle: every answer after a restart is the answer
+// before it, and every count goes on where it was.
+func TestRestartResumesTheLifecycle(t *testing.T) {
+	ready := sources.PhaseReady
+	t.Run("a departure in progress completes after AfterListings listings in all, not after a restart", func(t *testing.T) {
+		src, other := &listings{}, &listings{}
+		other.set(inPhase("other", ready))
+		p := newProcess(t, Departure{AfterListings: 3, GracePeriod: -1}, src, other)
+		src.set(inPhase("x", ready))
+		p.list()
+		src.set()
+		assert.Equal(t, sources.PhaseAbsent, served(p.list())["x"], "missed 1")
+		p.restart()
+		assert.Equal(t, sources.PhaseAbsent, served(p.inv.Snapshot())["x"], "a restart serves what was served")
+		assert.Equal(t, sources.PhaseAbsent, served(p.list())["x"], "missed 2")
+		p.restart()
+		assert.NotContains(t, served(p.list()), "x", "missed 3: confirmed, counting the listings of both processes")
+	})
+	t.Run("a held mass drop stays held across restarts", func(t *testing.T) {
+		src := &listings{}
+		p := newProcess(t, Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 6}, src)
+		var all []sources.Cluster
+		for i := range 8 {
+			all = append(all, inPhase(fmt.Sprintf("c%d", i), ready))
+		}
+		src.set(all...)
+		p.list()
+		src.set() // the token lost its rights: 200 with no clusters
+		for i := range 5 {
+			snap := p.list()
+			require.Len(t, snap.Clusters, 8, "listing %d", i+1)
+			p.restart()
+			snap = p.inv.Snapshot()
+			require.Len(t, snap.Clusters, 8, "restart after listing %d", i+1)
+			st, _ := snap.Source("s1")
+			require.Equal(t, 8, st.HeldDepartures, "restart after listing %d", i+1)
+		}
+		assert.Empty(t, p.list().Clusters, "the sixth listing confirms the drop")
+	})
+	t.Run("a kept rendering is served after a restart", func(t *testing.T) {
+		src := &listings{}
+		p := newProcess(t, Departure{}, src)
+		good := inPhase("x", ready)
+		good.Server = "https://x.example.com"
+		src.set(good)
+		p.list()
+		broken := inPhase("x", sources.PhaseDegraded)
+		broken.Ready, broken.NotReadyReason, broken.Server = false, "cacerts unavailable", "https://wrong.example.com"
+		src.set(broken)
+		p.list()
+		p.restart()
+		for range 2 {
+			snap := p.list()
+			require.Len(t, snap.Clusters, 1)
+			assert.Equal(t, "https://x.example.com", snap.Clusters[0].Server)
+			assert.Equal(t, sources.PhaseDegraded, snap.Clusters[0].Phase)
+			assert.Equal(t, []Kept{{Name: "x", Source: "s1", Reason: "cacerts unavailable"}}, snap.Kept)
+			p.restart()
+		}
+	})
+	t.Run("an established cluster seen pending again stays served", func(t *testing.T) {
+		src := &listings{}
+		p := newProcess(t, Departure{}, src)
+		src.set(inPhase("x", ready))
+		p.list()
+		p.restart()
+		src.set(inPhase("x", sources.PhasePending)) // Rancher node-group replacement
+		assert.Equal(t, sources.PhaseDegraded, served(p.list())["x"])
+	})
+	t.Run("the established cluster keeps its name against a newcomer after a restart", func(t *testing.T) {
+		s1, s2 := &listings{}, &listings{}
+		p := newProcess(t, Departure{}, s1, s2)
+		s1.set(inPhase("prod", ready))
+		p.list()
+		p.restart()
+		newcomer := inPhase("prod", ready)
+		newcomer.ID, newcomer.Server = "id-newcomer", "https://newcomer.example.com"
+		s2.set(newcomer)
+		snap := p.list()
+		require.Len(t, snap.Clusters, 1)
+		assert.Equal(t, "s1", snap.Clusters[0].Source)
+		assert.Equal(t, []Conflict{{Name: "prod", Sources: []string{"s1", "s2"}, KeptSource: "s1"}}, snap.Conflicts)
+	})
+	t.Run("a restart while the upstream fails serves the last complete listing, not an empty answer", func(t *testing.T) {
+		src := &listings{}
+		p := newProcess(t, Departure{}, src)
+		src.set(inPhase("x", ready), inPhase("y", ready))
+		p.list()
+		src.mu.Lock()
+		src.err = fmt.Errorf("rancher: 503")
+		src.mu.Unlock()
+		p.restart()
+		snap := p.inv.Snapshot()
+		require.True(t, snap.Synced(), "the ledger says the source has listed: no barrier after a restart")
+		require.Error(t, p.inv.RefreshAll(context.Background()))
+		snap = p.inv.Snapshot()
+		assert.Equal(t, []string{"x", "y"}, names(snap))
+		st, _ := snap.Source("s1")
+		assert.True(t, st.Stale)
+	})
+}
+
+// TestFollowerAnswersAsTheLeader: an inventory that follows the ledger
+// shows, at every step, the snapshot the leader's inventory shows.
+func TestFollowerAnswersAsTheLeader(t *testing.T) {
+	s1, s2 := &listings{}, &listings{}
+	p := newProcess(t, Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.5, HeldListings: 4}, s1, s2)
+	follower, err := New([]SourceSpec{spec("s1", s1), spec("s2", s2)}, Options{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); follower.Follow(ctx, p.ledger.(Feed)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.False(t, follower.Snapshot().Synced(), "nothing listed: the follower answers 503 as the leader does")
+
+	newcomer := inPhase("a", sources.PhaseReady)
+	newcomer.ID, newcomer.Server = "id-a2", "https://a2.example.com"
+	broken := inPhase("k", sources.PhaseReady)
+	broken.Ready, broken.NotReadyReason = false, "no CA"
+	steps := [][2][]sources.Cluster{
+		{{inPhase("a", "ready"), inPhase("b", "ready"), inPhase("k", "ready")}, {inPhase("p", "pending")}},
+		{{inPhase("a", "ready"), inPhase("b", "degraded"), broken}, {newcomer, inPhase("p", "ready")}},
+		{{inPhase("a", "ready")}, {newcomer}},
+		{{inPhase("a", "ready")}, {newcomer, inPhase("p", "leaving")}},
+		{{}, {}},
+	}
+	for i, step := range steps {
+		s1.set(step[0]...)
+		s2.set(step[1]...)
+		want := p.list()
+		require.Eventually(t, func() bool { return follower.Snapshot().Version >= 1 && sameContent(want, follower.Snapshot()) },
+			5*time.Second, time.Millisecond, "step %d: the follower shows what the leader shows", i+1)
+		assert.Equal(t, want.Clusters, follower.Snapshot().Clusters, "step %d", i+1)
+	}
+}

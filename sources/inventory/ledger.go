@@ -1,0 +1,130 @@
+package inventory
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"sync"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Book is everything that decides an answer: one Record per cluster the
+// inventory knows and one SourceRecord per source. A snapshot is a
+// function of the book and the configuration alone (see Inventory.Follow),
+// so every replica holding the same book answers the same, and a leader
+// that loads it resumes where the last one stopped.
+type Book struct {
+	// Sources sorted by name.
+	Sources []SourceRecord `json:"sources"`
+	// Clusters sorted by source, then ID.
+	Clusters []Record `json:"clusters"`
+}
+
+// SourceRecord is what the ledger keeps of one source. It changes only
+// when the source's state does (its first complete listing, a failure, a
+// recovery), never at every listing: steady state writes nothing.
+type SourceRecord struct {
+	Name     string           `json:"name"`
+	Provider sources.Provider `json:"provider"`
+	// Synced is set once the source has completed a listing.
+	Synced bool `json:"synced"`
+	// Stale: the latest listing failed; the records hold the last complete
+	// one.
+	Stale               bool   `json:"stale,omitempty"`
+	LastError           string `json:"lastError,omitempty"`
+	ConsecutiveFailures int    `json:"consecutiveFailures,omitempty"`
+}
+
+// Ledger keeps the book where every replica and every restart finds it:
+// the Kubernetes API (sources/inventory/clusterprofile), or the process's
+// memory where there is none (Memory). Only the leader writes it.
+type Ledger interface {
+	// Load returns the book as last saved: an empty book when nothing was
+	// ever saved. The leader loads it once, before its first listing.
+	Load(ctx context.Context) (Book, error)
+	// Save makes the ledger hold b, writing only what differs from what it
+	// holds. An error may leave part of b saved; the next Save writes the
+	// rest.
+	Save(ctx context.Context, b Book) error
+}
+
+// Feed is the ledger as its readers see it.
+type Feed interface {
+	// Watch calls fn with the whole book once the feed has synced, then
+	// after every change, until ctx ends. Calls are serial and may
+	// coalesce several changes.
+	Watch(ctx context.Context, fn func(Book))
+}
+
+// Memory is a Ledger and its Feed in the process's memory, for a
+// deployment without a Kubernetes API. It promises nothing across
+// restarts or replicas: a new process starts from an empty book.
+type Memory struct {
+	mu      sync.Mutex
+	book    Book
+	changed chan struct{}
+}
+
+// NewMemory returns an empty in-memory ledger.
+func NewMemory() *Memory { return &Memory{changed: make(chan struct{})} }
+
+// Load implements Ledger.
+func (m *Memory) Load(context.Context) (Book, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.book.clone(), nil
+}
+
+// Save implements Ledger.
+func (m *Memory) Save(_ context.Context, b Book) error {
+	b = b.clone()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if reflect.DeepEqual(m.book, b) {
+		return nil
+	}
+	m.book = b
+	close(m.changed)
+	m.changed = make(chan struct{})
+	return nil
+}
+
+// Watch implements Feed: the memory is synced from the start.
+func (m *Memory) Watch(ctx context.Context, fn func(Book)) {
+	for {
+		m.mu.Lock()
+		b, changed := m.book.clone(), m.changed
+		m.mu.Unlock()
+		fn(b)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// clone copies the book's slices; the records' renderings are immutable
+// and shared.
+func (b Book) clone() Book {
+	out := Book{Sources: append([]SourceRecord(nil), b.Sources...), Clusters: append([]Record(nil), b.Clusters...)}
+	if out.Sources == nil {
+		out.Sources = []SourceRecord{}
+	}
+	if out.Clusters == nil {
+		out.Clusters = []Record{}
+	}
+	return out
+}
+
+// Sort orders the book as its fields document.
+func (b *Book) Sort() {
+	sort.Slice(b.Sources, func(i, j int) bool { return b.Sources[i].Name < b.Sources[j].Name })
+	sort.Slice(b.Clusters, func(i, j int) bool {
+		if b.Clusters[i].Source != b.Clusters[j].Source {
+			return b.Clusters[i].Source < b.Clusters[j].Source
+		}
+		return b.Clusters[i].ID < b.Clusters[j].ID
+	})
+}
