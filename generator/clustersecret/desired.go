@@ -8,11 +8,9 @@ package clustersecret
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -227,23 +225,13 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
-
 // SecretName is deterministic, DNS-safe and unique per cluster identity:
-// <prefix>-<source>-<cluster name>, lower-cased, other characters replaced
-// by '-', cut to fit, then a short hash of (source, id). Two clusters can
-// never map to one name ("aws"+"prod-eu" and "aws-prod"+"eu" differ in
-// the hash), and the name of a cluster's Secret does not change when the
-// cluster is renamed: its Secret is found by identity and updated in place.
+// <prefix>-<source>-<cluster name> and a short hash of (source, id) (see
+// sources.HashedName). The name of a cluster's Secret does not change when
+// the cluster is renamed: its Secret is found by identity and updated in
+// place.
 func SecretName(prefix, source, cluster, id string) string {
-	name := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(prefix+"-"+source+"-"+cluster), "-"), "-")
-	sum := sha256.Sum256([]byte(source + "\x00" + id))
-	suffix := "-" + hex.EncodeToString(sum[:])[:10]
-	const max = 253
-	if len(name) > max-len(suffix) {
-		name = strings.TrimRight(name[:max-len(suffix)], "-")
-	}
-	return name + suffix
+	return sources.HashedName(prefix+"-"+source+"-"+cluster, source+"\x00"+id)
 }
 
 // Build returns the desired Secret of a ready cluster. resolve reads token
