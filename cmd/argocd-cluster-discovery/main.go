@@ -118,6 +118,15 @@ func routeKlog(logger *slog.Logger) {
 // them. Building reads what a source needs at start (a static file, a CA
 // file), so an error here is a configuration error.
 func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer, issuers map[string]sources.TokenIssuer) (*inventory.Inventory, error) {
+	specs, err := buildSpecs(cfg, logger, reg, issuers)
+	if err != nil {
+		return nil, err
+	}
+	return inventory.New(specs, inventoryOptions(cfg, logger, reg))
+}
+
+// buildSpecs builds every configured source.
+func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer, issuers map[string]sources.TokenIssuer) ([]inventory.SourceSpec, error) {
 	specs := make([]inventory.SourceSpec, 0, len(cfg.Sources))
 	for i := range cfg.Sources {
 		sc := &cfg.Sources[i]
@@ -142,8 +151,12 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 		specs = append(specs, inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Kind: r.Kind(), Source: src,
 			Interval: cfg.EffectiveInterval(sc), Timeout: cfg.EffectiveTimeout(sc)})
 	}
-	return inventory.New(specs, inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter, Prefer: cfg.Inventory.Prefer,
-		Departure: cfg.Departure.Inventory(), Tenants: cfg.Secrets.Tenants})
+	return specs, nil
+}
+
+func inventoryOptions(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) inventory.Options {
+	return inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter, Prefer: cfg.Inventory.Prefer,
+		Departure: cfg.Departure.Inventory(), Tenants: cfg.Secrets.Tenants}
 }
 
 // serveHooks let tests learn the bound addresses.
@@ -184,7 +197,10 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serve
 // parts are what serve runs, built from the configuration before anything
 // starts: a problem here is the configuration's (exit 2).
 type parts struct {
+	// inv lists the sources and writes the ledger (the leader's); view
+	// follows the ledger and is what every replica answers from.
 	inv    *inventory.Inventory
+	view   *inventory.Inventory
 	tokens *generator.TokenSet
 	// issuers are the sources that mint a token per cluster, by name.
 	issuers map[string]sources.TokenIssuer
@@ -194,7 +210,17 @@ type parts struct {
 // static file) and reads the tokens.
 func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*parts, error) {
 	issuers := map[string]sources.TokenIssuer{}
-	inv, err := buildInventory(cfg, logger, reg, issuers)
+	specs, err := buildSpecs(cfg, logger, reg, issuers)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := inventory.New(specs, inventoryOptions(cfg, logger, reg))
+	if err != nil {
+		return nil, err
+	}
+	// the view lists nothing and registers no metrics: the leader's
+	// inventory does both
+	view, err := inventory.New(specs, inventoryOptions(cfg, logger.With("component", "ledger-view"), nil))
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +228,7 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 	if err != nil {
 		return nil, fmt.Errorf("server.tokens: %w", err)
 	}
-	return &parts{inv: inv, tokens: tokens, issuers: issuers}, nil
+	return &parts{inv: inv, view: view, tokens: tokens, issuers: issuers}, nil
 }
 
 // cmdValidate checks a configuration as serve would before starting: the
@@ -259,7 +285,7 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	if err != nil {
 		return err
 	}
-	inv, tokens := p.inv, p.tokens
+	tokens := p.tokens
 	servers, listeners, err := listen(cfg, srv)
 	if err != nil {
 		return err
@@ -274,8 +300,7 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); inv.Run(runCtx) }()
+	wg.Add(1)
 	go func() { defer wg.Done(); tokens.Run(runCtx, cfg.Server.TokenReloadInterval.Std()) }()
 	for _, r := range runners {
 		wg.Add(1)
@@ -316,23 +341,33 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 // share one Kubernetes client and one cache of cluster Secrets. It returns
 // the server and the loops to run beside it.
 func newComponents(cfg *config.Config, p *parts, logger *slog.Logger, reg *prometheus.Registry) (*generator.Server, []func(context.Context), error) {
-	inv, tokens := p.inv, p.tokens
-	var runners []func(context.Context)
+	tokens := p.tokens
+	kube := newKubeAPI(cfg)
+	feed, err := attachLedger(cfg, kube, p, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	runners := []func(context.Context){func(ctx context.Context) { p.view.Follow(ctx, feed) }}
 	opts := generator.Options{
-		Inventory: inv, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
+		Inventory: p.view, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
 		Registerer: reg, Gatherer: reg, Version: version, Providers: cfg.Registry().Names(),
 	}
-	kube := newKubeAPI(cfg)
+	leads := leaderOnly(cfg)
 	if cfg.Secrets.Enabled {
-		rec, run, err := newReconciler(cfg, kube, p, logger, reg)
+		rec, run, err := newReconciler(cfg, kube, p, logger, reg, leads)
 		if err != nil {
 			return nil, nil, err
 		}
 		opts.SecretsStatus = func() any { return rec.Status() }
 		runners = append(runners, run)
 	}
+	if run, err := inventoryRunner(cfg, kube, p, logger, leads); err != nil {
+		return nil, nil, err
+	} else if run != nil {
+		runners = append(runners, run)
+	}
 	if cfg.ApplicationSetRefresh.Enabled {
-		run, err := newAppSetRefresh(cfg, kube, inv, logger, reg)
+		run, err := newAppSetRefresh(cfg, kube, p.view, logger, reg)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -68,6 +69,7 @@ type kubeAPI struct {
 	err     error
 	rest    *rest.Config
 	client  kubernetes.Interface
+	dyn     dynamic.Interface
 	secrets informers.SharedInformerFactory
 
 	mu        sync.Mutex
@@ -91,6 +93,10 @@ func (k *kubeAPI) init() error {
 		}
 		if k.client, k.err = kubernetes.NewForConfig(k.rest); k.err != nil {
 			k.err = fmt.Errorf("kubernetes client: %w", k.err)
+			return
+		}
+		if k.dyn, k.err = dynamic.NewForConfig(k.rest); k.err != nil {
+			k.err = fmt.Errorf("kubernetes dynamic client: %w", k.err)
 			return
 		}
 		k.secrets = clustersecret.NewInformerFactory(k.client, k.cfg.Secrets.Namespace)
@@ -126,7 +132,9 @@ func (k *kubeAPI) run(ctx context.Context, fn func(context.Context)) {
 // newReconciler builds the cluster Secret reconciler, reading the shared
 // cache of cluster Secrets, and the function that runs it: under leader
 // election, or directly when that is disabled.
-func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logger, reg prometheus.Registerer) (*clustersecret.Reconciler, func(context.Context), error) {
+// With leads, the leader's inventory runs under the same Lease: one
+// leader lists, writes the ledger and writes the Secrets.
+func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logger, reg prometheus.Registerer, leads bool) (*clustersecret.Reconciler, func(context.Context), error) {
 	if err := kube.init(); err != nil {
 		return nil, nil, err
 	}
@@ -145,11 +153,15 @@ func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Log
 	}
 	host, _ := os.Hostname()
 	identity := host + "_" + uuid.NewString()
+	var also []func(context.Context)
+	if leads {
+		also = append(also, p.inv.Run)
+	}
 	run := func(ctx context.Context) {
 		if err := rec.RunLeading(ctx, client, clustersecret.LeaderElection{
 			LeaseName: le.LeaseName, Identity: identity, LeaseDuration: le.LeaseDuration.Std(),
 			RenewDeadline: le.RenewDeadline.Std(), RetryPeriod: le.RetryPeriod.Std(),
-		}); err != nil {
+		}, also...); err != nil {
 			logger.Error("leader election stopped", "error", err.Error())
 		}
 	}

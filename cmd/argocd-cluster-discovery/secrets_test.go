@@ -94,7 +94,7 @@ applicationSetRefresh: {enabled: true, namespaces: [argo, team-a]}
 	require.NoError(t, err)
 
 	kube := newKubeAPI(cfg)
-	_, runSecrets, err := newReconciler(cfg, kube, &parts{inv: inv}, logger, reg)
+	_, runSecrets, err := newReconciler(cfg, kube, &parts{inv: inv}, logger, reg, false)
 	require.NoError(t, err)
 	runRefresh, err := newAppSetRefresh(cfg, kube, inv, logger, reg)
 	require.NoError(t, err)

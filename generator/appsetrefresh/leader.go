@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/internal/lease"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
 // LeaderElection configures the trigger's own Lease. It is not the Secret

@@ -2,11 +2,12 @@ package clustersecret
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/internal/lease"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
 // LeaderElection configures the Lease that lets several replicas serve the
@@ -19,11 +20,12 @@ type LeaderElection struct {
 	RetryPeriod   time.Duration
 }
 
-// RunLeading runs the reconciler only while this process holds the Lease
-// in the reconciler's namespace. Losing the Lease cancels the reconciler's
-// context at once, so no new write starts; the process then campaigns
-// again. It returns when ctx ends, releasing the Lease.
-func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface, le LeaderElection) error {
+// RunLeading runs the reconciler, and each of also beside it, only while
+// this process holds the Lease in the reconciler's namespace. Losing the
+// Lease cancels their context at once, so no new write starts; the
+// process then campaigns again. It returns when ctx ends, releasing the
+// Lease.
+func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface, le LeaderElection, also ...func(context.Context)) error {
 	cfg := lease.Config{Namespace: r.cfg.Namespace, Name: le.LeaseName, Identity: le.Identity,
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
 	return lease.RunLeading(ctx, client.CoordinationV1(), cfg, func(leading bool) {
@@ -33,7 +35,15 @@ func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface
 		} else {
 			r.logger.Info("not leading; cluster Secrets are left to the leader", "identity", le.Identity)
 		}
-	}, r.Run)
+	}, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, f := range also {
+			wg.Add(1)
+			go func() { defer wg.Done(); f(ctx) }()
+		}
+		r.Run(ctx)
+		wg.Wait()
+	})
 }
 
 func (r *Reconciler) setLeader(b bool) {

@@ -186,6 +186,10 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 	return inv, nil
 }
 
+// UseLedger sets the ledger Run loads and saves (see Options.Ledger). Call
+// it before Run.
+func (inv *Inventory) UseLedger(l Ledger) { inv.ledger = l }
+
 // Snapshot returns the current snapshot. It never returns nil.
 func (inv *Inventory) Snapshot() *Snapshot { return inv.snap.Load() }
 

@@ -21,7 +21,9 @@ type Config struct {
 	// Departure decides when a served cluster has left (the answer and the
 	// Secrets follow the same decision).
 	Departure Departure `json:"departure"`
-	Sources   []Source  `json:"sources"`
+	// Ledger is where the inventory keeps its records.
+	Ledger  Ledger   `json:"ledger"`
+	Sources []Source `json:"sources"`
 	Secrets   Secrets   `json:"secrets"`
 	// ApplicationSetRefresh wakes the ApplicationSets using our plugin.
 	ApplicationSetRefresh ApplicationSetRefresh `json:"applicationSetRefresh"`
@@ -80,6 +82,35 @@ type Inventory struct {
 	// Prefer says which listing is served when a cluster is found twice
 	// (through Rancher and through EKS/AKS): cloud or rancher.
 	Prefer inventory.Preference `json:"prefer"`
+}
+
+// The kinds of ledger.
+const (
+	LedgerMemory     = "memory"
+	LedgerKubernetes = "kubernetes"
+)
+
+// Ledger is where the inventory keeps what decides an answer: which
+// clusters are served, departing, held or established.
+type Ledger struct {
+	// Kind is memory (this process only: what make run and a single
+	// replica without a Kubernetes API use) or kubernetes (one
+	// ClusterProfile per cluster in Namespace, written by the leader: every
+	// replica answers the same, and a restart resumes where it was).
+	Kind string `json:"kind"`
+	// Namespace of the ClusterProfiles; empty means secrets.namespace.
+	Namespace string `json:"namespace,omitempty"`
+	// ConfigMap holds the per-source records; empty means
+	// argocd-cluster-discovery-ledger-<secrets.ownerID> and a short hash.
+	ConfigMap string `json:"configMap,omitempty"`
+}
+
+// EffectiveLedgerNamespace is the namespace of the ledger's objects.
+func (c *Config) EffectiveLedgerNamespace() string {
+	if c.Ledger.Namespace != "" {
+		return c.Ledger.Namespace
+	}
+	return c.Secrets.Namespace
 }
 
 // Departure is the rule that confirms a cluster's departure: absent from
@@ -226,6 +257,7 @@ func Default() Config {
 				LeaseDuration: sources.D(15 * time.Second), RenewDeadline: sources.D(10 * time.Second), RetryPeriod: sources.D(2 * time.Second)},
 		},
 		ApplicationSetRefresh: ApplicationSetRefresh{PluginConfigMap: "argocd-cluster-discovery", Debounce: sources.D(2 * time.Second)},
+		Ledger:                Ledger{Kind: LedgerMemory},
 		Runtime:               Runtime{GCPercent: 25},
 	}
 }

@@ -23,6 +23,7 @@ func (c *Config) Validate() field.ErrorList {
 	errs = append(errs, c.validateServer(field.NewPath("server"))...)
 	errs = append(errs, c.validateInventory(field.NewPath("inventory"))...)
 	errs = append(errs, c.validateDeparture(field.NewPath("departure"))...)
+	errs = append(errs, c.validateLedger(field.NewPath("ledger"))...)
 	errs = append(errs, c.validateSources(field.NewPath("sources"))...)
 	errs = append(errs, c.validateSecrets(field.NewPath("secrets"))...)
 	errs = append(errs, c.validateAppSetRefresh(field.NewPath("applicationSetRefresh"))...)
@@ -264,6 +265,30 @@ func (c *Config) validateLeaderElection(at *field.Path) field.ErrorList {
 	}
 	if le.Enabled && (le.LeaseName == "" || le.RenewDeadline.Std() >= le.LeaseDuration.Std() || le.RetryPeriod.Std() <= 0) {
 		errs = append(errs, field.Invalid(at, field.OmitValueType{}, "needs a leaseName and retryPeriod < renewDeadline < leaseDuration"))
+	}
+	return errs
+}
+
+func (c *Config) validateLedger(at *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	l := &c.Ledger
+	switch l.Kind {
+	case LedgerMemory:
+	case LedgerKubernetes:
+		if msgs := validation.IsDNS1123Label(c.EffectiveLedgerNamespace()); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(at.Child("namespace"), c.EffectiveLedgerNamespace(), strings.Join(msgs, "; ")))
+		}
+		if l.ConfigMap != "" {
+			if msgs := validation.IsDNS1123Subdomain(l.ConfigMap); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(at.Child("configMap"), l.ConfigMap, strings.Join(msgs, "; ")))
+			}
+		}
+		if msgs := validation.IsValidLabelValue(c.Secrets.OwnerID); c.Secrets.OwnerID == "" || len(msgs) > 0 {
+			errs = append(errs, field.Required(field.NewPath("secrets", "ownerID"),
+				"the kubernetes ledger labels its objects with the owner id: set a label value unique to this installation"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(at.Child("kind"), l.Kind, []string{LedgerMemory, LedgerKubernetes}))
 	}
 	return errs
 }

@@ -1,6 +1,7 @@
 // Package lease runs work only while this process holds a Kubernetes
 // Lease, with client-go's leader election: the Secret reconciler and the
-// ApplicationSet refresh trigger each have their own Lease.
+// ApplicationSet refresh trigger each have their own Lease; the inventory
+// that writes the ledger runs under the Secret reconciler's, or its own.
 package lease
 
 import (

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/google/uuid"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
+)
+
+// attachLedger gives the leader's inventory its ledger and returns the
+// feed the view follows: the process's memory, or ClusterProfiles in the
+// Kubernetes API.
+func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logger) (inventory.Feed, error) {
+	if cfg.Ledger.Kind != config.LedgerKubernetes {
+		mem := inventory.NewMemory()
+		p.inv.UseLedger(mem)
+		return mem, nil
+	}
+	if err := kube.init(); err != nil {
+		return nil, err
+	}
+	l, err := clusterprofile.New(kube.dyn, kube.client, clusterprofile.Options{Namespace: cfg.EffectiveLedgerNamespace(),
+		OwnerID: cfg.Secrets.OwnerID, ConfigMap: cfg.Ledger.ConfigMap})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	p.inv.UseLedger(l)
+	return feedWithLogger{l, logger.With("component", "ledger")}, nil
+}
+
+// feedWithLogger is the ClusterProfile feed, logging what it cannot read.
+type feedWithLogger struct {
+	l      *clusterprofile.Ledger
+	logger *slog.Logger
+}
+
+func (f feedWithLogger) Watch(ctx context.Context, fn func(inventory.Book)) { f.l.WatchWithLogger(ctx, f.logger, fn) }
+
+// leaderOnly reports whether only the leader lists the sources and writes
+// the ledger: with a Kubernetes ledger under leader election. Otherwise
+// every process lists for itself (a memory ledger, or one replica).
+func leaderOnly(cfg *config.Config) bool {
+	return cfg.Ledger.Kind == config.LedgerKubernetes && cfg.Secrets.LeaderElection.Enabled
+}
+
+// inventoryRunner returns what runs the leader's inventory: itself in
+// every process when leads is false; nothing when the Secret reconciler's
+// lease runs it (secrets enabled); else a lease of its own, the one the
+// reconciler would use.
+func inventoryRunner(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logger, leads bool) (func(context.Context), error) {
+	switch {
+	case !leads:
+		return p.inv.Run, nil
+	case cfg.Secrets.Enabled:
+		return nil, nil
+	}
+	if err := kube.init(); err != nil {
+		return nil, err
+	}
+	le := cfg.Secrets.LeaderElection
+	host, _ := os.Hostname()
+	lc := lease.Config{Namespace: cfg.EffectiveLedgerNamespace(), Name: le.LeaseName, Identity: host + "_" + uuid.NewString(),
+		LeaseDuration: le.LeaseDuration.Std(), RenewDeadline: le.RenewDeadline.Std(), RetryPeriod: le.RetryPeriod.Std()}
+	return func(ctx context.Context) {
+		err := lease.RunLeading(ctx, kube.client.CoordinationV1(), lc, func(leading bool) {
+			logger.Info("inventory leadership changed; only the leader lists the sources and writes the ledger", "leading", leading)
+		}, p.inv.Run)
+		if err != nil {
+			logger.Error("leader election stopped", "error", err.Error())
+		}
+	}, nil
+}

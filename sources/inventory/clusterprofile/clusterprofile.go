@@ -1,0 +1,83 @@
+// Package clusterprofile keeps the inventory's ledger in the Kubernetes
+// API, so that every replica answers from the same records and a new
+// leader resumes where the last one stopped.
+//
+// Each cluster the inventory knows is one ClusterProfile
+// (multicluster.x-k8s.io/v1alpha1, the SIG-Multicluster Cluster Inventory
+// API, which Argo CD, Open Cluster Management and MultiKueue read):
+// spec.displayName is the cluster's name, spec.clusterManager.name and the
+// label x-k8s.io/cluster-manager are "argocd-cluster-discovery", and
+// status carries the Kubernetes version, the properties the plugin
+// parameters carry, the server and CA as an access provider, and the
+// conditions ControlPlaneHealthy, Served, Departing and Held. The record
+// the inventory resumes from is the annotation
+// argocd-cluster-discovery.io/record. No object holds a credential: a
+// Record holds references to credentials, never their values.
+//
+// The per-source records live in one ConfigMap. Objects are found by the
+// owner label, so two installations in one namespace never touch each
+// other's, and names hash the owner, source and cluster identity.
+package clusterprofile
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Resource is the ClusterProfile resource.
+var Resource = schema.GroupVersionResource{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "clusterprofiles"}
+
+// The names this package writes.
+const (
+	// Manager is spec.clusterManager.name and the value of LabelManager.
+	Manager = "argocd-cluster-discovery"
+	// LabelManager is the Cluster Inventory API's cluster-manager label.
+	LabelManager = "x-k8s.io/cluster-manager"
+	// LabelOwner holds the owner id of the installation that wrote the
+	// object (secrets.ownerID), as on the cluster Secrets.
+	LabelOwner    = "argocd-cluster-discovery.io/owner"
+	LabelSource   = "argocd-cluster-discovery.io/source"
+	LabelProvider = "argocd-cluster-discovery.io/provider"
+	LabelTenant   = "argocd-cluster-discovery.io/tenant"
+	LabelPhase    = "argocd-cluster-discovery.io/phase"
+	// AnnotationRecord holds the inventory's Record as JSON.
+	AnnotationRecord = "argocd-cluster-discovery.io/record"
+	// SourcesKey is the key of the ConfigMap that holds the source records.
+	SourcesKey = "sources.json"
+	// configMapPrefix starts the default name of that ConfigMap.
+	configMapPrefix = "argocd-cluster-discovery-ledger-"
+)
+
+// Options locate the ledger.
+type Options struct {
+	// Namespace holds the ClusterProfiles and the ConfigMap.
+	Namespace string
+	// OwnerID identifies this installation; it must not be empty.
+	OwnerID string
+	// ConfigMap names the ConfigMap of the source records; empty means
+	// argocd-cluster-discovery-ledger-<owner id> (and a short hash), so
+	// that two installations in one namespace never share one.
+	ConfigMap string
+}
+
+func (o *Options) validate() error {
+	if o.ConfigMap == "" {
+		o.ConfigMap = sources.HashedName(configMapPrefix+o.OwnerID, o.OwnerID)
+	}
+	var errs []error
+	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %v", o.Namespace, msgs))
+	}
+	if msgs := validation.IsValidLabelValue(o.OwnerID); o.OwnerID == "" || len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("owner id %q: must be a non-empty label value", o.OwnerID))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.ConfigMap); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("configMap %q: %v", o.ConfigMap, msgs))
+	}
+	return errors.Join(errs...)
+}

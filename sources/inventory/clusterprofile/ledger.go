@@ -1,0 +1,291 @@
+package clusterprofile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// Ledger is an inventory.Ledger and inventory.Feed on the Kubernetes API.
+// Save writes only what changed since the last Load or Save: steady state
+// writes nothing.
+type Ledger struct {
+	dyn  dynamic.Interface
+	core kubernetes.Interface
+	opts Options
+	now  func() time.Time
+
+	mu sync.Mutex
+	// known is what this process last read or wrote, by identity; nil
+	// until the first Load.
+	known   map[string]*stored
+	sources []byte
+}
+
+// stored is what we know to be stored of one ClusterProfile.
+type stored struct {
+	name   string
+	meta   []byte
+	status []byte
+	conds  map[string]condition
+}
+
+// New returns the ledger of opts on the API behind dyn and core.
+func New(dyn dynamic.Interface, core kubernetes.Interface, opts Options) (*Ledger, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
+	}
+	return &Ledger{dyn: dyn, core: core, opts: opts, now: time.Now}, nil
+}
+
+// selector selects this installation's ClusterProfiles.
+func (l *Ledger) selector() string {
+	return labels.SelectorFromSet(labels.Set{LabelManager: Manager, LabelOwner: l.opts.OwnerID}).String()
+}
+
+func (l *Ledger) profiles() dynamic.ResourceInterface {
+	return l.dyn.Resource(Resource).Namespace(l.opts.Namespace)
+}
+
+// Load implements inventory.Ledger: it lists this installation's
+// ClusterProfiles and reads the source records. An object whose record
+// cannot be read fails the load: a leader must not start from a book
+// with a hole in it.
+func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
+	list, err := l.profiles().List(ctx, metav1.ListOptions{LabelSelector: l.selector()})
+	if err != nil {
+		return inventory.Book{}, fmt.Errorf("list clusterprofiles: %w", err)
+	}
+	b := inventory.Book{Clusters: make([]inventory.Record, 0, len(list.Items))}
+	known := make(map[string]*stored, len(list.Items))
+	for i := range list.Items {
+		obj := &list.Items[i]
+		r, err := recordOf(obj)
+		if err != nil {
+			return inventory.Book{}, err
+		}
+		b.Clusters = append(b.Clusters, r)
+		known[identity(r.Source, r.ID)] = l.storedOf(obj, &r)
+	}
+	srcs, raw, err := l.loadSources(ctx)
+	if err != nil {
+		return inventory.Book{}, err
+	}
+	b.Sources = srcs
+	b.Sort()
+	l.mu.Lock()
+	l.known, l.sources = known, raw
+	l.mu.Unlock()
+	return b, nil
+}
+
+// storedOf is what obj, holding r, stores: the parts of the desired object
+// it already matches count as written, so that a new leader rewrites
+// nothing that is as it would write it.
+func (l *Ledger) storedOf(obj *unstructured.Unstructured, r *inventory.Record) *stored {
+	s := &stored{name: obj.GetName(), conds: conditionsOf(obj)}
+	d, err := desiredObject(&l.opts, s.name, r, s.conds, l.now())
+	if err != nil {
+		return s
+	}
+	if metaMatches(obj, d.object) {
+		s.meta = d.meta
+	}
+	var want any
+	if json.Unmarshal(d.status, &want) == nil && reflect.DeepEqual(want, obj.Object["status"]) {
+		s.status = d.status
+	}
+	return s
+}
+
+// metaMatches reports whether obj has the labels, record and spec of
+// want (labels of others are left alone).
+func metaMatches(obj, want *unstructured.Unstructured) bool {
+	have := obj.GetLabels()
+	for k, v := range want.GetLabels() {
+		if have[k] != v {
+			return false
+		}
+	}
+	for _, k := range []string{LabelSource, LabelProvider, LabelTenant, LabelPhase} {
+		if _, ok := want.GetLabels()[k]; !ok && have[k] != "" {
+			return false
+		}
+	}
+	return obj.GetAnnotations()[AnnotationRecord] == want.GetAnnotations()[AnnotationRecord] &&
+		reflect.DeepEqual(obj.Object["spec"], want.Object["spec"])
+}
+
+func (l *Ledger) loadSources(ctx context.Context) ([]inventory.SourceRecord, []byte, error) {
+	cm, err := l.core.CoreV1().ConfigMaps(l.opts.Namespace).Get(ctx, l.opts.ConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return []inventory.SourceRecord{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get configmap %s: %w", l.opts.ConfigMap, err)
+	}
+	if cm.Labels[LabelOwner] != l.opts.OwnerID {
+		return nil, nil, fmt.Errorf("configmap %s is not ours (label %s is %q, not %q)", l.opts.ConfigMap, LabelOwner, cm.Labels[LabelOwner], l.opts.OwnerID)
+	}
+	srcs, err := decodeSources(cm)
+	if err != nil {
+		return nil, nil, err
+	}
+	return srcs, []byte(cm.Data[SourcesKey]), nil
+}
+
+func decodeSources(cm *corev1.ConfigMap) ([]inventory.SourceRecord, error) {
+	srcs := []inventory.SourceRecord{}
+	raw, ok := cm.Data[SourcesKey]
+	if !ok {
+		return srcs, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &srcs); err != nil {
+		return nil, fmt.Errorf("configmap %s: decode %s: %w", cm.Name, SourcesKey, err)
+	}
+	return srcs, nil
+}
+
+// Save implements inventory.Ledger: it creates the ClusterProfiles of new
+// records, applies those that changed, deletes those whose record is gone
+// (a confirmed departure), and writes the source records when they
+// changed. It goes on past a failed write and returns every error.
+func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
+	l.mu.Lock()
+	loaded := l.known != nil
+	l.mu.Unlock()
+	if !loaded {
+		if _, err := l.Load(ctx); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	want := make(map[string]bool, len(b.Clusters))
+	now := l.now()
+	for i := range b.Clusters {
+		r := &b.Clusters[i]
+		id := identity(r.Source, r.ID)
+		want[id] = true
+		if err := l.put(ctx, id, r, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for id, s := range l.known {
+		if want[id] {
+			continue
+		}
+		err := l.profiles().Delete(ctx, s.name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete clusterprofile %s: %w", s.name, err))
+			continue
+		}
+		delete(l.known, id)
+	}
+	if err := l.saveSources(ctx, b.Sources); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// put writes the ClusterProfile of r if it is new or changed.
+func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now time.Time) error {
+	s := l.known[id]
+	name := objectName(l.opts.OwnerID, r)
+	var prev map[string]condition
+	if s != nil {
+		name, prev = s.name, s.conds
+	}
+	d, err := desiredObject(&l.opts, name, r, prev, now)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		// create, never apply, an object we do not know: a name taken by
+		// an object that is not ours fails instead of being taken over
+		if _, err := l.profiles().Create(ctx, d.object, metav1.CreateOptions{FieldManager: Manager}); err != nil {
+			return fmt.Errorf("create clusterprofile %s: %w", name, err)
+		}
+		s = &stored{name: name}
+		l.known[id] = s
+	}
+	if string(s.meta) != string(d.meta) {
+		if s.meta != nil { // just created: the object is as desired
+			if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, d.meta, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}); err != nil {
+				return fmt.Errorf("apply clusterprofile %s: %w", name, err)
+			}
+		}
+		s.meta = d.meta
+	}
+	if string(s.status) != string(d.status) {
+		body, err := json.Marshal(map[string]any{"apiVersion": Resource.GroupVersion().String(), "kind": "ClusterProfile",
+			"metadata": map[string]any{"name": name, "namespace": l.opts.Namespace}, "status": json.RawMessage(d.status)})
+		if err != nil {
+			return fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
+		}
+		if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}, "status"); err != nil {
+			return fmt.Errorf("apply status of clusterprofile %s: %w", name, err)
+		}
+		s.status = d.status
+		s.conds = map[string]condition{}
+		var st struct {
+			Conditions []condition `json:"conditions"`
+		}
+		_ = json.Unmarshal(d.status, &st)
+		for _, c := range st.Conditions {
+			s.conds[c.Type] = c
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord) error {
+	raw, err := json.Marshal(srcs)
+	if err != nil {
+		return fmt.Errorf("encode source records: %w", err)
+	}
+	if string(raw) == string(l.sources) {
+		return nil
+	}
+	cms := l.core.CoreV1().ConfigMaps(l.opts.Namespace)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.opts.ConfigMap, Namespace: l.opts.Namespace,
+		Labels: map[string]string{LabelManager: Manager, LabelOwner: l.opts.OwnerID}}, Data: map[string]string{SourcesKey: string(raw)}}
+	if l.sources == nil {
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: Manager})
+	} else {
+		var cur *corev1.ConfigMap
+		cur, err = cms.Get(ctx, l.opts.ConfigMap, metav1.GetOptions{})
+		if err == nil {
+			if cur.Labels[LabelOwner] != l.opts.OwnerID {
+				return fmt.Errorf("configmap %s is not ours: not written", l.opts.ConfigMap)
+			}
+			cur.Data = cm.Data
+			_, err = cms.Update(ctx, cur, metav1.UpdateOptions{FieldManager: Manager})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write configmap %s: %w", l.opts.ConfigMap, err)
+	}
+	l.sources = raw
+	return nil
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+var _ inventory.Ledger = (*Ledger)(nil)

@@ -1,0 +1,113 @@
+package clusterprofile
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
+)
+
+func TestLedgerContract(t *testing.T) {
+	var mu sync.Mutex
+	namespaces := map[string]*cluster{}
+	ledgertest.Run(t, func(t *testing.T, key string) ledgertest.Ledger {
+		mu.Lock()
+		defer mu.Unlock()
+		if namespaces[key] == nil {
+			namespaces[key] = newCluster(t)
+		}
+		return namespaces[key].ledger(t, "owner-1")
+	})
+}
+
+// TestSteadyStateWritesNothing: saving the same book again, from this
+// process or from a new one, writes nothing and lists nothing.
+func TestSteadyStateWritesNothing(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	book := ledgertest.Fleet(20)
+	l := c.ledger(t, "owner-1")
+	require.NoError(t, l.Save(ctx, book))
+	require.Positive(t, c.counter.writes.Load())
+
+	c.counter.writes.Store(0)
+	for range 5 {
+		require.NoError(t, l.Save(ctx, book))
+	}
+	assert.Zero(t, c.counter.writes.Load(), "five saves of an unchanged book")
+
+	next := c.ledger(t, "owner-1") // a new leader
+	_, err := next.Load(ctx)
+	require.NoError(t, err)
+	c.counter.lists.Store(0)
+	require.NoError(t, next.Save(ctx, book))
+	assert.Zero(t, c.counter.writes.Load(), "a new leader rewrites nothing that is as it would write it")
+	assert.Zero(t, c.counter.lists.Load())
+}
+
+// TestObjectsFollowTheClusterInventoryAPI reads back what a ClusterProfile
+// consumer reads: the cluster manager, display name, version, access
+// provider and conditions.
+func TestObjectsFollowTheClusterInventoryAPI(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	book := ledgertest.Fleet(1)
+	book.Clusters[1].Missed, book.Clusters[1].Held = 1, true // the served rancher cluster, departing in a held drop
+	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, book))
+	list, err := c.adminDy.Resource(Resource).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2)
+	for _, obj := range list.Items {
+		assert.Equal(t, Manager, obj.GetLabels()[LabelManager])
+		assert.Equal(t, "owner-1", obj.GetLabels()[LabelOwner])
+		mgr, _, _ := unstructuredString(obj.Object, "spec", "clusterManager", "name")
+		assert.Equal(t, Manager, mgr)
+		conds := conditionsOf(&obj)
+		name, _, _ := unstructuredString(obj.Object, "spec", "displayName")
+		switch name {
+		case "prod-00":
+			v, _, _ := unstructuredString(obj.Object, "status", "version", "kubernetes")
+			assert.Equal(t, "v1.31.4", v)
+			providers, _, _ := unstructuredSlice(obj.Object, "status", "accessProviders")
+			require.Len(t, providers, 1)
+			cl := providers[0].(map[string]any)["cluster"].(map[string]any)
+			assert.Equal(t, "https://rancher.example.com/k8s/clusters/c-prod-00", cl["server"])
+			assert.Equal(t, "dGVzdA==", cl["certificate-authority-data"])
+			assert.Equal(t, "True", conds["Served"].Status)
+			assert.Equal(t, "True", conds["ControlPlaneHealthy"].Status)
+			assert.Equal(t, "True", conds["Departing"].Status)
+			assert.Equal(t, "True", conds["Held"].Status)
+			assert.Equal(t, "rancher", obj.GetLabels()[LabelSource])
+			assert.Equal(t, "acme", obj.GetLabels()[LabelTenant])
+		case "new":
+			assert.Equal(t, "False", conds["Served"].Status)
+			assert.Equal(t, "pending", obj.GetLabels()[LabelPhase])
+		default:
+			t.Fatalf("unexpected clusterprofile %q", name)
+		}
+		assert.NotContains(t, string(mustJSON(t, obj.Object)), "/var/run/token\"", "a token reference is in the record, never a token")
+	}
+}
+
+// TestOtherInstallationsAreLeftAlone: a second owner in the namespace
+// sees none of the first's records, and saving an empty book deletes only
+// its own.
+func TestOtherInstallationsAreLeftAlone(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, ledgertest.Fleet(3)))
+	other := c.ledger(t, "owner-2")
+	b, err := other.Load(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, b.Clusters)
+	require.NoError(t, other.Save(ctx, ledgertest.Fleet(2)))
+	require.NoError(t, c.ledger(t, "owner-2").Save(ctx, ledgertest.Fleet(0)))
+	mine, err := c.ledger(t, "owner-1").Load(ctx)
+	require.NoError(t, err)
+	assert.Len(t, mine.Clusters, 4, "owner-1's three clusters and its pending one are untouched")
+}

@@ -1,0 +1,232 @@
+package clusterprofile
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// The pure mapping between a Record and its ClusterProfile.
+
+// objectName is the ClusterProfile's name: the source and the cluster's
+// name for people, a hash of owner, source and identity for uniqueness.
+// It is chosen when the object is created and kept through renames.
+func objectName(owner string, r *inventory.Record) string {
+	return sources.HashedName(r.Source+"-"+displayName(r), owner+"\x00"+r.Source+"\x00"+r.ID)
+}
+
+// identity keys a record: its source and ID.
+func identity(source, id string) string { return source + "\x00" + id }
+
+func displayName(r *inventory.Record) string {
+	switch {
+	case r.Rendering != nil:
+		return r.Rendering.Name
+	case r.Unserved != nil:
+		return r.Unserved.Name
+	}
+	return r.ID
+}
+
+// desired is what we write of one ClusterProfile: the object without its
+// status (created, or applied when it changed), and the status (applied to
+// the status subresource when it changed). meta and status are their JSON,
+// compared with what was written last.
+type desired struct {
+	id     string
+	object *unstructured.Unstructured
+	meta   []byte
+	status []byte
+}
+
+// desiredObject builds the ClusterProfile of r in namespace ns, named name.
+// prev holds the conditions written last, so that a condition's
+// lastTransitionTime moves only when its status does.
+func desiredObject(o *Options, name string, r *inventory.Record, prev map[string]condition, now time.Time) (*desired, error) {
+	rec, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode record of %s: %w", r.ID, err)
+	}
+	labels := map[string]any{LabelManager: Manager, LabelOwner: o.OwnerID}
+	setLabel(labels, LabelSource, r.Source)
+	phase := phaseOf(r)
+	setLabel(labels, LabelPhase, string(phase))
+	if c := r.Rendering; c != nil {
+		setLabel(labels, LabelProvider, string(c.Provider))
+		setLabel(labels, LabelTenant, c.Tenant)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": Resource.GroupVersion().String(),
+		"kind":       "ClusterProfile",
+		"metadata": map[string]any{
+			"name": name, "namespace": o.Namespace, "labels": labels,
+			"annotations": map[string]any{AnnotationRecord: string(rec)},
+		},
+		"spec": map[string]any{"displayName": displayName(r), "clusterManager": map[string]any{"name": Manager}},
+	}}
+	meta, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encode clusterprofile %s: %w", name, err)
+	}
+	st := statusOf(r, phase, prev, now)
+	status, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
+	}
+	return &desired{id: identity(r.Source, r.ID), object: obj, meta: meta, status: status}, nil
+}
+
+// setLabel sets a label only when its value is a valid label value: the
+// record, not the label, is the truth, and an upstream value that cannot
+// be a label must not fail the write.
+func setLabel(labels map[string]any, key, value string) {
+	if value != "" && len(validation.IsValidLabelValue(value)) == 0 {
+		labels[key] = value
+	}
+}
+
+// phaseOf is the record's phase: its rendering's while served, else what
+// the latest listing said.
+func phaseOf(r *inventory.Record) sources.Phase {
+	switch {
+	case r.Served && r.Rendering != nil:
+		return r.Rendering.Phase.OrReady()
+	case r.Unserved != nil:
+		return r.Unserved.Phase
+	}
+	return ""
+}
+
+// condition is one status condition as written.
+type condition struct {
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	Reason             string `json:"reason"`
+	Message            string `json:"message"`
+	LastTransitionTime string `json:"lastTransitionTime"`
+}
+
+func cond(prev map[string]condition, now time.Time, typ string, ok bool, reason, message string) condition {
+	status := "False"
+	if ok {
+		status = "True"
+	}
+	at := now.UTC().Format(time.RFC3339)
+	if p, found := prev[typ]; found && p.Status == status && p.LastTransitionTime != "" {
+		at = p.LastTransitionTime
+	}
+	return condition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: at}
+}
+
+// statusOf is the ClusterProfile status of r.
+func statusOf(r *inventory.Record, phase sources.Phase, prev map[string]condition, now time.Time) map[string]any {
+	st := map[string]any{}
+	healthy := phase == sources.PhaseReady
+	conds := []condition{
+		cond(prev, now, "ControlPlaneHealthy", healthy, reasonOf(phase), "phase "+string(phase)),
+	}
+	served, why := r.Served, "Served"
+	if !served {
+		why = "NotServed"
+	}
+	msg := "in the plugin answer and the cluster Secrets"
+	if !served && r.Unserved != nil {
+		msg = "not served: " + firstNonEmpty(r.Unserved.Reason, "phase "+string(r.Unserved.Phase))
+	}
+	conds = append(conds, cond(prev, now, "Served", served, why, msg))
+	departing := r.Served && r.Missed > 0
+	dmsg := "listed by its source"
+	if departing {
+		dmsg = "missing from " + strconv.Itoa(r.Missed) + " complete listing(s) of source " + r.Source + " since " + r.MissingSince.UTC().Format(time.RFC3339)
+	}
+	conds = append(conds, cond(prev, now, "Departing", departing, map[bool]string{true: "Missing", false: "Listed"}[departing], dmsg))
+	held := departing && r.Held
+	hmsg := "no mass drop"
+	if held {
+		hmsg = "part of a mass drop: its departure is held"
+	}
+	conds = append(conds, cond(prev, now, "Held", held, map[bool]string{true: "MassDrop", false: "NotHeld"}[held], hmsg))
+	st["conditions"] = conds
+	c := r.Rendering
+	if c == nil {
+		return st
+	}
+	if c.KubernetesVersion != "" {
+		st["version"] = map[string]any{"kubernetes": c.KubernetesVersion}
+	}
+	var props []map[string]any
+	for _, p := range [][2]string{{"provider", string(c.Provider)}, {"source", c.Source}, {"region", c.Region}, {"account", c.Account},
+		{"tenant", c.Tenant}, {"project", c.Project}, {"state", c.State}, {"phase", string(phase)}, {"id", c.Key()}} {
+		if p[1] != "" && len(p[1]) <= 1024 {
+			props = append(props, map[string]any{"name": p[0], "value": p[1]})
+		}
+	}
+	st["properties"] = props
+	cluster := map[string]any{"server": c.Server}
+	if ca := c.CA.Data(); len(ca) > 0 {
+		cluster["certificate-authority-data"] = ca
+	}
+	if c.ProxyURL != "" {
+		cluster["proxy-url"] = c.ProxyURL
+	}
+	st["accessProviders"] = []map[string]any{{"name": Manager, "cluster": cluster}}
+	return st
+}
+
+func reasonOf(p sources.Phase) string {
+	if p == "" {
+		return "Unknown"
+	}
+	return "Phase" + strings.ToUpper(string(p[:1])) + string(p[1:])
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// recordOf reads the record an object holds.
+func recordOf(obj *unstructured.Unstructured) (inventory.Record, error) {
+	var r inventory.Record
+	raw, ok := obj.GetAnnotations()[AnnotationRecord]
+	if !ok {
+		return r, fmt.Errorf("clusterprofile %s: no %s annotation", obj.GetName(), AnnotationRecord)
+	}
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return r, fmt.Errorf("clusterprofile %s: decode record: %w", obj.GetName(), err)
+	}
+	if r.Source == "" || r.ID == "" {
+		return r, fmt.Errorf("clusterprofile %s: record has no source or id", obj.GetName())
+	}
+	return r, nil
+}
+
+// conditionsOf reads the conditions of an object's status, by type.
+func conditionsOf(obj *unstructured.Unstructured) map[string]condition {
+	out := map[string]condition{}
+	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		c := condition{}
+		c.Type, _ = m["type"].(string)
+		c.Status, _ = m["status"].(string)
+		c.LastTransitionTime, _ = m["lastTransitionTime"].(string)
+		out[c.Type] = c
+	}
+	return out
+}
