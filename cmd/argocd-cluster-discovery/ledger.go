@@ -41,7 +41,9 @@ type feedWithLogger struct {
 	logger *slog.Logger
 }
 
-func (f feedWithLogger) Watch(ctx context.Context, fn func(inventory.Book)) { f.l.WatchWithLogger(ctx, f.logger, fn) }
+func (f feedWithLogger) Watch(ctx context.Context, fn func(inventory.Book)) {
+	f.l.WatchWithLogger(ctx, f.logger, fn)
+}
 
 // leaderOnly reports whether only the leader lists the sources and writes
 // the ledger: with a Kubernetes ledger under leader election. Otherwise

@@ -24,7 +24,7 @@ type Config struct {
 	// Ledger is where the inventory keeps its records.
 	Ledger  Ledger   `json:"ledger"`
 	Sources []Source `json:"sources"`
-	Secrets   Secrets   `json:"secrets"`
+	Secrets Secrets  `json:"secrets"`
 	// ApplicationSetRefresh wakes the ApplicationSets using our plugin.
 	ApplicationSetRefresh ApplicationSetRefresh `json:"applicationSetRefresh"`
 	Runtime               Runtime               `json:"runtime"`
