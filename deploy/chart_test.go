@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -54,9 +54,11 @@ func TestTemplateRendersEveryObject(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ms := render(t, c)
 			want := map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": 1, "ConfigMap": 3, "Job": 1, "Role": 1,
-				"RoleBinding": 1, "PodDisruptionBudget": 1, "Secret": 1}
+				"RoleBinding": 1, "PodDisruptionBudget": 1, "Secret": 1, "CustomResourceDefinition": 1}
 			if c.ns != c.argocdNS {
 				want["Secret"] = 2 // the generated token, for Argo CD and for the pod
+				// a Role and RoleBinding in Argo CD's namespace, and in the release namespace for the ledger
+				want["Role"], want["RoleBinding"] = 2, 2
 			}
 			if c.values == "values-static.yaml" {
 				want["Secret"]++ // credentials from values
@@ -100,7 +102,7 @@ func TestRenderedConfigIsValid(t *testing.T) {
 			for k, v := range cm.Data {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600))
 			}
-			cfg, err := config.Parse([]byte(raw), dir)
+			cfg, err := parseRenderedConfig(t, raw, dir)
 			if err != nil && c.values == "values-rancher.yaml" &&
 				(strings.Contains(err.Error(), `"rancher" is not available`) || strings.Contains(err.Error(), `unknown field "rancher"`)) {
 				// the rancher source is not wired into the configuration yet: its section is checked by the
@@ -120,6 +122,12 @@ func TestRenderedConfigIsValid(t *testing.T) {
 				assert.Empty(t, cfg.Server.OpsListen)
 			}
 			assert.Equal(t, c.argocdNS, cfg.Secrets.Namespace, "the reconciler writes in Argo CD's namespace, where the Role is")
+			var ledger struct {
+				Ledger map[string]string `json:"ledger"`
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(raw), &ledger))
+			assert.Equal(t, map[string]string{"kind": "kubernetes", "namespace": c.ns, "configMap": release + "-ledger"}, ledger.Ledger,
+				"the ledger is kept in the release namespace, where its Role is")
 			assert.True(t, cfg.Secrets.Enabled)
 			assert.True(t, cfg.Secrets.LeaderElection.Enabled, "2 replicas need leader election")
 			assert.Equal(t, int32(2), *dep.Spec.Replicas)
@@ -288,6 +296,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"two replicas without leader election", []string{"--set", "config.secrets.leaderElection.enabled=false"}, "leaderElection.enabled"},
 		{"ops port on the http port", []string{"--set", "ports.ops=8080"}, "ports.ops must differ"},
 		{"credentials twice", []string{"--set", "credentials.existingSecret=x", "--set", "credentials.stringData.token=y"}, "not both"},
+		{"ledger kind", []string{"--set", "ledger.kind=etcd"}, "/ledger/kind"},
+		{"ledger is the chart's", []string{"--set", "config.ledger.kind=memory"}, "ledger"},
+		{"installCRD", []string{"--set-string", "clusterProfiles.installCRD=yes"}, "/clusterProfiles/installCRD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helm(append([]string{"template", release, chartDir, "--namespace", "x"}, tc.args...)...)
@@ -301,6 +312,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"--set", "config.secrets.enabled=false"},
 		{"--set", "ports.ops=9090", "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true"},
 		{"--set", "argocd.token.existingSecret=my-token", "--set", "argocd.plugin.name=fleet"},
+		{"--set", "ledger.kind=memory", "--set", "clusterProfiles.installCRD=false"},
 	} {
 		_, err := helm(append([]string{"template", release, chartDir, "--namespace", "x"}, args...)...)
 		assert.NoError(t, err, "%v", args)

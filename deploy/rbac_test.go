@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -36,8 +35,9 @@ import (
 // nothing more may be granted.
 var reconcilerSecretVerbs = []string{"create", "delete", "get", "list", "update", "watch"}
 
-// TestRoleIsNamespacedAndMinimal reads the rendered RBAC objects: one Role
-// and its RoleBinding in Argo CD's namespace, nothing cluster-wide, no
+// TestRoleIsNamespacedAndMinimal reads the rendered RBAC objects: a Role
+// and its RoleBinding in Argo CD's namespace and, for the ledger, in the
+// release namespace (one when they are the same), nothing cluster-wide, no
 // wildcard, Secret verbs exactly the reconciler's.
 func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 	for _, c := range cases {
@@ -45,13 +45,13 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 			ms := render(t, c)
 			assert.Empty(t, ms.all("ClusterRole"))
 			assert.Empty(t, ms.all("ClusterRoleBinding"))
-			role := into[rbacv1.Role](t, ms.one(t, "Role"))
-			rb := into[rbacv1.RoleBinding](t, ms.one(t, "RoleBinding"))
-			assert.Equal(t, c.argocdNS, role.Namespace, "the Role is in Argo CD's namespace")
-			assert.Equal(t, c.argocdNS, rb.Namespace)
-			assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, rb.RoleRef)
 			sa := ms.one(t, "ServiceAccount")
-			assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.GetName(), Namespace: c.ns}}, rb.Subjects)
+			namespaces := []string{c.argocdNS}
+			if c.ns != c.argocdNS {
+				namespaces = append(namespaces, c.ns) // the ledger's
+			}
+			require.Len(t, ms.all("Role"), len(namespaces))
+			require.Len(t, ms.all("RoleBinding"), len(namespaces))
 
 			raw, _ := configOf(t, ms, c)
 			var cfg struct {
@@ -63,28 +63,49 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 				ApplicationSetRefresh struct {
 					Enabled bool `json:"enabled"`
 				} `json:"applicationSetRefresh"`
+				Ledger struct {
+					Namespace string `json:"namespace"`
+					ConfigMap string `json:"configMap"`
+				} `json:"ledger"`
 			}
 			require.NoError(t, yaml.Unmarshal([]byte(raw), &cfg))
 			require.NotEmpty(t, cfg.Secrets.LeaderElection.LeaseName)
+			require.Equal(t, c.ns, cfg.Ledger.Namespace)
+			require.NotEmpty(t, cfg.Ledger.ConfigMap)
 
-			granted := map[string][]string{} // group/resource → verbs
-			for _, r := range role.Rules {
-				assert.Empty(t, r.NonResourceURLs)
-				for _, list := range [][]string{r.Verbs, r.Resources, r.APIGroups, r.ResourceNames} {
-					assert.NotContains(t, list, "*", "no wildcard in %+v", r)
-				}
-				for _, g := range r.APIGroups {
-					for _, res := range r.Resources {
-						key := g + "/" + res
-						if res == "leases" && len(r.ResourceNames) > 0 {
-							leases := []string{cfg.Secrets.LeaderElection.LeaseName}
-							if cfg.ApplicationSetRefresh.Enabled {
-								leases = append(leases, cfg.Secrets.LeaderElection.LeaseName+"-appset-refresh")
+			granted := map[string][]string{} // namespace: group/resource → verbs
+			for _, ns := range namespaces {
+				rd, ok := ms.find("Role", ns, release)
+				require.True(t, ok, "a Role in %s", ns)
+				bd, ok := ms.find("RoleBinding", ns, release)
+				require.True(t, ok, "a RoleBinding in %s", ns)
+				role, rb := into[rbacv1.Role](t, rd), into[rbacv1.RoleBinding](t, bd)
+				assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, rb.RoleRef)
+				assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.GetName(), Namespace: c.ns}}, rb.Subjects)
+				for _, r := range role.Rules {
+					assert.Empty(t, r.NonResourceURLs)
+					for _, list := range [][]string{r.Verbs, r.Resources, r.APIGroups, r.ResourceNames} {
+						assert.NotContains(t, list, "*", "no wildcard in %+v", r)
+					}
+					for _, g := range r.APIGroups {
+						for _, res := range r.Resources {
+							key := ns + ": " + g + "/" + res
+							switch {
+							case res == "leases" && len(r.ResourceNames) > 0:
+								leases := []string{cfg.Secrets.LeaderElection.LeaseName}
+								if cfg.ApplicationSetRefresh.Enabled {
+									leases = append(leases, cfg.Secrets.LeaderElection.LeaseName+"-appset-refresh")
+								}
+								assert.Equal(t, leases, r.ResourceNames)
+								key += "@named"
+							case res == "configmaps" && len(r.ResourceNames) > 0:
+								assert.Equal(t, []string{cfg.Ledger.ConfigMap}, r.ResourceNames, "the ledger's ConfigMap only")
+								key += "@named"
+							default:
+								assert.Empty(t, r.ResourceNames, "%+v", r)
 							}
-							assert.Equal(t, leases, r.ResourceNames)
-							key += "@named"
+							granted[key] = append(granted[key], r.Verbs...)
 						}
-						granted[key] = append(granted[key], r.Verbs...)
 					}
 				}
 			}
@@ -92,15 +113,25 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 				sort.Strings(granted[k])
 			}
 			secretVerbs := reconcilerSecretVerbs // the refresh trigger reads the same cache
+			a, l := c.argocdNS+": ", c.ns+": "
 			assert.Equal(t, map[string][]string{
-				"/secrets":                         secretVerbs,
-				"coordination.k8s.io/leases":       {"create"},
-				"coordination.k8s.io/leases@named": {"get", "update"},
-				"argoproj.io/applicationsets":      {"get", "list", "patch", "watch"},
+				a + "/secrets":                                     secretVerbs,
+				a + "coordination.k8s.io/leases":                   {"create"},
+				a + "coordination.k8s.io/leases@named":             {"get", "update"},
+				a + "argoproj.io/applicationsets":                  {"get", "list", "patch", "watch"},
+				l + "multicluster.x-k8s.io/clusterprofiles":        ledgerProfileVerbs,
+				l + "multicluster.x-k8s.io/clusterprofiles/status": {"patch"},
+				l + "/configmaps":                                  {"create"},
+				l + "/configmaps@named":                            {"get", "list", "patch", "watch"},
 			}, granted)
 		})
 	}
 }
+
+// ledgerProfileVerbs are the calls the kubernetes ledger makes on
+// ClusterProfiles: list and watch (every replica's cache), get, create,
+// patch and delete (the leader).
+var ledgerProfileVerbs = []string{"create", "delete", "get", "list", "patch", "watch"}
 
 var applicationSetGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"}
 
@@ -140,6 +171,15 @@ func TestRoleAsAuthorized(t *testing.T) {
 			for _, v := range []string{"get", "list", "patch"} {
 				assert.True(t, can(v, "argoproj.io", "applicationsets", c.argocdNS, ""), "applicationsets %s", v)
 			}
+			// the ledger, in the release namespace
+			for _, v := range ledgerProfileVerbs {
+				assert.True(t, can(v, "multicluster.x-k8s.io", "clusterprofiles", c.ns, ""), "clusterprofiles %s", v)
+			}
+			assert.True(t, can("patch", "multicluster.x-k8s.io", "clusterprofiles/status", c.ns, "x"))
+			assert.True(t, can("create", "", "configmaps", c.ns, ""), "configmaps create")
+			for _, v := range []string{"get", "list", "watch", "patch"} {
+				assert.True(t, can(v, "", "configmaps", c.ns, release+"-ledger"), "%s the ledger's ConfigMap", v)
+			}
 
 			denied := []struct{ verb, group, resource, ns, name string }{
 				{"list", "", "secrets", "", ""}, // cluster-wide
@@ -154,9 +194,25 @@ func TestRoleAsAuthorized(t *testing.T) {
 				{"create", "argoproj.io", "applications", c.argocdNS, ""},
 				{"patch", "argoproj.io", "applicationsets", "other", "x"},
 				{"list", "", "pods", c.ns, ""},
+				{"update", "multicluster.x-k8s.io", "clusterprofiles", c.ns, "x"},
+				{"deletecollection", "multicluster.x-k8s.io", "clusterprofiles", c.ns, ""},
+				{"update", "multicluster.x-k8s.io", "clusterprofiles/status", c.ns, "x"},
+				{"list", "multicluster.x-k8s.io", "clusterprofiles", "", ""}, // cluster-wide
+				{"list", "multicluster.x-k8s.io", "clusterprofiles", "other", ""},
+				{"get", "", "configmaps", c.ns, release + "-config"},
+				{"patch", "", "configmaps", c.ns, release},
+				{"delete", "", "configmaps", c.ns, release + "-ledger"},
+				{"update", "", "configmaps", c.ns, release + "-ledger"},
+				{"list", "", "configmaps", "other", ""},
+				{"list", "", "configmaps", c.ns, ""}, // every ConfigMap of the namespace
+				{"watch", "", "configmaps", c.ns, ""},
 			}
 			if c.ns != c.argocdNS {
-				denied = append(denied, struct{ verb, group, resource, ns, name string }{"get", "", "secrets", c.ns, "x"})
+				denied = append(denied, []struct{ verb, group, resource, ns, name string }{
+					{"get", "", "secrets", c.ns, "x"},
+					{"list", "multicluster.x-k8s.io", "clusterprofiles", c.argocdNS, ""},
+					{"list", "", "configmaps", c.argocdNS, ""},
+				}...)
 			}
 			// the informer cache watches our cluster Secrets, and the refresh
 			// trigger's the ApplicationSets, in Argo CD's namespace only
@@ -180,7 +236,7 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	require.NotEqual(t, c.ns, c.argocdNS)
 	ms := ensureApplied(t, c)
 	raw, _ := configOf(t, ms, c)
-	cfg, err := config.Parse([]byte(raw), "/")
+	cfg, err := parseRenderedConfig(t, raw, "/")
 	require.NoError(t, err)
 
 	user, groups := serviceAccount(c)

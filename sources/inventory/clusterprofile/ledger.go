@@ -275,8 +275,10 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord)
 			if cur.Labels[LabelOwner] != l.opts.OwnerID {
 				return fmt.Errorf("configmap %s is not ours: not written", l.opts.ConfigMap)
 			}
-			cur.Data = cm.Data
-			_, err = cms.Update(ctx, cur, metav1.UpdateOptions{FieldManager: Manager})
+			var patch []byte
+			if patch, err = json.Marshal(map[string]any{"data": cm.Data}); err == nil {
+				_, err = cms.Patch(ctx, l.opts.ConfigMap, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Manager})
+			}
 		}
 	}
 	if err != nil {

@@ -106,6 +106,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-config" (include "acd.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The kubernetes ledger's ConfigMap (its per-source record), in the release namespace. */}}
+{{- define "acd.ledgerConfigMapName" -}}
+{{- printf "%s-ledger" (include "acd.fullname" .) }}
+{{- end }}
+
+{{/* The ledger is kept in the Kubernetes API (ClusterProfiles and a ConfigMap in the release namespace). */}}
+{{- define "acd.kubernetesLedger" -}}
+{{- if eq (((.Values.ledger).kind) | default "kubernetes") "kubernetes" }}true{{ end }}
+{{- end }}
+
 {{- define "acd.baseUrl" -}}
 {{- if .Values.argocd.plugin.baseUrl }}
 {{- .Values.argocd.plugin.baseUrl }}
@@ -116,7 +126,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The configuration file: .Values.config plus what the chart owns (listen addresses, the mounted token, Argo CD's
-namespace, the owner id). It is the input of the config checksum annotation.
+namespace, the owner id, the ledger). It is the input of the config checksum annotation.
 */}}
 {{- define "acd.config" -}}
 {{- $c := deepCopy .Values.config }}
@@ -139,6 +149,11 @@ namespace, the owner id). It is the input of the config checksum annotation.
 {{- if $refresh.enabled }}
 {{- $_ := set $refresh "pluginConfigMap" (include "acd.pluginName" .) }}
 {{- $_ := set $c "applicationSetRefresh" $refresh }}
+{{- end }}
+{{- if include "acd.kubernetesLedger" . }}
+{{- $_ := set $c "ledger" (dict "kind" "kubernetes" "namespace" .Release.Namespace "configMap" (include "acd.ledgerConfigMapName" .)) }}
+{{- else }}
+{{- $_ := set $c "ledger" (dict "kind" .Values.ledger.kind) }}
 {{- end }}
 {{- toYaml $c }}
 {{- end }}
