@@ -94,6 +94,10 @@ type Record struct {
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
 	Established time.Time `json:"established,omitzero"`
+	// Holds is the name the cluster was last served under: against
+	// another cluster listed under that name it keeps it, whatever their
+	// ages, so a cluster renamed onto a name in use is the newcomer.
+	Holds string `json:"holds,omitempty"`
 
 	// listing is the number of this process's last listing that had the
 	// cluster (0: none yet); listings are counted per process, the ledger

@@ -37,8 +37,11 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
 	if snap.Synced() && !inv.follower {
 		for _, c := range snap.Clusters {
-			if r := inv.recordOf(c); r != nil && r.Established.IsZero() {
-				r.Established = now
+			if r := inv.recordOf(c); r != nil {
+				if r.Established.IsZero() {
+					r.Established = now
+				}
+				r.Holds = c.Name
 			}
 		}
 	}
@@ -69,9 +72,9 @@ func (inv *Inventory) establishedAt(c *sources.Cluster) time.Time {
 	return time.Time{}
 }
 
-// resolveNames keeps one cluster per name: the only one, or the one
-// established first; a name listed twice with none established is served
-// to none.
+// resolveNames keeps one cluster per name: the only one, else the one
+// that holds the name (was served under it), else the one established
+// first; a name listed twice with none established is served to none.
 func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, []Conflict) {
 	byName := map[string][]*sources.Cluster{}
 	for _, c := range cs {
@@ -90,6 +93,12 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 			at := inv.establishedAt(c)
 			if !at.IsZero() && (winner == nil || at.Before(since)) {
 				winner, since = c, at
+			}
+		}
+		for _, c := range group {
+			if r := inv.recordOf(c); r != nil && r.Holds == name {
+				winner = c
+				break
 			}
 		}
 		conflict := Conflict{Name: name}
