@@ -44,7 +44,6 @@ const (
 	skipTags          skipReason = "tags"
 	skipNoAAD         skipReason = "no_aad"
 	skipPrivate       skipReason = "private"
-	skipName          skipReason = "invalid_name"
 )
 
 // Not-ready reasons, the reason label of the not-ready metric.
@@ -53,6 +52,7 @@ const (
 	notReadyScope  = "invalid_scope"
 	notReadyServer = "invalid_server"
 	notReadyAAD    = "invalid_aad_profile"
+	notReadyName   = "invalid_name"
 )
 
 // mapped is one listed cluster after mapping: either skipped, or a cluster
@@ -172,12 +172,14 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 		return out, nil
 	}
 	location := strings.ToLower(deref(mc.Location))
-	name, err := m.renderName(nameData{
+	// a name that cannot be rendered (a tag value the template cannot
+	// use) lists the cluster not ready under its Azure name, never absent:
+	// a served cluster keeps its last rendering, under its last name
+	name, nameErr := m.renderName(nameData{
 		Name: rid.Name, ResourceGroup: rid.ResourceGroupName, Subscription: sub, Location: location, Tags: tags,
 	})
-	if err != nil {
-		out.skip, out.detail = skipName, err.Error()
-		return out, nil
+	if nameErr != nil {
+		name = rid.Name
 	}
 	// A cluster whose identity cannot be read gets the configured exec
 	// env (id is empty), never a value of its aadProfile.
@@ -190,8 +192,11 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 		out.cluster.Ready, out.cluster.NotReadyReason, out.notReadyKind = false, reason, kind
 		return out, nil
 	}
+	if nameErr != nil {
+		return notReady(notReadyName, nameErr.Error())
+	}
 	if host == "" {
-		return notReady(notReadyServer, "the cluster reports no API server FQDN")
+		return notReady(notReadyServer, cmp.Or(detail, "the cluster reports no API server FQDN"))
 	}
 	srv, err := sources.NormalizeServer("https://" + host + ":443")
 	if err != nil {
@@ -246,7 +251,9 @@ func (m *mapper) filter(rg string, tags map[string]string, p *armcontainerservic
 }
 
 // endpoint returns the API server host Argo CD is to use and whether the
-// cluster is private, or why the privateEndpoints policy leaves it out.
+// cluster is private, or why the privateEndpoints policy leaves it out. A
+// private cluster the policy keeps but whose endpoint is missing has no
+// host, and detail says why: it is listed not ready, never absent.
 func (m *mapper) endpoint(p *armcontainerservice.ManagedClusterProperties) (host string, private bool, skip skipReason, detail string) {
 	host = deref(p.Fqdn)
 	ap := p.APIServerAccessProfile
@@ -256,11 +263,11 @@ func (m *mapper) endpoint(p *armcontainerservice.ManagedClusterProperties) (host
 	switch m.cfg.PrivateEndpoints.Policy {
 	case PrivateFQDN:
 		if host = deref(p.PrivateFQDN); host == "" {
-			return "", true, skipPrivate, "no privateFQDN"
+			return "", true, "", "the private cluster reports no privateFQDN"
 		}
 	case PrivatePublicFQDN:
 		if !deref(ap.EnablePrivateClusterPublicFQDN) || host == "" {
-			return "", true, skipPrivate, "no public FQDN (enablePrivateClusterPublicFQDN is off)"
+			return "", true, "", "the private cluster has no public FQDN (enablePrivateClusterPublicFQDN is off)"
 		}
 	default:
 		return "", true, skipPrivate, "private cluster"

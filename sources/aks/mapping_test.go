@@ -136,7 +136,10 @@ func TestToClusterNamesLabelsAndAuth(t *testing.T) {
 			want: mappedBase(func(c *sources.Cluster) { c.KubernetesVersion = "v1.31" })},
 		{name: "name template and prefix", cfg: Config{NamePrefix: "aks-", NameTemplate: `{{.Name}}-{{index .Tags "env"}}-{{.Location}}`},
 			want: mappedBase(func(c *sources.Cluster) { c.Name = "aks-alpha-prod-westeurope" })},
-		{name: "template with a missing tag", cfg: Config{NameTemplate: `{{index .Tags "nope"}}`}, skip: skipName},
+		{name: "a template that fails lists the cluster not ready under its Azure name", cfg: Config{NameTemplate: `{{index .Tags "nope"}}`},
+			notReady: notReadyName, want: mappedBase(func(c *sources.Cluster) {
+				c.Server, c.Ready, c.NotReadyReason = "", false, "nameTemplate rendered an empty name"
+			})},
 		{name: "label allow and deny lists", cfg: Config{LabelTags: []string{"ENV", "team"}, IgnoreTags: []string{"team"}},
 			mutate: mutations{withTags("team", "a", "cost", "b")}, want: mappedBase()},
 		{name: "auth configuration", cfg: Config{Auth: AuthConfig{
@@ -203,8 +206,14 @@ func TestToClusterPrivateEndpoints(t *testing.T) {
 	noPrivateFQDN := func(mc *armcontainerservice.ManagedCluster) { mc.Properties.PrivateFQDN = nil }
 	runToCluster(t, []toClusterCase{
 		{name: "private excluded", mutate: mutations{private(true)}, skip: skipPrivate},
-		{name: "private without public fqdn", cfg: policy(PrivatePublicFQDN, ""), mutate: mutations{private(false)}, skip: skipPrivate},
-		{name: "private without private fqdn", cfg: policy(PrivateFQDN, ""), mutate: mutations{private(true), noPrivateFQDN}, skip: skipPrivate},
+		{name: "private without public fqdn is listed not ready", cfg: policy(PrivatePublicFQDN, ""), mutate: mutations{private(false)},
+			notReady: notReadyServer, want: mappedBase(func(c *sources.Cluster) {
+				c.Server, c.Ready, c.NotReadyReason = "", false, "the private cluster has no public FQDN (enablePrivateClusterPublicFQDN is off)"
+			})},
+		{name: "private without private fqdn is listed not ready", cfg: policy(PrivateFQDN, ""), mutate: mutations{private(true), noPrivateFQDN},
+			notReady: notReadyServer, want: mappedBase(func(c *sources.Cluster) {
+				c.Server, c.Ready, c.NotReadyReason = "", false, "the private cluster reports no privateFQDN"
+			})},
 		{name: "private fqdn with proxy", cfg: policy(PrivateFQDN, "http://proxy:3128"), mutate: mutations{private(false)},
 			want: mappedBase(func(c *sources.Cluster) {
 				c.Server, c.ProxyURL = "https://alpha-dns.privatelink.westeurope.azmk8s.io:443", "http://proxy:3128"

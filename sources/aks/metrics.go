@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // listed sets the gauges of a complete listing. Unlike upstream's Listed,
 // clusters_not_ready is counted by reason kind (ca_unavailable,
-// invalid_scope, invalid_server, invalid_aad_profile) rather than by the
+// invalid_scope, invalid_server, invalid_aad_profile, invalid_name) rather than by the
 // cluster's NotReadyReason, which quotes ARM's error message and would make
 // a label value of it.
 func (m *metrics) listed(out []sources.Cluster, notReady, upstreamStates, skipped map[string]int) {
