@@ -147,6 +147,7 @@ type listed struct {
 //	                                                    and GracePeriod: departed
 func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Time) listed {
 	l.listings++
+	servedBefore := l.servedCount() // before this listing: its newcomers never dilute a drop
 	var gone []missing
 	for i := range listing {
 		if m, leaving := l.take(source, &listing[i]); leaving {
@@ -162,9 +163,20 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 			gone = append(gone, missing{key: key, r: r})
 		}
 	}
-	out := l.depart(source, gone, now)
+	out := l.depart(source, gone, l.massDrop(gone, servedBefore), now)
 	l.view()
 	return out
+}
+
+// servedCount counts the source's served clusters.
+func (l *lifecycle) servedCount() int {
+	n := 0
+	for _, r := range l.tracked {
+		if r.Served {
+			n++
+		}
+	}
+	return n
 }
 
 // missing is a served cluster absent from a listing, or leaving in it.
@@ -221,9 +233,8 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 // depart counts one more listing missed by each gone cluster and confirms
 // the departure of those that missed enough (the last row of apply's
 // table); the others stay served with their last rendering.
-func (l *lifecycle) depart(source string, gone []missing, now time.Time) listed {
+func (l *lifecycle) depart(source string, gone []missing, massDrop bool, now time.Time) listed {
 	var out listed
-	massDrop := l.massDrop(gone)
 	for _, g := range gone {
 		r := g.r
 		if r.Missed == 0 {
@@ -276,22 +287,19 @@ func (l *lifecycle) view() {
 	sort.Slice(l.kept, func(i, j int) bool { return l.kept[i].Name < l.kept[j].Name })
 }
 
-// massDrop reports whether the clusters newly gone in this listing (more
-// than one) are more than MaxFraction of the source's served clusters.
-func (l *lifecycle) massDrop(gone []missing) bool {
-	servedBefore := 0
-	for _, r := range l.tracked {
-		if r.Served {
-			servedBefore++
-		}
-	}
+// massDrop reports whether the clusters newly absent in this listing
+// (gone without being seen leaving: a cluster deleted upstream is seen
+// leaving first) are more than MaxFraction of the clusters served before
+// it, and either more than one or the source's only one. A lost role,
+// token or subscription looks like that far more often than a deletion.
+func (l *lifecycle) massDrop(gone []missing, servedBefore int) bool {
 	newly := 0
 	for _, g := range gone {
-		if g.r.Missed == 0 {
+		if g.r.Missed == 0 && g.leaving == nil {
 			newly++
 		}
 	}
-	return newly > 1 && float64(newly) > l.rule.MaxFraction*float64(servedBefore)
+	return (newly > 1 || newly == 1 && servedBefore == 1) && float64(newly) > l.rule.MaxFraction*float64(servedBefore)
 }
 
 // withPhase returns c with another phase and state: c itself when they are

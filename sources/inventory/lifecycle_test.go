@@ -384,3 +384,50 @@ func TestRenameOntoAHeldNameIsTheNewcomer(t *testing.T) {
 	assert.Equal(t, "https://b.example.com", snap.Clusters[0].Server, "its Applications keep pointing at it")
 	assert.Equal(t, []Conflict{{Name: "b", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
 }
+
+// TestMassDropCounting: a drop is counted against the clusters served
+// before the listing, so newcomers in the same listing never hide it, and
+// a source's only cluster vanishing is held too; a cluster seen leaving
+// first is a deletion, not a drop.
+func TestMassDropCounting(t *testing.T) {
+	d := Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 5}
+	fleet := func(prefix string, n int) []sources.Cluster {
+		var out []sources.Cluster
+		for i := range n {
+			out = append(out, inPhase(fmt.Sprintf("%s%d", prefix, i), sources.PhaseReady))
+		}
+		return out
+	}
+	cases := []struct {
+		name      string
+		before    []sources.Cluster
+		steps     [][]sources.Cluster // listings after before
+		wantHeld  int
+		wantAfter int // served clusters after the steps
+	}{
+		{"newcomers do not dilute a drop (a token swapped for another user's)", fleet("old", 4),
+			[][]sources.Cluster{fleet("new", 20), fleet("new", 20)}, 4, 24},
+		{"the only cluster of a source vanishing is held", fleet("only", 1),
+			[][]sources.Cluster{{}, {}}, 1, 1},
+		{"the only cluster seen leaving, then gone, departs after afterListings", fleet("only", 1),
+			[][]sources.Cluster{{inPhase("only0", sources.PhaseLeaving)}, {}}, 0, 0},
+		{"one cluster of five is an ordinary departure", fleet("c", 5),
+			[][]sources.Cluster{fleet("c", 4), fleet("c", 4)}, 0, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &listings{}
+			inv := newLifecycleInventory(t, d, time.Second, src)
+			src.set(tc.before...)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			for _, step := range tc.steps {
+				src.set(step...)
+				require.NoError(t, inv.RefreshAll(context.Background()))
+			}
+			snap := inv.Snapshot()
+			st, _ := snap.Source("s1")
+			assert.Equal(t, tc.wantHeld, st.HeldDepartures, "held")
+			assert.Len(t, snap.Clusters, tc.wantAfter, "served")
+		})
+	}
+}
