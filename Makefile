@@ -80,10 +80,12 @@ testbin:
 	TESTBIN=$(TESTBIN) bash .ci/testbin
 
 ## lint: golangci-lint with .golangci.yml (govet, staticcheck, errcheck, revive, funlen, depguard, ...):
-## first the formatting of every Go file (gofmt, goimports), then the linters, then lint-selftest.
+## first no tracked build output (.ci/no-build-outputs: no binary, no file over 1 MB), then the formatting
+## of every Go file (gofmt, goimports), then the linters, then lint-selftest.
 ## golangci-lint is pinned and built from the Go module proxy into bin/testbin on first use
 lint: lint-tool
-	$(GOLANGCI_LINT) fmt --diff cmd generator sources deploy
+	bash .ci/no-build-outputs
+	$(GOLANGCI_LINT) fmt --diff cmd generator sources deploy internal
 	$(GOLANGCI_LINT) run $(PKGS)
 	@$(MAKE) --no-print-directory lint-selftest
 
