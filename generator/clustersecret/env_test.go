@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
@@ -32,48 +30,14 @@ import (
 // of this package (started in TestMain).
 var restConfig *rest.Config
 
-// TestMain starts one control plane from the binaries `make testbin`
-// builds. Missing binaries fail the run: these tests are never skipped.
+// TestMain starts one control plane for the package's tests.
 func TestMain(m *testing.M) {
 	if os.Getenv("ACD_HELPER_KUBECONFIG") != "" {
 		// a child process of TestKilledMidReconcileAndRestarted: it uses the
 		// parent's control plane and must not start one it cannot stop
 		os.Exit(m.Run())
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets, _ = filepath.Abs(filepath.Join("..", "..", "bin", "testbin"))
-	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			fmt.Fprintf(os.Stderr, "FAIL: %s not found in %s: run `make testbin` (builds kube-apiserver and etcd offline)\n", b, assets)
-			os.Exit(1)
-		}
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: start kube-apiserver and etcd: %v\n", err)
-		os.Exit(1)
-	}
-	restConfig = cfg
-	// stop the control plane on SIGTERM/SIGINT too, so that an interrupted
-	// run does not leave kube-apiserver and etcd behind
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	go func() {
-		if _, ok := <-sig; ok {
-			_ = env.Stop()
-			os.Exit(1)
-		}
-	}()
-	code := m.Run()
-	signal.Stop(sig)
-	close(sig)
-	if err := env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, filepath.Join("..", ".."), &restConfig)
 }
 
 // writeCounter counts the requests that change something on the server,

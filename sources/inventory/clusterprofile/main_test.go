@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
 )
 
 // restConfig points at the real kube-apiserver + etcd of this package's
@@ -29,43 +27,8 @@ var restConfig *rest.Config
 // crdPath is the CRD the chart installs.
 var crdPath = filepath.Join("..", "..", "..", "deploy", "helm", "argocd-cluster-discovery", "files", "clusterprofile-crd.yaml")
 
-// TestMain starts one control plane from the binaries `make testbin`
-// builds. Missing binaries fail the run: these tests are never skipped.
-func TestMain(m *testing.M) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets, _ = filepath.Abs(filepath.Join("..", "..", "..", "bin", "testbin"))
-	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			fmt.Fprintf(os.Stderr, "FAIL: %s not found in %s: run `make testbin` (builds kube-apiserver and etcd offline)\n", b, assets)
-			os.Exit(1)
-		}
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second,
-		CRDInstallOptions: envtest.CRDInstallOptions{Paths: []string{crdPath}, ErrorIfPathMissing: true}}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: start kube-apiserver and etcd: %v\n", err)
-		os.Exit(1)
-	}
-	restConfig = cfg
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	go func() {
-		if _, ok := <-sig; ok {
-			_ = env.Stop()
-			os.Exit(1)
-		}
-	}()
-	code := m.Run()
-	signal.Stop(sig)
-	close(sig)
-	if err := env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stop control plane: %v\n", err)
-	}
-	os.Exit(code)
-}
+// TestMain starts one control plane for the package's tests.
+func TestMain(m *testing.M) { testenv.Main(m, filepath.Join("..", "..", ".."), &restConfig, crdPath) }
 
 // counter counts the requests that change something, and the lists.
 type counter struct {
