@@ -79,3 +79,30 @@ func inventoryRunner(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.L
 		}
 	}, nil
 }
+
+// answering is what the plugin API reads: the view's snapshot (the
+// ledger's, the same on every replica) and its status, with what only the
+// leader's inventory knows added where this process leads: each source's
+// latest attempt and listing, and the departures it confirmed.
+type answering struct {
+	view, leader *inventory.Inventory
+}
+
+func (a answering) Snapshot() *inventory.Snapshot { return a.view.Snapshot() }
+
+func (a answering) Status() inventory.Status {
+	st := a.view.Status()
+	lst := a.leader.Status()
+	for i := range st.Sources {
+		if i >= len(lst.Sources) || lst.Sources[i].LastAttempt.IsZero() {
+			continue // this process has not listed the source: it does not lead
+		}
+		l, s := lst.Sources[i], &st.Sources[i]
+		s.LastAttempt, s.LastSuccess, s.LastDuration = l.LastAttempt, l.LastSuccess, l.LastDuration
+		s.Clusters, s.NotReady = l.Clusters, l.NotReady
+	}
+	if len(lst.Departed) > 0 {
+		st.Departed = lst.Departed
+	}
+	return st
+}

@@ -66,6 +66,9 @@ type env struct {
 	// cloudAuthn is the apiserver's token webhook for EKS and AKS tokens
 	cloudAuthn *cloudAuthn
 
+	// lateSource: testLateSource added its source to the configuration
+	lateSource bool
+
 	mu      sync.Mutex
 	service *proc
 }
@@ -133,7 +136,10 @@ func setUp() (*env, error) {
 	built := make(chan error, 1)
 	go func() { built <- x.build() }()
 
-	x.testEnv = &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds},
+	// Argo CD's CRDs, and the ClusterProfile CRD the chart installs for the
+	// ledger
+	profileCRD := filepath.Join(root, "deploy", "helm", "argocd-cluster-discovery", "files", "clusterprofile-crd.yaml")
+	x.testEnv = &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds, profileCRD},
 		ErrorIfCRDPathMissing: true, ControlPlaneStopTimeout: 30 * time.Second,
 		// the CRDs become served while our binary builds beside: give them time
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute}}

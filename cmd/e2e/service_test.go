@@ -27,6 +27,8 @@ inventory: {interval: %s, timeout: 5s}
 # source's served clusters (and more than one) is held for heldListings
 # (one cluster leaving is never a mass drop)
 departure: {afterListings: %d, gracePeriod: %s, maxFraction: %g, heldListings: %d}
+# as the chart deploys it: the inventory's records are ClusterProfiles
+ledger: {kind: kubernetes, namespace: %s}
 sources:
   - name: rancher
     provider: rancher
@@ -49,7 +51,7 @@ sources:
   - name: fleet
     provider: static
     static: {file: fleet.yaml}
-secrets:
+%ssecrets:
   enabled: true
   namespace: %s
   ownerID: %s
@@ -61,7 +63,7 @@ secrets:
   leaderElection: {leaseName: acd-e2e, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
   kubeconfig: %s
 applicationSetRefresh: {enabled: true, debounce: 500ms}
-`, x.apiAddr, interval, departureListings, departureGrace, departureMaxFraction, departureHeldListings, x.rancher.URL(), argoNS, ownerID, policy, x.kubeconfig),
+`, x.apiAddr, interval, departureListings, departureGrace, departureMaxFraction, departureHeldListings, argoNS, x.rancher.URL(), x.extraSources(), argoNS, ownerID, policy, x.kubeconfig),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(x.dir, name), []byte(content), 0o600); err != nil {
@@ -69,6 +71,15 @@ applicationSetRefresh: {enabled: true, debounce: 500ms}
 		}
 	}
 	return filepath.Join(x.dir, "config-"+policy+".yaml"), nil
+}
+
+// extraSources are the sources a scenario added to the configuration:
+// testLateSource's, from then on.
+func (x *env) extraSources() string {
+	if !x.lateSource {
+		return ""
+	}
+	return "  - name: " + lateSource + "\n    provider: static\n    static: {file: " + lateSource + ".yaml}\n"
 }
 
 // writeStatic writes the static source's file.

@@ -91,6 +91,13 @@ func TestRestartResumesTheLifecycle(t *testing.T) {
 		}
 		assert.Empty(t, p.list().Clusters, "the sixth listing confirms the drop")
 	})
+}
+
+// TestRestartKeepsRenderingsAndNames: what a new process serves first is
+// what the last one served: kept renderings, established clusters and
+// their names, the last complete listing of a failing source.
+func TestRestartKeepsRenderingsAndNames(t *testing.T) {
+	ready := sources.PhaseReady
 	t.Run("a kept rendering is served after a restart", func(t *testing.T) {
 		src := &listings{}
 		p := newProcess(t, Departure{}, src)

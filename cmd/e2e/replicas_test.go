@@ -1,0 +1,297 @@
+package e2e
+
+// The ledger's promises, end to end: what decides a 200 is in the
+// Kubernetes API, so a restart changes no answer and two replicas answer
+// the same.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// currentPolicy is the Secret policy the scenarios run the service with at
+// this point of TestEndToEnd (testOutageRestart switched to upsert-only).
+const currentPolicy = "upsert-only"
+
+// testHeldDropSurvivesRestarts: Rancher's token loses its access (a 200
+// with no clusters). The drop is held; the service is restarted twice
+// while it is held, and each new process answers with every cluster at
+// once: no Application is recreated and no Secret replaced. When access
+// comes back, nothing has moved.
+func testHeldDropSurvivesRestarts(t *testing.T) {
+	was := settledFleet(t)
+	e.rancher.mu.Lock()
+	var gone []rancherCluster
+	for _, c := range e.rancher.clusters {
+		gone = append(gone, c)
+	}
+	e.rancher.mu.Unlock()
+	ids := make([]string, len(gone))
+	for i, c := range gone {
+		ids[i] = c.ID
+	}
+	n0 := e.rancher.Change(nil, ids...)
+	t.Cleanup(func() { e.rancher.Change(gone) })
+	eventually(t, 2*interval+10*time.Second, "/status holds the drop", func() error {
+		st, err := e.status()
+		if err != nil {
+			return err
+		}
+		if r := st["rancher"]; r.HeldDepartures == 0 {
+			return fmt.Errorf("rancher: %+v", r)
+		}
+		return nil
+	})
+	before, err := answerBytes(e.apiAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		e.stopService(t)
+		e.startService(t, currentPolicy)
+		eventually(t, 30*time.Second, "/readyz after the restart", func() error { return getOK("http://" + e.apiAddr + "/readyz") })
+		after, err := answerBytes(e.apiAddr)
+		if err != nil {
+			t.Fatalf("restart %d: the first answer: %v", i+1, err)
+		}
+		if !bytes.Equal(before, after) {
+			t.Fatalf("restart %d: the first answer differs from the last one before it:\n  before %s\n  after  %s", i+1, before, after)
+		}
+		holds(t, interval, fmt.Sprintf("restart %d: every Application and Secret kept", i+1), sameFleet(was))
+	}
+	// the held rule still releases a drop after heldListings listings: the
+	// restarts above must have happened before that, or they prove nothing
+	if n := e.rancher.Change(gone) - n0; n >= departureHeldListings {
+		t.Fatalf("%d listings while held: the scenario ran past heldListings (%d)", n, departureHeldListings)
+	}
+	eventually(t, 2*interval+10*time.Second, "access back: nothing held", func() error {
+		st, err := e.status()
+		if err != nil {
+			return err
+		}
+		if r := st["rancher"]; r.HeldDepartures != 0 || r.Absent != 0 {
+			return fmt.Errorf("rancher: %+v", r)
+		}
+		return nil
+	})
+	holds(t, interval, "nothing moved", sameFleet(was))
+}
+
+// testReplicas: two processes of the service behind a round-robin proxy,
+// as the chart's two replicas behind one Service. They give the same
+// answer; a new cluster reaches both within the watch latency; the leader
+// is stopped and the other takes over without an Application recreated;
+// a removal still goes once confirmed.
+func testReplicas(t *testing.T) {
+	was := settledFleet(t)
+	e.stopService(t)
+	var addrs [2]string
+	for i := range addrs {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	replicas := [2]*proc{e.startReplica(t, "a", addrs[0]), e.startReplica(t, "b", addrs[1])}
+	stop := startRoundRobin(t, e.apiAddr, addrs[:])
+	defer func() {
+		stop()
+		for _, p := range replicas {
+			p.stop()
+		}
+		e.startService(t, currentPolicy)
+	}()
+	for _, a := range addrs {
+		eventually(t, 30*time.Second, "/readyz of "+a, func() error { return getOK("http://" + a + "/readyz") })
+	}
+	eventually(t, 10*time.Second, "both replicas give the same answer", func() error { return sameAnswers(addrs[:]) })
+
+	newcomer := rancherCluster{ID: "c-m-acme0077", Name: "acme-replica", State: "active",
+		Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "replica"}}
+	e.rancher.Set(newcomer)
+	seen := [2]time.Time{}
+	deadline := time.Now().Add(2*interval + 20*time.Second)
+	for seen[0].IsZero() || seen[1].IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new cluster did not reach both replicas: seen at %v\n%s", seen, e.logs())
+		}
+		for i, a := range addrs {
+			if ps, err := paramsAt(a); err == nil && seen[i].IsZero() && slices.Contains(ps, newcomer.Name) {
+				seen[i] = time.Now()
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	skew := seen[0].Sub(seen[1]).Abs()
+	t.Logf("a new cluster reached the two replicas %s apart", skew.Round(time.Millisecond))
+	if skew > 3*time.Second {
+		t.Errorf("the replicas answered differently for %s (the watch latency is well under a second)", skew)
+	}
+	acmeApps["guestbook-"+newcomer.Name] = secretName(newcomer)
+	eventually(t, 2*interval+10*time.Second, "its Application", func() error { return appsAre("acme-guestbook", "acme", acmeApps) })
+	was = settledFleet(t)
+
+	leader := -1
+	eventually(t, 20*time.Second, "one replica leads", func() error {
+		for i, a := range addrs {
+			if leads(a) {
+				leader = i
+				return nil
+			}
+		}
+		return fmt.Errorf("no leader yet")
+	})
+	other := 1 - leader
+	replicas[leader].stop()
+	stop() // the Service sends to the ready replica only
+	stop = startRoundRobin(t, e.apiAddr, addrs[other:other+1])
+	eventually(t, 30*time.Second, "the other replica takes over", func() error {
+		if !leads(addrs[other]) {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	})
+	holds(t, 2*interval, "no Application recreated, no Secret replaced across the leader change", sameFleet(was))
+
+	e.rancher.Remove(newcomer.ID)
+	delete(acmeApps, "guestbook-"+newcomer.Name)
+	eventually(t, time.Duration(departureListings+3)*interval+departureGrace+10*time.Second, "a confirmed removal still goes",
+		func() error { return appsAre("acme-guestbook", "acme", acmeApps) })
+}
+
+// startReplica runs a second process of our service on addr, with the
+// configuration of the single one.
+func (x *env) startReplica(t *testing.T, name, addr string) *proc {
+	t.Helper()
+	path, err := x.writeConfig(currentPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := startProc("replica-"+name, filepath.Join(x.dir, "replica-"+name+".log"),
+		[]string{"KUBECONFIG=" + x.kubeconfig}, x.binary, "serve", "--config", path, "--listen", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitHTTP(p, "http://"+addr+"/healthz", 60*time.Second); err != nil {
+		t.Fatalf("replica %s did not start: %v\n%s", name, err, p.tail(40))
+	}
+	return p
+}
+
+// startRoundRobin serves a proxy on addr that sends each request to the
+// next of backends in turn, as a Service over replicas does. It returns
+// what stops it.
+func startRoundRobin(t *testing.T, addr string, backends []string) func() {
+	t.Helper()
+	var next atomic.Uint64
+	proxies := make([]*httputil.ReverseProxy, len(backends))
+	for i, b := range backends {
+		proxies[i] = httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: b})
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the port was just released by the process that had it
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxies[next.Add(1)%uint64(len(proxies))].ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }
+}
+
+// answerBytes is the body of the plugin answer for tenant acme at addr.
+func answerBytes(addr string) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/getparams.execute",
+		bytes.NewReader([]byte(`{"applicationSetName":"e2e","input":{"parameters":{"tenant":"acme"}}}`)))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+pluginToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer drain(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("getparams: %s %s", resp.Status, b)
+	}
+	return b, nil
+}
+
+// paramsAt returns the names the answer at addr lists for tenant acme.
+func paramsAt(addr string) ([]string, error) {
+	b, err := answerBytes(addr)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Output struct {
+			Parameters []struct {
+				Name string `json:"name"`
+			} `json:"parameters"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range doc.Output.Parameters {
+		out = append(out, p.Name)
+	}
+	return out, nil
+}
+
+// sameAnswers checks that every replica gives the same answer.
+func sameAnswers(addrs []string) error {
+	var first []byte
+	for i, a := range addrs {
+		b, err := answerBytes(a)
+		if err != nil {
+			return err
+		}
+		if i > 0 && !bytes.Equal(first, b) {
+			return fmt.Errorf("%s and %s answer differently:\n  %s\n  %s", addrs[0], a, first, b)
+		}
+		first = b
+	}
+	return nil
+}
+
+// leads reports whether the replica at addr holds the lease (its /status).
+func leads(addr string) bool {
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		return false
+	}
+	defer drain(resp.Body)
+	var doc struct {
+		Secrets struct {
+			Leader bool `json:"leader"`
+		} `json:"secrets"`
+	}
+	return json.NewDecoder(resp.Body).Decode(&doc) == nil && doc.Secrets.Leader
+}
