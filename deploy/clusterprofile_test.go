@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,16 @@ func ensureClusterProfileCRD(t *testing.T) {
 // TestClusterProfileCRD creates ClusterProfiles, then writes their status,
 // with strict field validation: what the ledger writes is kept whole, what
 // the upstream CRD refuses is refused.
+// with returns a copy of m with key set to v (nil: removed).
+func with(m map[string]any, key string, v any) map[string]any {
+	out := maps.Clone(m)
+	out[key] = v
+	if v == nil {
+		delete(out, key)
+	}
+	return out
+}
+
 func TestClusterProfileCRD(t *testing.T) {
 	ensureClusterProfileCRD(t)
 	const ns = "clusterprofiles"
@@ -100,17 +111,6 @@ func TestClusterProfileCRD(t *testing.T) {
 			"server": "https://one.example.com", "certificate-authority-data": "Y2E=", "tls-server-name": "one",
 			"extensions": []any{map[string]any{"name": "x", "extension": map[string]any{"any": "thing"}}}}}},
 		"credentialProviders": []any{map[string]any{"name": "deprecated", "cluster": map[string]any{"server": "https://one.example.com"}}},
-	}
-	with := func(m map[string]any, key string, v any) map[string]any { // a copy of m, key set to v (nil: removed)
-		out := map[string]any{}
-		for k, val := range m {
-			out[k] = val
-		}
-		out[key] = v
-		if v == nil {
-			delete(out, key)
-		}
-		return out
 	}
 	for _, tc := range []struct {
 		name    string

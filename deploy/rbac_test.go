@@ -39,6 +39,30 @@ var reconcilerSecretVerbs = []string{"create", "delete", "get", "list", "update"
 // and its RoleBinding in Argo CD's namespace and, for the ledger, in the
 // release namespace (one when they are the same), nothing cluster-wide, no
 // wildcard, Secret verbs exactly the reconciler's.
+// rbacConfig is what the RBAC tests read of the rendered configuration.
+type rbacConfig struct {
+	Secrets struct {
+		LeaderElection struct {
+			LeaseName string `json:"leaseName"`
+		} `json:"leaderElection"`
+	} `json:"secrets"`
+	ApplicationSetRefresh struct {
+		Enabled bool `json:"enabled"`
+	} `json:"applicationSetRefresh"`
+	Ledger struct {
+		Namespace string `json:"namespace"`
+		ConfigMap string `json:"configMap"`
+	} `json:"ledger"`
+}
+
+func rbacConfigOf(t *testing.T, ms manifests, c chartCase) rbacConfig {
+	t.Helper()
+	raw, _ := configOf(t, ms, c)
+	var cfg rbacConfig
+	require.NoError(t, yaml.Unmarshal([]byte(raw), &cfg))
+	return cfg
+}
+
 func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,22 +77,7 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 			require.Len(t, ms.all("Role"), len(namespaces))
 			require.Len(t, ms.all("RoleBinding"), len(namespaces))
 
-			raw, _ := configOf(t, ms, c)
-			var cfg struct {
-				Secrets struct {
-					LeaderElection struct {
-						LeaseName string `json:"leaseName"`
-					} `json:"leaderElection"`
-				} `json:"secrets"`
-				ApplicationSetRefresh struct {
-					Enabled bool `json:"enabled"`
-				} `json:"applicationSetRefresh"`
-				Ledger struct {
-					Namespace string `json:"namespace"`
-					ConfigMap string `json:"configMap"`
-				} `json:"ledger"`
-			}
-			require.NoError(t, yaml.Unmarshal([]byte(raw), &cfg))
+			cfg := rbacConfigOf(t, ms, c)
 			require.NotEmpty(t, cfg.Secrets.LeaderElection.LeaseName)
 			require.Equal(t, c.ns, cfg.Ledger.Namespace)
 			require.NotEmpty(t, cfg.Ledger.ConfigMap)
@@ -128,6 +137,20 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 	}
 }
 
+// assertLedgerAllowed checks what the ledger needs in the release
+// namespace ns.
+func assertLedgerAllowed(t *testing.T, can func(verb, group, resource, ns, name string) bool, ns string) {
+	t.Helper()
+	for _, v := range ledgerProfileVerbs {
+		assert.True(t, can(v, "multicluster.x-k8s.io", "clusterprofiles", ns, ""), "clusterprofiles %s", v)
+	}
+	assert.True(t, can("patch", "multicluster.x-k8s.io", "clusterprofiles/status", ns, "x"))
+	assert.True(t, can("create", "", "configmaps", ns, ""), "configmaps create")
+	for _, v := range []string{"get", "list", "watch", "patch"} {
+		assert.True(t, can(v, "", "configmaps", ns, release+"-ledger"), "%s the ledger's ConfigMap", v)
+	}
+}
+
 // ledgerProfileVerbs are the calls the kubernetes ledger makes on
 // ClusterProfiles: list and watch (every replica's cache), get, create,
 // patch and delete (the leader).
@@ -147,14 +170,7 @@ func TestRoleAsAuthorized(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ms := ensureApplied(t, c)
-			raw, _ := configOf(t, ms, c)
-			var cfg struct {
-				ApplicationSetRefresh struct {
-					Enabled bool `json:"enabled"`
-				} `json:"applicationSetRefresh"`
-			}
-			require.NoError(t, yaml.Unmarshal([]byte(raw), &cfg))
-			refresh := cfg.ApplicationSetRefresh.Enabled
+			refresh := rbacConfigOf(t, ms, c).ApplicationSetRefresh.Enabled
 			user, groups := serviceAccount(c)
 			can := func(verb, group, resource, ns, name string) bool {
 				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
@@ -171,15 +187,7 @@ func TestRoleAsAuthorized(t *testing.T) {
 			for _, v := range []string{"get", "list", "patch"} {
 				assert.True(t, can(v, "argoproj.io", "applicationsets", c.argocdNS, ""), "applicationsets %s", v)
 			}
-			// the ledger, in the release namespace
-			for _, v := range ledgerProfileVerbs {
-				assert.True(t, can(v, "multicluster.x-k8s.io", "clusterprofiles", c.ns, ""), "clusterprofiles %s", v)
-			}
-			assert.True(t, can("patch", "multicluster.x-k8s.io", "clusterprofiles/status", c.ns, "x"))
-			assert.True(t, can("create", "", "configmaps", c.ns, ""), "configmaps create")
-			for _, v := range []string{"get", "list", "watch", "patch"} {
-				assert.True(t, can(v, "", "configmaps", c.ns, release+"-ledger"), "%s the ledger's ConfigMap", v)
-			}
+			assertLedgerAllowed(t, can, c.ns)
 
 			denied := []struct{ verb, group, resource, ns, name string }{
 				{"list", "", "secrets", "", ""}, // cluster-wide

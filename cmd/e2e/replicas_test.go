@@ -94,7 +94,7 @@ func testHeldDropSurvivesRestarts(t *testing.T) {
 // is stopped and the other takes over without an Application recreated;
 // a removal still goes once confirmed.
 func testReplicas(t *testing.T) {
-	was := settledFleet(t)
+	settledFleet(t) // the fleet as the single process left it
 	e.stopService(t)
 	var addrs [2]string
 	for i := range addrs {
@@ -141,7 +141,7 @@ func testReplicas(t *testing.T) {
 	}
 	acmeApps["guestbook-"+newcomer.Name] = secretName(newcomer)
 	eventually(t, 2*interval+10*time.Second, "its Application", func() error { return appsAre("acme-guestbook", "acme", acmeApps) })
-	was = settledFleet(t)
+	was := settledFleet(t)
 
 	leader := -1
 	eventually(t, 20*time.Second, "one replica leads", func() error {
