@@ -214,13 +214,19 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 	if err != nil {
 		return nil, err
 	}
-	inv, err := inventory.New(specs, inventoryOptions(cfg, logger, reg))
-	if err != nil {
-		return nil, err
-	}
 	// the view lists nothing and registers no metrics: the leader's
 	// inventory does both
 	view, err := inventory.New(specs, inventoryOptions(cfg, logger.With("component", "ledger-view"), nil))
+	if err != nil {
+		return nil, err
+	}
+	opts := inventoryOptions(cfg, logger, reg)
+	if cfg.Ledger.Kind == config.LedgerKubernetes {
+		// operators acknowledge held departures on the ClusterProfiles; the
+		// view reads them, and a held drop waits for them
+		opts.Acknowledged = view.Acknowledged
+	}
+	inv, err := inventory.New(specs, opts)
 	if err != nil {
 		return nil, err
 	}

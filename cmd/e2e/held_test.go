@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,15 +13,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
 )
 
 // testMassDrop: the fleet source lists 2 of its 4 served clusters. Half of
 // them at once is a mass drop (above departure.maxFraction): the 2 missing
 // clusters keep their Applications and Secrets through steadyListings
-// listings (phase absent), /status shows 2 held departures; the drop is
-// confirmed only after heldListings listings.
+// listings (phase absent), /status shows 2 held departures; with the
+// kubernetes ledger no count of listings releases it (heldListings
+// neither): it is confirmed once an operator acknowledges it on the
+// ClusterProfiles.
 func testMassDrop(t *testing.T) {
 	if err := e.writeSource("fleet", stores...); err != nil {
 		t.Fatal(err)
@@ -38,23 +44,17 @@ func testMassDrop(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Run("confirmed after heldListings listings", func(t *testing.T) {
-		confirm := n0 + departureHeldListings
-		same := sameFleet(was)
-		deadline := time.Now().Add(time.Duration(departureHeldListings+3) * interval * 2)
-		for {
-			n := listingsOf(t, "fleet")
-			if n >= confirm {
-				break
-			}
-			// a check that ran into the confirming listing proves nothing
-			if err := same(); err != nil && listingsOf(t, "fleet") < confirm {
-				t.Fatalf("after %d listings without them (held for %d): %v\n%s", n-n0, departureHeldListings, err, e.logs())
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("fleet: %d listings, want %d, by %s", n-n0, departureHeldListings, deadline.Format(time.TimeOnly))
-			}
-			time.Sleep(200 * time.Millisecond)
+	t.Run("past heldListings still held: only an acknowledgement confirms a held drop", func(t *testing.T) {
+		through(t, "fleet", n0, departureHeldListings+2, sameFleet(was), held)
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("acknowledged on the ClusterProfiles: confirmed", func(t *testing.T) {
+		// kubectl -n argocd annotate clusterprofiles -l argocd-cluster-discovery.io/source=fleet,argocd-cluster-discovery.io/phase=absent \
+		//   argocd-cluster-discovery.io/acknowledge-departure=true
+		if n := acknowledgeDepartures(t, "fleet"); n != len(missing) {
+			t.Fatalf("acknowledged %d ClusterProfiles, want %d", n, len(missing))
 		}
 		for _, c := range missing {
 			delete(globexApps, "monitoring-"+c.Name)
@@ -88,6 +88,26 @@ func testMassDrop(t *testing.T) {
 			}
 		}
 	})
+}
+
+// acknowledgeDepartures does what an operator does to confirm the held
+// departures of a source: annotate its absent ClusterProfiles, as kubectl
+// annotate would. It returns how many it annotated.
+func acknowledgeDepartures(t *testing.T, source string) int {
+	t.Helper()
+	ctx := context.Background()
+	res := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS)
+	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=" + source + "," + clusterprofile.LabelPhase + "=absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + clusterprofile.AnnotationAcknowledge + `":"true"}}}`)
+	for _, p := range list.Items {
+		if _, err := res.Patch(ctx, p.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-annotate"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(list.Items)
 }
 
 // massDropHeld returns a check that the mass drop of missing is held:

@@ -74,6 +74,12 @@ type Options struct {
 	// Ledger keeps the records: Run loads them before the first listing
 	// and saves them after each. Nil keeps them in this process only.
 	Ledger Ledger
+	// Acknowledged, when set, reports whether an operator acknowledged the
+	// departure of a cluster (by source and ID): a held mass drop then
+	// stays held until each of its departures is acknowledged or the
+	// cluster is seen leaving. Nil releases a held drop after
+	// Departure.HeldListings listings.
+	Acknowledged func(source, id string) bool
 }
 
 // Preference says which source wins when one cluster is listed twice.
@@ -176,7 +182,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			return nil, fmt.Errorf("source %s: timeout must be positive", spec.Name)
 		}
 		seen[spec.Name] = true
-		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, tracked: map[string]*Record{}}}
+		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, tracked: map[string]*Record{}}}
 		st.status.Name, st.status.Provider, st.status.Interval = spec.Name, spec.Provider, spec.Interval.String()
 		inv.states = append(inv.states, st)
 		inv.bySource[spec.Name] = st
@@ -184,6 +190,20 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 	}
 	inv.snap.Store(inv.merge(0, opts.Now()))
 	return inv, nil
+}
+
+// Acknowledged reports whether the record of the cluster with that
+// identity says its departure was acknowledged: what a follower of the
+// ledger offers the leader's inventory as Options.Acknowledged.
+func (inv *Inventory) Acknowledged(source, id string) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if st := inv.bySource[source]; st != nil {
+		if r := st.life.tracked[id]; r != nil {
+			return r.Acknowledged
+		}
+	}
+	return false
 }
 
 // UseLedger sets the ledger Run loads and saves (see Options.Ledger). Call

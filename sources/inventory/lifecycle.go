@@ -98,6 +98,10 @@ type Record struct {
 	// another cluster listed under that name it keeps it, whatever their
 	// ages, so a cluster renamed onto a name in use is the newcomer.
 	Holds string `json:"holds,omitempty"`
+	// Acknowledged: an operator acknowledged the cluster's departure (see
+	// Options.Acknowledged). It is read from the ledger, never written to
+	// the record.
+	Acknowledged bool `json:"-"`
 
 	// listing is the number of this process's last listing that had the
 	// cluster (0: none yet); listings are counted per process, the ledger
@@ -111,7 +115,11 @@ func (r *Record) departing() bool { return r.Served && r.Missed > 0 }
 // lifecycle is one source's view of its clusters across listings. It is
 // owned by the inventory and used under its lock.
 type lifecycle struct {
-	rule    Departure
+	rule Departure
+	// acked, when set, holds a mass drop until an operator acknowledges
+	// each departure (or the cluster is seen leaving); nil releases it
+	// after HeldListings listings.
+	acked   func(source, id string) bool
 	tracked map[string]*Record
 	// listings counts the complete listings applied by this process.
 	listings uint64
@@ -244,10 +252,7 @@ func (l *lifecycle) depart(source string, gone []missing, massDrop bool, now tim
 			}
 		}
 		r.Missed++
-		needed := l.rule.AfterListings
-		if r.Held {
-			needed = l.rule.HeldListings
-		}
+		needed := l.neededListings(source, g)
 		if r.Missed >= needed && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
 			delete(l.tracked, g.key)
 			out.departed = append(out.departed, Departed{Name: r.Rendering.Name, Source: source, ID: g.key, At: now})
@@ -260,6 +265,26 @@ func (l *lifecycle) depart(source string, gone []missing, massDrop bool, now tim
 		r.Rendering = withPhase(r.Rendering, phase, state)
 	}
 	return out
+}
+
+// neededListings is how many listings a gone cluster must miss before its
+// departure is confirmed: AfterListings; in a held mass drop, HeldListings,
+// or with acknowledgements forever until it is acknowledged. A held
+// cluster seen leaving is an ordinary departure from then on.
+func (l *lifecycle) neededListings(source string, g missing) int {
+	r := g.r
+	switch {
+	case !r.Held:
+		return l.rule.AfterListings
+	case g.leaving != nil:
+		r.Held = false
+		return l.rule.AfterListings
+	case l.acked == nil:
+		return l.rule.HeldListings
+	case l.acked(source, g.key):
+		return l.rule.AfterListings
+	}
+	return math.MaxInt
 }
 
 // view derives from the records what a snapshot shows of the source: the

@@ -47,6 +47,11 @@ const (
 	LabelPhase    = "argocd-cluster-discovery.io/phase"
 	// AnnotationRecord holds the inventory's Record as JSON.
 	AnnotationRecord = "argocd-cluster-discovery.io/record"
+	// AnnotationAcknowledge is the operator's: "true" acknowledges the
+	// departure of a cluster whose departure is held (a mass drop). The
+	// ledger resets it to "" whenever the cluster is not departing, so an
+	// acknowledgement never outlives the drop it was given for.
+	AnnotationAcknowledge = "argocd-cluster-discovery.io/acknowledge-departure"
 	// SourcesKey is the key of the ConfigMap that holds the source records.
 	SourcesKey = "sources.json"
 	// configMapPrefix starts the default name of that ConfigMap.

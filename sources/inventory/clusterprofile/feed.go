@@ -116,7 +116,7 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) inventor
 }
 
 // compact keeps of a ClusterProfile what the feed reads: its name,
-// namespace, resource version and record.
+// namespace, resource version, record and acknowledgement.
 func compact(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -128,9 +128,13 @@ func compact(obj any) (any, error) {
 	out.SetName(u.GetName())
 	out.SetNamespace(u.GetNamespace())
 	out.SetResourceVersion(u.GetResourceVersion())
-	if rec, ok := u.GetAnnotations()[AnnotationRecord]; ok {
-		out.SetAnnotations(map[string]string{AnnotationRecord: rec})
+	kept := map[string]string{}
+	for _, k := range []string{AnnotationRecord, AnnotationAcknowledge} {
+		if v, ok := u.GetAnnotations()[k]; ok {
+			kept[k] = v
+		}
 	}
+	out.SetAnnotations(kept)
 	return out, nil
 }
 

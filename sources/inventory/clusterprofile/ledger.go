@@ -127,8 +127,12 @@ func metaMatches(obj, want *unstructured.Unstructured) bool {
 			return false
 		}
 	}
-	return obj.GetAnnotations()[AnnotationRecord] == want.GetAnnotations()[AnnotationRecord] &&
-		reflect.DeepEqual(obj.Object["spec"], want.Object["spec"])
+	for k, v := range want.GetAnnotations() {
+		if obj.GetAnnotations()[k] != v {
+			return false
+		}
+	}
+	return reflect.DeepEqual(obj.Object["spec"], want.Object["spec"])
 }
 
 func (l *Ledger) loadSources(ctx context.Context) ([]inventory.SourceRecord, []byte, error) {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
 )
 
@@ -110,4 +113,59 @@ func TestOtherInstallationsAreLeftAlone(t *testing.T) {
 	mine, err := c.ledger(t, "owner-1").Load(ctx)
 	require.NoError(t, err)
 	assert.Len(t, mine.Clusters, 4, "owner-1's three clusters and its pending one are untouched")
+}
+
+// TestAcknowledgementLivesOnlyThroughItsDrop: an operator's
+// acknowledgement of a held departure is read by a new leader and by the
+// feed, survives the leader's writes while the cluster departs, and is
+// reset once the cluster is back, so it never acknowledges a later drop.
+func TestAcknowledgementLivesOnlyThroughItsDrop(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	book := ledgertest.Fleet(1)
+	held := &book.Clusters[1] // the served rancher cluster
+	held.Missed, held.Held = 1, true
+	l := c.ledger(t, "owner-1")
+	require.NoError(t, l.Save(ctx, book))
+	ack := func() (string, bool) {
+		list, err := c.adminDy.Resource(Resource).Namespace(c.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelSource + "=rancher"})
+		require.NoError(t, err)
+		require.Len(t, list.Items, 1)
+		v, ok := list.Items[0].GetAnnotations()[AnnotationAcknowledge]
+		return v, ok
+	}
+	_, set := ack()
+	require.False(t, set, "no acknowledgement is declared for a departing cluster")
+
+	// kubectl annotate clusterprofiles -l argocd-cluster-discovery.io/source=rancher argocd-cluster-discovery.io/acknowledge-departure=true
+	list, err := c.adminDy.Resource(Resource).Namespace(c.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelSource + "=rancher"})
+	require.NoError(t, err)
+	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationAcknowledge + `":"true"}}}`)
+	_, err = c.adminDy.Resource(Resource).Namespace(c.ns).Patch(ctx, list.Items[0].GetName(), types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "kubectl-annotate"})
+	require.NoError(t, err)
+
+	loaded, err := c.ledger(t, "owner-1").Load(ctx)
+	require.NoError(t, err)
+	assert.True(t, loaded.Clusters[1].Acknowledged, "a new leader reads the acknowledgement")
+	books := make(chan bool, 10)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Watch(wctx, func(b inventory.Book) { books <- b.Clusters[1].Acknowledged })
+	}()
+	assert.True(t, <-books, "the feed carries the acknowledgement")
+	cancel()
+	<-done
+
+	held.Missed = 2
+	require.NoError(t, l.Save(ctx, book))
+	v, _ := ack()
+	assert.Equal(t, "true", v, "the leader's writes while the cluster departs keep it")
+
+	held.Missed, held.Held, held.MissingSince = 0, false, time.Time{} // back before it was confirmed
+	require.NoError(t, l.Save(ctx, book))
+	v, _ = ack()
+	assert.Empty(t, v, "reset once the cluster is back: it acknowledged that drop only")
 }

@@ -68,7 +68,7 @@ func desiredObject(o *Options, name string, r *inventory.Record, prev map[string
 		"kind":       "ClusterProfile",
 		"metadata": map[string]any{
 			"name": name, "namespace": o.Namespace, "labels": labels,
-			"annotations": map[string]any{AnnotationRecord: string(rec)},
+			"annotations": annotationsOf(r, rec),
 		},
 		"spec": map[string]any{"displayName": displayName(r), "clusterManager": map[string]any{"name": Manager}},
 	}}
@@ -82,6 +82,18 @@ func desiredObject(o *Options, name string, r *inventory.Record, prev map[string
 		return nil, fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
 	}
 	return &desired{id: identity(r.Source, r.ID), object: obj, meta: meta, status: status}, nil
+}
+
+// annotationsOf is what we declare of the annotations: the record, and,
+// while the cluster is not departing, an empty acknowledgement. While it
+// departs the acknowledgement is left to the operator: declaring it then
+// would overwrite theirs, and once they set it, it is theirs.
+func annotationsOf(r *inventory.Record, rec []byte) map[string]any {
+	out := map[string]any{AnnotationRecord: string(rec)}
+	if !(r.Served && r.Missed > 0) {
+		out[AnnotationAcknowledge] = ""
+	}
+	return out
 }
 
 // setLabel sets a label only when its value is a valid label value: the
@@ -207,6 +219,7 @@ func recordOf(obj *unstructured.Unstructured) (inventory.Record, error) {
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return r, fmt.Errorf("clusterprofile %s: decode record: %w", obj.GetName(), err)
 	}
+	r.Acknowledged = obj.GetAnnotations()[AnnotationAcknowledge] == "true"
 	if r.Source == "" || r.ID == "" {
 		return r, fmt.Errorf("clusterprofile %s: record has no source or id", obj.GetName())
 	}

@@ -1,0 +1,132 @@
+package inventory
+
+// The rules that decide who keeps a name and when a drop is held.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// TestRenameOntoAHeldNameIsTheNewcomer: the name goes to the cluster that
+// holds it, not to the older one renamed onto it.
+func TestRenameOntoAHeldNameIsTheNewcomer(t *testing.T) {
+	s1, s2 := &listings{}, &listings{}
+	inv := newLifecycleInventory(t, Departure{}, time.Second, s1, s2)
+	older := inPhase("a", sources.PhaseReady)
+	s1.set(older)
+	s2.set()
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	holder := inPhase("b", sources.PhaseReady)
+	s2.set(holder)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Equal(t, []string{"a", "b"}, names(inv.Snapshot()))
+
+	renamed := older
+	renamed.Name = "b" // the older cluster renamed onto the name b holds
+	s1.set(renamed)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	snap := inv.Snapshot()
+	require.Len(t, snap.Clusters, 1)
+	assert.Equal(t, "s2", snap.Clusters[0].Source, "the holder keeps its name")
+	assert.Equal(t, "https://b.example.com", snap.Clusters[0].Server, "its Applications keep pointing at it")
+	assert.Equal(t, []Conflict{{Name: "b", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
+}
+
+// TestMassDropCounting: a drop is counted against the clusters served
+// before the listing, so newcomers in the same listing never hide it, and
+// a source's only cluster vanishing is held too; a cluster seen leaving
+// first is a deletion, not a drop.
+func TestMassDropCounting(t *testing.T) {
+	d := Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 5}
+	fleet := func(prefix string, n int) []sources.Cluster {
+		var out []sources.Cluster
+		for i := range n {
+			out = append(out, inPhase(fmt.Sprintf("%s%d", prefix, i), sources.PhaseReady))
+		}
+		return out
+	}
+	cases := []struct {
+		name      string
+		before    []sources.Cluster
+		steps     [][]sources.Cluster // listings after before
+		wantHeld  int
+		wantAfter int // served clusters after the steps
+	}{
+		{"newcomers do not dilute a drop (a token swapped for another user's)", fleet("old", 4),
+			[][]sources.Cluster{fleet("new", 20), fleet("new", 20)}, 4, 24},
+		{"the only cluster of a source vanishing is held", fleet("only", 1),
+			[][]sources.Cluster{{}, {}}, 1, 1},
+		{"the only cluster seen leaving, then gone, departs after afterListings", fleet("only", 1),
+			[][]sources.Cluster{{inPhase("only0", sources.PhaseLeaving)}, {}}, 0, 0},
+		{"one cluster of five is an ordinary departure", fleet("c", 5),
+			[][]sources.Cluster{fleet("c", 4), fleet("c", 4)}, 0, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &listings{}
+			inv := newLifecycleInventory(t, d, time.Second, src)
+			src.set(tc.before...)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			for _, step := range tc.steps {
+				src.set(step...)
+				require.NoError(t, inv.RefreshAll(context.Background()))
+			}
+			snap := inv.Snapshot()
+			st, _ := snap.Source("s1")
+			assert.Equal(t, tc.wantHeld, st.HeldDepartures, "held")
+			assert.Len(t, snap.Clusters, tc.wantAfter, "served")
+		})
+	}
+}
+
+// TestHeldDropWaitsForAcknowledgement: with acknowledgements, a held drop
+// is never released by counting listings: each departure waits for its
+// acknowledgement, or for the cluster to be seen leaving.
+func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	src := &listings{}
+	clk := &clock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), step: time.Second}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Now: clk.Now,
+		Departure: Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 3},
+		Acknowledged: func(source, id string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return source == "s1" && acked[id]
+		}})
+	require.NoError(t, err)
+	var all []sources.Cluster
+	for i := range 8 {
+		all = append(all, inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady))
+	}
+	list := func(cs ...sources.Cluster) *Snapshot {
+		src.set(cs...)
+		require.NoError(t, inv.RefreshAll(context.Background()))
+		return inv.Snapshot()
+	}
+	list(all...)
+	for i := range 20 { // far past HeldListings
+		snap := list(all[:4]...)
+		require.Len(t, snap.Clusters, 8, "listing %d: held until acknowledged", i+1)
+	}
+	mu.Lock()
+	acked["id-c4"], acked["id-c5"] = true, true
+	mu.Unlock()
+	snap := list(all[:4]...)
+	assert.Equal(t, []string{"c0", "c1", "c2", "c3", "c6", "c7"}, names(snap), "the acknowledged departures are confirmed")
+	st, _ := snap.Source("s1")
+	assert.Equal(t, 2, st.HeldDepartures, "the others stay held")
+
+	leaving := inPhase("c6", sources.PhaseLeaving) // seen being deleted upstream
+	list(append(all[:4:4], leaving)...)
+	snap = list(append(all[:4:4], leaving)...)
+	assert.Equal(t, []string{"c0", "c1", "c2", "c3", "c7"}, names(snap), "a held cluster seen leaving departs as any other")
+}
