@@ -163,7 +163,7 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev map[string]conditio
 	held := departing && r.Held
 	hmsg := "no mass drop"
 	if held {
-		hmsg = "part of a mass drop: its departure is held"
+		hmsg = "part of a mass drop: its departure is held until it is acknowledged (annotate " + AnnotationAcknowledge + "=true) or the cluster is seen leaving"
 	}
 	conds = append(conds, cond(prev, now, "Held", held, map[bool]string{true: "MassDrop", false: "NotHeld"}[held], hmsg))
 	st["conditions"] = conds
