@@ -169,3 +169,50 @@ func TestAcknowledgementLivesOnlyThroughItsDrop(t *testing.T) {
 	v, _ = ack()
 	assert.Empty(t, v, "reset once the cluster is back: it acknowledged that drop only")
 }
+
+// TestLeaderKilledMidSave: the leader dies between two writes of one save
+// (its connection cut after a few writes). The next leader loads a book in
+// which every record is whole, each with the count it had before or after
+// that save, never reset: the countdowns resume where they were, counted
+// in listings.
+func TestLeaderKilledMidSave(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	book := ledgertest.Fleet(6)
+	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, book))
+
+	for i := range book.Clusters {
+		if r := &book.Clusters[i]; r.Served {
+			r.Missed, r.Held, r.MissingSince = 2, true, time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+		}
+	}
+	dying := c.ledger(t, "owner-1")
+	_, err := dying.Load(ctx)
+	require.NoError(t, err)
+	c.counter.failAfter.Store(c.counter.writes.Load() + 3) // the process dies after three more writes
+	require.Error(t, dying.Save(ctx, book))
+	c.counter.failAfter.Store(0)
+
+	next, err := c.ledger(t, "owner-1").Load(ctx)
+	require.NoError(t, err)
+	require.Len(t, next.Clusters, len(book.Clusters), "no record lost")
+	counts := map[int]int{}
+	for _, r := range next.Clusters {
+		if r.Served {
+			require.NotNil(t, r.Rendering, "%s: a record is whole", r.ID)
+			counts[r.Missed]++
+		}
+	}
+	assert.Positive(t, counts[2], "the writes before the cut are there")
+	assert.Positive(t, counts[0], "the cut came before the last write")
+	assert.Len(t, counts, 2, "every count is the one before or after the save: %v", counts)
+
+	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, book), "the next leader's save completes the rest")
+	final, err := c.ledger(t, "owner-1").Load(ctx)
+	require.NoError(t, err)
+	for _, r := range final.Clusters {
+		if r.Served {
+			assert.Equal(t, 2, r.Missed, r.ID)
+		}
+	}
+}

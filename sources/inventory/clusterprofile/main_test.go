@@ -2,6 +2,7 @@ package clusterprofile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -30,17 +31,22 @@ var crdPath = filepath.Join("..", "..", "..", "deploy", "helm", "argocd-cluster-
 // TestMain starts one control plane for the package's tests.
 func TestMain(m *testing.M) { testenv.Main(m, filepath.Join("..", "..", ".."), &restConfig, crdPath) }
 
-// counter counts the requests that change something, and the lists.
+// counter counts the requests that change something, and the lists. With
+// failAfter set, every write past that count fails as a dead process's
+// would: it never reaches the server.
 type counter struct {
-	rt     http.RoundTripper
-	writes atomic.Int64
-	lists  atomic.Int64
+	rt        http.RoundTripper
+	writes    atomic.Int64
+	lists     atomic.Int64
+	failAfter atomic.Int64
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case r.Method != http.MethodGet:
-		c.writes.Add(1)
+		if n := c.writes.Add(1); c.failAfter.Load() > 0 && n > c.failAfter.Load() {
+			return nil, errors.New("connection cut: the leader died")
+		}
 	case r.URL.Query().Get("watch") != "true" && !strings.Contains(r.URL.RawQuery, "watch=1"):
 		c.lists.Add(1)
 	}
