@@ -108,6 +108,7 @@ func testReplicas(t *testing.T) {
 			p.stop()
 		}
 		e.startService(t, currentPolicy)
+		eventually(t, 30*time.Second, "/readyz of the single process again", func() error { return getOK("http://" + e.apiAddr + "/readyz") })
 	}()
 	for _, a := range addrs {
 		eventually(t, 30*time.Second, "/readyz of "+a, func() error { return getOK("http://" + a + "/readyz") })
