@@ -50,12 +50,15 @@ type kubeEnv struct {
 // argocd-crds/, see .ci/testbin) and writes an admin kubeconfig into dir.
 func startKube(ctx context.Context, assets, dir string) (*kubeEnv, error) {
 	crds := filepath.Join(assets, "argocd-crds")
-	for _, p := range []string{filepath.Join(assets, "kube-apiserver"), filepath.Join(assets, "etcd"), crds} {
+	// the ClusterProfile CRD the chart installs: the ledger of the
+	// chart's default (ledger.kind kubernetes)
+	profileCRD := filepath.Join("deploy", "helm", "argocd-cluster-discovery", "files", "clusterprofile-crd.yaml")
+	for _, p := range []string{filepath.Join(assets, "kube-apiserver"), filepath.Join(assets, "etcd"), crds, profileCRD} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("%s: %w (run `make testbin`)", p, err)
 		}
 	}
-	k := &kubeEnv{env: &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds},
+	k := &kubeEnv{env: &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds, profileCRD},
 		ErrorIfCRDPathMissing: true, ControlPlaneStopTimeout: 30 * time.Second}}
 	cfg, err := k.env.Start()
 	if err != nil {
@@ -208,8 +211,9 @@ func (sw *secretWatch) waitFor(n int, timeout time.Duration, exited <-chan struc
 
 func (sw *secretWatch) stop() { sw.w.Stop() }
 
-// kubeConfigSection is the service configuration's secrets and
-// applicationSetRefresh sections: both on, every other setting left to the
+// kubeConfigSection is the service configuration's secrets,
+// applicationSetRefresh and ledger sections, as the chart deploys them:
+// both on, the ledger in ClusterProfiles, every other setting left to the
 // binary's defaults (the chart's), except resync when given.
 func kubeConfigSection(kubeconfig string, resync time.Duration) string {
 	var b strings.Builder
@@ -218,6 +222,7 @@ func kubeConfigSection(kubeconfig string, resync time.Duration) string {
 		fmt.Fprintf(&b, "  resync: %s\n", resync)
 	}
 	fmt.Fprintf(&b, "applicationSetRefresh:\n  enabled: true\n  pluginConfigMap: %s\n  namespaces: [%s]\n", pluginConfigMap, argoNS)
+	fmt.Fprintf(&b, "ledger:\n  kind: kubernetes\n  namespace: %s\n", argoNS)
 	return b.String()
 }
 
