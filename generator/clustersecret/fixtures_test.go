@@ -4,8 +4,11 @@ package clustersecret
 // current Secrets, snapshots.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +90,19 @@ func snapshotWith(cs, listed []sources.Cluster, states ...inventory.SourceState)
 	for _, c := range listed {
 		snap.Unserved = append(snap.Unserved, inventory.Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: sources.PhasePending})
 	}
+	for _, c := range append(slices.Clone(cs), listed...) {
+		snap.Known = append(snap.Known, inventory.Ref{Source: c.Source, ID: c.Key()})
+	}
+	snap.Known = sortRefs(snap.Known)
 	return snap
+}
+
+// sortRefs sorts identities as a snapshot's Known are.
+func sortRefs(refs []inventory.Ref) []inventory.Ref {
+	slices.SortFunc(refs, func(a, b inventory.Ref) int {
+		return cmp.Or(strings.Compare(a.Source, b.Source), strings.Compare(a.ID, b.ID))
+	})
+	return refs
 }
 
 func countdownAt(since time.Time, missed int, listing time.Time) func(*corev1.Secret) {

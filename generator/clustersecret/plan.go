@@ -148,10 +148,9 @@ func Plan(in Input) Changes {
 	for _, d := range in.Desired {
 		planDesired(&ch, &cur, matched, d, in.Policy)
 	}
-	listed := listedIdentities(in.Snapshot)
 	var deletions []*Record
 	for _, name := range sortedSecretNames(cur.owned) {
-		if s := cur.owned[name]; !matched[name] && planUnmatched(&ch, &in, s, listed) {
+		if s := cur.owned[name]; !matched[name] && planUnmatched(&ch, &in, s) {
 			deletions = append(deletions, s)
 		}
 	}

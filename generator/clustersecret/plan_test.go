@@ -237,9 +237,11 @@ type lifecycleWant struct {
 
 // lifecycleCase is one plan with new listings of source fleet at t0.
 type lifecycleCase struct {
-	name       string
-	served     []sources.Cluster
-	conflicts  []inventory.Conflict
+	name      string
+	served    []sources.Cluster
+	conflicts []inventory.Conflict
+	// known adds to the snapshot's known identities (the served ones are)
+	known      []inventory.Ref
 	departed   []inventory.Departed
 	deselected map[string]bool
 	current    []corev1.Secret
@@ -287,7 +289,7 @@ func TestPlanLifecycle(t *testing.T) {
 			deselected: map[string]bool{"fleet/a": true}, current: []corev1.Secret{current(t, cl("a"))},
 			want: lifecycleWant{update: map[string]string{sn("a"): "a"}, pending: []string{sn("a") + ":1/3"}}},
 		{name: "no prune while a name conflict holds", policy: PolicySync, conflicts: []inventory.Conflict{{Name: "a", Sources: []string{"fleet", "other"}}},
-			current: []corev1.Secret{current(t, cl("a"))}, want: lifecycleWant{}},
+			known: []inventory.Ref{{Source: "fleet", ID: "a"}}, current: []corev1.Secret{current(t, cl("a"))}, want: lifecycleWant{}},
 	})
 }
 
@@ -298,6 +300,7 @@ func runLifecycle(t *testing.T, cases []lifecycleCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := snapshot(append([]sources.Cluster{}, tc.served...))
 			snap.Departed, snap.Conflicts = tc.departed, tc.conflicts
+			snap.Known = sortRefs(append(snap.Known, tc.known...))
 			var ds []Desired
 			for _, d := range desired(t, tc.served...) {
 				if !tc.deselected[Identity(d.Source, d.ID)] {

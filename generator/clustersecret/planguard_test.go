@@ -116,27 +116,32 @@ func TestPlanPinOnEveryDeletePath(t *testing.T) {
 	}
 }
 
-// TestPlanNoPruneWhileNamePresent: a Secret whose countdown is reached is
-// not deleted while a cluster of its name is in a name conflict or listed
-// as a duplicate (known by name only, not by identity); its countdown is
-// cleared instead.
-func TestPlanNoPruneWhileNamePresent(t *testing.T) {
+// TestPlanKeepsByIdentity: a Secret whose countdown is reached is not
+// deleted while the inventory knows its cluster's identity, served or not
+// (in a name conflict, a duplicate); its countdown is cleared instead. Its
+// name alone keeps nothing: a newcomer that took the name of a departed
+// cluster does not keep the departed cluster's Secret.
+func TestPlanKeepsByIdentity(t *testing.T) {
 	listing1 := t0.Add(-time.Minute)
 	reached := current(t, cl("a"), countdownAt(t0.Add(-time.Hour), 2, listing1))
+	itself := []inventory.Ref{{Source: "fleet", ID: "a"}}
 	cases := []struct {
 		name       string
 		conflicts  []inventory.Conflict
 		duplicates []inventory.Duplicate
+		known      []inventory.Ref
 		deleted    bool
 	}{
-		{name: "control: name unknown, deleted", deleted: true},
-		{name: "name conflict", conflicts: []inventory.Conflict{{Name: "a", Sources: []string{"fleet", "other"}}}},
-		{name: "duplicate", duplicates: []inventory.Duplicate{{Name: "a", Source: "fleet", KeptName: "a-eks", KeptSource: "eks", Reason: "server"}}},
+		{name: "control: unknown, deleted", deleted: true},
+		{name: "in a name conflict", conflicts: []inventory.Conflict{{Name: "a", Sources: []string{"fleet", "other"}}}, known: itself},
+		{name: "a duplicate", duplicates: []inventory.Duplicate{{Name: "a", Source: "fleet", KeptName: "a-eks", KeptSource: "eks", Reason: "server"}}, known: itself},
+		{name: "a newcomer took its name: deleted", conflicts: []inventory.Conflict{{Name: "a", Sources: []string{"other"}}},
+			known: []inventory.Ref{{Source: "other", ID: "a-2"}}, deleted: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := snapshot(nil)
-			snap.Conflicts, snap.Duplicates = tc.conflicts, tc.duplicates
+			snap.Conflicts, snap.Duplicates, snap.Known = tc.conflicts, tc.duplicates, tc.known
 			ch := Plan(Input{Current: records(reached), Snapshot: snap,
 				Listings: map[string]time.Time{"fleet": t0}, OwnerID: owner, Policy: PolicySync, Now: t0,
 				Prune: PruneOptions{AfterListings: 3, MaxDeletions: 5, MaxDeletionsPercent: 10}})

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"strconv"
 	"time"
-
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 // PruneOptions make deletion slow and bounded.
@@ -27,9 +25,10 @@ type PruneOptions struct {
 
 // planUnmatched plans our Secret s that no desired cluster claims, and
 // reports whether it is to be deleted (subject to the breaker). Otherwise
-// its countdown is started, counted, frozen or cleared (see Plan); listed
-// are the clusters the snapshot lists, by Identity.
-func planUnmatched(ch *Changes, in *Input, s *Record, listed map[string]bool) bool {
+// its countdown is started, counted, frozen or cleared (see Plan). A
+// Secret is kept by the identity of its cluster, never by its name: a
+// newcomer that takes a departed cluster's name keeps nothing of it.
+func planUnmatched(ch *Changes, in *Input, s *Record) bool {
 	cluster, source, id := s.cluster, s.Label(LabelSource), s.clusterID
 	ident := Identity(source, id)
 	if id == "" {
@@ -38,7 +37,9 @@ func planUnmatched(ch *Changes, in *Input, s *Record, listed map[string]bool) bo
 	departed := id != "" && in.Snapshot.HasDeparted(source, id)
 	switch {
 	case departed:
-	case in.Held[ident], ident != "" && listed[ident] && !in.Deselected[ident], in.Snapshot.Present(cluster) && !in.Deselected[ident]:
+	case in.Held[ident], ident != "" && in.Snapshot.Knows(source, id) && !in.Deselected[ident],
+		ident == "" && in.Snapshot.Present(cluster): // a Secret without an identity: by name
+
 		clearCountdown(ch, s)
 		return false
 	}
@@ -81,20 +82,6 @@ func heldReason(s *Record, in *Input, source string, departed bool) string {
 		return "latest listing of the source failed"
 	}
 	return ""
-}
-
-// listedIdentities are the clusters the snapshot lists in any form, by
-// Identity: served or unserved. (Conflicts and duplicates are found by
-// name, with Snapshot.Present.)
-func listedIdentities(snap *inventory.Snapshot) map[string]bool {
-	out := make(map[string]bool, len(snap.Clusters)+len(snap.Unserved))
-	for _, c := range snap.Clusters {
-		out[Identity(c.Source, c.Key())] = true
-	}
-	for _, u := range snap.Unserved {
-		out[Identity(u.Source, u.ID)] = true
-	}
-	return out
 }
 
 // countdown reads the countdown of s as it would be after this pass.

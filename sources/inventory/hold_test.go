@@ -38,6 +38,9 @@ func TestRenameOntoAHeldNameIsTheNewcomer(t *testing.T) {
 	assert.Equal(t, "s2", snap.Clusters[0].Source, "the holder keeps its name")
 	assert.Equal(t, "https://b.example.com", snap.Clusters[0].Server, "its Applications keep pointing at it")
 	assert.Equal(t, []Conflict{{Name: "b", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
+	assert.True(t, snap.Knows("s1", "id-a"), "the newcomer is known by its identity: its Secret is not pruned")
+	assert.True(t, snap.Knows("s2", "id-b"))
+	assert.False(t, snap.Knows("s2", "id-a"))
 }
 
 // TestMassDropCounting: a drop is counted against the clusters served

@@ -23,6 +23,9 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	snap := &Snapshot{Version: version}
 	var all []*sources.Cluster
 	for _, st := range inv.states {
+		for _, r := range st.life.tracked {
+			snap.Known = append(snap.Known, Ref{Source: r.Source, ID: r.ID})
+		}
 		snap.Sources = append(snap.Sources, st.status.SourceState)
 		snap.Sources[len(snap.Sources)-1].HeldDepartures = st.life.held
 		all = append(all, st.life.served...)
@@ -33,6 +36,7 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	snap.Duplicates = dups
 	snap.Clusters, snap.Conflicts = inv.resolveNames(kept)
 	snap.Departed = sortedDeparted(inv.departed, now)
+	slices.SortFunc(snap.Known, compareRefs)
 	sort.Slice(snap.Unserved, func(i, j int) bool { return snap.Unserved[i].Name < snap.Unserved[j].Name })
 	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
 	if snap.Synced() && !inv.follower {
@@ -124,6 +128,7 @@ func sameContent(a, b *Snapshot) bool {
 		reflect.DeepEqual(a.Unserved, b.Unserved) &&
 		reflect.DeepEqual(a.Kept, b.Kept) &&
 		reflect.DeepEqual(a.Departed, b.Departed) &&
+		slices.Equal(a.Known, b.Known) &&
 		len(a.Clusters) == len(b.Clusters) &&
 		(len(a.Clusters) == 0 || reflect.DeepEqual(a.Clusters, b.Clusters))
 }

@@ -1,7 +1,9 @@
 package inventory
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -75,6 +77,12 @@ type Departed struct {
 	At     time.Time `json:"at"`
 }
 
+// Ref identifies a cluster: its source and its ID in that source.
+type Ref struct {
+	Source string `json:"source"`
+	ID     string `json:"id"`
+}
+
 // Snapshot is an immutable view of the merged inventory. Callers must not
 // modify it or anything it points to.
 type Snapshot struct {
@@ -100,6 +108,9 @@ type Snapshot struct {
 	Conflicts []Conflict
 	// Duplicates sorted by name.
 	Duplicates []Duplicate
+	// Known identifies every cluster the inventory knows, served or not
+	// (pending, in a name conflict, a duplicate), sorted by source and ID.
+	Known []Ref
 }
 
 // Present reports whether a cluster of that name is known to the snapshot
@@ -127,6 +138,21 @@ func (s *Snapshot) Present(name string) bool {
 		}
 	}
 	return false
+}
+
+// Knows reports whether the inventory knows the cluster with that
+// identity in that source, served or not: what decides whether its Secret
+// is kept, whatever the name it was written under.
+func (s *Snapshot) Knows(source, id string) bool {
+	_, found := slices.BinarySearchFunc(s.Known, Ref{source, id}, compareRefs)
+	return found
+}
+
+func compareRefs(a, b Ref) int {
+	if c := strings.Compare(a.Source, b.Source); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // HasDeparted reports whether this process confirmed the departure of the
