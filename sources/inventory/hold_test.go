@@ -5,6 +5,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,4 +133,64 @@ func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
 	list(append(all[:4:4], leaving)...)
 	snap = list(append(all[:4:4], leaving)...)
 	assert.Equal(t, []string{"c0", "c1", "c2", "c3", "c7"}, names(snap), "a held cluster seen leaving departs as any other")
+}
+
+// TestDepartureBreaker: one listing confirms at most max(maxDeletions,
+// maxDeletionsPercent) departures; when more are due, none of them goes:
+// they are held, and an acknowledgement (or, without acknowledgements,
+// heldListings) releases them.
+func TestDepartureBreaker(t *testing.T) {
+	var all []sources.Cluster
+	for i := range 20 {
+		all = append(all, inPhase(fmt.Sprintf("c%02d", i), sources.PhaseReady))
+	}
+	leaving := func(cs []sources.Cluster) []sources.Cluster { // deleted upstream: seen leaving, never a mass drop
+		out := slices.Clone(cs)
+		for i := range out {
+			out[i].Phase = sources.PhaseLeaving
+		}
+		return out
+	}
+	rule := Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 6, MaxDeletions: 2, MaxDeletionsPercent: 10}
+	for _, tc := range []struct {
+		name    string
+		acks    bool
+		gone    int
+		want    []int // served after each listing once they are gone
+		held    int   // after the last
+		release bool  // acknowledge them all, then one more listing
+	}{
+		{name: "within the breaker: confirmed", gone: 2, want: []int{20, 18}},
+		{name: "over the breaker: held, not confirmed", acks: true, gone: 5, want: []int{20, 20, 20, 20, 20}, held: 5},
+		{name: "over the breaker, acknowledged: confirmed", acks: true, gone: 5, want: []int{20, 20}, held: 5, release: true},
+		{name: "over the breaker without acknowledgements: heldListings releases them", gone: 5, want: []int{20, 20, 20, 20, 20, 15}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			acked := false
+			opts := Options{Departure: rule}
+			if tc.acks {
+				opts.Acknowledged = func(string, string) bool { mu.Lock(); defer mu.Unlock(); return acked }
+			}
+			src := &listings{}
+			inv, err := New([]SourceSpec{spec("s1", src)}, opts)
+			require.NoError(t, err)
+			src.set(all...)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			src.set(append(slices.Clone(all[tc.gone:]), leaving(all[:tc.gone])...)...)
+			for i, want := range tc.want {
+				require.NoError(t, inv.RefreshAll(context.Background()))
+				require.Len(t, inv.Snapshot().Clusters, want, "listing %d", i+1)
+			}
+			st, _ := inv.Snapshot().Source("s1")
+			assert.Equal(t, tc.held, st.HeldDepartures)
+			if tc.release {
+				mu.Lock()
+				acked = true
+				mu.Unlock()
+				require.NoError(t, inv.RefreshAll(context.Background()))
+				assert.Len(t, inv.Snapshot().Clusters, 20-tc.gone, "acknowledged: confirmed at once")
+			}
+		})
+	}
 }

@@ -28,11 +28,19 @@ type Departure struct {
 	MaxFraction float64
 	// HeldListings is what a held departure needs. Default 10.
 	HeldListings int
+	// MaxDeletions and MaxDeletionsPercent are the answer's breaker: one
+	// listing confirms at most max(MaxDeletions, MaxDeletionsPercent % of
+	// the source's served clusters) departures; when more are due, none of
+	// them is confirmed: they are held, as in a mass drop (acknowledged
+	// ones pass). Defaults 5 and 10, as the Secret breaker's.
+	MaxDeletions        int
+	MaxDeletionsPercent float64
 }
 
 // DefaultDeparture is the departure rule the service ships with.
 func DefaultDeparture() Departure {
-	return Departure{AfterListings: 3, GracePeriod: 5 * time.Minute, MaxFraction: 0.25, HeldListings: 10}
+	return Departure{AfterListings: 3, GracePeriod: 5 * time.Minute, MaxFraction: 0.25, HeldListings: 10,
+		MaxDeletions: 5, MaxDeletionsPercent: 10}
 }
 
 func (d Departure) withDefaults() (Departure, error) {
@@ -52,7 +60,16 @@ func (d Departure) withDefaults() (Departure, error) {
 	if d.HeldListings == 0 {
 		d.HeldListings = max(def.HeldListings, d.AfterListings)
 	}
+	if d.MaxDeletions == 0 {
+		d.MaxDeletions = def.MaxDeletions
+	}
+	if d.MaxDeletionsPercent == 0 {
+		d.MaxDeletionsPercent = def.MaxDeletionsPercent
+	}
 	switch {
+	case d.MaxDeletions < 0 || d.MaxDeletionsPercent < 0 || d.MaxDeletionsPercent > 100:
+		return d, fmt.Errorf("departure maxDeletions %d, maxDeletionsPercent %v: must be at least 0, the percentage at most 100",
+			d.MaxDeletions, d.MaxDeletionsPercent)
 	case d.AfterListings < 1:
 		return d, fmt.Errorf("departure afterListings %d: must be at least 1", d.AfterListings)
 	case d.MaxFraction <= 0 || d.MaxFraction > 1:
@@ -88,8 +105,14 @@ type Record struct {
 	// cluster was absent from or leaving in, since MissingSince.
 	Missed       int       `json:"missed,omitempty"`
 	MissingSince time.Time `json:"missingSince,omitzero"`
-	// Held: its departure is part of a mass drop and needs HeldListings.
+	// Held: its departure is part of a mass drop, or was held by the
+	// departure breaker (Blocked), and needs HeldListings or an
+	// acknowledgement.
 	Held bool `json:"held,omitempty"`
+	// Blocked: the breaker held it. Unlike a mass drop's, being seen
+	// leaving does not release it: too many departures at once are held
+	// whatever the upstream says.
+	Blocked bool `json:"blocked,omitempty"`
 	// Established is when the cluster was first in a snapshot after the
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
@@ -134,8 +157,9 @@ type lifecycle struct {
 // listed is the outcome of one complete listing for a lifecycle.
 type listed struct {
 	departed []Departed
-	// newlyHeld counts departures the mass-drop rule held in this listing.
-	newlyHeld int
+	// newlyHeld counts departures the mass-drop rule held in this listing,
+	// blocked those the breaker held.
+	newlyHeld, blocked int
 }
 
 // apply takes one complete, prepared listing of the source (sorted by
@@ -171,7 +195,7 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 			gone = append(gone, missing{key: key, r: r})
 		}
 	}
-	out := l.depart(source, gone, l.massDrop(gone, servedBefore), now)
+	out := l.depart(source, gone, l.massDrop(gone, servedBefore), servedBefore, now)
 	l.view()
 	return out
 }
@@ -215,7 +239,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 		r.Unserved = unserved(c, phase, "")
 		return missing{}, false
 	}
-	r.Missed, r.MissingSince, r.Held = 0, time.Time{}, false
+	r.Missed, r.MissingSince, r.Held, r.Blocked = 0, time.Time{}, false, false
 	switch {
 	case phase == sources.PhasePending && !r.Served:
 		r.Unserved = unserved(c, phase, c.NotReadyReason)
@@ -240,9 +264,11 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 
 // depart counts one more listing missed by each gone cluster and confirms
 // the departure of those that missed enough (the last row of apply's
-// table); the others stay served with their last rendering.
-func (l *lifecycle) depart(source string, gone []missing, massDrop bool, now time.Time) listed {
+// table), within the breaker; the others stay served with their last
+// rendering.
+func (l *lifecycle) depart(source string, gone []missing, massDrop bool, servedBefore int, now time.Time) listed {
 	var out listed
+	var due []missing
 	for _, g := range gone {
 		r := g.r
 		if r.Missed == 0 {
@@ -252,37 +278,71 @@ func (l *lifecycle) depart(source string, gone []missing, massDrop bool, now tim
 			}
 		}
 		r.Missed++
-		needed := l.neededListings(source, g)
-		if r.Missed >= needed && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
-			delete(l.tracked, g.key)
-			out.departed = append(out.departed, Departed{Name: r.Rendering.Name, Source: source, ID: g.key, At: now})
+		if r.Missed >= l.neededListings(source, g) && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
+			due = append(due, g)
 			continue
 		}
-		phase, state := sources.PhaseAbsent, r.Rendering.State
-		if g.leaving != nil {
-			phase, state = sources.PhaseLeaving, g.leaving.State
-		}
-		r.Rendering = withPhase(r.Rendering, phase, state)
+		l.keepServing(g)
+	}
+	due, out.blocked = l.breaker(source, due, servedBefore)
+	for _, g := range due {
+		delete(l.tracked, g.key)
+		out.departed = append(out.departed, Departed{Name: g.r.Rendering.Name, Source: source, ID: g.key, At: now})
 	}
 	return out
+}
+
+// breaker lets through the due departures of one listing if they are at
+// most max(MaxDeletions, MaxDeletionsPercent % of servedBefore), else only
+// those held and released (acknowledged, or by HeldListings): the others
+// are held and stay served. It returns those to confirm and how many it
+// held.
+func (l *lifecycle) breaker(source string, due []missing, servedBefore int) ([]missing, int) {
+	limit := max(l.rule.MaxDeletions, int(math.Ceil(float64(servedBefore)*l.rule.MaxDeletionsPercent/100)))
+	if len(due) <= limit {
+		return due, 0
+	}
+	var pass []missing
+	blocked := 0
+	for _, g := range due {
+		if g.r.Held { // released by its acknowledgement or HeldListings: never blocked again
+			pass = append(pass, g)
+			continue
+		}
+		g.r.Held, g.r.Blocked = true, true
+		blocked++
+		l.keepServing(g)
+	}
+	return pass, blocked
+}
+
+// keepServing serves a gone cluster from its last rendering, in phase
+// leaving or absent.
+func (l *lifecycle) keepServing(g missing) {
+	phase, state := sources.PhaseAbsent, g.r.Rendering.State
+	if g.leaving != nil {
+		phase, state = sources.PhaseLeaving, g.leaving.State
+	}
+	g.r.Rendering = withPhase(g.r.Rendering, phase, state)
 }
 
 // neededListings is how many listings a gone cluster must miss before its
 // departure is confirmed: AfterListings; in a held mass drop, HeldListings,
 // or with acknowledgements forever until it is acknowledged. A held
-// cluster seen leaving is an ordinary departure from then on.
+// cluster seen leaving is an ordinary departure from then on, unless the
+// breaker held it.
 func (l *lifecycle) neededListings(source string, g missing) int {
 	r := g.r
 	switch {
 	case !r.Held:
 		return l.rule.AfterListings
-	case g.leaving != nil:
+	case l.acked != nil && l.acked(source, g.key):
+		return l.rule.AfterListings // stays Held: the breaker lets it pass
+	case g.leaving != nil && !r.Blocked:
 		r.Held = false
 		return l.rule.AfterListings
 	case l.acked == nil:
 		return l.rule.HeldListings
-	case l.acked(source, g.key):
-		return l.rule.AfterListings
 	}
 	return math.MaxInt
 }

@@ -93,6 +93,10 @@ func (inv *Inventory) logListing(spec SourceSpec, rec recorded) {
 		log.Warn("mass drop: many served clusters missing from one listing; holding their departure",
 			"missing", rec.res.newlyHeld, "share", fraction(rec.res.newlyHeld, rec.status.Served+len(rec.res.departed)), "heldDepartures", rec.held)
 	}
+	if rec.res.blocked > 0 {
+		log.Warn("departure breaker: more departures due in one listing than departure.maxDeletions allows; holding them until acknowledged",
+			"held", rec.res.blocked, "heldDepartures", rec.held)
+	}
 	for _, d := range rec.res.departed {
 		log.Info("cluster departure confirmed; no longer served", "cluster", d.Name, "id", d.ID)
 	}

@@ -124,6 +124,11 @@ type Departure struct {
 	GracePeriod   sources.Duration `json:"gracePeriod"`
 	MaxFraction   float64          `json:"maxFraction"`
 	HeldListings  int              `json:"heldListings"`
+	// MaxDeletions and MaxDeletionsPercent are the answer's breaker: one
+	// listing confirms at most max(MaxDeletions, MaxDeletionsPercent % of a
+	// source's served clusters) departures; more are held.
+	MaxDeletions        int     `json:"maxDeletions"`
+	MaxDeletionsPercent float64 `json:"maxDeletionsPercent"`
 }
 
 // Inventory returns the inventory's departure rule.
@@ -132,7 +137,8 @@ func (d Departure) Inventory() inventory.Departure {
 	if g == 0 {
 		g = -1 // explicitly none
 	}
-	return inventory.Departure{AfterListings: d.AfterListings, GracePeriod: g, MaxFraction: d.MaxFraction, HeldListings: d.HeldListings}
+	return inventory.Departure{AfterListings: d.AfterListings, GracePeriod: g, MaxFraction: d.MaxFraction, HeldListings: d.HeldListings,
+		MaxDeletions: d.MaxDeletions, MaxDeletionsPercent: d.MaxDeletionsPercent}
 }
 
 // Secrets configures the Argo CD cluster Secret reconciler.
@@ -247,7 +253,7 @@ func Default() Config {
 		},
 		Inventory: Inventory{Interval: sources.D(time.Minute), Timeout: sources.D(30 * time.Second), Jitter: 0.1, Prefer: inventory.PreferCloud},
 		Departure: Departure{AfterListings: dep.AfterListings, GracePeriod: sources.D(dep.GracePeriod),
-			MaxFraction: dep.MaxFraction, HeldListings: dep.HeldListings},
+			MaxFraction: dep.MaxFraction, HeldListings: dep.HeldListings, MaxDeletions: dep.MaxDeletions, MaxDeletionsPercent: dep.MaxDeletionsPercent},
 		Secrets: Secrets{
 			Namespace: "argocd", Prefix: "cluster", Policy: string(rc.Policy), Resync: sources.D(rc.Resync),
 			Concurrency: rc.Concurrency, Client: Client{QPS: 200, Burst: 400},

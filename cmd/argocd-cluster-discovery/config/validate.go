@@ -109,6 +109,12 @@ func (c *Config) validateDeparture(at *field.Path) field.ErrorList {
 	if d.HeldListings < d.AfterListings {
 		errs = append(errs, field.Invalid(at.Child("heldListings"), d.HeldListings, fmt.Sprintf("must be at least departure.afterListings (%d)", d.AfterListings)))
 	}
+	if d.MaxDeletions < 1 {
+		errs = append(errs, field.Invalid(at.Child("maxDeletions"), d.MaxDeletions, "must be at least 1"))
+	}
+	if d.MaxDeletionsPercent < 0 || d.MaxDeletionsPercent > 100 {
+		errs = append(errs, field.Invalid(at.Child("maxDeletionsPercent"), d.MaxDeletionsPercent, "must be from 0 to 100"))
+	}
 	return errs
 }
 
