@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -207,10 +208,23 @@ func TestNeverAnEmpty200ForUnknownData(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code,
 		"the start-up barrier: until every source has listed once, a source listing later could change any answer (its clusters may be duplicates or name conflicts of alpha's)")
 
-	// readiness says the same
+	// readiness says the same without Options.Ready
 	rec = do(h, rawRequest("GET", "/readyz", nil, ""))
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	assert.Contains(t, rec.Body.String(), "beta")
+
+	// with it, readiness is whether the replica can answer: the 503 above
+	// is an answer, which Argo CD shows
+	ready := errors.New("the ledger has not been read yet")
+	h = newServer(t, inv, func(o *Options) { o.Ready = func() error { return ready } }).Handler()
+	rec = do(h, rawRequest("GET", "/readyz", nil, ""))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), "the ledger has not been read yet")
+	ready = nil
+	rec = do(h, rawRequest("GET", "/readyz", nil, ""))
+	require.Equal(t, http.StatusOK, rec.Code)
+	rec = do(h, argoRequest(t, GetParamsPath, nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "the barrier is the plugin API's, whatever readiness says")
 }
 
 // TestStaleSourceKeepsServing: a source that fails after its first

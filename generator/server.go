@@ -64,6 +64,11 @@ type Options struct {
 	Version string
 	// SecretsStatus, when set, is shown on /status under "secrets".
 	SecretsStatus func() any
+	// Ready, when set, decides /readyz: 200 while it returns nil, else 503
+	// with its error. It says whether this replica can answer at all (a
+	// 503 with our message is an answer); nil means ready once every source
+	// has completed a listing.
+	Ready func() error
 }
 
 // Server is the plugin API and the operations endpoints.
@@ -320,6 +325,12 @@ func (s *Server) writeResult(c echo.Context, res Result) error {
 }
 
 func (s *Server) readyz(c echo.Context) error {
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			return writeMessage(c, http.StatusServiceUnavailable, err.Error())
+		}
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	}
 	snap := s.opts.Inventory.Snapshot()
 	var waiting []string
 	for _, st := range snap.Sources {

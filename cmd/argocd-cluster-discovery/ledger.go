@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -78,6 +79,17 @@ func inventoryRunner(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.L
 			logger.Error("leader election stopped", "error", err.Error())
 		}
 	}, nil
+}
+
+// ready is /readyz: this replica can answer once its view has read the
+// ledger. A source that has not listed yet then gets a 503 with our
+// message from the plugin API, which Argo CD shows, rather than a refused
+// connection from a replica taken out of the Service.
+func (p *parts) ready() error {
+	if !p.view.Followed() {
+		return errors.New("the ledger has not been read yet")
+	}
+	return nil
 }
 
 // answering is what the plugin API reads: the view's snapshot (the

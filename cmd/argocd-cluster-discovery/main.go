@@ -355,7 +355,7 @@ func newComponents(cfg *config.Config, p *parts, logger *slog.Logger, reg *prome
 	}
 	runners := []func(context.Context){func(ctx context.Context) { p.view.Follow(ctx, feed) }}
 	opts := generator.Options{
-		Inventory: answering{view: p.view, leader: p.inv}, Tokens: tokens, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
+		Inventory: answering{view: p.view, leader: p.inv}, Tokens: tokens, Ready: p.ready, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
 		Registerer: reg, Gatherer: reg, Version: version, Providers: cfg.Registry().Names(),
 	}
 	leads := leaderOnly(cfg)

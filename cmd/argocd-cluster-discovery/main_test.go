@@ -64,7 +64,8 @@ func startDemo(t *testing.T, extraArgs ...string) (string, *testlog.Buffer, func
 	return base, logs, stop
 }
 
-// waitReady polls /readyz until every source has listed once.
+// waitReady polls /readyz until the process can answer, then /status
+// until every source has listed once.
 func waitReady(t *testing.T, base string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
@@ -74,6 +75,27 @@ func waitReady(t *testing.T, base string) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Sources []struct {
+				Synced bool `json:"synced"`
+			} `json:"sources"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Sources) == 0 {
+			return false
+		}
+		for _, s := range st.Sources {
+			if !s.Synced {
+				return false
+			}
+		}
+		return true
 	}, 10*time.Second, 20*time.Millisecond)
 }
 
@@ -272,4 +294,48 @@ func TestApplyRuntimeSetsGCPercent(t *testing.T) {
 	applyRuntime(config.Runtime{GCPercent: 25}, slog.New(slog.NewTextHandler(&logs, nil)))
 	assert.Equal(t, 100, debug.SetGCPercent(100), "GOGC set in the environment wins")
 	assert.Contains(t, logs.String(), "GOGC=80")
+}
+
+// TestReadyMeansTheReplicaCanAnswer: a source that cannot list (its
+// Rancher refuses connections) keeps every answer a 503 with our message,
+// and /readyz is 200 all the same, so that the message reaches Argo CD
+// instead of a connection refused by a replica taken out of the Service.
+func TestReadyMeansTheReplicaCanAnswer(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("a-token-for-the-test\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rancher-token"), []byte("token-x:y\n"), 0o600))
+	cfg := `log: {level: error}
+server: {listen: "127.0.0.1:0", tokens: [{file: token}]}
+sources:
+  - name: down
+    provider: rancher
+    rancher: {url: "http://127.0.0.1:1", token: {file: rancher-token}}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	code := make(chan int, 1)
+	logs := &testlog.Buffer{}
+	go func() {
+		code <- cmdServe(ctx, []string{"--config", filepath.Join(dir, "config.yaml")}, logs, &serveHooks{listening: func(api, _ string) { addr <- api }})
+	}()
+	defer func() { cancel(); <-code; http.DefaultClient.CloseIdleConnections() }()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve did not start:\n%s", logs.String())
+	}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 10*time.Second, 20*time.Millisecond, "ready once the ledger is read")
+	resp, body := post(t, base+"/api/v1/getparams.execute", "a-token-for-the-test", `{"applicationSetName":"x","input":{"parameters":{}}}`)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, string(body), "source(s) down have not completed a listing yet")
 }

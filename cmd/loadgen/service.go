@@ -92,7 +92,9 @@ func startService(bin, config, addr, logPath string) (*service, error) {
 // connection (and no server goroutine) behind.
 var opsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
-// waitReady polls /readyz until 200, the process exits, or timeout.
+// waitReady polls /readyz until 200 and /status until every source has
+// listed (ready means the process can answer, and a 503 is an answer), the
+// process exits, or timeout.
 func (s *service) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -105,13 +107,36 @@ func (s *service) waitReady(timeout time.Duration) error {
 		if resp, err := opsClient.Get(s.base + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && s.allSynced() {
 				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("not ready after %s; log:\n%s", timeout, s.logTail())
+}
+
+// allSynced reports whether /status shows every source listed.
+func (s *service) allSynced() bool {
+	resp, err := opsClient.Get(s.base + "/status")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Sources []struct {
+			Synced bool `json:"synced"`
+		} `json:"sources"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Sources) == 0 {
+		return false
+	}
+	for _, src := range st.Sources {
+		if !src.Synced {
+			return false
+		}
+	}
+	return true
 }
 
 // processStats are the figures read from the service.

@@ -62,6 +62,7 @@ func (inv *Inventory) restore(b Book) {
 	}
 	_, _, changed := inv.publish(inv.now())
 	inv.notify(changed, false)
+	inv.followed = inv.follower
 }
 
 // load restores the book the ledger holds, trying again with a growing

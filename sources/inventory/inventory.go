@@ -115,6 +115,8 @@ type Inventory struct {
 	// follower: the inventory projects a ledger it does not write (see
 	// Follow) and establishes nothing itself.
 	follower bool
+	// followed: a follower has restored a book (see Followed).
+	followed bool
 	ledger   Ledger
 	// saveMu makes saves one at a time.
 	saveMu sync.Mutex
@@ -204,6 +206,15 @@ func (inv *Inventory) Acknowledged(source, id string) bool {
 		}
 	}
 	return false
+}
+
+// Followed reports whether an inventory that follows a ledger has read it
+// at least once: until then it knows nothing, not even which sources have
+// listed.
+func (inv *Inventory) Followed() bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.followed
 }
 
 // UseLedger sets the ledger Run loads and saves (see Options.Ledger). Call
