@@ -68,14 +68,7 @@ func startDemo(t *testing.T, extraArgs ...string) (string, *testlog.Buffer, func
 // until every source has listed once.
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 10*time.Second, 20*time.Millisecond)
+	waitReadyz(t, base)
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/status")
 		if err != nil {
@@ -97,6 +90,19 @@ func waitReady(t *testing.T, base string) {
 		}
 		return true
 	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// waitReadyz polls /readyz until 200: the process can answer.
+func waitReadyz(t *testing.T, base string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 10*time.Second, 20*time.Millisecond, "/readyz")
 }
 
 func post(t *testing.T, url, token, body string) (*http.Response, []byte) {
@@ -327,14 +333,7 @@ sources:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("serve did not start:\n%s", logs.String())
 	}
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 10*time.Second, 20*time.Millisecond, "ready once the ledger is read")
+	waitReadyz(t, base) // ready once the ledger is read
 	resp, body := post(t, base+"/api/v1/getparams.execute", "a-token-for-the-test", `{"applicationSetName":"x","input":{"parameters":{}}}`)
 	assert.Equal(t, 503, resp.StatusCode)
 	assert.Contains(t, string(body), "source(s) down have not completed a listing yet")

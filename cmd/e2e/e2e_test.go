@@ -122,6 +122,7 @@ func TestEndToEnd(t *testing.T) {
 		{"recovery: Rancher is back", testRecovery},
 		{"held drop across restarts: Rancher lists nothing, each new process answers as the last", testHeldDropSurvivesRestarts},
 		{"two replicas: one answer, a leader change recreates nothing, a removal still goes", testReplicas},
+		{"lifecycle again, two replicas restarted in turn: every answer as with one process", testLifecycleRolling},
 		{"removal under upsert-only: the Application goes after the confirmation, the Secret stays", testRemovalUpsertOnly},
 		{"foreign Secrets: never modified", testForeignSecrets},
 	} {

@@ -101,7 +101,7 @@ func (st *steady) stays(t *testing.T, n0, listings int, want func() error) {
 		if err := st.check(); err != nil {
 			t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.logs())
 		}
-		if n >= n0+2 {
+		if n >= n0+e.settleListings() {
 			if err := want(); err != nil {
 				t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.logs())
 			}
@@ -277,7 +277,13 @@ func trueRemoval(t *testing.T, st *steady) {
 		return errors.New("still there")
 	})
 	t.Logf("acme-qa's Application and Secret removed %.1fs after it began removing (phases seen on its Secret: %v)", time.Since(left).Seconds(), names(phases))
-	if !phases["leaving"] {
+	switch {
+	case phases["leaving"]:
+	case e.rolling.Load():
+		// two listings a moment apart across a leader change can pass
+		// before the new leader writes the phase: liveness, not safety
+		t.Logf("the Secret did not show phase leaving across the restarts (phases seen: %v)", names(phases))
+	default:
 		t.Errorf("the Secret never showed phase leaving while Rancher removed the cluster (phases seen: %v)", names(phases))
 	}
 	if err := departedListed(acmeQA); err != nil {

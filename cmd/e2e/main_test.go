@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,9 @@ type env struct {
 
 	// lateSource: testLateSource added its source to the configuration
 	lateSource bool
+	// rolling: the replicas are being restarted in turn (see
+	// testLifecycleRolling)
+	rolling atomic.Bool
 
 	mu      sync.Mutex
 	service *proc

@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,7 +16,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 )
@@ -84,8 +85,9 @@ func testHeldDropSurvivesRestarts(t *testing.T) {
 	holds(t, interval, "nothing moved", sameFleet(was))
 }
 
-// testReplicas: two processes of the service behind a round-robin proxy,
-// as the chart's two replicas behind one Service. They give the same
+// testReplicas: two processes of the service behind a proxy that sends
+// each request to the next live one, as the chart's two replicas behind
+// one Service. They give the same
 // answer; a new cluster reaches both within the watch latency; the leader
 // is stopped and the other takes over without an Application recreated;
 // a removal still goes once confirmed.
@@ -100,10 +102,12 @@ func testReplicas(t *testing.T) {
 		}
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	replicas := [2]*proc{e.startReplica(t, "a", addrs[0]), e.startReplica(t, "b", addrs[1])}
-	stop := startRoundRobin(t, e.apiAddr, addrs[:])
+	replicas := [2]*proc{e.startReplica(t, "a", addrs[0], currentPolicy), e.startReplica(t, "b", addrs[1], currentPolicy)}
+	pool := startPool(t, e.apiAddr, addrs[:])
+	pool.setAlive(0, true)
+	pool.setAlive(1, true)
 	defer func() {
-		stop()
+		pool.close()
 		for _, p := range replicas {
 			p.stop()
 		}
@@ -151,9 +155,8 @@ func testReplicas(t *testing.T) {
 		return fmt.Errorf("no leader yet")
 	})
 	other := 1 - leader
+	pool.setAlive(leader, false) // the Service sends to the ready replica only
 	replicas[leader].stop()
-	stop() // the Service sends to the ready replica only
-	stop = startRoundRobin(t, e.apiAddr, addrs[other:other+1])
 	eventually(t, 30*time.Second, "the other replica takes over", func() error {
 		if !leads(addrs[other]) {
 			return fmt.Errorf("not leading yet")
@@ -168,11 +171,11 @@ func testReplicas(t *testing.T) {
 		func() error { return appsAre("acme-guestbook", "acme", acmeApps) })
 }
 
-// startReplica runs a second process of our service on addr, with the
-// configuration of the single one.
-func (x *env) startReplica(t *testing.T, name, addr string) *proc {
+// startReplica runs a process of our service on addr, with the
+// configuration of the single one and the Secret policy given.
+func (x *env) startReplica(t *testing.T, name, addr, policy string) *proc {
 	t.Helper()
-	path, err := x.writeConfig(currentPolicy)
+	path, err := x.writeConfig(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,34 +188,6 @@ func (x *env) startReplica(t *testing.T, name, addr string) *proc {
 		t.Fatalf("replica %s did not start: %v\n%s", name, err, p.tail(40))
 	}
 	return p
-}
-
-// startRoundRobin serves a proxy on addr that sends each request to the
-// next of backends in turn, as a Service over replicas does. It returns
-// what stops it.
-func startRoundRobin(t *testing.T, addr string, backends []string) func() {
-	t.Helper()
-	var next atomic.Uint64
-	proxies := make([]*httputil.ReverseProxy, len(backends))
-	for i, b := range backends {
-		proxies[i] = httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: b})
-	}
-	var ln net.Listener
-	var err error
-	for range 50 { // the port was just released by the process that had it
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		proxies[next.Add(1)%uint64(len(proxies))].ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }
 }
 
 // answerBytes is the body of the plugin answer for tenant acme at addr.
@@ -292,3 +267,156 @@ func leads(addr string) bool {
 	}
 	return json.NewDecoder(resp.Body).Decode(&doc) == nil && doc.Secrets.Leader
 }
+
+// testLifecycleRolling runs the lifecycle table again (testLifecycle)
+// with two replicas behind a proxy that sends each request to a live one,
+// as a Service does, while the replicas are restarted in turn every two
+// listings: each process starts from the ledger, and the Lease changes
+// hands at every restart of the leader. Every assertion of the table must
+// hold as with one process that never restarts.
+func testLifecycleRolling(t *testing.T) {
+	e.stopService(t)
+	defer func() {
+		e.startService(t, currentPolicy)
+		eventually(t, 30*time.Second, "/readyz of the single process again", func() error { return getOK("http://" + e.apiAddr + "/readyz") })
+	}()
+	var addrs [2]string
+	for i := range addrs {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	pool := startPool(t, e.apiAddr, addrs[:])
+	defer pool.close()
+	var mu sync.Mutex
+	replicas := [2]*proc{}
+	for i, a := range addrs {
+		replicas[i] = e.startReplica(t, fmt.Sprint(i), a, "sync")
+		eventually(t, 30*time.Second, "/readyz of "+a, func() error { return getOK("http://" + a + "/readyz") })
+		pool.setAlive(i, true)
+	}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range replicas {
+			p.stop()
+		}
+	}()
+	e.rolling.Store(true)
+	defer e.rolling.Store(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	rolled := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { rolled <- n }()
+		for i := 0; ; i = 1 - i {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * interval):
+			}
+			pool.setAlive(i, false)
+			time.Sleep(300 * time.Millisecond) // in-flight requests end
+			mu.Lock()
+			replicas[i].stop()
+			replicas[i] = e.startReplica(t, fmt.Sprint(i), addrs[i], "sync")
+			mu.Unlock()
+			if err := waitOK("http://"+addrs[i]+"/readyz", 30*time.Second); err != nil {
+				t.Errorf("replica %d not ready after its restart: %v", i, err)
+				return
+			}
+			pool.setAlive(i, true)
+			n++
+		}
+	}()
+	testLifecycle(t)
+	cancel()
+	t.Logf("%d restarts of a replica during the lifecycle table", <-rolled)
+}
+
+// settleListings is how many listings after a change its effects must
+// show: 2 with one process; while replicas restart in turn, two listings
+// can come from two processes a moment apart (the leader that stops, the
+// one that takes over), before the new one has written, so 4. What must
+// never change (Application UIDs, Secret content) is checked at every
+// listing either way.
+func (x *env) settleListings() int {
+	if x.rolling.Load() {
+		return 4
+	}
+	return 2
+}
+
+// waitOK polls url until it answers 200 or timeout.
+func waitOK(url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := getOK(url)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pool is a proxy on one address that sends each request to the next live
+// backend in turn, as a Service sends only to ready pods.
+type pool struct {
+	srv     *http.Server
+	proxies []*httputil.ReverseProxy
+	mu      sync.Mutex
+	alive   []bool
+	next    int
+}
+
+func startPool(t *testing.T, addr string, backends []string) *pool {
+	t.Helper()
+	p := &pool{alive: make([]bool, len(backends))}
+	for _, b := range backends {
+		p.proxies = append(p.proxies, httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: b}))
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the port was just released by the process that had it
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxy := p.pick()
+		if proxy == nil {
+			http.Error(w, "no live replica", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p
+}
+
+func (p *pool) pick() *httputil.ReverseProxy {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range p.alive {
+		i := p.next % len(p.alive)
+		p.next++
+		if p.alive[i] {
+			return p.proxies[i]
+		}
+	}
+	return nil
+}
+
+func (p *pool) setAlive(i int, alive bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.alive[i] = alive
+}
+
+func (p *pool) close() { _ = p.srv.Close() }
