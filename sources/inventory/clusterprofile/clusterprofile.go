@@ -54,6 +54,11 @@ const (
 	AnnotationAcknowledge = "argocd-cluster-discovery.io/acknowledge-departure"
 	// SourcesKey is the key of the ConfigMap that holds the source records.
 	SourcesKey = "sources.json"
+	// CountsKey holds, per source, how many ClusterProfiles its records
+	// are. It is written after every object of a save, so a reader whose
+	// objects do not add up to it is reading a save in progress (or one
+	// cut short) and waits: it never serves part of a save.
+	CountsKey = "records.json"
 	// configMapPrefix starts the default name of that ConfigMap.
 	configMapPrefix = "argocd-cluster-discovery-ledger-"
 )

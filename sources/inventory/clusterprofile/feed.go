@@ -2,7 +2,9 @@ package clusterprofile
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +65,9 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		return
 	}
 	for {
-		fn(l.bookOf(profiles.GetStore(), cms.GetStore(), logger))
+		if b, complete := l.bookOf(profiles.GetStore(), cms.GetStore(), logger); complete {
+			fn(b)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -83,8 +87,13 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 	}
 }
 
-// bookOf builds the book of what the informers hold.
-func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) inventory.Book {
+// bookOf builds the book of what the informers hold, and reports whether
+// it is complete: the records of each source add up to the count the
+// leader wrote after them. An incomplete book is a save in progress, or
+// cut short, or objects whose events have not arrived yet (the two
+// informers are two watches, in no order): serving it could leave
+// clusters out of a 200.
+func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (inventory.Book, bool) {
 	items := profiles.List()
 	b := inventory.Book{Clusters: make([]inventory.Record, 0, len(items)), Sources: []inventory.SourceRecord{}}
 	for _, item := range items {
@@ -99,20 +108,24 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) inventor
 		}
 		b.Clusters = append(b.Clusters, r)
 	}
+	want := map[string]int{}
 	for _, item := range cms.List() {
 		cm, ok := item.(*corev1.ConfigMap)
 		if !ok || cm.Name != l.opts.ConfigMap || cm.Labels[LabelOwner] != l.opts.OwnerID {
 			continue
 		}
 		srcs, err := decodeSources(cm)
+		if err == nil && cm.Data[CountsKey] != "" {
+			err = json.Unmarshal([]byte(cm.Data[CountsKey]), &want)
+		}
 		if err != nil {
 			logger.Error("source records cannot be read", "error", err.Error())
-			continue
+			return b, false
 		}
 		b.Sources = srcs
 	}
 	b.Sort()
-	return b
+	return b, maps.Equal(countsOf(b.Clusters), want)
 }
 
 // compact keeps of a ClusterProfile what the feed reads: its name,

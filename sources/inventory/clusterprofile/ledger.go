@@ -150,7 +150,16 @@ func (l *Ledger) loadSources(ctx context.Context) ([]inventory.SourceRecord, []b
 	if err != nil {
 		return nil, nil, err
 	}
-	return srcs, []byte(cm.Data[SourcesKey]), nil
+	return srcs, []byte(cm.Data[SourcesKey] + "\n" + cm.Data[CountsKey]), nil
+}
+
+// countsOf counts the records of each source.
+func countsOf(records []inventory.Record) map[string]int {
+	out := map[string]int{}
+	for i := range records {
+		out[records[i].Source]++
+	}
+	return out
 }
 
 func decodeSources(cm *corev1.ConfigMap) ([]inventory.SourceRecord, error) {
@@ -202,10 +211,12 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 		}
 		delete(l.known, id)
 	}
-	if err := l.saveSources(ctx, b.Sources); err != nil {
-		errs = append(errs, err)
+	if len(errs) > 0 {
+		// the counts are written only once every object is: until then a
+		// reader keeps the last complete save
+		return errors.Join(errs...)
 	}
-	return errors.Join(errs...)
+	return l.saveSources(ctx, b.Sources, countsOf(b.Clusters))
 }
 
 // put writes the ClusterProfile of r if it is new or changed.
@@ -259,17 +270,25 @@ func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now ti
 	return nil
 }
 
-func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord) error {
-	raw, err := json.Marshal(srcs)
+// saveSources writes the source records and the count of each source's
+// records, when either changed.
+func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord, counts map[string]int) error {
+	rawSources, err := json.Marshal(srcs)
 	if err != nil {
 		return fmt.Errorf("encode source records: %w", err)
 	}
+	rawCounts, err := json.Marshal(counts) // keys sorted: the same counts encode the same
+	if err != nil {
+		return fmt.Errorf("encode record counts: %w", err)
+	}
+	raw := []byte(string(rawSources) + "\n" + string(rawCounts))
 	if string(raw) == string(l.sources) {
 		return nil
 	}
 	cms := l.core.CoreV1().ConfigMaps(l.opts.Namespace)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.opts.ConfigMap, Namespace: l.opts.Namespace,
-		Labels: map[string]string{LabelManager: Manager, LabelOwner: l.opts.OwnerID}}, Data: map[string]string{SourcesKey: string(raw)}}
+		Labels: map[string]string{LabelManager: Manager, LabelOwner: l.opts.OwnerID}},
+		Data: map[string]string{SourcesKey: string(rawSources), CountsKey: string(rawCounts)}}
 	if l.sources == nil {
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: Manager})
 	} else {

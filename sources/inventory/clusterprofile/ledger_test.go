@@ -216,3 +216,38 @@ func TestLeaderKilledMidSave(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedServesOnlyCompleteSaves: a reader never delivers part of a save.
+// A save cut short (the leader died after a few writes) leaves objects
+// that do not add up to the counts written after the last complete save:
+// the reader keeps that save until the next one completes.
+func TestFeedServesOnlyCompleteSaves(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	l := c.ledger(t, "owner-1")
+	require.NoError(t, l.Save(ctx, ledgertest.Fleet(2)))
+	reader := c.ledger(t, "owner-1")
+	books := make(chan inventory.Book, 100)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); reader.Watch(wctx, func(b inventory.Book) { books <- b }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	first := <-books
+	require.Len(t, first.Clusters, 3, "the complete save: two clusters and the pending one")
+
+	c.counter.failAfter.Store(c.counter.writes.Load() + 3) // cut after three writes
+	require.Error(t, l.Save(ctx, ledgertest.Fleet(6)))
+	c.counter.failAfter.Store(0)
+	select {
+	case b := <-books:
+		t.Fatalf("a part of a save was delivered: %d records", len(b.Clusters))
+	case <-time.After(2 * time.Second):
+	}
+	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, ledgertest.Fleet(6)), "the next leader completes it")
+	select {
+	case b := <-books:
+		assert.Len(t, b.Clusters, 7)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the completed save was never delivered")
+	}
+}
