@@ -176,8 +176,10 @@ func decodeSources(cm *corev1.ConfigMap) ([]inventory.SourceRecord, error) {
 
 // Save implements inventory.Ledger: it creates the ClusterProfiles of new
 // records, applies those that changed, deletes those whose record is gone
-// (a confirmed departure), and writes the source records when they
-// changed. It goes on past a failed write and returns every error.
+// (a confirmed departure), then writes the source records and counts when
+// they changed (only once every object is written: see CountsKey), then
+// the statuses that changed. It goes on past a failed object and returns
+// every error.
 func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	l.mu.Lock()
 	loaded := l.known != nil
@@ -192,12 +194,18 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	var errs []error
 	want := make(map[string]bool, len(b.Clusters))
 	now := l.now()
+	var statuses []*desired
 	for i := range b.Clusters {
 		r := &b.Clusters[i]
 		id := identity(r.Source, r.ID)
 		want[id] = true
-		if err := l.put(ctx, id, r, now); err != nil {
+		d, err := l.put(ctx, id, r, now)
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if string(l.known[id].status) != string(d.status) {
+			statuses = append(statuses, d)
 		}
 	}
 	for id, s := range l.known {
@@ -216,11 +224,22 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 		// reader keeps the last complete save
 		return errors.Join(errs...)
 	}
-	return l.saveSources(ctx, b.Sources, countsOf(b.Clusters))
+	if err := l.saveSources(ctx, b.Sources, countsOf(b.Clusters)); err != nil {
+		return err
+	}
+	// the status is for other readers (conditions, the access provider);
+	// the record is the ledger: the answer does not wait for the status
+	for _, d := range statuses {
+		if err := l.putStatus(ctx, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
-// put writes the ClusterProfile of r if it is new or changed.
-func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now time.Time) error {
+// put writes the ClusterProfile of r, but for its status, if it is new or
+// changed, and returns what r's object should be.
+func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now time.Time) (*desired, error) {
 	s := l.known[id]
 	name := objectName(l.opts.OwnerID, r)
 	var prev map[string]condition
@@ -229,43 +248,46 @@ func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now ti
 	}
 	d, err := desiredObject(&l.opts, name, r, prev, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	d.name = name
 	if s == nil {
 		// create, never apply, an object we do not know: a name taken by
 		// an object that is not ours fails instead of being taken over
 		if _, err := l.profiles().Create(ctx, d.object, metav1.CreateOptions{FieldManager: Manager}); err != nil {
-			return fmt.Errorf("create clusterprofile %s: %w", name, err)
+			return nil, fmt.Errorf("create clusterprofile %s: %w", name, err)
 		}
-		s = &stored{name: name}
+		s = &stored{name: name, meta: d.meta} // just created: the object is as desired
 		l.known[id] = s
 	}
 	if string(s.meta) != string(d.meta) {
-		if s.meta != nil { // just created: the object is as desired
-			if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, d.meta, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}); err != nil {
-				return fmt.Errorf("apply clusterprofile %s: %w", name, err)
-			}
+		if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, d.meta, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}); err != nil {
+			return nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
 		}
 		s.meta = d.meta
 	}
-	if string(s.status) != string(d.status) {
-		body, err := json.Marshal(map[string]any{"apiVersion": Resource.GroupVersion().String(), "kind": "ClusterProfile",
-			"metadata": map[string]any{"name": name, "namespace": l.opts.Namespace}, "status": json.RawMessage(d.status)})
-		if err != nil {
-			return fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
-		}
-		if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}, "status"); err != nil {
-			return fmt.Errorf("apply status of clusterprofile %s: %w", name, err)
-		}
-		s.status = d.status
-		s.conds = map[string]condition{}
-		var st struct {
-			Conditions []condition `json:"conditions"`
-		}
-		_ = json.Unmarshal(d.status, &st)
-		for _, c := range st.Conditions {
-			s.conds[c.Type] = c
-		}
+	return d, nil
+}
+
+// putStatus applies the status of d's object and remembers it.
+func (l *Ledger) putStatus(ctx context.Context, d *desired) error {
+	s, name := l.known[d.id], d.name
+	body, err := json.Marshal(map[string]any{"apiVersion": Resource.GroupVersion().String(), "kind": "ClusterProfile",
+		"metadata": map[string]any{"name": name, "namespace": l.opts.Namespace}, "status": json.RawMessage(d.status)})
+	if err != nil {
+		return fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
+	}
+	if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}, "status"); err != nil {
+		return fmt.Errorf("apply status of clusterprofile %s: %w", name, err)
+	}
+	s.status = d.status
+	s.conds = map[string]condition{}
+	var st struct {
+		Conditions []condition `json:"conditions"`
+	}
+	_ = json.Unmarshal(d.status, &st)
+	for _, c := range st.Conditions {
+		s.conds[c.Type] = c
 	}
 	return nil
 }

@@ -41,10 +41,10 @@ func displayName(r *inventory.Record) string {
 // the status subresource when it changed). meta and status are their JSON,
 // compared with what was written last.
 type desired struct {
-	id     string
-	object *unstructured.Unstructured
-	meta   []byte
-	status []byte
+	id, name string
+	object   *unstructured.Unstructured
+	meta     []byte
+	status   []byte
 }
 
 // desiredObject builds the ClusterProfile of r in namespace ns, named name.
