@@ -2,6 +2,7 @@ package clusterprofile
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,9 +40,11 @@ type Ledger struct {
 
 // stored is what we know to be stored of one ClusterProfile.
 type stored struct {
-	name   string
-	meta   []byte
-	status []byte
+	name string
+	// meta and status are digests of what was written (zero: unknown), so
+	// that remembering 10,000 objects costs 640 KB, not their JSON.
+	meta   [sha256.Size]byte
+	status [sha256.Size]byte
 	conds  map[string]condition
 }
 
@@ -104,11 +107,11 @@ func (l *Ledger) storedOf(obj *unstructured.Unstructured, r *inventory.Record) *
 		return s
 	}
 	if metaMatches(obj, d.object) {
-		s.meta = d.meta
+		s.meta = sha256.Sum256(d.meta)
 	}
 	var want any
 	if json.Unmarshal(d.status, &want) == nil && reflect.DeepEqual(want, obj.Object["status"]) {
-		s.status = d.status
+		s.status = sha256.Sum256(d.status)
 	}
 	return s
 }
@@ -204,7 +207,7 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 			errs = append(errs, err)
 			continue
 		}
-		if string(l.known[id].status) != string(d.status) {
+		if l.known[id].status != sha256.Sum256(d.status) {
 			statuses = append(statuses, d)
 		}
 	}
@@ -257,14 +260,14 @@ func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now ti
 		if _, err := l.profiles().Create(ctx, d.object, metav1.CreateOptions{FieldManager: Manager}); err != nil {
 			return nil, fmt.Errorf("create clusterprofile %s: %w", name, err)
 		}
-		s = &stored{name: name, meta: d.meta} // just created: the object is as desired
+		s = &stored{name: name, meta: sha256.Sum256(d.meta)} // just created: the object is as desired
 		l.known[id] = s
 	}
-	if string(s.meta) != string(d.meta) {
+	if s.meta != sha256.Sum256(d.meta) {
 		if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, d.meta, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}); err != nil {
 			return nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
 		}
-		s.meta = d.meta
+		s.meta = sha256.Sum256(d.meta)
 	}
 	return d, nil
 }
@@ -280,7 +283,7 @@ func (l *Ledger) putStatus(ctx context.Context, d *desired) error {
 	if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}, "status"); err != nil {
 		return fmt.Errorf("apply status of clusterprofile %s: %w", name, err)
 	}
-	s.status = d.status
+	s.status = sha256.Sum256(d.status)
 	s.conds = map[string]condition{}
 	var st struct {
 		Conditions []condition `json:"conditions"`
