@@ -95,7 +95,13 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 // clusters out of a 200.
 func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (inventory.Book, bool) {
 	items := profiles.List()
-	b := inventory.Book{Clusters: make([]inventory.Record, 0, len(items)), Sources: []inventory.SourceRecord{}}
+	b := inventory.Book{Sources: []inventory.SourceRecord{}}
+	want, srcs, ok := l.countsAndSources(cms, logger)
+	if !ok || !maps.Equal(labelCounts(items), want) {
+		return b, false // a save in progress: not worth decoding every record
+	}
+	b.Sources = srcs
+	b.Clusters = make([]inventory.Record, 0, len(items))
 	for _, item := range items {
 		obj, ok := item.(*unstructured.Unstructured)
 		if !ok {
@@ -108,28 +114,46 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (invento
 		}
 		b.Clusters = append(b.Clusters, r)
 	}
-	want := map[string]int{}
+	b.Sort()
+	return b, maps.Equal(countsOf(b.Clusters), want)
+}
+
+// countsAndSources reads the ConfigMap: the count of each source's records
+// and the source records. ok is false when it cannot be read.
+func (l *Ledger) countsAndSources(cms cache.Store, logger *slog.Logger) (map[string]int, []inventory.SourceRecord, bool) {
+	want, srcs := map[string]int{}, []inventory.SourceRecord{}
 	for _, item := range cms.List() {
 		cm, ok := item.(*corev1.ConfigMap)
 		if !ok || cm.Name != l.opts.ConfigMap || cm.Labels[LabelOwner] != l.opts.OwnerID {
 			continue
 		}
-		srcs, err := decodeSources(cm)
+		var err error
+		srcs, err = decodeSources(cm)
 		if err == nil && cm.Data[CountsKey] != "" {
 			err = json.Unmarshal([]byte(cm.Data[CountsKey]), &want)
 		}
 		if err != nil {
 			logger.Error("source records cannot be read", "error", err.Error())
-			return b, false
+			return nil, nil, false
 		}
-		b.Sources = srcs
 	}
-	b.Sort()
-	return b, maps.Equal(countsOf(b.Clusters), want)
+	return want, srcs, true
+}
+
+// labelCounts counts the objects of each source by their source label,
+// without decoding their records.
+func labelCounts(items []any) map[string]int {
+	out := map[string]int{}
+	for _, item := range items {
+		if obj, ok := item.(*unstructured.Unstructured); ok {
+			out[obj.GetLabels()[LabelSource]]++
+		}
+	}
+	return out
 }
 
 // compact keeps of a ClusterProfile what the feed reads: its name,
-// namespace, resource version, record and acknowledgement.
+// namespace, resource version, source label, record and acknowledgement.
 func compact(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -141,6 +165,7 @@ func compact(obj any) (any, error) {
 	out.SetName(u.GetName())
 	out.SetNamespace(u.GetNamespace())
 	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetLabels(map[string]string{LabelSource: u.GetLabels()[LabelSource]})
 	kept := map[string]string{}
 	for _, k := range []string{AnnotationRecord, AnnotationAcknowledge} {
 		if v, ok := u.GetAnnotations()[k]; ok {
