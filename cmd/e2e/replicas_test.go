@@ -94,14 +94,7 @@ func testHeldDropSurvivesRestarts(t *testing.T) {
 func testReplicas(t *testing.T) {
 	settledFleet(t) // the fleet as the single process left it
 	e.stopService(t)
-	var addrs [2]string
-	for i := range addrs {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
-	}
+	addrs := replicaAddrs(t)
 	replicas := [2]*proc{e.startReplica(t, "a", addrs[0], currentPolicy), e.startReplica(t, "b", addrs[1], currentPolicy)}
 	pool := startPool(t, e.apiAddr, addrs[:])
 	pool.setAlive(0, true)
@@ -169,6 +162,20 @@ func testReplicas(t *testing.T) {
 	delete(acmeApps, "guestbook-"+newcomer.Name)
 	eventually(t, time.Duration(departureListings+3)*interval+departureGrace+10*time.Second, "a confirmed removal still goes",
 		func() error { return appsAre("acme-guestbook", "acme", acmeApps) })
+}
+
+// replicaAddrs are two free loopback addresses for two replicas.
+func replicaAddrs(t *testing.T) [2]string {
+	t.Helper()
+	var addrs [2]string
+	for i := range addrs {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	return addrs
 }
 
 // startReplica runs a process of our service on addr, with the
@@ -280,14 +287,7 @@ func testLifecycleRolling(t *testing.T) {
 		e.startService(t, currentPolicy)
 		eventually(t, 30*time.Second, "/readyz of the single process again", func() error { return getOK("http://" + e.apiAddr + "/readyz") })
 	}()
-	var addrs [2]string
-	for i := range addrs {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
-	}
+	addrs := replicaAddrs(t)
 	pool := startPool(t, e.apiAddr, addrs[:])
 	defer pool.close()
 	var mu sync.Mutex
