@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
@@ -69,27 +70,8 @@ func startDemo(t *testing.T, extraArgs ...string) (string, *testlog.Buffer, func
 func waitReady(t *testing.T, base string) {
 	t.Helper()
 	waitReadyz(t, base)
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/status")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var st struct {
-			Sources []struct {
-				Synced bool `json:"synced"`
-			} `json:"sources"`
-		}
-		if json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Sources) == 0 {
-			return false
-		}
-		for _, s := range st.Sources {
-			if !s.Synced {
-				return false
-			}
-		}
-		return true
-	}, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return testenv.SourcesSynced(http.DefaultClient, base) }, 10*time.Second, 20*time.Millisecond,
+		"every source listed")
 }
 
 // waitReadyz polls /readyz until 200: the process can answer.

@@ -21,6 +21,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
 )
 
 // buildService builds the service binary into dir from the module that
@@ -107,36 +109,13 @@ func (s *service) waitReady(timeout time.Duration) error {
 		if resp, err := opsClient.Get(s.base + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && s.allSynced() {
+			if resp.StatusCode == http.StatusOK && testenv.SourcesSynced(opsClient, s.base) {
 				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("not ready after %s; log:\n%s", timeout, s.logTail())
-}
-
-// allSynced reports whether /status shows every source listed.
-func (s *service) allSynced() bool {
-	resp, err := opsClient.Get(s.base + "/status")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Sources []struct {
-			Synced bool `json:"synced"`
-		} `json:"sources"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Sources) == 0 {
-		return false
-	}
-	for _, src := range st.Sources {
-		if !src.Synced {
-			return false
-		}
-	}
-	return true
 }
 
 // processStats are the figures read from the service.
