@@ -125,17 +125,20 @@ func (l *lifecycle) breaker(source string, due []missing, servedBefore int) ([]m
 	return pass, blocked
 }
 
-// massDrop reports whether the clusters newly absent in this listing
-// (gone without being seen leaving: a cluster deleted upstream is seen
-// leaving first) are more than MaxFraction of the clusters served before
-// it, and either more than one or the source's only one. A lost role,
-// token or subscription looks like that far more often than a deletion.
+// massDrop reports whether the clusters absent in this listing and not
+// held yet (gone without being seen leaving: a cluster deleted upstream is
+// seen leaving first) are more than MaxFraction of the clusters served
+// before it, and either more than one or the source's only one. Clusters
+// still departing from earlier listings count too, so a loss spread over
+// several listings (a role removed subscription by subscription) is caught
+// as one drop: the window is the departure's own. A lost role, token or
+// subscription looks like that far more often than a deletion.
 func (l *lifecycle) massDrop(gone []missing, servedBefore int) bool {
-	newly := 0
+	absent := 0
 	for _, g := range gone {
-		if g.r.Missed == 0 && g.leaving == nil {
-			newly++
+		if g.leaving == nil && !g.r.Left && !g.r.Held {
+			absent++
 		}
 	}
-	return (newly > 1 || newly == 1 && servedBefore == 1) && float64(newly) > l.rule.MaxFraction*float64(servedBefore)
+	return (absent > 1 || absent == 1 && servedBefore == 1) && float64(absent) > l.rule.MaxFraction*float64(servedBefore)
 }

@@ -72,6 +72,11 @@ func TestMassDropCounting(t *testing.T) {
 			[][]sources.Cluster{{inPhase("only0", sources.PhaseLeaving)}, {}}, 0, 0},
 		{"one cluster of five is an ordinary departure", fleet("c", 5),
 			[][]sources.Cluster{fleet("c", 4), fleet("c", 4)}, 0, 4},
+		{"a loss spread over listings is one drop (a role removed subscription by subscription)", fleet("c", 8),
+			[][]sources.Cluster{fleet("c", 6), fleet("c", 4), fleet("c", 4), fleet("c", 4)}, 4, 8},
+		{"a deletion seen leaving does not join a later drop", fleet("c", 8),
+			[][]sources.Cluster{append(fleet("c", 4), inPhase("c4", sources.PhaseLeaving), inPhase("c5", sources.PhaseLeaving),
+				inPhase("c6", sources.PhaseLeaving), inPhase("c7", sources.PhaseLeaving)), fleet("c", 4)}, 0, 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

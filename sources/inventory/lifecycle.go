@@ -42,6 +42,9 @@ type Record struct {
 	// leaving does not release it: too many departures at once are held
 	// whatever the upstream says.
 	Blocked bool `json:"blocked,omitempty"`
+	// Left: the cluster was seen leaving upstream since it went missing.
+	// Its departure is a deletion, never part of a drop.
+	Left bool `json:"left,omitempty"`
 	// Established is when the cluster was first in a snapshot after the
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
@@ -168,7 +171,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 		r.Unserved = unserved(c, phase, "")
 		return missing{}, false
 	}
-	r.Missed, r.MissingSince, r.Held, r.Blocked = 0, time.Time{}, false, false
+	r.Missed, r.MissingSince, r.Held, r.Blocked, r.Left = 0, time.Time{}, false, false, false
 	switch {
 	case phase == sources.PhasePending && !r.Served:
 		r.Unserved = unserved(c, phase, c.NotReadyReason)
@@ -201,10 +204,13 @@ func (l *lifecycle) depart(source string, gone []missing, massDrop bool, servedB
 	for _, g := range gone {
 		r := g.r
 		if r.Missed == 0 {
-			r.MissingSince, r.Held = now, massDrop
-			if massDrop {
-				out.newlyHeld++
-			}
+			r.MissingSince = now
+		}
+		if g.leaving != nil {
+			r.Left = true
+		} else if massDrop && !r.Held && !r.Left {
+			r.Held = true
+			out.newlyHeld++
 		}
 		r.Missed++
 		if r.Missed >= l.neededListings(source, g) && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
