@@ -38,6 +38,18 @@ type Source interface {
 	Clusters(ctx context.Context) ([]Cluster, error)
 }
 
+// AccountLister is a Source that discovers the accounts its clusters live
+// in (AKS subscriptions found by listing them) rather than being given
+// them. ClustersAndAccounts is Clusters with, for a complete listing, every
+// account it covered, with clusters or without. A served cluster missing
+// together with its account (Cluster.Account) did not leave: the account
+// went out of sight (a role removed, a subscription moved), and the
+// inventory holds its departure until an operator confirms it.
+type AccountLister interface {
+	Source
+	ClustersAndAccounts(ctx context.Context) ([]Cluster, []string, error)
+}
+
 // Provider names the kind of upstream a cluster was discovered in.
 type Provider string
 

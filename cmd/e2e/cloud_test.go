@@ -22,10 +22,11 @@ import (
 // UPDATING, FAILED with an endpoint; AKS Upgrading, Succeeded+Stopped,
 // Failed with an FQDN), for steadyListings listings each, every Application
 // keeps its UID and every Secret its UID, data and annotations, their phase
-// and state labels showing the state. A subscription that drops out of the
-// subscription list and an EKS cluster gone from ListClusters keep their
-// Application and Secret through listings 1 and 2 without them and lose
-// both after the confirming 3rd.
+// and state labels showing the state. An EKS cluster gone from
+// ListClusters keeps its Application and Secret through listings 1 and 2
+// without it and loses both after the confirming 3rd. A subscription that
+// drops out of the subscription list is a held drop of its one cluster:
+// kept through cloudHeldListings-1 listings, gone after the last.
 //
 // Every EKS and AKS Secret it writes is first proven to authenticate
 // through Argo CD's code and argocd-k8s-auth (secretsConnect).
@@ -69,15 +70,15 @@ func TestCloudLifecycle(t *testing.T) {
 
 	// the departures: each leaves its Application and Secret through
 	// listings 1 and 2 without it, and loses both after the 3rd
-	if !t.Run("an AKS subscription drops out of the list: its cluster goes after the confirmation", func(t *testing.T) {
+	if !t.Run("an AKS subscription drops out of the list: its one cluster is a held drop, gone only after heldListings", func(t *testing.T) {
 		n0 := c.fake.SetSubscriptions(cloudSubA)
-		c.departs(t, st, checkAll, aksSandbox.Name, c.fake.AKSListings, n0)
+		c.departs(t, st, checkAll, aksSandbox.Name, c.fake.AKSListings, n0, cloudHeldListings)
 	}) {
 		t.FailNow()
 	}
 	if !t.Run("an EKS cluster gone from ListClusters: Application and Secret go after the 3rd listing", func(t *testing.T) {
 		n0 := c.fake.SetEKS(nil, eksPayments.Name)
-		c.departs(t, st, checkAll, eksPayments.Name, c.fake.EKSListings, n0)
+		c.departs(t, st, checkAll, eksPayments.Name, c.fake.EKSListings, n0, departureListings)
 	}) {
 		t.FailNow()
 	}
@@ -211,16 +212,16 @@ func (c *cloudEnv) rancherListsEKS(t *testing.T, checkAll func() error) {
 
 // departs checks the departure of name, gone from its source's listings
 // (counted by listings) after n0: its Application and Secret stay through
-// listings 1 and 2 without it, its Secret showing phase absent, and go
-// after the 3rd; the clusters that stay (st, checked by checkAll) are
+// the need-1 listings without it, its Secret showing phase absent, and go
+// after the last; the clusters that stay (st, checked by checkAll) are
 // kept. It removes name from st.
-func (c *cloudEnv) departs(t *testing.T, st map[string]*cloudSteady, checkAll func() error, name string, listings func() int, n0 int) {
+func (c *cloudEnv) departs(t *testing.T, st map[string]*cloudSteady, checkAll func() error, name string, listings func() int, n0, need int) {
 	t.Helper()
 	gone := st[name]
 	delete(st, name)
 	phases := map[string]bool{}
-	confirm := n0 + departureListings
-	deadline := time.Now().Add(time.Duration(departureListings+5) * 3 * time.Second)
+	confirm := n0 + need
+	deadline := time.Now().Add(time.Duration(need+5) * 3 * time.Second)
 	sawTwo := false
 	for {
 		n := listings()
@@ -247,13 +248,13 @@ func (c *cloudEnv) departs(t *testing.T, st map[string]*cloudSteady, checkAll fu
 		}
 		// a check that ran into the confirming listing proves nothing
 		if after := listings(); err != nil && after < confirm {
-			t.Fatalf("%s removed after %d listing(s) without it, before the confirmation (%d listings): %v\n%s", name, after-n0, departureListings, err, c.logs())
+			t.Fatalf("%s removed after %d listing(s) without it, before the confirmation (%d listings): %v\n%s", name, after-n0, need, err, c.logs())
 		}
 		if n >= n0+2 {
 			sawTwo = true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d listings since %s left, want %d, by %s\n%s", n-n0, name, departureListings, deadline.Format(time.TimeOnly), c.logs())
+			t.Fatalf("%d listings since %s left, want %d, by %s\n%s", n-n0, name, need, deadline.Format(time.TimeOnly), c.logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -319,6 +320,10 @@ const (
 	cloudAccountRole  = "arn:aws:iam::" + cloudAWSAccount + ":role/argocd-deployer"
 	cloudPlatformRole = "arn:aws:iam::" + cloudAWSAccount + ":role/argocd-platform"
 	cloudInterval     = time.Second
+	// cloudHeldListings is what a held departure needs with the in-memory
+	// ledger of the cloud deployment (with the Kubernetes ledger it would
+	// wait for an acknowledgement)
+	cloudHeldListings = departureListings + 3
 )
 
 func withAKSState(c cloudAKSCluster, provisioning, power string) cloudAKSCluster {

@@ -61,7 +61,7 @@ server:
   shutdownTimeout: 2s
 # one cluster listed by EKS and by Rancher: the EKS listing is served
 inventory: {interval: %s, timeout: 5s, prefer: cloud}
-departure: {afterListings: %d, gracePeriod: %s, maxFraction: 1}
+departure: {afterListings: %d, gracePeriod: %s, maxFraction: 1, heldListings: %d}
 sources:
   - name: aws
     provider: eks
@@ -100,7 +100,7 @@ secrets:
   leaderElection: {leaseName: %s, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}
   kubeconfig: %s
 applicationSetRefresh: {enabled: true, pluginConfigMap: %s, debounce: 500ms}
-`, c.addr, cloudInterval, departureListings, departureGrace,
+`, c.addr, cloudInterval, departureListings, departureGrace, cloudHeldListings,
 		cloudAWSRegion, cloudAWSAccount, cloudAccountRole, c.fake.aws.URL, c.fake.aws.URL,
 		cloudClientID, c.fake.arm.URL, cloudClientID, c.rancher.URL(),
 		argoNS, cloudOwnerID, cloudLease, e.kubeconfig, cloudConfigMap)

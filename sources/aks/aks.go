@@ -56,7 +56,9 @@
 // above) and when Disabled (GET still works, but resources are deallocated:
 // every cluster is degraded unless leaving). Deleted subscriptions are not
 // listed, and a subscription that drops out of the list makes its clusters
-// absent from the listing; the inventory decides when they have left.
+// absent from the listing; ClustersAndAccounts tells the inventory which
+// subscriptions a listing covered, and it holds the departure of clusters
+// whose subscription went out of sight until an operator confirms it.
 // Clusters of a subscription whose state is not Enabled carry it in the
 // annotation AnnotationSubscriptionState. A state not known here is listed,
 // its clusters' phases unchanged. Warned and Disabled subscriptions allow
@@ -172,13 +174,25 @@ func newSource(cfg Config, opts sources.SourceOptions, h clientHooks) (*Source, 
 // and no cluster, when any subscription or page cannot be listed; the
 // error's chain holds an *upstream.Error with its kind and operation.
 func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
+	out, _, err := s.ClustersAndAccounts(ctx)
+	return out, err
+}
+
+// ClustersAndAccounts is Clusters with the subscriptions the listing
+// covered (lower case), so that the inventory can tell a cluster deleted
+// from one whose subscription went out of sight (sources.AccountLister).
+func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []string, error) {
 	defer s.metrics.Observe(time.Now())
-	out, err := s.list(ctx)
+	out, subs, err := s.list(ctx)
 	if err != nil {
 		s.metrics.Failed(err)
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	ids := make([]string, len(subs))
+	for i := range subs {
+		ids[i] = subs[i].id
+	}
+	return out, ids, nil
 }
 
 // counts are the per-listing counts of the gauges.
@@ -186,10 +200,10 @@ type counts struct {
 	states, skipped, notReady map[string]int
 }
 
-func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
+func (s *Source) list(ctx context.Context) ([]sources.Cluster, []subscription, error) {
 	subs, err := s.subscriptions(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	perSub := make([][]mapped, len(subs))
 	err = parallel(ctx, len(subs), s.cfg.Concurrency, func(ctx context.Context, i int) error {
@@ -198,7 +212,7 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	var listed []*mapped
@@ -226,9 +240,9 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read cluster CAs: %w", &upstream.Error{Kind: classify(err), Operation: opCredentials, Err: err})
+		return nil, nil, fmt.Errorf("read cluster CAs: %w", &upstream.Error{Kind: classify(err), Operation: opCredentials, Err: err})
 	}
-	return s.finish(listed, n, subs), nil
+	return s.finish(listed, n, subs), subs, nil
 }
 
 // finish turns a complete listing into the result: it warns about names
@@ -273,7 +287,8 @@ type subscription struct {
 // its clusters out would make them look gone.
 //
 // A subscription that drops out of the list makes its clusters absent from
-// the listing, nothing more; the inventory decides when they have left.
+// the listing, and ClustersAndAccounts no longer names it: the inventory
+// holds their departure until an operator confirms it.
 // None visible at all is an error (kind auth): an identity that lost its
 // role assignments must not make every cluster disappear.
 func (s *Source) subscriptions(ctx context.Context) ([]subscription, error) {

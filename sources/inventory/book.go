@@ -33,11 +33,13 @@ func (inv *Inventory) book() Book {
 }
 
 // restore replaces the state of every source by what b holds and
-// publishes the snapshot it makes. Records of a source that is not
-// configured are left out. The caller holds no lock.
+// publishes the snapshot it makes. The served records of a source that is
+// not configured make it a retired source (retired.go); its other records
+// are left out. The caller holds no lock.
 func (inv *Inventory) restore(b Book) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	inv.dropRetired()
 	for _, st := range inv.states {
 		st.life.tracked, st.life.listings = map[string]*Record{}, 0
 		st.status = SourceStatus{SourceState: SourceState{Name: st.spec.Name, Provider: st.spec.Provider}, Interval: st.spec.Interval.String()}
@@ -47,9 +49,24 @@ func (inv *Inventory) restore(b Book) {
 			st.status.Synced, st.status.Stale, st.status.LastError, st.status.ConsecutiveFailures = s.Synced, s.Stale, s.LastError, s.ConsecutiveFailures
 		}
 	}
+	providers := map[string]sources.Provider{}
+	for _, s := range b.Sources {
+		providers[s.Name] = s.Provider
+	}
 	for i := range b.Clusters {
 		r := b.Clusters[i]
-		if st := inv.bySource[r.Source]; st != nil && r.ID != "" && (!r.Served || r.Rendering != nil) {
+		if r.Source == "" || r.ID == "" || r.Served && r.Rendering == nil {
+			continue
+		}
+		st := inv.bySource[r.Source]
+		if st == nil && r.Served {
+			p := providers[r.Source]
+			if p == "" {
+				p = r.Rendering.Provider
+			}
+			st = inv.retire(r.Source, p)
+		}
+		if st != nil {
 			r.listing = 0
 			st.life.tracked[r.ID] = &r
 		}

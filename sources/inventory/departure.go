@@ -6,6 +6,7 @@ package inventory
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -123,6 +124,27 @@ func (l *lifecycle) breaker(source string, due []missing, servedBefore int) ([]m
 		l.keepServing(g)
 	}
 	return pass, blocked
+}
+
+// holds returns which gone clusters of one listing have their departure
+// held: all of them in a mass drop, and those whose account the listing no
+// longer covered (see sources.AccountLister). Only clusters gone without
+// being seen leaving are ever asked.
+func (l *lifecycle) holds(gone []missing, servedBefore int, accounts []string) func(missing) bool {
+	if l.massDrop(gone, servedBefore) {
+		return func(missing) bool { return true }
+	}
+	if accounts == nil {
+		return func(missing) bool { return false }
+	}
+	covered := make(map[string]bool, len(accounts))
+	for _, a := range accounts {
+		covered[strings.ToLower(a)] = true
+	}
+	return func(g missing) bool {
+		a := g.r.Rendering.Account
+		return a != "" && !covered[strings.ToLower(a)]
+	}
 }
 
 // massDrop reports whether the clusters absent in this listing and not

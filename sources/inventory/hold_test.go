@@ -96,13 +96,13 @@ func TestMassDropCounting(t *testing.T) {
 	}
 }
 
-// TestHeldDropWaitsForAcknowledgement: with acknowledgements, a held drop
-// is never released by counting listings: each departure waits for its
-// acknowledgement, or for the cluster to be seen leaving.
-func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
+// ackedInventory returns an inventory over one source s1 whose held
+// departures wait for acknowledgements, and the operator's hand that
+// acknowledges the departures of clusters of s1 by id.
+func ackedInventory(t *testing.T, src sources.Source) (*Inventory, func(ids ...string)) {
+	t.Helper()
 	var mu sync.Mutex
 	acked := map[string]bool{}
-	src := &listings{}
 	clk := &clock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), step: time.Second}
 	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Now: clk.Now,
 		Departure: Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 3},
@@ -112,6 +112,72 @@ func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
 			return source == "s1" && acked[id]
 		}})
 	require.NoError(t, err)
+	return inv, func(ids ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			acked[id] = true
+		}
+	}
+}
+
+// accountListings is a sources.AccountLister whose next answer the test
+// sets: clusters, and the accounts the listing covered.
+type accountListings struct {
+	listings
+	accounts []string
+}
+
+func (a *accountListings) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []string, error) {
+	cs, err := a.Clusters(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return cs, a.accounts, err
+}
+
+// TestAccountOutOfSightIsHeld: a cluster missing with its account (an AKS
+// subscription whose Reader role was removed) is held however few they
+// are, until acknowledged; a cluster deleted in an account still covered
+// departs as usual.
+func TestAccountOutOfSightIsHeld(t *testing.T) {
+	src := &accountListings{}
+	inv, acknowledge := ackedInventory(t, src)
+	var all []sources.Cluster
+	for i := range 10 {
+		c := inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady)
+		c.Account = "sub-b"
+		if i == 0 {
+			c.Account = "SUB-A" // compared case-insensitively
+		}
+		all = append(all, c)
+	}
+	list := func(accounts []string, cs ...sources.Cluster) *Snapshot {
+		src.mu.Lock()
+		src.next, src.accounts = cs, accounts
+		src.mu.Unlock()
+		require.NoError(t, inv.RefreshAll(context.Background()))
+		return inv.Snapshot()
+	}
+	list([]string{"sub-a", "sub-b"}, all...)
+	for i := range 6 { // sub-a out of sight, c9 deleted in sub-b
+		snap := list([]string{"sub-b"}, all[1:9]...)
+		assert.Contains(t, names(snap), "c0", "listing %d: held until acknowledged", i+1)
+		if i >= 1 {
+			assert.NotContains(t, names(snap), "c9", "listing %d: deleted in a covered account: departs", i+1)
+		}
+	}
+	st, _ := inv.Snapshot().Source("s1")
+	assert.Equal(t, 1, st.HeldDepartures)
+	acknowledge("id-c0")
+	assert.NotContains(t, names(list([]string{"sub-b"}, all[1:9]...)), "c0", "acknowledged: confirmed")
+}
+
+// TestHeldDropWaitsForAcknowledgement: with acknowledgements, a held drop
+// is never released by counting listings: each departure waits for its
+// acknowledgement, or for the cluster to be seen leaving.
+func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
+	src := &listings{}
+	inv, acknowledge := ackedInventory(t, src)
 	var all []sources.Cluster
 	for i := range 8 {
 		all = append(all, inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady))
@@ -126,9 +192,7 @@ func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
 		snap := list(all[:4]...)
 		require.Len(t, snap.Clusters, 8, "listing %d: held until acknowledged", i+1)
 	}
-	mu.Lock()
-	acked["id-c4"], acked["id-c5"] = true, true
-	mu.Unlock()
+	acknowledge("id-c4", "id-c5")
 	snap := list(all[:4]...)
 	assert.Equal(t, []string{"c0", "c1", "c2", "c3", "c6", "c7"}, names(snap), "the acknowledged departures are confirmed")
 	st, _ := snap.Source("s1")

@@ -102,6 +102,10 @@ type sourceState struct {
 	// life follows the source's clusters across complete listings.
 	life    lifecycle
 	trigger chan struct{}
+	// retired: the source is not configured, only its records in the
+	// ledger are (retired.go); ended: a retired source forgotten, its loop
+	// returns.
+	retired, ended bool
 }
 
 // Inventory runs the refresh loops and hands out snapshots.
@@ -118,6 +122,9 @@ type Inventory struct {
 	// followed: a follower has restored a book (see Followed).
 	followed bool
 	ledger   Ledger
+	// rule and acked are every lifecycle's, kept for retired sources.
+	rule  Departure
+	acked func(source, id string) bool
 	// saveMu makes saves one at a time.
 	saveMu sync.Mutex
 
@@ -166,7 +173,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
-		ledger: opts.Ledger, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
+		ledger: opts.Ledger, rule: departure, acked: opts.Acknowledged, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -227,6 +234,8 @@ func (inv *Inventory) Snapshot() *Snapshot { return inv.snap.Load() }
 // Trigger asks the named source's loop to refresh now instead of waiting
 // for its interval. It reports whether the source exists.
 func (inv *Inventory) Trigger(name string) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
 	for _, st := range inv.states {
 		if st.spec.Name == name {
 			select {

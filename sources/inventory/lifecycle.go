@@ -86,6 +86,13 @@ type lifecycle struct {
 	held     int
 }
 
+// listing is one complete listing of a source: its clusters and, from a
+// sources.AccountLister, the accounts it covered (nil from other sources).
+type listing struct {
+	clusters []sources.Cluster
+	accounts []string
+}
+
 // listed is the outcome of one complete listing for a lifecycle.
 type listed struct {
 	departed []Departed
@@ -109,12 +116,12 @@ type listed struct {
 //	                                                    or absent, one more listing missed; after
 //	                                                    AfterListings (HeldListings in a mass drop)
 //	                                                    and GracePeriod: departed
-func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Time) listed {
+func (l *lifecycle) apply(source string, ls listing, now time.Time) listed {
 	l.listings++
 	servedBefore := l.servedCount() // before this listing: its newcomers never dilute a drop
 	var gone []missing
-	for i := range listing {
-		if m, leaving := l.take(source, &listing[i]); leaving {
+	for i := range ls.clusters {
+		if m, leaving := l.take(source, &ls.clusters[i]); leaving {
 			gone = append(gone, m)
 		}
 	}
@@ -127,7 +134,7 @@ func (l *lifecycle) apply(source string, listing []sources.Cluster, now time.Tim
 			gone = append(gone, missing{key: key, r: r})
 		}
 	}
-	out := l.depart(source, gone, l.massDrop(gone, servedBefore), servedBefore, now)
+	out := l.depart(source, gone, l.holds(gone, servedBefore, ls.accounts), servedBefore, now)
 	l.view()
 	return out
 }
@@ -198,7 +205,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 // the departure of those that missed enough (the last row of apply's
 // table), within the breaker; the others stay served with their last
 // rendering.
-func (l *lifecycle) depart(source string, gone []missing, massDrop bool, servedBefore int, now time.Time) listed {
+func (l *lifecycle) depart(source string, gone []missing, hold func(missing) bool, servedBefore int, now time.Time) listed {
 	var out listed
 	var due []missing
 	for _, g := range gone {
@@ -208,7 +215,7 @@ func (l *lifecycle) depart(source string, gone []missing, massDrop bool, servedB
 		}
 		if g.leaving != nil {
 			r.Left = true
-		} else if massDrop && !r.Held && !r.Left {
+		} else if !r.Held && !r.Left && hold(g) {
 			r.Held = true
 			out.newlyHeld++
 		}

@@ -3,8 +3,6 @@ package inventory
 import (
 	"strings"
 	"time"
-
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // recorded is what recording one listing did, copied under inv.mu for the
@@ -22,19 +20,19 @@ type recorded struct {
 // record records the outcome of one listing of st: the source's status,
 // lifecycle and metrics, then a new snapshot and the subscribers, all under
 // inv.mu; then the logs, after it.
-func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err error, start time.Time, took time.Duration) {
+func (inv *Inventory) record(st *sourceState, ls listing, err error, start time.Time, took time.Duration) {
 	inv.mu.Lock()
 	st.status.attempted(start, took)
 	var res listed
 	if err != nil {
 		st.status.failed(err)
 	} else {
-		res = inv.recordListing(st, clusters, start)
+		res = inv.recordListing(st, ls, start)
 	}
 	inv.metrics.observeListing(st.spec.Name, &st.status, took, err)
 	prev, next, changed := inv.publish(start)
 	inv.notify(changed, err == nil)
-	rec := recorded{err: err, took: took, clusters: len(clusters), res: res, status: st.status, held: st.life.held}
+	rec := recorded{err: err, took: took, clusters: len(ls.clusters), res: res, status: st.status, held: st.life.held}
 	inv.mu.Unlock()
 
 	inv.logListing(st.spec, rec)
@@ -46,8 +44,9 @@ func (inv *Inventory) record(st *sourceState, clusters []sources.Cluster, err er
 // recordListing applies a complete listing of st to its lifecycle, the
 // remembered departures, its status and its lifecycle metrics. The caller
 // holds inv.mu.
-func (inv *Inventory) recordListing(st *sourceState, clusters []sources.Cluster, start time.Time) listed {
-	res := st.life.apply(st.spec.Name, clusters, start)
+func (inv *Inventory) recordListing(st *sourceState, ls listing, start time.Time) listed {
+	clusters := ls.clusters
+	res := st.life.apply(st.spec.Name, ls, start)
 	for _, d := range res.departed {
 		inv.departed[clusterKey{d.Source, d.ID}] = d
 	}
@@ -57,6 +56,7 @@ func (inv *Inventory) recordListing(st *sourceState, clusters []sources.Cluster,
 	byPhase := countPhases(st.life.served)
 	st.status.listed(start, clusters, len(st.life.served), byPhase)
 	inv.metrics.observeLifecycle(st.spec.Name, byPhase, len(res.departed), st.life.held)
+	inv.endIfEmpty(st)
 	return res
 }
 
@@ -90,7 +90,7 @@ func (inv *Inventory) logListing(spec SourceSpec, rec recorded) {
 		log.Debug("listing complete", "clusters", rec.clusters)
 	}
 	if rec.res.newlyHeld > 0 {
-		log.Warn("mass drop: many served clusters missing from one listing; holding their departure",
+		log.Warn("served clusters missing as a mass drop, or with their account out of sight; holding their departure",
 			"missing", rec.res.newlyHeld, "share", fraction(rec.res.newlyHeld, rec.status.Served+len(rec.res.departed)), "heldDepartures", rec.held)
 	}
 	if rec.res.blocked > 0 {

@@ -21,7 +21,10 @@ func (inv *Inventory) Run(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
-	for _, st := range inv.states {
+	inv.mu.Lock()
+	states := slices.Clone(inv.states)
+	inv.mu.Unlock()
+	for _, st := range states {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -34,9 +37,12 @@ func (inv *Inventory) Run(ctx context.Context) {
 // RefreshAll lists every source once, concurrently, and returns the joined
 // errors of the listings that failed. It is what `discover` uses.
 func (inv *Inventory) RefreshAll(ctx context.Context) error {
-	errs := make([]error, len(inv.states))
+	inv.mu.Lock()
+	states := slices.Clone(inv.states)
+	inv.mu.Unlock()
+	errs := make([]error, len(states))
 	var wg sync.WaitGroup
-	for i, st := range inv.states {
+	for i, st := range states {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -50,6 +56,12 @@ func (inv *Inventory) RefreshAll(ctx context.Context) error {
 func (inv *Inventory) loop(ctx context.Context, st *sourceState) {
 	for {
 		_ = inv.refresh(ctx, st) // recorded in status, metrics and logs
+		inv.mu.Lock()
+		ended := st.ended
+		inv.mu.Unlock()
+		if ended {
+			return
+		}
 		t := time.NewTimer(inv.jittered(st.spec.Interval))
 		select {
 		case <-ctx.Done():
@@ -75,7 +87,17 @@ func (inv *Inventory) jittered(d time.Duration) time.Duration {
 func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 	lctx, cancel := context.WithTimeout(ctx, st.spec.Timeout)
 	start := inv.now()
-	clusters, err := st.spec.Source.Clusters(lctx)
+	var clusters []sources.Cluster
+	var accounts []string
+	var err error
+	if al, ok := st.spec.Source.(sources.AccountLister); ok {
+		clusters, accounts, err = al.ClustersAndAccounts(lctx)
+		if accounts == nil {
+			accounts = []string{}
+		}
+	} else {
+		clusters, err = st.spec.Source.Clusters(lctx)
+	}
 	cancel()
 	took := inv.now().Sub(start)
 	if ctx.Err() != nil {
@@ -90,7 +112,7 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 	if err != nil {
 		err = fmt.Errorf("source %s: list clusters: %w", st.spec.Name, err)
 	}
-	inv.record(st, clusters, err, start, took)
+	inv.record(st, listing{clusters: clusters, accounts: accounts}, err, start, took)
 	inv.save(ctx)
 	return err
 }

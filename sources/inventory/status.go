@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"slices"
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -47,9 +48,11 @@ func (inv *Inventory) Status() Status {
 	defer inv.mu.Unlock()
 	out := Status{SnapshotVersion: snap.Version, Clusters: len(snap.Clusters), Conflicts: nonNil(snap.Conflicts),
 		Duplicates: nonNil(snap.Duplicates), Unserved: nonNil(snap.Unserved), Kept: nonNil(snap.Kept), Departed: nonNil(snap.Departed)}
-	for i, st := range inv.states {
+	for _, st := range inv.states {
 		s := st.status
-		s.SourceState = snap.Sources[i]
+		if i := slices.IndexFunc(snap.Sources, func(ss SourceState) bool { return ss.Name == st.spec.Name }); i >= 0 {
+			s.SourceState = snap.Sources[i]
+		}
 		out.Sources = append(out.Sources, s)
 	}
 	return out

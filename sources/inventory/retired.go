@@ -1,0 +1,82 @@
+package inventory
+
+// Retired sources: the ledger holds records of a source the configuration
+// no longer has (removed, or renamed: a renamed source is a new source).
+// Its clusters are not forgotten at once, which would delete their
+// Applications: the retired source lists nothing at every interval, so
+// its served clusters go through the departure rule like any cluster that
+// vanished, a mass drop held until acknowledged (or HeldListings with the
+// in-memory ledger). Once its last record is gone, so is the source.
+
+import (
+	"context"
+	"time"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// defaultRetiredInterval is how often a retired source "lists" when no
+// source is configured to give a shorter interval.
+const defaultRetiredInterval = time.Minute
+
+// retiredSource is the listing of a retired source: complete and empty.
+type retiredSource struct{}
+
+func (retiredSource) Clusters(context.Context) ([]sources.Cluster, error) { return nil, nil }
+
+// retire adds a state for the source name that the book has records of and
+// the configuration has not, synced (its clusters are served from the
+// ledger at once) and marked retired. The caller holds inv.mu.
+func (inv *Inventory) retire(name string, provider sources.Provider) *sourceState {
+	every := defaultRetiredInterval
+	for _, st := range inv.states {
+		if !st.retired {
+			every = min(every, st.spec.Interval)
+		}
+	}
+	st := &sourceState{
+		spec:    SourceSpec{Name: name, Provider: provider, Source: retiredSource{}, Interval: every, Timeout: every},
+		retired: true, trigger: make(chan struct{}, 1),
+		life: lifecycle{rule: inv.rule, acked: inv.acked, tracked: map[string]*Record{}},
+	}
+	st.status = SourceStatus{SourceState: SourceState{Name: name, Provider: provider, Synced: true, Retired: true}, Interval: every.String()}
+	inv.states = append(inv.states, st)
+	inv.bySource[name] = st
+	inv.metrics.initSource(name)
+	inv.logger.Warn("the ledger holds clusters of a source that is not configured; they depart as a vanished fleet does (held until acknowledged)",
+		"source", name, "provider", string(provider))
+	return st
+}
+
+// dropRetired removes every retired state, before a book is restored.
+// The caller holds inv.mu.
+func (inv *Inventory) dropRetired() {
+	kept := inv.states[:0]
+	for _, st := range inv.states {
+		if st.retired {
+			st.ended = true
+			delete(inv.bySource, st.spec.Name)
+			continue
+		}
+		kept = append(kept, st)
+	}
+	clear(inv.states[len(kept):])
+	inv.states = kept
+}
+
+// endIfEmpty removes the retired source st once it has no record left:
+// every cluster it had has departed. The caller holds inv.mu.
+func (inv *Inventory) endIfEmpty(st *sourceState) {
+	if !st.retired || len(st.life.tracked) > 0 {
+		return
+	}
+	inv.logger.Info("every cluster of the retired source has departed; forgetting the source", "source", st.spec.Name)
+	i := 0
+	for ; i < len(inv.states) && inv.states[i] != st; i++ {
+	}
+	if i < len(inv.states) {
+		inv.states = append(inv.states[:i], inv.states[i+1:]...)
+	}
+	delete(inv.bySource, st.spec.Name)
+	st.ended = true
+}
