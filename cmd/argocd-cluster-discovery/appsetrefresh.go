@@ -32,8 +32,7 @@ func refreshConfig(cfg *config.Config) appsetrefresh.Config {
 	}
 	if cfg.Secrets.Enabled {
 		out.SecretsNamespace = cfg.Secrets.Namespace
-		out.SecretsSelector = clustersecret.LabelSecretType + "=cluster," + clustersecret.LabelManagedBy + "=" + clustersecret.ManagedByValue +
-			"," + clustersecret.LabelOwner + "=" + cfg.Secrets.OwnerID
+		out.SecretsSelector = clustersecret.OwnedSelector(cfg.Secrets.OwnerID)
 	}
 	return out
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
@@ -33,6 +35,11 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	p.inv.UseLedger(l)
+	if cfg.Secrets.Enabled {
+		// until the ledger holds a source's first listing, a listing that
+		// lacks a mass of the clusters the Secrets we own name is refused
+		p.inv.UseSeed(clustersecret.ServedBefore(kube.client, cfg.Secrets.Namespace, cfg.Secrets.OwnerID))
+	}
 	return feedWithLogger{l, logger.With("component", "ledger")}, nil
 }
 
@@ -106,10 +113,12 @@ func (a answering) Status() inventory.Status {
 	st := a.view.Status()
 	lst := a.leader.Status()
 	for i := range st.Sources {
-		if i >= len(lst.Sources) || lst.Sources[i].LastAttempt.IsZero() {
+		s := &st.Sources[i]
+		j := slices.IndexFunc(lst.Sources, func(l inventory.SourceStatus) bool { return l.Name == s.Name })
+		if j < 0 || lst.Sources[j].LastAttempt.IsZero() {
 			continue // this process has not listed the source: it does not lead
 		}
-		l, s := lst.Sources[i], &st.Sources[i]
+		l := lst.Sources[j]
 		s.LastAttempt, s.LastSuccess, s.LastDuration = l.LastAttempt, l.LastSuccess, l.LastDuration
 		s.Clusters, s.NotReady = l.Clusters, l.NotReady
 	}

@@ -133,6 +133,20 @@ func (f *fakeRancher) Remove(id string) {
 	closeACE(stale)
 }
 
+// ListNothing empties the fleet, as a token that lost its access sees it
+// (200 with no cluster). It returns the clusters it took away, for
+// Change(gone) to bring back, and the count of lists answered before.
+func (f *fakeRancher) ListNothing() ([]rancherCluster, int) {
+	f.mu.Lock()
+	gone := make([]rancherCluster, 0, len(f.clusters))
+	ids := make([]string, 0, len(f.clusters))
+	for id, c := range f.clusters {
+		gone, ids = append(gone, c), append(ids, id)
+	}
+	f.mu.Unlock()
+	return gone, f.Change(nil, ids...)
+}
+
 // Change applies a change to the fleet and returns how many cluster lists
 // were answered before it, atomically: every list counted after that
 // number sees the change.

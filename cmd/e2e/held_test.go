@@ -252,22 +252,29 @@ func restartWithLateSource(t *testing.T) (string, []byte) {
 
 // allAnswers503 checks that every plugin answer, whatever it selects, is a
 // 503 naming late, and that /status shows late not synced.
-func allAnswers503() error {
-	var errs []error
-	for _, in := range []map[string]string{{"tenant": "acme"}, {"tenant": "globex"}, nil, {"source": "rancher"}} {
-		_, err := e.params(in)
-		if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), lateSource) {
-			errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming %s", in, err, lateSource))
+func allAnswers503() error { return answers503(lateSource)() }
+
+// answers503 returns a check that every plugin answer, whatever it
+// selects, is a 503 naming source, and that /status shows source not
+// synced.
+func answers503(source string) func() error {
+	return func() error {
+		var errs []error
+		for _, in := range []map[string]string{{"tenant": "acme"}, {"tenant": "globex"}, nil, {"source": "rancher"}} {
+			_, err := e.params(in)
+			if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), source) {
+				errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming %s", in, err, source))
+			}
 		}
+		st, err := e.status()
+		if err != nil {
+			return err
+		}
+		if a := st[source]; a.Synced {
+			errs = append(errs, fmt.Errorf("%s synced: %+v", source, a))
+		}
+		return errors.Join(errs...)
 	}
-	st, err := e.status()
-	if err != nil {
-		return err
-	}
-	if a := st[lateSource]; a.Synced {
-		errs = append(errs, fmt.Errorf("%s synced: %+v", lateSource, a))
-	}
-	return errors.Join(errs...)
 }
 
 // secretsUnwritten returns a check that nothing was written or deleted:

@@ -32,17 +32,7 @@ const currentPolicy = "upsert-only"
 // comes back, nothing has moved.
 func testHeldDropSurvivesRestarts(t *testing.T) {
 	was := settledFleet(t)
-	e.rancher.mu.Lock()
-	var gone []rancherCluster
-	for _, c := range e.rancher.clusters {
-		gone = append(gone, c)
-	}
-	e.rancher.mu.Unlock()
-	ids := make([]string, len(gone))
-	for i, c := range gone {
-		ids[i] = c.ID
-	}
-	n0 := e.rancher.Change(nil, ids...)
+	gone, n0 := e.rancher.ListNothing()
 	t.Cleanup(func() { e.rancher.Change(gone) })
 	eventually(t, 2*interval+10*time.Second, "/status holds the drop", func() error {
 		st, err := e.status()

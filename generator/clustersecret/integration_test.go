@@ -288,3 +288,22 @@ func TestCountdownFollowsListingsNotResyncs(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.secrets()) == 1 }, 10*time.Second, 10*time.Millisecond, "pruned after 3 listings, long before a resync")
 	assert.Equal(t, []string{sn("stays")}, e.secretNames())
 }
+
+// TestServedBeforeNamesOwnedSecrets: what seeds an empty ledger at an
+// upgrade is the identities of the clusters whose Secrets this owner
+// wrote, per source; another owner's Secrets and another source's are not.
+func TestServedBeforeNamesOwnedSecrets(t *testing.T) {
+	e := newEnv(t)
+	fa, fb := newFleet(t, "one", "two", "three"), newFleet(t, "other")
+	pass(t, newReconciler(t, e, fa, func(c *Config) { c.OwnerID, c.Prefix = "owner-a", "a" }))
+	pass(t, newReconciler(t, e, fb, func(c *Config) { c.OwnerID, c.Prefix = "owner-b", "b" }))
+	seed := ServedBefore(e.admin, e.ns, "owner-a")
+	ids, err := seed(context.Background(), "fleet")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"one", "two", "three"}, ids)
+	ids, err = seed(context.Background(), "elsewhere")
+	require.NoError(t, err)
+	assert.Empty(t, ids)
+	_, err = ServedBefore(e.admin, "no-such-namespace-"+e.ns, "owner-a")(context.Background(), "fleet")
+	require.NoError(t, err, "no Secrets is no error")
+}

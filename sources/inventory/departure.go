@@ -162,5 +162,11 @@ func (l *lifecycle) massDrop(gone []missing, servedBefore int) bool {
 			absent++
 		}
 	}
-	return (absent > 1 || absent == 1 && servedBefore == 1) && float64(absent) > l.rule.MaxFraction*float64(servedBefore)
+	return l.rule.isDrop(absent, servedBefore)
+}
+
+// isDrop reports whether missing clusters of the served ones are a mass
+// drop: more than MaxFraction of them, and more than one or the only one.
+func (d Departure) isDrop(missing, served int) bool {
+	return (missing > 1 || missing == 1 && served == 1) && float64(missing) > d.MaxFraction*float64(served)
 }

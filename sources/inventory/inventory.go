@@ -20,6 +20,7 @@
 package inventory
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -80,6 +81,14 @@ type Options struct {
 	// cluster is seen leaving. Nil releases a held drop after
 	// Departure.HeldListings listings.
 	Acknowledged func(source, id string) bool
+	// Seed, when set, returns the identities (Cluster.Key) of the clusters
+	// of a source that were served before the ledger held any listing of it:
+	// what a version without a ledger left behind, its cluster Secrets.
+	// Until the ledger holds a complete listing of the source, a listing
+	// that lacks a mass of them (Departure.MaxFraction, as a mass drop) is
+	// refused: the source stays unsynced, the answer a 503, until they are
+	// listed again or Seed no longer returns them (see seed.go).
+	Seed func(ctx context.Context, source string) ([]string, error)
 }
 
 // Preference says which source wins when one cluster is listed twice.
@@ -106,6 +115,9 @@ type sourceState struct {
 	// ledger are (retired.go); ended: a retired source forgotten, its loop
 	// returns.
 	retired, ended bool
+	// seeding: the ledger holds no complete listing of the source yet, and
+	// its listings are checked against Options.Seed (seed.go).
+	seeding bool
 }
 
 // Inventory runs the refresh loops and hands out snapshots.
@@ -125,6 +137,7 @@ type Inventory struct {
 	// rule and acked are every lifecycle's, kept for retired sources.
 	rule  Departure
 	acked func(source, id string) bool
+	seed  func(ctx context.Context, source string) ([]string, error)
 	// saveMu makes saves one at a time.
 	saveMu sync.Mutex
 
@@ -173,7 +186,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
-		ledger: opts.Ledger, rule: departure, acked: opts.Acknowledged, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
+		ledger: opts.Ledger, rule: departure, acked: opts.Acknowledged, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -227,6 +240,12 @@ func (inv *Inventory) Followed() bool {
 // UseLedger sets the ledger Run loads and saves (see Options.Ledger). Call
 // it before Run.
 func (inv *Inventory) UseLedger(l Ledger) { inv.ledger = l }
+
+// UseSeed sets what names the clusters served before the ledger (see
+// Options.Seed). Call it before Run.
+func (inv *Inventory) UseSeed(seed func(ctx context.Context, source string) ([]string, error)) {
+	inv.seed = seed
+}
 
 // Snapshot returns the current snapshot. It never returns nil.
 func (inv *Inventory) Snapshot() *Snapshot { return inv.snap.Load() }

@@ -57,6 +57,7 @@ func (inv *Inventory) recordListing(st *sourceState, ls listing, start time.Time
 	st.status.listed(start, clusters, len(st.life.served), byPhase)
 	inv.metrics.observeLifecycle(st.spec.Name, byPhase, len(res.departed), st.life.held)
 	inv.endIfEmpty(st)
+	st.seeding = false
 	return res
 }
 

@@ -109,6 +109,9 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 	if err == nil {
 		clusters, err = prepare(st.spec, clusters, inv.tenants)
 	}
+	if err == nil {
+		err = inv.checkSeed(ctx, st, clusters)
+	}
 	if err != nil {
 		err = fmt.Errorf("source %s: list clusters: %w", st.spec.Name, err)
 	}

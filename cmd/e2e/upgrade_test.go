@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
+)
+
+// testUpgradeFromNoLedger: an upgrade from a version without the ledger,
+// at the worst moment: Rancher's token has just lost its access (Rancher
+// answers 200 with no cluster). The new version starts from an empty
+// ledger (no ClusterProfile, no ledger ConfigMap: all the old version left
+// is its Secrets). Its first listing of rancher lacks every cluster our
+// Secrets name, so it is refused: every answer is a 503 naming rancher,
+// every Application and Secret is kept and no Secret is written. The
+// access comes back: the listing is taken, the answer is a 200 again, and
+// nothing was recreated.
+func testUpgradeFromNoLedger(t *testing.T) {
+	was := settledFleet(t)
+	e.stopService(t)
+	stopped, err := fleetNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropLedger(t)
+	gone, n0 := e.rancher.ListNothing()
+	back := false
+	t.Cleanup(func() {
+		if !back {
+			e.rancher.Change(gone)
+		}
+	})
+	e.startService(t, currentPolicy)
+	t.Run("the first listing lacks every cluster our Secrets name: 503, nothing removed, nothing written", func(t *testing.T) {
+		through(t, "rancher", n0, steadyListings, func() error { return errors.Join(sameFleet(was)(), secretsUnwritten(stopped)()) },
+			answers503("rancher"))
+		st, err := e.status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := st["rancher"]; !strings.Contains(r.LastError, fmt.Sprintf("lacks %d of the %d clusters served before it", len(gone), len(gone))) {
+			t.Errorf("/status rancher: %+v, want the refused listing's reason", r)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	e.rancher.Change(gone)
+	back = true
+	t.Run("access back: 200 again, every Application and Secret as before", func(t *testing.T) {
+		eventually(t, interval+10*time.Second, "the plugin answers 200", func() error {
+			_, err := e.params(map[string]string{"tenant": "acme"})
+			return err
+		})
+		holds(t, 2*interval, "nothing recreated", sameFleet(was))
+		list, err := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS).List(context.Background(),
+			metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=rancher"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != len(gone) {
+			t.Errorf("%d ClusterProfiles of rancher, want %d: the ledger is written from the listing", len(list.Items), len(gone))
+		}
+	})
+}
+
+// dropLedger deletes the ledger of the service's installation (its
+// ClusterProfiles and its ConfigMap), leaving what a version without a
+// ledger leaves: the cluster Secrets.
+func dropLedger(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: clusterprofile.LabelManager + "=" + clusterprofile.Manager + "," + clusterprofile.LabelOwner + "=" + ownerID}
+	if err := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.CoreV1().ConfigMaps(argoNS).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the ledger is gone", func() error {
+		list, err := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS).List(ctx, sel)
+		if err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%d ClusterProfiles left", len(list.Items))
+		}
+		return nil
+	})
+}
