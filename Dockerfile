@@ -8,8 +8,8 @@
 # read-only root file system, port 8080, and its configuration mounted where
 # CMD reads it; deploy/chart_test.go checks that the two stay in step. Build it
 # for the chart with:
-#   docker build --build-arg VERSION=0.1.0 \
-#     -t ghcr.io/argocd-cluster-discovery/argocd-cluster-discovery:0.1.0 .
+#   docker build --build-arg VERSION=0.2.0 \
+#     -t ghcr.io/argocd-cluster-discovery/argocd-cluster-discovery:0.2.0 .
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

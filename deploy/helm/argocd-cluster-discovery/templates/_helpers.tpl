@@ -153,7 +153,7 @@ namespace, the owner id, the ledger). It is the input of the config checksum ann
 {{- if include "acd.kubernetesLedger" . }}
 {{- $_ := set $c "ledger" (dict "kind" "kubernetes" "namespace" .Release.Namespace "configMap" (include "acd.ledgerConfigMapName" .)) }}
 {{- else }}
-{{- $_ := set $c "ledger" (dict "kind" .Values.ledger.kind) }}
+{{- $_ := set $c "ledger" (dict "kind" (.Values.ledger).kind) }}
 {{- end }}
 {{- toYaml $c }}
 {{- end }}
