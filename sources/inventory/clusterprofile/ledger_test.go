@@ -250,4 +250,35 @@ func TestFeedServesOnlyCompleteSaves(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the completed save was never delivered")
 	}
+
+	// status writes change no record: no new book (at 10,000 clusters each
+	// book is a restore of every record on every replica)
+	list, err := c.adminDy.Resource(Resource).Namespace(c.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelSource + "=rancher"})
+	require.NoError(t, err)
+	require.NotEmpty(t, list.Items)
+	name := list.Items[0].GetName()
+	status := []byte(`{"status":{"version":{"kubernetes":"v9.9.9"}}}`)
+	_, err = c.adminDy.Resource(Resource).Namespace(c.ns).Patch(ctx, name, types.MergePatchType, status, metav1.PatchOptions{}, "status")
+	require.NoError(t, err)
+	select {
+	case b := <-books:
+		t.Fatalf("a status change delivered a book of %d records", len(b.Clusters))
+	case <-time.After(2 * time.Second):
+	}
+	// an acknowledgement is in the record's digest: a new book
+	ackPatch := []byte(`{"metadata":{"annotations":{"` + AnnotationAcknowledge + `":"true"}}}`)
+	_, err = c.adminDy.Resource(Resource).Namespace(c.ns).Patch(ctx, name, types.MergePatchType, ackPatch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	select {
+	case b := <-books:
+		acked := 0
+		for _, r := range b.Clusters {
+			if r.Acknowledged {
+				acked++
+			}
+		}
+		assert.Equal(t, 1, acked)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the acknowledgement was never delivered")
+	}
 }
