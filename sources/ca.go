@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"unique"
 )
 
 // ValidatePEM checks that pemData holds at least one certificate and only
@@ -57,10 +58,19 @@ func ValidateCAData(caData string) error {
 // certificate. CAs are compared with ==: two CAs made from the same bundle
 // are equal.
 type CA struct {
-	// v is empty for no CA, else a form byte (caDER, caPEM, caBase64)
-	// followed by the bundle in that form. A string rather than a byte
-	// slice: immutable, comparable, and shared when a CA is copied.
-	v string
+	// h holds, when the CA is not empty, a form byte (caDER, caPEM,
+	// caBase64) followed by the bundle in that form. A handle, not the
+	// string: every CA of one bundle in the process shares one copy (see
+	// interned), and a handle is comparable and as cheap to copy.
+	h unique.Handle[string]
+}
+
+// v is the CA's form byte and bundle, empty for no CA.
+func (ca CA) v() string {
+	if ca.h == (unique.Handle[string]{}) {
+		return ""
+	}
+	return ca.h.Value()
 }
 
 // The forms of a CA.
@@ -107,7 +117,7 @@ func CAFromData(caData string) CA {
 	}
 	raw, err := base64.StdEncoding.DecodeString(caData)
 	if err != nil {
-		return CA{v: string(caBase64) + caData}
+		return interned(string(caBase64) + caData)
 	}
 	return newCA(caData, raw)
 }
@@ -120,13 +130,19 @@ func newCA(caData string, raw []byte) CA {
 		return CA{}
 	}
 	if caData != "" && base64.StdEncoding.EncodeToString(raw) != caData {
-		return CA{v: string(caBase64) + caData}
+		return interned(string(caBase64) + caData)
 	}
 	if der, ok := canonicalDER(raw); ok {
-		return CA{v: string(der)}
+		return interned(string(der))
 	}
-	return CA{v: string(caPEM) + string(raw)}
+	return interned(string(caPEM) + string(raw))
 }
+
+// interned returns the CA of v, sharing its bytes with every other CA of
+// the same bundle in the process: a fleet's CA is held by the leader's
+// listing and by the ledger view every replica answers from (decoded from
+// the informer), and at 10,000 distinct CAs each copy costs ~12 MiB.
+func interned(v string) CA { return CA{h: unique.Make(v)} }
 
 // canonicalDER returns the caDER form of raw when raw is one or more
 // CERTIFICATE blocks exactly as pem.Encode writes them, and nothing else.
@@ -188,16 +204,16 @@ func eachDER(v string, f func(der string)) {
 }
 
 // IsZero reports whether ca is no CA.
-func (ca CA) IsZero() bool { return ca.v == "" }
+func (ca CA) IsZero() bool { return ca.v() == "" }
 
 // PEM returns the PEM bundle, a new slice each call; nil for no CA, or for
 // a CA made by CAFromData from text that is not base64.
 func (ca CA) PEM() []byte {
-	if ca.v == "" {
+	if ca.v() == "" {
 		return nil
 	}
-	body := ca.v[1:]
-	switch ca.v[0] {
+	body := ca.v()[1:]
+	switch ca.v()[0] {
 	case caDER:
 		size := 0
 		eachDER(body, func(der string) { size += pemLen(len(der)) })
@@ -219,11 +235,11 @@ func (ca CA) PEM() []byte {
 // caData in an Argo CD cluster Secret; empty for no CA. It is the text the
 // CA was made from, byte for byte.
 func (ca CA) Data() string {
-	if ca.v == "" {
+	if ca.v() == "" {
 		return ""
 	}
-	if ca.v[0] == caBase64 {
-		return ca.v[1:]
+	if ca.v()[0] == caBase64 {
+		return ca.v()[1:]
 	}
 	return base64.StdEncoding.EncodeToString(ca.PEM())
 }

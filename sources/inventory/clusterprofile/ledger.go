@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,12 +178,17 @@ func decodeSources(cm *corev1.ConfigMap) ([]inventory.SourceRecord, error) {
 	return srcs, nil
 }
 
+// Writers is how many writes a save has in flight. A cold start writes two
+// per cluster; one at a time, the apiserver's latency, not the client's
+// rate limit, would bound it (~20 s for 2,000 clusters).
+const Writers = 16
+
 // Save implements inventory.Ledger: it creates the ClusterProfiles of new
 // records, applies those that changed, deletes those whose record is gone
 // (a confirmed departure), then writes the source records and counts when
 // they changed (only once every object is written: see CountsKey), then
-// the statuses that changed. It goes on past a failed object and returns
-// every error.
+// the statuses that changed. Writes of one step run Writers at a time. It
+// goes on past a failed object and returns every error.
 func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	l.mu.Lock()
 	loaded := l.known != nil
@@ -194,34 +200,9 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var errs []error
-	want := make(map[string]bool, len(b.Clusters))
 	now := l.now()
-	var statuses []*desired
-	for i := range b.Clusters {
-		r := &b.Clusters[i]
-		id := identity(r.Source, r.ID)
-		want[id] = true
-		d, err := l.put(ctx, id, r, now)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if l.known[id].status != sha256.Sum256(d.status) {
-			statuses = append(statuses, d)
-		}
-	}
-	for id, s := range l.known {
-		if want[id] {
-			continue
-		}
-		err := l.profiles().Delete(ctx, s.name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete clusterprofile %s: %w", s.name, err))
-			continue
-		}
-		delete(l.known, id)
-	}
+	want, statuses, errs := l.putAll(ctx, b.Clusters, now)
+	errs = append(errs, l.deleteAllBut(ctx, want)...)
 	if len(errs) > 0 {
 		// the counts are written only once every object is: until then a
 		// reader keeps the last complete save
@@ -232,18 +213,113 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	}
 	// the status is for other readers (conditions, the access provider);
 	// the record is the ledger: the answer does not wait for the status
-	for _, d := range statuses {
-		if err := l.putStatus(ctx, d); err != nil {
-			errs = append(errs, err)
+	return errors.Join(forEach(len(statuses), func(i int) error {
+		r := statuses[i]
+		s := l.known[identity(r.Source, r.ID)]
+		d, err := desiredObject(&l.opts, s.name, r, s.conds, now)
+		if err != nil {
+			return err
+		}
+		return l.putStatus(ctx, s, d)
+	})...)
+}
+
+// putAll puts the object of every record (see put) and returns the
+// identities of the records, those whose status must be written, and the
+// errors. It keeps what each put leaves (the object now known, whether its
+// status is due), not the objects: at 10,000 clusters they would hold ~90
+// MiB of JSON until the statuses are written. The caller holds l.mu.
+func (l *Ledger) putAll(ctx context.Context, records []inventory.Record, now time.Time) (map[string]bool, []*inventory.Record, []error) {
+	type result struct {
+		s                  *stored
+		created, statusDue bool
+	}
+	results := make([]result, len(records))
+	errs := forEach(len(records), func(i int) error {
+		r := &records[i]
+		s := l.known[identity(r.Source, r.ID)]
+		d, created, err := l.put(ctx, s, r, now)
+		if err != nil {
+			return err
+		}
+		if created != nil {
+			s = created
+		}
+		results[i] = result{s: s, created: created != nil, statusDue: s.status != sha256.Sum256(d.status)}
+		return nil
+	})
+	want := make(map[string]bool, len(records))
+	var statuses []*inventory.Record
+	for i := range records {
+		r, res := &records[i], results[i]
+		want[identity(r.Source, r.ID)] = true
+		switch {
+		case res.s == nil: // failed
+			continue
+		case res.created:
+			l.known[identity(r.Source, r.ID)] = res.s
+		}
+		if res.statusDue {
+			statuses = append(statuses, r)
 		}
 	}
-	return errors.Join(errs...)
+	return want, statuses, errs
+}
+
+// deleteAllBut deletes the known objects whose identity is not in want:
+// confirmed departures. The caller holds l.mu.
+func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool) []error {
+	var gone []string
+	for id := range l.known {
+		if !want[id] {
+			gone = append(gone, id)
+		}
+	}
+	deleted := make([]bool, len(gone))
+	errs := forEach(len(gone), func(i int) error {
+		name := l.known[gone[i]].name
+		if err := l.profiles().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete clusterprofile %s: %w", name, err)
+		}
+		deleted[i] = true
+		return nil
+	})
+	for i, id := range gone {
+		if deleted[i] {
+			delete(l.known, id)
+		}
+	}
+	return errs
+}
+
+// forEach runs fn for 0 … n-1, Writers at a time, and returns the errors.
+// Each call must touch only what belongs to its index.
+func forEach(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	var g errgroup.Group
+	g.SetLimit(Writers)
+	for i := range n {
+		g.Go(func() error {
+			errs[i] = fn(i)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 // put writes the ClusterProfile of r, but for its status, if it is new or
-// changed, and returns what r's object should be.
-func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now time.Time) (*desired, error) {
-	s := l.known[id]
+// changed, and returns what r's object should be. s is what is known of
+// it (nil: nothing, so it is created, and put returns what is now known);
+// put updates s, and nothing else of the ledger, so that puts of other
+// records may run alongside.
+func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now time.Time) (*desired, *stored, error) {
 	name := objectName(l.opts.OwnerID, r)
 	var prev map[string]condition
 	if s != nil {
@@ -251,30 +327,32 @@ func (l *Ledger) put(ctx context.Context, id string, r *inventory.Record, now ti
 	}
 	d, err := desiredObject(&l.opts, name, r, prev, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d.name = name
+	var created *stored
 	if s == nil {
 		// create, never apply, an object we do not know: a name taken by
 		// an object that is not ours fails instead of being taken over
 		if _, err := l.profiles().Create(ctx, d.object, metav1.CreateOptions{FieldManager: Manager}); err != nil {
-			return nil, fmt.Errorf("create clusterprofile %s: %w", name, err)
+			return nil, nil, fmt.Errorf("create clusterprofile %s: %w", name, err)
 		}
-		s = &stored{name: name, meta: sha256.Sum256(d.meta)} // just created: the object is as desired
-		l.known[id] = s
+		created = &stored{name: name, meta: sha256.Sum256(d.meta)} // just created: the object is as desired
+		s = created
 	}
 	if s.meta != sha256.Sum256(d.meta) {
 		if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, d.meta, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}); err != nil {
-			return nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
+			return nil, nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
 		}
 		s.meta = sha256.Sum256(d.meta)
 	}
-	return d, nil
+	return d, created, nil
 }
 
-// putStatus applies the status of d's object and remembers it.
-func (l *Ledger) putStatus(ctx context.Context, d *desired) error {
-	s, name := l.known[d.id], d.name
+// putStatus applies the status of d's object and remembers it in s, what
+// is known of the object.
+func (l *Ledger) putStatus(ctx context.Context, s *stored, d *desired) error {
+	name := s.name
 	body, err := json.Marshal(map[string]any{"apiVersion": Resource.GroupVersion().String(), "kind": "ClusterProfile",
 		"metadata": map[string]any{"name": name, "namespace": l.opts.Namespace}, "status": json.RawMessage(d.status)})
 	if err != nil {
