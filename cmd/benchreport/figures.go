@@ -45,6 +45,7 @@ type loadRun struct {
 		Goroutines int     `json:"goroutines"`
 		RSS        float64 `json:"rssBytes"`
 	}
+	ReadyAfter      int64   `json:"readyAfterNs"`
 	PeakRSS         float64 `json:"peakRSSBytes"`
 	StartupPeakRSS  float64 `json:"startupPeakRSSBytes"`
 	LogLines        int     `json:"logLines"`
@@ -141,6 +142,9 @@ func syncRows(sync map[int]*loadRun, o options) []row {
 		}
 		took := time.Duration(r.Sync.ColdSync)
 		rows = append(rows, row{cold, fmt.Sprintf("%.1f s", took.Seconds()), fmt.Sprintf("≤ %s", limit), judge(took <= limit)})
+		ledger := fmt.Sprintf("cold start, shipped binary, %s clusters: ClusterProfile ledger complete, answer ready and verified", thousands(n))
+		ready := time.Duration(r.ReadyAfter)
+		rows = append(rows, row{ledger, fmt.Sprintf("%.1f s", ready.Seconds()), fmt.Sprintf("≤ %s", limit), judge(ready > 0 && ready <= limit)})
 		if r.Sync.SteadyPasses < steadyPasses {
 			rows = append(rows, notMeasured(steadyFig, steadyTarget, fmt.Sprintf("%d passes counted", r.Sync.SteadyPasses)))
 			continue
@@ -196,7 +200,18 @@ func sourceRows(lines []benchLine) []row {
 		rows = append(rows, row{rancherFig, fmt.Sprintf("%g requests", reqs),
 			fmt.Sprintf("≤ %g (a page of 1,000 each + cacerts)", want), judge(reqs <= want)})
 	}
-	return rows
+	return append(rows, replicaRows()...)
+}
+
+// replicaRows are the figures of a second replica, which loadgen does not
+// run yet: not measured, so the report says so and fails.
+func replicaRows() []row {
+	const why = "loadgen runs one replica"
+	return []row{
+		notMeasured("RSS at 10,000 clusters, a follower replica at rest", "≤ 60 MiB", why),
+		notMeasured("getparams on a follower vs pre-encoded bytes", "≤ 1.2x", why),
+		notMeasured("answer difference between two replicas after a change", "≤ 2 s (watch latency)", why),
+	}
 }
 
 // loadRows are the built binary under load, with the configuration's
@@ -204,7 +219,7 @@ func sourceRows(lines []benchLine) []row {
 func loadRows(load map[int]*loadRun, o options) []row {
 	var rows []row
 	n := thousands(o.loadClusters)
-	rssIdle := "RSS at " + n + " clusters, distinct CA each, Secrets and refresh trigger on, at rest"
+	rssIdle := "RSS at " + n + " clusters, distinct CA each, Secrets, refresh trigger and ClusterProfile ledger on (the leader), at rest"
 	rssStart := "RSS at " + n + " clusters, start-up peak (first listing, cold sync) vs at rest"
 	rssPeak := fmt.Sprintf("RSS at %s clusters, peak under %d connections for %s", n, o.loadConns, o.loadDuration)
 	loadFig := fmt.Sprintf("load at %s clusters (%d connections, %s): errors, goroutine growth", n, o.loadConns, o.loadDuration)

@@ -114,8 +114,8 @@ func (k *kubeEnv) stop() {
 }
 
 // requestCounts reads the apiserver's own count of the requests it served
-// (apiserver_request_total) for Secrets and ApplicationSets, by "VERB
-// resource". Counted on the server's side, so it includes every client:
+// (apiserver_request_total) for Secrets, ApplicationSets, ClusterProfiles
+// and ConfigMaps (the ledger), by "VERB resource". Counted on the server's side, so it includes every client:
 // during a steady-state window the service is the only one writing or
 // listing (loadgen's own watch is one WATCH, counted when it ends).
 func (k *kubeEnv) requestCounts(ctx context.Context) (map[string]float64, error) {
@@ -139,7 +139,7 @@ func (k *kubeEnv) requestCounts(ctx context.Context) (map[string]float64, error)
 			labels[l.GetName()] = l.GetValue()
 		}
 		switch labels["resource"] {
-		case "secrets", "applicationsets":
+		case "secrets", "applicationsets", "clusterprofiles", "configmaps":
 			out[labels["verb"]+" "+labels["resource"]] += m.GetCounter().GetValue()
 		}
 	}

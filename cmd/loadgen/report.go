@@ -48,7 +48,8 @@ type syncResult struct {
 	ColdSync time.Duration `json:"coldSyncNs"`
 	// SteadyPasses reconcile passes with nothing to change made the
 	// SteadyRequests, counted by the apiserver (apiserver_request_total,
-	// "VERB resource", Secrets and ApplicationSets, non-zero only).
+	// "VERB resource", Secrets, ApplicationSets and the ledger's
+	// ClusterProfiles and ConfigMaps, non-zero only).
 	SteadyPasses   int                `json:"steadyPasses"`
 	SteadyRequests map[string]float64 `json:"steadyRequests"`
 	SteadyWindow   time.Duration      `json:"steadyWindowNs"`
