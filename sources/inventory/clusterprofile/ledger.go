@@ -292,6 +292,17 @@ func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool) []error
 	return errs
 }
 
+// ours reports whether the ClusterProfile name is this installation's
+// object of r: our owner label, and a record of r's identity.
+func (l *Ledger) ours(ctx context.Context, name string, r *inventory.Record) bool {
+	obj, err := l.profiles().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || obj.GetLabels()[LabelOwner] != l.opts.OwnerID || obj.GetLabels()[LabelManager] != Manager {
+		return false
+	}
+	have, err := recordOf(obj)
+	return err == nil && have.Source == r.Source && have.ID == r.ID
+}
+
 // forEach runs fn for 0 … n-1, Writers at a time, and returns the errors.
 // Each call must touch only what belongs to its index.
 func forEach(n int, fn func(i int) error) []error {
@@ -334,10 +345,17 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 	if s == nil {
 		// create, never apply, an object we do not know: a name taken by
 		// an object that is not ours fails instead of being taken over
-		if _, err := l.profiles().Create(ctx, d.object, metav1.CreateOptions{FieldManager: Manager}); err != nil {
+		_, err := l.profiles().Create(ctx, d.object, metav1.CreateOptions{FieldManager: Manager})
+		switch {
+		case err == nil:
+			created = &stored{name: name, meta: sha256.Sum256(d.meta)} // just created: the object is as desired
+		case apierrors.IsAlreadyExists(err) && l.ours(ctx, name, r):
+			// a create that timed out on our side but was made: adopt it,
+			// and apply what it should hold
+			created = &stored{name: name}
+		default:
 			return nil, nil, fmt.Errorf("create clusterprofile %s: %w", name, err)
 		}
-		created = &stored{name: name, meta: sha256.Sum256(d.meta)} // just created: the object is as desired
 		s = created
 	}
 	if s.meta != sha256.Sum256(d.meta) {
@@ -394,7 +412,10 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 		Data: map[string]string{SourcesKey: string(rawSources), CountsKey: string(rawCounts)}}
 	if l.sources == nil {
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: Manager})
-	} else {
+	}
+	// not created by us (a create that timed out, or another term's):
+	// patched if ours
+	if l.sources != nil || apierrors.IsAlreadyExists(err) {
 		var cur *corev1.ConfigMap
 		cur, err = cms.Get(ctx, l.opts.ConfigMap, metav1.GetOptions{})
 		if err == nil {

@@ -282,3 +282,23 @@ func TestFeedServesOnlyCompleteSaves(t *testing.T) {
 		t.Fatal("the acknowledgement was never delivered")
 	}
 }
+
+// TestCreateThatTimedOutIsAdopted: a create the apiserver made but whose
+// answer the leader never got (a timeout under load) leaves our object
+// under the name the next save creates: the save adopts it instead of
+// failing at every listing, and a complete book follows.
+func TestCreateThatTimedOutIsAdopted(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	unaware := c.ledger(t, "owner-1")
+	_, err := unaware.Load(ctx) // knows of no object
+	require.NoError(t, err)
+	book := ledgertest.Fleet(2)
+	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, book), "the creates were made")
+	book.Clusters[0].Missed = 1
+	require.NoError(t, unaware.Save(ctx, book), "the objects are adopted, and updated")
+	loaded, err := c.ledger(t, "owner-1").Load(ctx)
+	require.NoError(t, err)
+	require.Len(t, loaded.Clusters, len(book.Clusters))
+	assert.Equal(t, 1, loaded.Clusters[0].Missed)
+}
