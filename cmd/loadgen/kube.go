@@ -43,6 +43,7 @@ var applicationSets = schema.GroupVersionResource{Group: "argoproj.io", Version:
 type kubeEnv struct {
 	env        *envtest.Environment
 	kube       kubernetes.Interface
+	dyn        dynamic.Interface
 	kubeconfig string
 }
 
@@ -75,10 +76,10 @@ func startKube(ctx context.Context, assets, dir string) (*kubeEnv, error) {
 	if k.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return fail(err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
+	if k.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return fail(err)
 	}
+	dyn := k.dyn
 	if _, err := k.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}, metav1.CreateOptions{}); err != nil {
 		return fail(fmt.Errorf("create namespace %s: %w", argoNS, err))
 	}
@@ -146,41 +147,34 @@ func (k *kubeEnv) requestCounts(ctx context.Context) (map[string]float64, error)
 	return out, nil
 }
 
-// secretWatch records when each cluster Secret of Argo CD's namespace was
-// first seen, from a watch opened before the service starts.
-type secretWatch struct {
+// seenWatch records when each object of a watch opened before the
+// service starts was first seen in the state it waits for.
+type seenWatch struct {
 	mu    sync.Mutex
+	what  string
 	first map[string]time.Time
 	last  time.Time
 	w     *watchtools.RetryWatcher
 }
 
-func (k *kubeEnv) watchSecrets(ctx context.Context) (*secretWatch, error) {
-	secrets := k.kube.CoreV1().Secrets(argoNS)
-	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: clusterSecretLabel})
+// watchSeen watches what lw lists from resourceVersion rv and records,
+// for each object, when seen first reports it (by name).
+func watchSeen(ctx context.Context, what, rv string, lw cache.WatcherWithContext, seen func(watch.Event) (string, bool)) (*seenWatch, error) {
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
 	if err != nil {
-		return nil, fmt.Errorf("list cluster Secrets: %w", err)
+		return nil, fmt.Errorf("watch %s: %w", what, err)
 	}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = clusterSecretLabel
-			return secrets.Watch(ctx, o)
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch cluster Secrets: %w", err)
-	}
-	sw := &secretWatch{first: map[string]time.Time{}, w: rw}
+	sw := &seenWatch{what: what, first: map[string]time.Time{}, w: rw}
 	go func() {
 		for ev := range rw.ResultChan() {
-			s, ok := ev.Object.(*corev1.Secret)
-			if !ok || ev.Type != watch.Added {
+			name, ok := seen(ev)
+			if !ok {
 				continue
 			}
 			now := time.Now()
 			sw.mu.Lock()
-			if _, seen := sw.first[s.Name]; !seen {
-				sw.first[s.Name], sw.last = now, now
+			if _, done := sw.first[name]; !done {
+				sw.first[name], sw.last = now, now
 			}
 			sw.mu.Unlock()
 		}
@@ -188,8 +182,52 @@ func (k *kubeEnv) watchSecrets(ctx context.Context) (*secretWatch, error) {
 	return sw, nil
 }
 
-// waitFor returns the time the n-th Secret was seen, once n have been.
-func (sw *secretWatch) waitFor(n int, timeout time.Duration, exited <-chan struct{}) (time.Time, error) {
+// watchSecrets records when each cluster Secret was first seen.
+func (k *kubeEnv) watchSecrets(ctx context.Context) (*seenWatch, error) {
+	secrets := k.kube.CoreV1().Secrets(argoNS)
+	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: clusterSecretLabel})
+	if err != nil {
+		return nil, fmt.Errorf("list cluster Secrets: %w", err)
+	}
+	return watchSeen(ctx, "cluster Secrets", list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = clusterSecretLabel
+			return secrets.Watch(ctx, o)
+		},
+	}, func(ev watch.Event) (string, bool) {
+		s, ok := ev.Object.(*corev1.Secret)
+		return s.GetName(), ok && ev.Type == watch.Added
+	})
+}
+
+// clusterProfiles is the resource of the service's ledger.
+var clusterProfiles = schema.GroupVersionResource{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "clusterprofiles"}
+
+// watchLedger records when each ClusterProfile was first seen with its
+// status written (conditions): the ledger is written in full once every
+// cluster's is.
+func (k *kubeEnv) watchLedger(ctx context.Context) (*seenWatch, error) {
+	profiles := k.dyn.Resource(clusterProfiles).Namespace(argoNS)
+	list, err := profiles.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list clusterprofiles: %w", err)
+	}
+	return watchSeen(ctx, "ClusterProfiles with a status", list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return profiles.Watch(ctx, o)
+		},
+	}, func(ev watch.Event) (string, bool) {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || ev.Type == watch.Deleted {
+			return "", false
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		return u.GetName(), len(conds) > 0
+	})
+}
+
+// waitFor returns the time the n-th object was seen, once n have been.
+func (sw *seenWatch) waitFor(n int, timeout time.Duration, exited <-chan struct{}) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		sw.mu.Lock()
@@ -199,17 +237,17 @@ func (sw *secretWatch) waitFor(n int, timeout time.Duration, exited <-chan struc
 			return last, nil
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("%d of %d cluster Secrets after %s", got, n, timeout)
+			return time.Time{}, fmt.Errorf("%d of %d %s after %s", got, n, sw.what, timeout)
 		}
 		select {
 		case <-exited:
-			return time.Time{}, fmt.Errorf("the service exited with %d of %d cluster Secrets written", got, n)
+			return time.Time{}, fmt.Errorf("the service exited with %d of %d %s", got, n, sw.what)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
-func (sw *secretWatch) stop() { sw.w.Stop() }
+func (sw *seenWatch) stop() { sw.w.Stop() }
 
 // kubeConfigSection is the service configuration's secrets,
 // applicationSetRefresh and ledger sections, as the chart deploys them:

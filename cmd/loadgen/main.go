@@ -178,9 +178,9 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 		return nil, err
 	}
 	var (
-		kube  *kubeEnv
-		sw    *secretWatch
-		extra string
+		kube   *kubeEnv
+		sw, lw *seenWatch
+		extra  string
 	)
 	if o.secrets {
 		fmt.Fprintf(log, "loadgen: %d clusters: starting kube-apiserver and etcd\n", n)
@@ -192,6 +192,10 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 			return nil, err
 		}
 		defer sw.stop()
+		if lw, err = kube.watchLedger(ctx); err != nil {
+			return nil, err
+		}
+		defer lw.stop()
 		extra = kubeConfigSection(kube.kubeconfig, o.resync)
 	}
 	cfg, err := writeService(dir, cs, addr, token, o.distinctCA, extra)
@@ -215,7 +219,7 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	}
 	r := &result{Clusters: n, Connections: o.conns, Duration: o.duration, ReadyAfter: time.Since(started)}
 	if o.secrets {
-		if r.Sync, err = waitColdSync(o, n, sw, svc, started, log); err != nil {
+		if r.Sync, err = waitColdSync(o, n, sw, lw, svc, started, log); err != nil {
 			return nil, err
 		}
 	}
@@ -247,15 +251,21 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	return r, nil
 }
 
-// waitColdSync waits for the service's n Secrets, seen by sw, and returns
-// the cold sync's figures: from started to the last of them.
-func waitColdSync(o options, n int, sw *secretWatch, svc *service, started time.Time, log io.Writer) (*syncResult, error) {
+// waitColdSync waits for the service's n Secrets, seen by sw, and its n
+// ClusterProfiles with their status, seen by lw, and returns the cold
+// sync's figures: from started to the last of each.
+func waitColdSync(o options, n int, sw, lw *seenWatch, svc *service, started time.Time, log io.Writer) (*syncResult, error) {
 	last, err := sw.waitFor(n, o.syncTimeout, svc.exited())
 	if err != nil {
 		return nil, fmt.Errorf("cold sync: %w; log:\n%s", err, svc.logTail())
 	}
 	sr := &syncResult{Secrets: n, ColdSync: last.Sub(started)}
 	fmt.Fprintf(log, "loadgen: %d clusters: %d Secrets written %s after the start\n", n, n, sr.ColdSync.Round(time.Millisecond))
+	if last, err = lw.waitFor(n, o.syncTimeout, svc.exited()); err != nil {
+		return nil, fmt.Errorf("ledger: %w; log:\n%s", err, svc.logTail())
+	}
+	sr.Ledger = last.Sub(started)
+	fmt.Fprintf(log, "loadgen: %d clusters: %d ClusterProfiles written with their status %s after the start\n", n, n, sr.Ledger.Round(time.Millisecond))
 	return sr, nil
 }
 

@@ -46,6 +46,9 @@ type syncResult struct {
 	// ColdSync is from the service's start to the last of its Secrets
 	// seen by a watch opened before it started.
 	ColdSync time.Duration `json:"coldSyncNs"`
+	// Ledger is from the service's start to the last of its
+	// ClusterProfiles seen with its status (the ledger written in full).
+	Ledger time.Duration `json:"ledgerNs"`
 	// SteadyPasses reconcile passes with nothing to change made the
 	// SteadyRequests, counted by the apiserver (apiserver_request_total,
 	// "VERB resource", Secrets, ApplicationSets and the ledger's
@@ -90,6 +93,7 @@ func report(w io.Writer, r *result) {
 	if sr := r.Sync; sr != nil {
 		fmt.Fprintf(w, "\n== %d clusters, cluster Secrets on a real kube-apiserver\n", r.Clusters)
 		fmt.Fprintf(w, "  cold sync     %d Secrets in %s from the start\n", sr.Secrets, sr.ColdSync.Round(time.Millisecond))
+		fmt.Fprintf(w, "  ledger        %d ClusterProfiles with their status in %s from the start\n", sr.Secrets, sr.Ledger.Round(time.Millisecond))
 		if sr.SteadyPasses > 0 {
 			fmt.Fprintf(w, "  steady state  %d passes in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
 		}
