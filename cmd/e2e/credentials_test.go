@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,6 +30,7 @@ type credService struct {
 	// shared is a second Rancher, listed with clusterTokens shared: its
 	// Secrets carry the listing token
 	shared *fakeRancher
+	addr   string // the API's
 	dir    string
 	config string
 	proc   *proc
@@ -72,7 +74,7 @@ func newCredService(t *testing.T) *credService {
 		ObjectMeta: metav1.ObjectMeta{Name: "aro-token"}, StringData: map[string]string{"token": fx.token}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := &credService{t: t, rancher: f, shared: shared, dir: t.TempDir()}
+	s := &credService{t: t, rancher: f, shared: shared, addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir()}
 	s.config = filepath.Join(s.dir, "config.yaml")
 	files := map[string]string{"token": pluginToken + "\n", "rancher-token": rancherTok + "\n", "config.yaml": fmt.Sprintf(`log: {level: debug}
 server: {listen: "127.0.0.1:%d", tokens: [{file: token}], shutdownTimeout: 2s}
@@ -81,7 +83,8 @@ departure: {afterListings: 2, gracePeriod: 0s, maxFraction: 1, heldListings: 2}
 sources:
   - name: creds
     provider: rancher
-    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, ace: auto, clusterTokens: perCluster, tokenTTL: 1h}
+    # the fake's authorized cluster endpoints listen on the loopback: allowed by name, not by a wildcard
+    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, ace: auto, aceAllowedHosts: [127.0.0.1], clusterTokens: perCluster, tokenTTL: 1h}
   - name: shared
     provider: rancher
     rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, namePrefix: shared-}
@@ -213,6 +216,61 @@ func TestRancherCredentialsConnect(t *testing.T) {
 	t.Run("a confirmed departure revokes the token", func(t *testing.T) { checkDeparture(t, s) })
 
 	t.Run("a short-lived token is renewed before it expires", func(t *testing.T) { checkRenewal(t, s) })
+
+	t.Run("a cluster's owner cannot send its token elsewhere", func(t *testing.T) { checkOwnersCannotRedirect(t, s) })
+}
+
+// checkOwnersCannotRedirect: a cluster's owner enables its authorized
+// cluster endpoint in Rancher with a host of their choosing, and sets the
+// ace label. On the ace auto source (which allows only the fake's loopback
+// endpoints) that cluster is not ready: no Secret, and no token minted for
+// it. On the proxy source the label ace=true is ignored: the Secret points
+// at Rancher's proxy with the listing token.
+func checkOwnersCannotRedirect(t *testing.T, s *credService) {
+	t.Helper()
+	const attacker = "attacker.example.net"
+	label := map[string]string{"argocd-cluster-discovery.io/ace": "true"}
+	s.rancher.Set(rancherCluster{ID: "c-evil1", Name: "evil", State: "active", ACEFQDN: attacker, Labels: label})
+	s.shared.Set(rancherCluster{ID: "c-evil2", Name: "evil2", State: "active", ACEFQDN: attacker, Labels: label})
+	var evil2 corev1.Secret
+	poll(t, 30*time.Second, "the proxy source's Secret for the labelled cluster", func() error {
+		secrets, err := s.secrets()
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if evil2, ok = secrets["c-evil2"]; !ok {
+			return errors.New("no Secret for c-evil2 yet")
+		}
+		return nil
+	}, func() string { return s.proc.tail(40) })
+	if srv := string(evil2.Data["server"]); srv != s.shared.Server("c-evil2") || bearerToken(&evil2) != rancherTok {
+		t.Errorf("the proxy source's Secret: server %s (want %s), the listing token: %v", srv, s.shared.Server("c-evil2"), bearerToken(&evil2) == rancherTok)
+	}
+	time.Sleep(3 * time.Second) // three listings of the ace source
+	secrets, err := s.secrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec, ok := secrets["c-evil1"]; ok {
+		t.Errorf("a Secret for the cluster whose endpoint is at %s: server %s", attacker, sec.Data["server"])
+	}
+	if n := s.rancher.LiveTokensByCluster()["c-evil1"]; n != 0 || s.rancher.TokensCreatedFor("c-evil1") != 0 {
+		t.Errorf("tokens minted for the cluster whose endpoint is at %s: %d live", attacker, n)
+	}
+	doc, err := statusDocAt(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := ""
+	for _, u := range doc.Unserved {
+		if u.ID == "c-evil1" {
+			why = u.Reason
+		}
+	}
+	if !strings.Contains(why, attacker+" is not in aceAllowedHosts") {
+		t.Errorf("/status unserved c-evil1: %q, want the reason", why)
+	}
 }
 
 // checkNegatives is a step of TestRancherCredentialsConnect.

@@ -223,6 +223,9 @@ func closeACE(aces []*aceEndpoint) {
 // cluster, else disabled. Called with f.mu held.
 func (f *fakeRancher) renderACE(obj map[string]any, c rancherCluster) error {
 	lcae := map[string]any{"enabled": false, "type": "/v3/schemas/localClusterAuthEndpoint"}
+	if c.ACEFQDN != "" {
+		lcae = map[string]any{"enabled": true, "fqdn": c.ACEFQDN, "type": "/v3/schemas/localClusterAuthEndpoint"}
+	}
 	if c.ACE {
 		a, err := f.aceFor(c.ID)
 		if err != nil {

@@ -40,6 +40,10 @@ type rancherCluster struct {
 	// listener (see ACE), shown in localClusterAuthEndpoint. Without it
 	// the endpoint is shown disabled.
 	ACE bool
+	// ACEFQDN, when set, is an authorized cluster endpoint its owner
+	// enabled with this fqdn (and no listener behind it): what the owner of
+	// a cluster can write in Rancher.
+	ACEFQDN string
 	// Disconnected is a cluster whose agent is not connected: the proxy
 	// answers 500 "cluster agent disconnected" after a short wait. Its
 	// authorized cluster endpoint, which bypasses the agent, still serves.

@@ -40,6 +40,8 @@ type tokenState struct {
 	tokens           map[string]*fakeToken // by name; deleted ones are gone
 	skew             time.Duration         // AdvanceClock
 	created, deleted int                   // through the API
+	// createdFor counts the tokens created through the API, per clusterId
+	createdFor map[string]int
 	// maxTTL is Rancher's auth-token-max-ttl-minutes setting: a created
 	// token's ttl is cut to it (0: no limit).
 	maxTTL time.Duration
@@ -108,6 +110,14 @@ func (f *fakeRancher) TokensCreated() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.created
+}
+
+// TokensCreatedFor counts the tokens created through POST /v3/tokens
+// scoped to cluster, deleted ones included.
+func (f *fakeRancher) TokensCreatedFor(cluster string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.createdFor[cluster]
 }
 
 // TokensDeleted counts the tokens deleted through DELETE /v3/tokens/<name>.
@@ -229,6 +239,10 @@ func (f *fakeRancher) createToken(w http.ResponseWriter, r *http.Request) {
 	}
 	t := f.newToken(in.ClusterID, in.Description, ttl)
 	f.created++
+	if f.createdFor == nil {
+		f.createdFor = map[string]int{}
+	}
+	f.createdFor[in.ClusterID]++
 	obj := f.renderToken(t)
 	obj["token"] = t.Name + ":" + t.Secret
 	b, _ := json.Marshal(obj)

@@ -32,7 +32,7 @@ type statusDoc struct {
 		KeptSource string   `json:"keptSource"`
 	} `json:"conflicts"`
 	Unserved []struct {
-		Name, Source, ID, Phase, State string
+		Name, Source, ID, Phase, State, Reason string
 	} `json:"unserved"`
 	Departed []struct {
 		Name, Source, ID string
@@ -57,8 +57,11 @@ type statusDoc struct {
 }
 
 // statusDoc reads our service's /status.
-func (x *env) statusDoc() (*statusDoc, error) {
-	resp, err := http.Get("http://" + x.apiAddr + "/status")
+func (x *env) statusDoc() (*statusDoc, error) { return statusDocAt(x.apiAddr) }
+
+// statusDocAt reads /status of the service whose API listens at addr.
+func statusDocAt(addr string) (*statusDoc, error) {
+	resp, err := http.Get("http://" + addr + "/status")
 	if err != nil {
 		return nil, err
 	}

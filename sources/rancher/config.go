@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -113,8 +114,19 @@ type Config struct {
 	// caCerts); see ACEPolicy. Default false, the proxy.
 	ACE ACEPolicy `json:"ace,omitempty"`
 	// ACELabel is the cluster label that sets ACE for one cluster ("true",
-	// "false" or "auto"). Default argocd-cluster-discovery.io/ace.
+	// "false" or "auto"). Default argocd-cluster-discovery.io/ace. The
+	// label is the cluster owner's: it narrows, never widens. "false"
+	// always sends the cluster through the proxy; "true" and "auto" count
+	// only where ACE (the key above) is true or auto.
 	ACELabel string `json:"aceLabel,omitempty"`
+	// ACEAllowedHosts are the hosts an authorized cluster endpoint may
+	// name: a host name, or *.<domain> for any name under it. The fqdn is
+	// the cluster owner's to set, and Argo CD sends the cluster's token
+	// there: required when ACE is true or auto. An fqdn that matches none
+	// (or carries a path, user info or a query, or names an in-cluster
+	// host, a loopback, link-local or unspecified address, or Rancher
+	// itself) makes the cluster not ready.
+	ACEAllowedHosts []string `json:"aceAllowedHosts,omitempty"`
 	// ClusterTokens is shared (default: every cluster uses Token) or
 	// perCluster (each cluster gets a Rancher token scoped to it). A cluster
 	// served through its authorized cluster endpoint always gets its own
@@ -298,6 +310,11 @@ func (c *Config) Validate(path *field.Path) field.ErrorList {
 	if !c.ACE.Valid() {
 		errs = append(errs, field.NotSupported(path.Child("ace"), string(c.ACE), aceValues))
 	}
+	errs = append(errs, validateAllowedHosts(path.Child("aceAllowedHosts"), c.ACEAllowedHosts)...)
+	if c.ACE.Valid() && c.ACE != ACEOff && len(c.ACEAllowedHosts) == 0 {
+		errs = append(errs, field.Required(path.Child("aceAllowedHosts"),
+			"ace "+string(c.ACE)+" sends each cluster's token to the fqdn its owner sets in Rancher: name the hosts it may be (e.g. \"*.k8s.example.com\")"))
+	}
 	if c.ClusterTokens != ClusterTokensShared && c.ClusterTokens != ClusterTokensPerCluster {
 		errs = append(errs, field.NotSupported(path.Child("clusterTokens"), c.ClusterTokens,
 			[]string{ClusterTokensShared, ClusterTokensPerCluster}))
@@ -366,4 +383,20 @@ func parseRegex(s string) (*regexp.Regexp, error) {
 		return nil, nil
 	}
 	return regexp.Compile(s)
+}
+
+// validateAllowedHosts checks aceAllowedHosts: each a host name or an IP
+// address, or *.<domain> with a domain of two labels at least.
+func validateAllowedHosts(path *field.Path, hosts []string) field.ErrorList {
+	var errs field.ErrorList
+	for i, h := range hosts {
+		name := strings.ToLower(strings.TrimSuffix(h, "."))
+		domain, wild := strings.CutPrefix(name, "*.")
+		switch {
+		case !wild && net.ParseIP(name) != nil:
+		case len(validation.IsDNS1123Subdomain(domain)) > 0, wild && !strings.Contains(domain, "."):
+			errs = append(errs, field.Invalid(path.Index(i), h, "not a host name or address, or *.<domain> (a domain of two labels at least)"))
+		}
+	}
+	return errs
 }

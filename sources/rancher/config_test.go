@@ -40,6 +40,7 @@ labelSelector: env in (prod,staging)
 excludeNameRegex: ^tmp-
 dropLabelPrefixes: []
 ace: auto
+aceAllowedHosts: ["*.k8s.example.com", ace.example.net]
 aceLabel: example.com/ace
 secretURL: https://rancher.cattle-system.svc/
 clusterTokens: perCluster
@@ -62,7 +63,7 @@ requestTimeout: 10s
 		CAFile: "/etc/rancher/ca.pem", PageLimit: 500, IncludeLocal: true,
 		LabelSelector: "env in (prod,staging)", ExcludeNameRegex: "^tmp-",
 		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: defaultDropPrefixes(),
-		ACE: ACEAuto, ACELabel: "example.com/ace", TenantLabel: "team", ProjectLabel: "example.com/project",
+		ACE: ACEAuto, ACELabel: "example.com/ace", ACEAllowedHosts: []string{"*.k8s.example.com", "ace.example.net"}, TenantLabel: "team", ProjectLabel: "example.com/project",
 		SecretURL: "https://rancher.cattle-system.svc/", ClusterTokens: ClusterTokensPerCluster, TokenTTL: sources.D(2 * time.Hour),
 		NamespacesAnnotation: "example.com/namespaces", Tenant: "platform", Project: "default",
 		Namespaces: []string{"apps", "monitoring"}, NamePrefix: "eu-", RequestTimeout: sources.D(10 * time.Second),
@@ -82,7 +83,7 @@ func TestConfigStatesRemoved(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Config
-			require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: /t}\n"+tc.doc+"\n"), &c))
+			require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: /t}\naceAllowedHosts: [\"*.example.com\"]\n"+tc.doc+"\n"), &c))
 			c.Default()
 			assert.Equal(t, []string{
 				`sources[2].rancher.states: Forbidden: removed: every cluster is listed and its Rancher state mapped to a phase (see "Cluster lifecycle" in the README)`,
@@ -183,7 +184,16 @@ var badConfigs = []struct {
 		want: []string{"sources[2].rancher.secretURL: Invalid value: server url scheme must be https or http"}},
 	{name: "blank secret url", change: func(c *Config) { c.SecretURL = " " },
 		want: []string{"sources[2].rancher.secretURL: Invalid value: blank: leave secretURL out to use url"}},
-	{name: "ace auto", change: func(c *Config) { c.ACE = ACEAuto }},
+	{name: "ace auto", change: func(c *Config) { c.ACE, c.ACEAllowedHosts = ACEAuto, []string{"*.k8s.example.com", "10.0.0.1"} }},
+	{name: "ace without allowed hosts", change: func(c *Config) { c.ACE = ACEOn },
+		want: []string{`sources[2].rancher.aceAllowedHosts: Required value: ace true sends each cluster's token to the fqdn its owner sets in Rancher: name the hosts it may be (e.g. "*.k8s.example.com")`}},
+	{name: "allowed hosts", change: func(c *Config) {
+		c.ACE, c.ACEAllowedHosts = ACEAuto, []string{"*.com", "https://ace.example.com", "*", "ok.example.com"}
+	}, want: []string{
+		`sources[2].rancher.aceAllowedHosts[0]: Invalid value: "*.com": not a host name or address, or *.<domain> (a domain of two labels at least)`,
+		`sources[2].rancher.aceAllowedHosts[1]: Invalid value: "https://ace.example.com": not a host name or address, or *.<domain> (a domain of two labels at least)`,
+		`sources[2].rancher.aceAllowedHosts[2]: Invalid value: "*": not a host name or address, or *.<domain> (a domain of two labels at least)`,
+	}},
 	{name: "ace", change: func(c *Config) { c.ACE = "always" },
 		want: []string{`sources[2].rancher.ace: Unsupported value: "always": supported values: "false", "true", "auto"`}},
 	{name: "ace in capitals", change: func(c *Config) { c.ACE = "Auto" },
@@ -223,7 +233,7 @@ func TestConfigACE(t *testing.T) {
 	} {
 		t.Run(tc.doc, func(t *testing.T) {
 			var c Config
-			require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: /t}\n"+tc.doc+"\n"), &c))
+			require.NoError(t, yaml.UnmarshalStrict([]byte("url: https://rancher.example.com\ntoken: {file: /t}\naceAllowedHosts: [\"*.example.com\"]\n"+tc.doc+"\n"), &c))
 			c.Default()
 			assert.Equal(t, tc.want, c.ACE)
 			assert.Equal(t, tc.errs, errorStrings(c.Validate(section)))
@@ -380,6 +390,9 @@ func TestREADMEDefaults(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict(section, &c), "every key is a key")
 	if len(c.Namespaces) == 0 {
 		c.Namespaces = nil // [] in the README
+	}
+	if len(c.ACEAllowedHosts) == 0 {
+		c.ACEAllowedHosts = nil // [] in the README
 	}
 	want := Config{URL: c.URL, Token: c.Token}
 	want.Default()

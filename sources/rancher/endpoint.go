@@ -1,7 +1,11 @@
 package rancher
 
 import (
+	"errors"
+	"fmt"
+	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -15,10 +19,13 @@ import (
 func (m *mapper) route(out *sources.Cluster, c *Cluster, ca rancherCA, notReady func(string, ...any)) {
 	policy := m.cfg.ACE
 	if v, ok := c.Labels[m.cfg.ACELabel]; ok {
-		if p := ACEPolicy(strings.ToLower(strings.TrimSpace(v))); p.Valid() {
-			policy = p
-		} else {
+		// the cluster owner's label narrows: off always, on only where the
+		// operator allows ACE
+		switch p := ACEPolicy(strings.ToLower(strings.TrimSpace(v))); {
+		case !p.Valid():
 			notReady("label %s is %q, not true, false or auto", m.cfg.ACELabel, v)
+		case p == ACEOff || m.cfg.ACE != ACEOff:
+			policy = p
 		}
 	}
 	// The proxy server is set even when the cluster is not ready, so the
@@ -63,7 +70,7 @@ func (m *mapper) aceEndpoint(out *sources.Cluster, e *LocalClusterAuthEndpoint, 
 		notReady("authorized cluster endpoint requested (%s or source ace) but not enabled with an fqdn in Rancher", m.cfg.ACELabel)
 		return
 	}
-	srv, err := sources.NormalizeServer("https://" + strings.TrimSpace(e.FQDN))
+	srv, err := m.aceServer(e.FQDN)
 	if err != nil {
 		notReady("authorized cluster endpoint fqdn: %v", err)
 		return
@@ -80,4 +87,68 @@ func (m *mapper) aceEndpoint(out *sources.Cluster, e *LocalClusterAuthEndpoint, 
 		return
 	}
 	out.CA = ca
+}
+
+// aceServer is the server of an authorized cluster endpoint whose fqdn the
+// cluster's owner set: https://<host[:port]>, only where the source's
+// aceAllowedHosts allow the host, and never an in-cluster name, a
+// loopback, link-local or unspecified address, or Rancher itself, since
+// Argo CD sends the cluster's token there.
+func (m *mapper) aceServer(fqdn string) (string, error) {
+	fqdn = strings.TrimSpace(fqdn)
+	u, err := url.Parse("https://" + fqdn)
+	switch {
+	case err != nil || strings.ContainsAny(fqdn, "/?#@\\ \t"):
+		return "", errors.New("not a host[:port]")
+	case u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Hostname() == "":
+		return "", errors.New("not a host[:port]")
+	}
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	allowed, exact := hostAllowed(host, m.cfg.ACEAllowedHosts)
+	if why := internalHost(host); why != "" && !exact {
+		return "", fmt.Errorf("%s is %s (list it in aceAllowedHosts itself, not by a wildcard, to allow it)", host, why)
+	}
+	if addr := strings.ToLower(hostPort(u)); slices.Contains(m.rancherHosts, addr) {
+		return "", fmt.Errorf("%s is Rancher's own address", addr)
+	}
+	if !allowed {
+		return "", fmt.Errorf("%s is not in aceAllowedHosts", host)
+	}
+	return sources.NormalizeServer("https://" + fqdn)
+}
+
+// internalHost says why host must never receive a token: a name that
+// resolves inside a cluster or the host (single-label names resolve
+// through the pod's search domains), or a loopback, link-local (the cloud
+// metadata services) or unspecified address. Empty when none.
+func internalHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() {
+			return "a loopback, link-local or unspecified address"
+		}
+		return ""
+	}
+	switch {
+	case !strings.Contains(host, "."), host == "localhost" || strings.HasSuffix(host, ".localhost"):
+		return "a name that resolves locally"
+	case strings.HasSuffix(host, ".svc") || strings.Contains(host, ".svc.") || strings.HasSuffix(host, ".cluster.local") ||
+		strings.HasPrefix(host, "kubernetes.default"):
+		return "an in-cluster name"
+	}
+	return ""
+}
+
+// hostAllowed reports whether host matches one of patterns: a host name
+// or address, or *.<domain> for any name under domain (not domain itself);
+// exact when a pattern names host itself.
+func hostAllowed(host string, patterns []string) (allowed, exact bool) {
+	for _, p := range patterns {
+		p = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(p), "."))
+		if domain, ok := strings.CutPrefix(p, "*."); ok {
+			allowed = allowed || strings.HasSuffix(host, "."+domain)
+		} else if host == p {
+			return true, true
+		}
+	}
+	return allowed, false
 }

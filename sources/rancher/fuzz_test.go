@@ -57,6 +57,7 @@ func FuzzClusterCollection(f *testing.F) {
 		func(*Config) {},
 		func(c *Config) {
 			c.ACE, c.NamePrefix, c.Tenant, c.Project, c.Namespaces = ACEOn, "eu-", "platform", "platform", []string{"default"}
+			c.ACEAllowedHosts = []string{"*.example.com"}
 			c.IncludeLocal = true
 			c.LabelSelector, c.ExcludeNameRegex = "!legacy", "^tmp-"
 		},

@@ -2,6 +2,7 @@ package rancher
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -153,14 +154,24 @@ type mapper struct {
 	cfg             *Config
 	dropLabels      []string
 	dropAnnotations []string
+	// rancherHosts are the host:port of url and secretURL (lower case):
+	// never an authorized cluster endpoint.
+	rancherHosts []string
 }
 
 // newMapper maps the clusters of the Rancher server at server (url).
 func newMapper(name, server string, c Config) *mapper {
+	var hosts []string
+	for _, raw := range []string{server, c.URL, c.SecretURL} {
+		if u, err := url.Parse(raw); raw != "" && err == nil && u.Hostname() != "" {
+			hosts = append(hosts, strings.ToLower(hostPort(u)))
+		}
+	}
 	if u, err := parseURL(c.SecretURL); c.SecretURL != "" && err == nil {
 		server = u.String()
 	}
 	return &mapper{
+		rancherHosts:    hosts,
 		source:          name,
 		server:          server,
 		tokenRef:        &c.Token,

@@ -310,8 +310,11 @@ func TestACE(t *testing.T) {
 		{name: "auto: hosted EKS without an endpoint keeps the proxy", ace: ACEAuto,
 			prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: true,
 			eksServer: f.srv.URL + "/k8s/clusters/c-7qgnz"},
-		{name: "off, cluster opts in without an endpoint", ace: ACEOff, label: map[string]string{defaultACELabel: "true"},
-			prodSrv: f.srv.URL + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.cacerts), eksReady: false},
+		{name: "off, cluster opts in: the owner's label cannot widen, the proxy", ace: ACEOff, label: map[string]string{defaultACELabel: "true"},
+			prodSrv: f.srv.URL + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.cacerts), eksReady: true,
+			eksServer: f.srv.URL + "/k8s/clusters/c-7qgnz"},
+		{name: "auto, cluster opts in without an endpoint", ace: ACEAuto, label: map[string]string{defaultACELabel: "true"},
+			prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.edit("c-7qgnz", func(c map[string]any) {
@@ -322,7 +325,7 @@ func TestACE(t *testing.T) {
 				}
 			})
 			cfg := config(t, f)
-			cfg.ACE = tc.ace
+			cfg.ACE, cfg.ACEAllowedHosts = tc.ace, []string{"*.k8s.example.com"}
 			s := newTestSource(t, "rancher-a", cfg, testOptions{})
 			got, err := s.Clusters(t.Context())
 			require.NoError(t, err)
