@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -103,6 +104,12 @@ type Cluster struct {
 	Project          string   `json:"project,omitempty"`
 	Namespaces       []string `json:"namespaces,omitempty"`
 	ClusterResources bool     `json:"clusterResources,omitempty"`
+	// TenantFromOwner and ProjectFromOwner: Tenant or Project was read
+	// from what the cluster's owner writes (its labels or tags), not from
+	// the operator's configuration. Such a value only selects among what
+	// the tenant rules admit (see ApplyTenantRule).
+	TenantFromOwner  bool `json:"tenantFromOwner,omitempty"`
+	ProjectFromOwner bool `json:"projectFromOwner,omitempty"`
 	// KubernetesVersion as reported upstream, e.g. v1.31.4.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// ID is the cluster's identity in its source, stable across renames:
@@ -182,17 +189,57 @@ func (p Phase) OrReady() Phase {
 // said: the platform team's configuration is the authority on scoping. The
 // inventory applies the rules, so the plugin answer's project and the
 // cluster Secret's project are always the same.
+//
+// Sources, Accounts and Names say what proves a cluster belongs to the
+// tenant when its owner claims the tenant in a label or tag: the source
+// that lists it, its AWS account or Azure subscription, its name (path.Match
+// patterns). Each one set must match, and one at least must be set.
 type TenantRule struct {
 	Project          string   `json:"project,omitempty"`
 	Namespaces       []string `json:"namespaces,omitempty"`
 	ClusterResources *bool    `json:"clusterResources,omitempty"`
+	Sources          []string `json:"sources,omitempty"`
+	Accounts         []string `json:"accounts,omitempty"`
+	Names            []string `json:"names,omitempty"`
 }
 
-// ApplyTenantRule scopes c by the rule of its tenant, if any.
-func (c *Cluster) ApplyTenantRule(rules map[string]TenantRule) {
+// Admits reports whether c proves it belongs to the rule's tenant (see
+// TenantRule).
+func (r TenantRule) Admits(c *Cluster) bool {
+	if len(r.Sources) == 0 && len(r.Accounts) == 0 && len(r.Names) == 0 {
+		return false
+	}
+	if len(r.Sources) > 0 && !slices.Contains(r.Sources, c.Source) {
+		return false
+	}
+	if len(r.Accounts) > 0 && !slices.ContainsFunc(r.Accounts, func(a string) bool { return strings.EqualFold(a, c.Account) }) {
+		return false
+	}
+	return len(r.Names) == 0 || slices.ContainsFunc(r.Names, func(p string) bool {
+		ok, err := path.Match(p, c.Name)
+		return err == nil && ok
+	})
+}
+
+// ApplyTenantRule scopes c by the rule of its tenant, if any. A tenant or
+// project its owner wrote (TenantFromOwner, ProjectFromOwner) is taken only
+// when trustOwner (the source's trust: clusterLabels), or when a rule
+// admits the cluster to that tenant and, for the project, sets it: else it
+// returns why, and scopes nothing.
+func (c *Cluster) ApplyTenantRule(rules map[string]TenantRule, trustOwner bool) string {
 	rule, ok := rules[c.Tenant]
+	if !trustOwner {
+		switch {
+		case c.TenantFromOwner && c.Tenant != "" && (!ok || !rule.Admits(c)):
+			return fmt.Sprintf("tenant %q is the cluster owner's label or tag, and no rule secrets.tenants.%s admits this cluster (sources, accounts or names)",
+				c.Tenant, c.Tenant)
+		case c.ProjectFromOwner && c.Project != "" && (!ok || rule.Project == ""):
+			return fmt.Sprintf("project %q is the cluster owner's label or tag; only the tenant's rule (secrets.tenants.<tenant>.project) or the source may set it",
+				c.Project)
+		}
+	}
 	if !ok || c.Tenant == "" {
-		return
+		return ""
 	}
 	if rule.Project != "" {
 		c.Project = rule.Project
@@ -203,6 +250,7 @@ func (c *Cluster) ApplyTenantRule(rules map[string]TenantRule) {
 	if rule.ClusterResources != nil {
 		c.ClusterResources = *rule.ClusterResources
 	}
+	return ""
 }
 
 // AWSAuth is the awsAuthConfig of an Argo CD cluster Secret: Argo CD runs

@@ -148,8 +148,13 @@ func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 		if iss, ok := src.(sources.TokenIssuer); ok && issuers != nil {
 			issuers[sc.Name] = iss
 		}
+		trust := sc.Trust == config.TrustClusterLabels
+		if trust {
+			logger.Warn("source trusts its clusters' owners: a tenant or project in a cluster's labels or tags is taken as written, so whoever may label a cluster chooses its tenant and AppProject",
+				"source", sc.Name)
+		}
 		specs = append(specs, inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Kind: r.Kind(), Source: src,
-			Interval: cfg.EffectiveInterval(sc), Timeout: cfg.EffectiveTimeout(sc)})
+			Interval: cfg.EffectiveInterval(sc), Timeout: cfg.EffectiveTimeout(sc), TrustClusterLabels: trust})
 	}
 	return specs, nil
 }

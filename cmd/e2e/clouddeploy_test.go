@@ -95,6 +95,10 @@ secrets:
   namespace: %s
   ownerID: %s
   policy: sync
+  # the tenant the clusters' tags and Rancher labels claim, admitted from
+  # these sources only
+  tenants:
+    `+cloudTenant+`: {sources: [aws, azure, rancher]}
   resync: 2s
   prune: {afterListings: 2, gracePeriod: 3s}
   leaderElection: {leaseName: %s, leaseDuration: 4s, renewDeadline: 3s, retryPeriod: 500ms}

@@ -108,6 +108,7 @@ func TestEndToEnd(t *testing.T) {
 		{"plugin ApplicationSet: one Application per acme cluster", testPluginApplicationSet},
 		{"cluster generator: our Secrets selected by tenant label", testClusterGenerator},
 		{"self-registration: a cluster becomes active in Rancher", testSelfRegistration},
+		{"claimed tenant: a Rancher cluster's label claims a tenant no rule admits from Rancher: not served, no Secret", testClaimedTenant},
 		{"removal under sync: Application and Secret go once the departure is confirmed", testRemovalSync},
 		{"lifecycle: an established cluster is never removed for its state or a namesake", testLifecycle},
 		{"CA fetch failure: a served static cluster not ready keeps its last rendering", testCAFetchFailure},

@@ -57,6 +57,11 @@ sources:
   ownerID: %s
   policy: %s
   resync: 2s
+  # the tenants a Rancher cluster's labels may claim: only from the rancher
+  # source (the static files are the operator's, trusted as written)
+  tenants:
+    acme: {project: acme, sources: [rancher]}
+    globex: {project: globex, sources: [rancher]}
   # the countdown of Secrets whose cluster this process never served (none
   # in this suite): departures of served clusters follow departure above
   prune: {afterListings: 2, gracePeriod: 3s}

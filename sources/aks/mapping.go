@@ -353,6 +353,7 @@ func (m *mapper) scope(c *sources.Cluster, tags map[string]string) string {
 		}
 	}
 	c.Tenant, c.Project, c.Namespaces = tenant, project, namespaces
+	c.TenantFromOwner, c.ProjectFromOwner = tenant != "", project != ""
 	return ""
 }
 

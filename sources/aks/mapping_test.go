@@ -102,11 +102,13 @@ func TestToClusterScope(t *testing.T) {
 		{name: "scope from tags", cfg: legacyScope, mutate: mutations{withTags("Tenant", "acme", "PROJECT", "acme-prod", "namespaces", "apps, jobs;apps")},
 			want: mappedBase(func(c *sources.Cluster) {
 				c.Tenant, c.Project, c.Namespaces = "acme", "acme-prod", []string{"apps", "jobs"}
+				c.TenantFromOwner, c.ProjectFromOwner = true, true
 				c.Labels["Tenant"], c.Labels["PROJECT"], c.Labels["namespaces"] = "acme", "acme-prod", "apps--jobs-apps"
 			})},
 		{name: "scope from the default tags", mutate: mutations{withTags("tenant", "acme", "ArgoCD-Project", "acme-prod", "argocd-namespaces", "apps jobs")},
 			want: mappedBase(func(c *sources.Cluster) {
 				c.Tenant, c.Project, c.Namespaces = "acme", "acme-prod", []string{"apps", "jobs"}
+				c.TenantFromOwner, c.ProjectFromOwner = true, true
 				c.Labels["tenant"], c.Labels["ArgoCD-Project"], c.Labels["argocd-namespaces"] = "acme", "acme-prod", "apps-jobs"
 			})},
 		{name: "project and namespaces are no default scope tags", mutate: mutations{withTags("project", "cost-center-42", "namespaces", "Not A Namespace")},

@@ -129,6 +129,8 @@ func (m *mapper) toCluster(c *types.Cluster, tags map[string]string, account Acc
 		Auth:              m.authFor(eksName, role, region),
 		Tenant:            tags[m.tenantTag],
 		Project:           tags[m.projectTag],
+		TenantFromOwner:   tags[m.tenantTag] != "",
+		ProjectFromOwner:  tags[m.projectTag] != "",
 	}}
 	cl := &out.Cluster
 	if a := aws.ToString(c.Arn); a != "" {

@@ -39,7 +39,7 @@ func activeWant() sources.Cluster {
 		ID: "arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",
 		CA: sources.CAFromData(caData), Account: "123456789012", Region: "eu-west-1", KubernetesVersion: "1.31", State: "ACTIVE",
 		Phase: sources.PhaseReady, Ready: true,
-		Tenant: "acme", Project: "payments", CloudID: "eks/123456789012/eu-west-1/payments-prod",
+		Tenant: "acme", Project: "payments", TenantFromOwner: true, ProjectFromOwner: true, CloudID: "eks/123456789012/eu-west-1/payments-prod",
 		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{
 			ClusterName: "payments-prod", RoleARN: "arn:aws:iam::123456789012:role/argocd", Region: "eu-west-1"}},
 		Labels:      map[string]string{"team": "payments", "tenant": "acme", "argocd-project": "payments"},
@@ -112,7 +112,9 @@ var toClusterCases = []toClusterCase{
 	{name: "no ARN: no ID, no annotation", cluster: func(c *types.Cluster) { c.Arn = nil },
 		want: func(c *sources.Cluster) { c.ID, c.Annotations = "", nil }},
 	{name: "no tags", cluster: func(c *types.Cluster) { c.Tags = nil },
-		want: func(c *sources.Cluster) { c.Labels, c.Tenant, c.Project = nil, "", "" }},
+		want: func(c *sources.Cluster) {
+			c.Labels, c.Tenant, c.Project, c.TenantFromOwner, c.ProjectFromOwner = nil, "", "", false, false
+		}},
 	{name: "no CA", cluster: func(c *types.Cluster) { c.CertificateAuthority = nil },
 		want: func(c *sources.Cluster) { c.CA = sources.CA{} }, notReady: "EKS reports no certificate authority yet (status ACTIVE)"},
 	{name: "CA not PEM", cluster: func(c *types.Cluster) { c.CertificateAuthority.Data = aws.String("bm90IGEgY2VydA==") },
@@ -131,7 +133,7 @@ var toClusterCases = []toClusterCase{
 		want:     func(c *sources.Cluster) { c.Labels["argocd-namespaces"] = "" },
 		notReady: "tag argocd-namespaces: no namespace listed"},
 	{name: "custom tag keys", cfg: func(c *Config) { c.TenantTag, c.ProjectTag = "team", "nope" },
-		want: func(c *sources.Cluster) { c.Tenant, c.Project = "payments", "" }},
+		want: func(c *sources.Cluster) { c.Tenant, c.Project, c.ProjectFromOwner = "payments", "", false }},
 	{name: "tag allow and deny", cfg: func(c *Config) { c.Tags = TagFilter{Allow: []string{"t*"}, Deny: []string{"tenant"}} },
 		want: func(c *sources.Cluster) { c.Labels = map[string]string{"team": "payments"} }},
 	{name: "no labels at all", cfg: func(c *Config) { c.Tags.Allow = []string{"none"} },
@@ -143,7 +145,7 @@ var toClusterCases = []toClusterCase{
 			"long": strings.Repeat("v", 64), "Ünïcode": "ok", "/": "x",
 		}
 	}, want: func(c *sources.Cluster) {
-		c.Tenant, c.Project = "", ""
+		c.Tenant, c.Project, c.TenantFromOwner, c.ProjectFromOwner = "", "", false, false
 		c.Labels = map[string]string{"Cost-Center": "R-D---Platform", "kubernetes.io/cluster-x": "owned", "owner": "jane-example.com",
 			"cost-center": "dup", "n-code": "ok"}
 	}, dropped: []string{

@@ -49,6 +49,11 @@ type SourceSpec struct {
 	Interval time.Duration
 	// Timeout bounds one listing.
 	Timeout time.Duration
+	// TrustClusterLabels takes a tenant and a project that the clusters'
+	// owners wrote (labels, tags) as written (the source's trust:
+	// clusterLabels); otherwise only a tenant rule that admits the cluster
+	// makes them count (see sources.Cluster.ApplyTenantRule).
+	TrustClusterLabels bool
 }
 
 // Options tune an Inventory. The zero value of each field is replaced by a

@@ -332,6 +332,37 @@ func TestTenantRulesScopeTheInventory(t *testing.T) {
 	assert.True(t, got.ClusterResources)
 }
 
+// TestClaimedTenantIsNotServed: a cluster whose owner claims a tenant
+// that no rule admits is listed not ready, so never served (nor given a
+// Secret); the same claim on a source that trusts its clusters' labels is
+// taken.
+func TestClaimedTenantIsNotServed(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trust %v", trust), func(t *testing.T) {
+			src := &listings{}
+			sp := spec("s1", src)
+			sp.TrustClusterLabels = trust
+			inv, err := New([]SourceSpec{sp}, Options{Tenants: map[string]sources.TenantRule{
+				"acme": {Project: "acme", Sources: []string{"other-source"}},
+			}})
+			require.NoError(t, err)
+			c := inPhase("x", sources.PhaseReady)
+			c.Tenant, c.TenantFromOwner = "acme", true
+			src.set(c)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			snap := inv.Snapshot()
+			if trust {
+				require.Len(t, snap.Clusters, 1)
+				assert.Equal(t, "acme", snap.Clusters[0].Project)
+				return
+			}
+			assert.Empty(t, snap.Clusters)
+			require.Len(t, snap.Unserved, 1)
+			assert.Contains(t, snap.Unserved[0].Reason, `tenant "acme" is the cluster owner's label or tag`)
+		})
+	}
+}
+
 func TestDuplicateIdentityFailsTheListing(t *testing.T) {
 	src := &listings{}
 	inv := newLifecycleInventory(t, Departure{}, time.Second, src)

@@ -141,7 +141,9 @@ func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.T
 			c.Phase = sources.PhaseDegraded // unknown is degraded, never absence
 		}
 		c.Source, c.Provider = spec.Name, spec.Provider
-		c.ApplyTenantRule(tenants)
+		if why := c.ApplyTenantRule(tenants, spec.TrustClusterLabels); why != "" && c.Ready {
+			c.Ready, c.NotReadyReason = false, why
+		}
 		if srv, err := sources.NormalizeServer(c.Server); err != nil {
 			c.Ready, c.NotReadyReason = false, "invalid server: "+err.Error()
 		} else {

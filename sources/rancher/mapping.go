@@ -220,10 +220,10 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA, subs subscriptions) sources
 	m.route(&out, c, ca, notReady)
 
 	if v, ok := c.Labels[m.cfg.TenantLabel]; ok && v != "" {
-		out.Tenant = v
+		out.Tenant, out.TenantFromOwner = v, true
 	}
 	if v, ok := c.Labels[m.cfg.ProjectLabel]; ok && v != "" {
-		out.Project = v
+		out.Project, out.ProjectFromOwner = v, true
 	}
 	out.Namespaces = slices.Clone(m.cfg.Namespaces)
 	if v, ok := c.Annotations[m.cfg.NamespacesAnnotation]; ok {

@@ -193,6 +193,7 @@ func TestToClusterNamesAndScoping(t *testing.T) {
 			w.Labels["tenant"], w.Labels["argocd-project"] = "payments", "payments-prod"
 			w.Annotations = map[string]string{"argocd-namespaces": "pay, pay-jobs\npay"}
 			w.Tenant, w.Project, w.Namespaces = "payments", "payments-prod", []string{"pay", "pay-jobs"}
+			w.TenantFromOwner, w.ProjectFromOwner = true, true // the cluster owner's labels
 		}},
 		{name: "per-source defaults", config: func(c *Config) {
 			c.Tenant, c.Project, c.Namespaces = "platform", "fleet", []string{"apps"}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -62,6 +63,34 @@ func TestBadInventoryIntervalBlamedOnce(t *testing.T) {
 			_, err := Parse([]byte(tokensOnly+tc.inventory+twoSources), "/etc/acd")
 			require.Error(t, err)
 			require.Len(t, Errors(err), 1, "got %v", err)
+			assert.Equal(t, tc.want, err.Error())
+		})
+	}
+}
+
+// TestTrustAndTenantRules: a source's trust takes one value, and a tenant
+// rule's proofs name configured sources and valid name patterns.
+func TestTrustAndTenantRules(t *testing.T) {
+	src := "sources:\n  - {name: a, provider: static, static: {file: a.yaml}, trust: %s}\n"
+	for _, tc := range []struct{ name, doc, want string }{
+		{name: "trust clusterLabels", doc: fmt.Sprintf(src, "clusterLabels")},
+		{name: "trust anything else", doc: fmt.Sprintf(src, "everyone"),
+			want: `sources[0].trust: Unsupported value: "everyone": supported values: "clusterLabels"`},
+		{name: "a rule's proofs", doc: fmt.Sprintf(src, "clusterLabels") +
+			"secrets:\n  tenants:\n    acme: {project: acme, sources: [a], accounts: [\"111111111111\"], names: [\"acme-*\"]}\n"},
+		{name: "a rule naming a source not configured", doc: fmt.Sprintf(src, "clusterLabels") + "secrets:\n  tenants:\n    acme: {sources: [b]}\n",
+			want: `secrets.tenants[acme].sources[0]: Not found: "b"`},
+		{name: "a rule with a bad name pattern", doc: fmt.Sprintf(src, "clusterLabels") + "secrets:\n  tenants:\n    acme: {names: [\"acme-[\"]}\n",
+			want: `secrets.tenants[acme].names[0]: Invalid value: "acme-[": not a path.Match pattern: syntax error in pattern`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tokensOnly+tc.doc), "/etc/acd")
+			if tc.want == "" {
+				require.NoError(t, err)
+				assert.Equal(t, TrustClusterLabels, cfg.Sources[0].Trust)
+				return
+			}
+			require.Error(t, err)
 			assert.Equal(t, tc.want, err.Error())
 		})
 	}

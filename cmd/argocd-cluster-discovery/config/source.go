@@ -19,6 +19,11 @@ type Source struct {
 	// the default (see EffectiveInterval).
 	Interval sources.Duration `json:"interval,omitzero"`
 	Timeout  sources.Duration `json:"timeout,omitzero"`
+	// Trust is empty, or TrustClusterLabels: the tenant and project that
+	// the clusters' owners write in labels or tags are taken as written.
+	// Without it only a tenant rule that admits a cluster (secrets.tenants,
+	// its sources, accounts or names) makes them count.
+	Trust string `json:"trust,omitempty"`
 	// Section is the provider's section, decoded by the provider's own
 	// configuration type; nil when the provider is unknown or the section
 	// is missing.
@@ -31,6 +36,10 @@ type Source struct {
 	// has nothing more to say about it.
 	undecoded bool
 }
+
+// TrustClusterLabels is the value of a source's trust that takes the
+// tenant and project its clusters' owners write as written.
+const TrustClusterLabels = "clusterLabels"
 
 // UnmarshalJSON keeps the source as written: the first pass of decoding
 // does not know the provider yet (see decodeSources).
@@ -48,6 +57,9 @@ func (s Source) MarshalJSON() ([]byte, error) {
 	}
 	if !s.Timeout.IsZero() {
 		m["timeout"] = s.Timeout
+	}
+	if s.Trust != "" {
+		m["trust"] = s.Trust
 	}
 	if s.Section != nil && s.Provider != "" {
 		m[string(s.Provider)] = s.Section
@@ -83,13 +95,14 @@ func (s *Source) decode(at *field.Path, reg *sources.Registry) field.ErrorList {
 		Provider sources.Provider `json:"provider"`
 		Interval sources.Duration `json:"interval"`
 		Timeout  sources.Duration `json:"timeout"`
+		Trust    string           `json:"trust"`
 	}
 	errs := decodeInto(at, s.raw, &head, false)
-	s.Name, s.Provider, s.Interval, s.Timeout = head.Name, head.Provider, head.Interval, head.Timeout
+	s.Name, s.Provider, s.Interval, s.Timeout, s.Trust = head.Name, head.Provider, head.Interval, head.Timeout, head.Trust
 	reg0, known := reg.Lookup(s.Provider)
 	for _, k := range sortedKeys(keys) {
 		switch {
-		case k == "name", k == "provider", k == "interval", k == "timeout", known && k == string(s.Provider):
+		case k == "name", k == "provider", k == "interval", k == "timeout", k == "trust", known && k == string(s.Provider):
 		case reg.Has(sources.Provider(k)):
 			errs = append(errs, field.Forbidden(at.Child(k), "only allowed with provider "+k))
 		default:

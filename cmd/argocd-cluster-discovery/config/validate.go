@@ -26,6 +26,7 @@ func (c *Config) Validate() field.ErrorList {
 	errs = append(errs, c.validateLedger(field.NewPath("ledger"))...)
 	errs = append(errs, c.validateSources(field.NewPath("sources"))...)
 	errs = append(errs, c.validateSecrets(field.NewPath("secrets"))...)
+	errs = append(errs, c.validateTenants(field.NewPath("secrets", "tenants"))...)
 	errs = append(errs, c.validateAppSetRefresh(field.NewPath("applicationSetRefresh"))...)
 	return errs
 }
@@ -149,6 +150,9 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 		}
 		if !s.Timeout.IsZero() {
 			errs = check(errs, s.Timeout.Validate(si.Child("timeout"), time.Millisecond, 0))
+		}
+		if s.Trust != "" && s.Trust != TrustClusterLabels {
+			errs = append(errs, field.NotSupported(si.Child("trust"), s.Trust, []string{TrustClusterLabels}))
 		}
 		errs = append(errs, c.validateSection(si, s)...)
 	}

@@ -1,0 +1,64 @@
+package sources
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestTenantFromTheOwner: a tenant or a project that the cluster's owner
+// wrote counts only when the source trusts its clusters' labels, or when a
+// tenant rule admits the cluster (and, for the project, sets it): the
+// owner may select among the tenants the operator allows, never claim one.
+func TestTenantFromTheOwner(t *testing.T) {
+	rules := map[string]TenantRule{
+		"acme":    {Project: "acme", Sources: []string{"rancher-acme"}},
+		"globex":  {Project: "globex", Accounts: []string{"111111111111"}, Names: []string{"globex-*"}},
+		"initech": {Namespaces: []string{"initech"}},   // proves nothing: no sources, accounts or names
+		"hooli":   {Sources: []string{"rancher-acme"}}, // admits, but sets no project
+	}
+	cluster := func(change func(c *Cluster)) Cluster {
+		c := Cluster{Name: "acme-prod", Source: "rancher-acme", Account: "111111111111", Tenant: "acme", TenantFromOwner: true}
+		if change != nil {
+			change(&c)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name        string
+		c           Cluster
+		trust       bool
+		why         string // empty: taken
+		wantProject string
+	}{
+		{name: "admitted by its source", c: cluster(nil), wantProject: "acme"},
+		{name: "claimed from another source", c: cluster(func(c *Cluster) { c.Source = "rancher-tenants" }),
+			why: `tenant "acme" is the cluster owner's label or tag, and no rule secrets.tenants.acme admits this cluster (sources, accounts or names)`},
+		{name: "a tenant without a rule", c: cluster(func(c *Cluster) { c.Tenant = "umbrella" }),
+			why: `tenant "umbrella" is the cluster owner's label or tag, and no rule secrets.tenants.umbrella admits this cluster (sources, accounts or names)`},
+		{name: "a rule that proves nothing", c: cluster(func(c *Cluster) { c.Tenant = "initech" }),
+			why: `tenant "initech" is the cluster owner's label or tag, and no rule secrets.tenants.initech admits this cluster (sources, accounts or names)`},
+		{name: "account and name both match", c: cluster(func(c *Cluster) { c.Tenant, c.Name = "globex", "globex-eu" }), wantProject: "globex"},
+		{name: "the account matches, not the name", c: cluster(func(c *Cluster) { c.Tenant = "globex" }),
+			why: `tenant "globex" is the cluster owner's label or tag, and no rule secrets.tenants.globex admits this cluster (sources, accounts or names)`},
+		{name: "a project the owner wrote, no rule setting one", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Project, c.ProjectFromOwner = "hooli", "default", true
+		}), why: `project "default" is the cluster owner's label or tag; only the tenant's rule (secrets.tenants.<tenant>.project) or the source may set it`},
+		{name: "a project the owner wrote, replaced by the rule's", c: cluster(func(c *Cluster) { c.Project, c.ProjectFromOwner = "globex", true }),
+			wantProject: "acme"},
+		{name: "trusted: as written", trust: true, c: cluster(func(c *Cluster) { c.Tenant, c.Project, c.ProjectFromOwner = "umbrella", "umbrella", true }),
+			wantProject: "umbrella"},
+		{name: "the operator's tenant (the source's setting) needs no proof", c: cluster(func(c *Cluster) {
+			c.Tenant, c.TenantFromOwner, c.Project = "umbrella", false, "umbrella"
+		}), wantProject: "umbrella"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
+			why := c.ApplyTenantRule(rules, tc.trust)
+			assert.Equal(t, tc.why, why)
+			if tc.why == "" {
+				assert.Equal(t, tc.wantProject, c.Project)
+			}
+		})
+	}
+}
