@@ -195,6 +195,9 @@ func newSource(cfg Config, opts sources.SourceOptions, client *http.Client) (*So
 	if origin.Scheme == "http" {
 		logger.Warn("rancher url is plain http: the token is sent unencrypted")
 	}
+	if u, err := parseURL(cfg.SecretURL); cfg.SecretURL != "" && err == nil && u.Scheme == "http" {
+		logger.Warn("rancher secretURL is plain http: Argo CD sends every cluster's token to it unencrypted")
+	}
 	if s.issuer, err = s.newIssuer(opts.OwnerID, client, caPEM); err != nil {
 		return nil, err
 	}
