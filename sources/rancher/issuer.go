@@ -40,6 +40,7 @@ func (s *Source) newIssuer(ownerID string, client *http.Client, caPEM []byte) (*
 	if err != nil {
 		return nil, fmt.Errorf("per-cluster tokens: %w", err)
 	}
+	tm.source = s.mapper.source
 	return &issuer{tokens: tm}, nil
 }
 

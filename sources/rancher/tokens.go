@@ -27,10 +27,15 @@ const (
 	opTokensDelete = "tokens.delete" // DELETE /v3/tokens/<name>
 )
 
-// tokenDescription is the marker in the description of the tokens an
-// owner mints, the only mark Rancher keeps (it ignores labels on create).
-func tokenDescription(ownerID, clusterID string) string {
-	return "argocd-cluster-discovery owner=" + ownerID + " cluster=" + clusterID
+// tokenDescription is the marker in the description of the tokens a
+// source of an owner mints, the only mark Rancher keeps (it ignores labels
+// on create). Two sources of one deployment on one Rancher user keep
+// apart by it; without a source it is the marker of versions before 0.2.0.
+func tokenDescription(ownerID, source, clusterID string) string {
+	if source == "" {
+		return "argocd-cluster-discovery owner=" + ownerID + " cluster=" + clusterID
+	}
+	return "argocd-cluster-discovery owner=" + ownerID + " source=" + source + " cluster=" + clusterID
 }
 
 const maxTokenAnswer = 8 << 20 // bytes read from one answer
@@ -93,9 +98,12 @@ type tokenManager struct {
 	client       *http.Client
 	listingToken func() (string, error)
 	ownerID      string
-	ttl          time.Duration
-	now          func() time.Time
-	log          *slog.Logger
+	// source is the name of the source minting, in the marker (set once,
+	// before the first Token or Adopt).
+	source string
+	ttl    time.Duration
+	now    func() time.Time
+	log    *slog.Logger
 
 	adopting sync.RWMutex // Adopt's, shared by mints: Adopt never sees a token half created
 	mu       sync.Mutex   // guards clusters and held
@@ -188,7 +196,8 @@ func (m *tokenManager) Release(ctx context.Context, clusterID string) error {
 }
 
 // Adopt takes back, after a restart, the tokens an earlier run of this
-// owner minted (this owner's marker for their cluster). Rancher returns a
+// owner's source minted (its marker for their cluster, or the marker of
+// this owner from before markers named the source). Rancher returns a
 // token's value only in the answer to its creation, so no adopted token
 // can be reused, however long it has left: Adopt revokes every one this
 // manager does not hold, and Token mints afresh. Nothing leaks, nothing is
@@ -205,7 +214,7 @@ func (m *tokenManager) Adopt(ctx context.Context) error {
 	m.mu.Lock()
 	for _, t := range listed { // this owner's tokens: its marker for their cluster
 		if t.Name != "" && t.ClusterID != "" && t.IsDerived && !t.Current && !m.held[t.Name] &&
-			t.Description == tokenDescription(m.ownerID, t.ClusterID) {
+			(t.Description == tokenDescription(m.ownerID, m.source, t.ClusterID) || t.Description == tokenDescription(m.ownerID, "", t.ClusterID)) {
 			stale = append(stale, t)
 		}
 	}
@@ -285,7 +294,7 @@ func (m *tokenManager) mint(ctx context.Context, clusterID string) (*heldToken, 
 	m.adopting.RLock()
 	defer m.adopting.RUnlock()
 	body, _ := json.Marshal(map[string]any{ // strings and a number: cannot fail
-		"type": "token", "clusterId": clusterID, "ttl": m.ttl.Milliseconds(), "description": tokenDescription(m.ownerID, clusterID),
+		"type": "token", "clusterId": clusterID, "ttl": m.ttl.Milliseconds(), "description": tokenDescription(m.ownerID, m.source, clusterID),
 	})
 	what := "create token for cluster " + clusterID
 	issued := m.now()

@@ -227,6 +227,41 @@ func TestTokenAdoptRevokesOursAndLeavesOthers(t *testing.T) {
 	})
 }
 
+// TestTokenAdoptLeavesTheOtherSources: two sources of one deployment on
+// one Rancher user mark their tokens with their own name: one's Adopt
+// (a restart) revokes its own and the unmarked ones of versions before
+// 0.2.0, never the other source's live tokens.
+func TestTokenAdoptLeavesTheOtherSources(t *testing.T) {
+	f := newFakeTokens(t)
+	m := newTestManager(t, f, 3*time.Hour, nil)
+	m.source = "rancher-eu"
+	now := f.clock.Now()
+	f.with(func(f *fakeTokens) {
+		for _, tk := range []*fakeToken{
+			{Name: "token-eu001", ClusterID: "c-m-aaaa", Description: tokenDescription("prod-a", "rancher-eu", "c-m-aaaa")},
+			{Name: "token-old01", ClusterID: "c-m-aaaa", Description: tokenDescription("prod-a", "", "c-m-aaaa")},
+			{Name: "token-us001", ClusterID: "c-m-aaaa", Description: tokenDescription("prod-a", "rancher-us", "c-m-aaaa")},
+		} {
+			tk.UserID, tk.Derived, tk.TTL, tk.Created = "u-b4qkhsnliz", true, 10800000, now
+			f.tokens[tk.Name] = tk
+		}
+	})
+	require.NoError(t, m.Adopt(t.Context()))
+	assert.ElementsMatch(t, []string{"token-eu001", "token-old01"}, f.deleted())
+	assert.Contains(t, f.names(), "token-us001", "the other source's token is live")
+	_, err := m.Token(t.Context(), "c-m-bbbb")
+	require.NoError(t, err)
+	created := ""
+	f.with(func(f *fakeTokens) {
+		for _, tk := range f.tokens {
+			if tk.ClusterID == "c-m-bbbb" {
+				created = tk.Description
+			}
+		}
+	})
+	assert.Equal(t, "argocd-cluster-discovery owner=prod-a source=rancher-eu cluster=c-m-bbbb", created)
+}
+
 func TestTokenErrorsAreClassified(t *testing.T) {
 	echo := func(status int) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
