@@ -55,7 +55,7 @@ func TestChartSchemaFollowsTheRegistry(t *testing.T) {
 
 	var sections, rules []string
 	for k := range src.Properties {
-		if !slices.Contains([]string{"name", "provider", "interval", "timeout"}, k) {
+		if !slices.Contains([]string{"name", "provider", "interval", "timeout", "trust"}, k) {
 			sections = append(sections, k)
 		}
 	}
