@@ -64,6 +64,15 @@ type TokenIssuer interface {
 	ReleaseToken(ctx context.Context, clusterID string) error
 }
 
+// TermAware is a TokenIssuer whose tokens belong to one leadership term:
+// NewTerm is called each time the process becomes the leader again. The
+// issuer must then forget every token it holds (the leader of the terms
+// between may have revoked them) and adopt afresh before its next token,
+// so that a returning leader never writes a token revoked meanwhile.
+type TermAware interface {
+	NewTerm()
+}
+
 // SecretKeyRef names a key of a Kubernetes Secret.
 type SecretKeyRef struct {
 	Name string `json:"name"`

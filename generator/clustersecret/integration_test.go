@@ -2,8 +2,10 @@ package clustersecret
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,8 +196,9 @@ func TestLeaderHandover(t *testing.T) {
 		return LeaderElection{LeaseName: "argocd-cluster-discovery", Identity: id,
 			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 	}
-	r1 := newReconciler(t, e, f)
-	r2 := newReconciler(t, e, f)
+	terms1, terms2 := &termCounter{}, &termCounter{}
+	r1 := newReconciler(t, e, f, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"other": terms1} })
+	r2 := newReconciler(t, e, f, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"other": terms2} })
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -216,7 +219,18 @@ func TestLeaderHandover(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.secrets()) == 2 }, 10*time.Second, 20*time.Millisecond, "the new leader writes")
 	cancel2()
 	wg.Wait()
+	assert.Equal(t, int32(1), terms1.n.Load(), "each term starts by telling the issuers (sources.TermAware)")
+	assert.Equal(t, int32(1), terms2.n.Load())
 }
+
+// termCounter is a sources.TokenIssuer that counts its new terms.
+type termCounter struct{ n atomic.Int32 }
+
+func (c *termCounter) IssueToken(context.Context, string) (string, error) {
+	return "", errors.New("unused")
+}
+func (c *termCounter) ReleaseToken(context.Context, string) error { return nil }
+func (c *termCounter) NewTerm()                                   { c.n.Add(1) }
 
 func TestLostLeaseStopsWrites(t *testing.T) {
 	e := newEnv(t)

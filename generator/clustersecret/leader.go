@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // LeaderElection configures the Lease that lets several replicas serve the
@@ -29,6 +30,15 @@ func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface
 	cfg := lease.Config{Namespace: r.cfg.Namespace, Name: le.LeaseName, Identity: le.Identity,
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
 	return lease.RunLeading(ctx, client.CoordinationV1(), cfg, func(leading bool) {
+		if leading {
+			// a new term: tokens held from an earlier one may have been
+			// revoked by the leader between
+			for _, iss := range r.cfg.Issuers {
+				if t, ok := iss.(sources.TermAware); ok {
+					t.NewTerm()
+				}
+			}
+		}
 		r.setLeader(leading)
 		if leading {
 			r.logger.Info("leader lease acquired; writing cluster Secrets", "identity", le.Identity)

@@ -70,6 +70,21 @@ func (i *issuer) adopt(ctx context.Context) error {
 	return nil
 }
 
+// NewTerm forgets every token the source holds and adopts again before
+// its next token (sources.TermAware): the leader of the terms between
+// revoked what this process minted before, and minted its own.
+func (s *Source) NewTerm() {
+	if s.issuer == nil {
+		return
+	}
+	s.issuer.mu.Lock()
+	defer s.issuer.mu.Unlock()
+	s.issuer.adopted = false
+	s.issuer.tokens.forgetAll()
+}
+
+var _ sources.TermAware = (*Source)(nil)
+
 // ReleaseToken revokes the cluster's token (sources.TokenIssuer).
 func (s *Source) ReleaseToken(ctx context.Context, clusterID string) error {
 	if s.issuer == nil {

@@ -231,6 +231,17 @@ func (m *tokenManager) Adopt(ctx context.Context) error {
 	return nil
 }
 
+// forgetAll drops every token held, without revoking any: they belong to an
+// earlier leadership term (see Source.NewTerm). The next Adopt revokes
+// those still live.
+func (m *tokenManager) forgetAll() {
+	m.adopting.Lock() // no mint half done
+	defer m.adopting.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clusters, m.held = map[string]*clusterTokens{}, map[string]bool{}
+}
+
 // Live is the number of tokens minted and not yet revoked.
 func (m *tokenManager) Live() int {
 	m.mu.Lock()

@@ -398,3 +398,26 @@ func TestTokenManagerRefusesABadConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestNewTermForgetsTheTokensOfEarlierTerms: a leader that comes back
+// after another led (A→B→A) must not write the token it minted in its
+// earlier term: B revoked it when it took over. NewTerm makes the next
+// token a fresh one, after adopting (revoking) what is live.
+func TestNewTermForgetsTheTokensOfEarlierTerms(t *testing.T) {
+	f := newFakeTokens(t)
+	m := newTestManager(t, f, 3*time.Hour, nil)
+	s := &Source{issuer: &issuer{tokens: m.tokenManager}, mapper: &mapper{source: "r"}}
+	first, err := s.IssueToken(t.Context(), "c-m-aaaa")
+	require.NoError(t, err)
+	name, _, _ := strings.Cut(first, ":")
+	f.with(func(f *fakeTokens) { delete(f.tokens, name) }) // B's adoption revoked it
+	same, err := s.IssueToken(t.Context(), "c-m-aaaa")
+	require.NoError(t, err)
+	require.Equal(t, first, same, "within a term the token is cached")
+
+	s.NewTerm()
+	second, err := s.IssueToken(t.Context(), "c-m-aaaa")
+	require.NoError(t, err)
+	assert.NotEqual(t, first, second, "a new term never hands out a token of an earlier one")
+	assert.Equal(t, 1, s.LiveTokens())
+}
