@@ -226,6 +226,11 @@ func (m *mapper) setAccess(cl *sources.Cluster, c *types.Cluster, tags map[strin
 		}
 		cl.Namespaces = ns
 	}
+	if p := cl.Project; p != "" && len(validation.IsDNS1123Subdomain(p)) > 0 {
+		// as the AKS source: a value that cannot name an AppProject never
+		// reaches a Secret
+		notReady(fmt.Sprintf("tag %s is not a valid AppProject name", m.projectTag))
+	}
 }
 
 // authFor is how Argo CD reaches a cluster: as role, or with its own
