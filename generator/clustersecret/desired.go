@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -349,10 +350,33 @@ func propagatedLabels(c *sources.Cluster) map[string]string {
 	return out
 }
 
+// safeField matches what an upstream value may be to reach an exec
+// provider's command, args or env: a name, region, account, tenant,
+// source or provider, starting with a letter or digit (never a dash, which
+// the broker would read as a flag) and without spaces, quotes or control
+// characters.
+var safeField = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$`)
+
+// checkFields refuses, before any template uses them, the fields of f that
+// come from upstream and are not safeField (Server is a normalized URL).
+func checkFields(f ClusterFields) error {
+	for _, v := range []struct{ name, value string }{{"Name", f.Name}, {"Region", f.Region}, {"Account", f.Account},
+		{"Tenant", f.Tenant}, {"Source", f.Source}, {"Provider", f.Provider}} {
+		if v.value != "" && !safeField.MatchString(v.value) {
+			return fmt.Errorf("{{.%s}} is %q: not a value an exec template may use (a letter or digit first, then letters, digits and ._:@/+=-)",
+				v.name, v.value)
+		}
+	}
+	return nil
+}
+
 func renderExec(e *sources.ExecProvider, f ClusterFields) (*execProviderConfig, error) {
 	render := func(s string) (string, error) {
 		if !strings.Contains(s, "{{") {
 			return s, nil
+		}
+		if err := checkFields(f); err != nil {
+			return "", err
 		}
 		t, err := template.New("").Option("missingkey=error").Parse(s)
 		if err != nil {

@@ -73,6 +73,13 @@ func TestBuild(t *testing.T) {
 		"env": map[string]any{"REGION": "eu-west-1"}, "apiVersion": "client.authentication.k8s.io/v1beta1"}, cfg["execProviderConfig"])
 	assert.NotContains(t, cfg, "awsAuthConfig")
 
+	// an upstream value never reaches the broker as a flag or with spaces
+	for _, bad := range []string{"--token=stolen", "pay ments", "a\nb"} {
+		evil := cl("payments", func(c *sources.Cluster) { c.Name = bad })
+		_, err = Build(&evil, o, noToken)
+		assert.ErrorContains(t, err, "not a value an exec template may use", "name %q", bad)
+	}
+
 	o.Credentials["fleet"] = CredentialOverride{Exec: &sources.ExecProvider{Command: "x", Args: []string{"{{.Nope}}"}}}
 	assert.ErrorContains(t, o.Validate(), "credentials.fleet.exec")
 }
