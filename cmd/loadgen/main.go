@@ -25,11 +25,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,28 +179,15 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var (
-		kube   *kubeEnv
-		sw, lw *seenWatch
-		extra  string
-	)
+	ks := &kubeSide{}
 	if o.secrets {
-		fmt.Fprintf(log, "loadgen: %d clusters: starting kube-apiserver and etcd\n", n)
-		if kube, err = startKube(ctx, o.kubeAssets, dir); err != nil {
+		if ks, err = startKubeSide(ctx, o, n, dir, log); err != nil {
 			return nil, err
 		}
-		defer kube.stop()
-		if sw, err = kube.watchSecrets(ctx); err != nil {
-			return nil, err
-		}
-		defer sw.stop()
-		if lw, err = kube.watchLedger(ctx); err != nil {
-			return nil, err
-		}
-		defer lw.stop()
-		extra = kubeConfigSection(kube.kubeconfig, o.resync)
+		defer ks.stop()
 	}
-	cfg, err := writeService(dir, cs, addr, token, o.distinctCA, extra)
+	kube, sw, lw := ks.kube, ks.secrets, ks.ledger
+	cfg, err := writeService(dir, cs, addr, token, o.distinctCA, ks.extra)
 	if err != nil {
 		return nil, fmt.Errorf("write fleet: %w", err)
 	}
@@ -237,6 +226,11 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if err := underLoad(o, n, svc, ins, r, log); err != nil {
 		return nil, err
 	}
+	if o.secrets {
+		if r.Follower, err = measureFollower(ctx, o, n, dir, cfg, token, ins, cs, log); err != nil {
+			return nil, err
+		}
+	}
 	stopped = true
 	if err := svc.stop(30 * time.Second); err != nil {
 		return nil, err
@@ -249,6 +243,40 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	}
 	r.summarize(ins)
 	return r, nil
+}
+
+// kubeSide is the real kube-apiserver of a -secrets run, with the watches
+// that time the cold start and the configuration section pointing at it.
+type kubeSide struct {
+	kube            *kubeEnv
+	secrets, ledger *seenWatch
+	extra           string
+}
+
+func startKubeSide(ctx context.Context, o options, n int, dir string, log io.Writer) (*kubeSide, error) {
+	fmt.Fprintf(log, "loadgen: %d clusters: starting kube-apiserver and etcd\n", n)
+	kube, err := startKube(ctx, o.kubeAssets, dir)
+	if err != nil {
+		return nil, err
+	}
+	ks := &kubeSide{kube: kube, extra: kubeConfigSection(kube.kubeconfig, o.resync)}
+	if ks.secrets, err = kube.watchSecrets(ctx); err == nil {
+		ks.ledger, err = kube.watchLedger(ctx)
+	}
+	if err != nil {
+		ks.stop()
+		return nil, err
+	}
+	return ks, nil
+}
+
+func (k *kubeSide) stop() {
+	for _, w := range []*seenWatch{k.secrets, k.ledger} {
+		if w != nil {
+			w.stop()
+		}
+	}
+	k.kube.stop()
 }
 
 // waitColdSync waits for the service's n Secrets, seen by sw, and its n
@@ -340,4 +368,55 @@ func steady(ctx context.Context, o options, kube *kubeEnv, svc *service, sr *syn
 	sr.SteadyRequests, sr.SteadyWindow = sumCounts(before, after), time.Since(t0)
 	fmt.Fprintf(log, "loadgen: %d passes with nothing to change in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
 	return nil
+}
+
+// measureFollower starts a second replica of the service with the leader's
+// configuration on another address, once the ledger is written: it lists
+// nothing and answers from the ledger. It returns when it answered as the
+// leader does, its RSS at rest after o.settle, and the same load.
+func measureFollower(ctx context.Context, o options, n int, dir, leaderCfg, token string, ins []*input, cs []cluster, log io.Writer) (*followerResult, error) {
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(leaderCfg)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.SplitN(string(raw), "\n", 4) // log, server, listen: the third line
+	if len(lines) < 4 || !strings.HasPrefix(strings.TrimSpace(lines[2]), "listen:") {
+		return nil, errors.New("follower: the leader's configuration has no listen line where expected")
+	}
+	lines[2] = fmt.Sprintf("  listen: %q", addr)
+	cfgPath := filepath.Join(dir, "follower.yaml")
+	if err := os.WriteFile(cfgPath, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "loadgen: %d clusters: starting a follower replica on %s\n", n, addr)
+	started := time.Now()
+	f, err := startService(o.binary, cfgPath, addr, filepath.Join(dir, "follower.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.stop(30 * time.Second) }()
+	if err := f.waitReady(o.readyTimeout); err != nil {
+		return nil, fmt.Errorf("follower: %w", err)
+	}
+	if err := verify(ctx, f.base, token, ins, cs); err != nil {
+		return nil, fmt.Errorf("follower: %w", err)
+	}
+	fr := &followerResult{ReadyAfter: time.Since(started)}
+	time.Sleep(o.settle)
+	if fr.Rest, err = f.scrape(); err != nil {
+		return nil, err
+	}
+	if o.duration > 0 {
+		load := drive(f.base, token, ins, o.conns, o.duration)
+		slices.Sort(load.all)
+		fr.PeakRSS, fr.Requests, fr.Errors = f.peakRSS(), load.Requests, load.errors()
+		fr.Throughput, fr.P50 = float64(load.Requests)/load.Elapsed.Seconds(), quantile(load.all, 0.5)
+	}
+	fmt.Fprintf(log, "loadgen: %d clusters: follower answered as the leader %s after its start; RSS at rest %s\n",
+		n, fr.ReadyAfter.Round(time.Millisecond), mib(fr.Rest.RSSBytes))
+	return fr, nil
 }

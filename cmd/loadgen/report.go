@@ -32,6 +32,9 @@ type result struct {
 	ByKind              []kindStats   `json:"byInput"`
 	// Sync is the cluster Secrets' figures, with -secrets.
 	Sync *syncResult `json:"sync,omitempty"`
+	// Follower is a second replica's figures, with -secrets: it answers
+	// from the ledger the first one (the leader) wrote.
+	Follower *followerResult `json:"follower,omitempty"`
 	// LogLines is the number of lines the service logged, ForeignLogLines
 	// those not in the configured format (JSON), FirstForeignLogLine the
 	// first of them.
@@ -56,6 +59,19 @@ type syncResult struct {
 	SteadyPasses   int                `json:"steadyPasses"`
 	SteadyRequests map[string]float64 `json:"steadyRequests"`
 	SteadyWindow   time.Duration      `json:"steadyWindowNs"`
+}
+
+// followerResult is what a second replica, started once the ledger is
+// written, measured: when it answered (the same answers as the leader),
+// its RSS at rest, and the same load as the leader's.
+type followerResult struct {
+	ReadyAfter time.Duration `json:"readyAfterNs"`
+	Rest       processStats  `json:"rest"`
+	PeakRSS    float64       `json:"peakRSSBytes"`
+	Requests   int64         `json:"requests"`
+	Throughput float64       `json:"requestsPerSecond"`
+	P50        time.Duration `json:"p50Ns"`
+	Errors     int64         `json:"errors"`
 }
 
 type kindStats struct {
@@ -97,6 +113,14 @@ func report(w io.Writer, r *result) {
 		if sr.SteadyPasses > 0 {
 			fmt.Fprintf(w, "  steady state  %d passes in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
 		}
+	}
+	if f := r.Follower; f != nil {
+		fmt.Fprintf(w, "  follower      answered as the leader %s after its start; RSS %s at rest (heap in use %s)",
+			f.ReadyAfter.Round(time.Millisecond), mib(f.Rest.RSSBytes), mib(f.Rest.HeapInUse))
+		if f.Requests > 0 {
+			fmt.Fprintf(w, "; under the same load %.0f req/s, p50 %s, %d errors, peak RSS %s", f.Throughput, ms(f.P50), f.Errors, mib(f.PeakRSS))
+		}
+		fmt.Fprintln(w)
 	}
 	l := r.Load
 	if l == nil {
