@@ -39,7 +39,7 @@ func (inv *Inventory) book() Book {
 func (inv *Inventory) restore(b Book) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	inv.dropRetired()
+	wasRetired := inv.dropRetired()
 	for _, st := range inv.states {
 		st.life.tracked, st.life.listings = map[string]*Record{}, 0
 		st.status = SourceStatus{SourceState: SourceState{Name: st.spec.Name, Provider: st.spec.Provider}, Interval: st.spec.Interval.String()}
@@ -68,7 +68,7 @@ func (inv *Inventory) restore(b Book) {
 			if p == "" {
 				p = r.Rendering.Provider
 			}
-			st = inv.retire(r.Source, p)
+			st = inv.retire(r.Source, p, wasRetired[r.Source])
 		}
 		if st != nil {
 			r.listing = 0

@@ -26,8 +26,9 @@ func (retiredSource) Clusters(context.Context) ([]sources.Cluster, error) { retu
 
 // retire adds a state for the source name that the book has records of and
 // the configuration has not, synced (its clusters are served from the
-// ledger at once) and marked retired. The caller holds inv.mu.
-func (inv *Inventory) retire(name string, provider sources.Provider) *sourceState {
+// ledger at once) and marked retired; known: it was retired in the book
+// restored before, so it is not logged again. The caller holds inv.mu.
+func (inv *Inventory) retire(name string, provider sources.Provider, known bool) *sourceState {
 	every := defaultRetiredInterval
 	for _, st := range inv.states {
 		if !st.retired {
@@ -43,18 +44,23 @@ func (inv *Inventory) retire(name string, provider sources.Provider) *sourceStat
 	inv.states = append(inv.states, st)
 	inv.bySource[name] = st
 	inv.metrics.initSource(name)
+	if known { // retired in the last book already: said once
+		return st
+	}
 	inv.logger.Warn("the ledger holds clusters of a source that is not configured; they depart as a vanished fleet does (held until acknowledged)",
 		"source", name, "provider", string(provider))
 	return st
 }
 
-// dropRetired removes every retired state, before a book is restored.
-// The caller holds inv.mu.
-func (inv *Inventory) dropRetired() {
+// dropRetired removes every retired state, before a book is restored, and
+// returns their names. The caller holds inv.mu.
+func (inv *Inventory) dropRetired() map[string]bool {
+	dropped := map[string]bool{}
 	kept := inv.states[:0]
 	for _, st := range inv.states {
 		if st.retired {
 			st.ended = true
+			dropped[st.spec.Name] = true
 			delete(inv.bySource, st.spec.Name)
 			continue
 		}
@@ -62,6 +68,7 @@ func (inv *Inventory) dropRetired() {
 	}
 	clear(inv.states[len(kept):])
 	inv.states = kept
+	return dropped
 }
 
 // endIfEmpty removes the retired source st once it has no record left:

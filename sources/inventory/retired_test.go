@@ -3,6 +3,8 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // TestRenamedSourceIsANewSource: a source renamed in the configuration is
@@ -48,7 +51,8 @@ func TestRenamedSourceIsANewSource(t *testing.T) {
 	require.Equal(t, map[string]string{"c0": "rancher", "c1": "rancher", "c2": "rancher"}, sourceNames(old.Snapshot()))
 
 	renamed := start("rancher-eu") // the same upstream under a new name
-	follower, err := New([]SourceSpec{spec("rancher-eu", src)}, Options{})
+	var followerLog testlog.Buffer
+	follower, err := New([]SourceSpec{spec("rancher-eu", src)}, Options{Logger: slog.New(slog.NewJSONHandler(&followerLog, nil))})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -73,6 +77,8 @@ func TestRenamedSourceIsANewSource(t *testing.T) {
 		require.Eventually(t, func() bool { return sameContent(snap, follower.Snapshot()) }, 5*time.Second, time.Millisecond,
 			"listing %d: the follower answers as the leader", i)
 	}
+	assert.Equal(t, 1, strings.Count(followerLog.String(), "a source that is not configured"),
+		"the follower says once that it follows a retired source, not at every book")
 	require.NoError(t, renamed.RefreshAll(context.Background()))
 	snap = renamed.Snapshot()
 	assert.Equal(t, map[string]string{"c0": "rancher-eu", "c1": "rancher-eu", "c2": "rancher-eu"}, sourceNames(snap),
