@@ -43,19 +43,15 @@ func (inv *Inventory) restore(b Book) {
 	for _, st := range inv.states {
 		st.life.tracked, st.life.listings = map[string]*Record{}, 0
 		st.status = SourceStatus{SourceState: SourceState{Name: st.spec.Name, Provider: st.spec.Provider}, Interval: st.spec.Interval.String()}
-	}
-	for _, st := range inv.states {
 		st.seeding = inv.seed != nil && !inv.follower
-	}
-	for _, s := range b.Sources {
-		if st := inv.bySource[s.Name]; st != nil {
-			st.status.Synced, st.status.Stale, st.status.LastError, st.status.ConsecutiveFailures = s.Synced, s.Stale, s.LastError, s.ConsecutiveFailures
-			st.seeding = st.seeding && !s.Synced
-		}
 	}
 	providers := map[string]sources.Provider{}
 	for _, s := range b.Sources {
 		providers[s.Name] = s.Provider
+		if st := inv.bySource[s.Name]; st != nil {
+			st.status.Synced, st.status.Stale, st.status.LastError, st.status.ConsecutiveFailures = s.Synced, s.Stale, s.LastError, s.ConsecutiveFailures
+			st.seeding = st.seeding && !s.Synced
+		}
 	}
 	for i := range b.Clusters {
 		r := b.Clusters[i]
