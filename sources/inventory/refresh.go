@@ -21,9 +21,7 @@ func (inv *Inventory) Run(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
-	inv.mu.Lock()
-	states := slices.Clone(inv.states)
-	inv.mu.Unlock()
+	states := inv.statesNow()
 	for _, st := range states {
 		wg.Add(1)
 		go func() {
@@ -34,12 +32,18 @@ func (inv *Inventory) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// statesNow returns the sources' states as they are now: a restore may
+// add or remove retired ones meanwhile.
+func (inv *Inventory) statesNow() []*sourceState {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return slices.Clone(inv.states)
+}
+
 // RefreshAll lists every source once, concurrently, and returns the joined
 // errors of the listings that failed. It is what `discover` uses.
 func (inv *Inventory) RefreshAll(ctx context.Context) error {
-	inv.mu.Lock()
-	states := slices.Clone(inv.states)
-	inv.mu.Unlock()
+	states := inv.statesNow()
 	errs := make([]error, len(states))
 	var wg sync.WaitGroup
 	for i, st := range states {
