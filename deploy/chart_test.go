@@ -69,6 +69,9 @@ func TestTemplateRendersEveryObject(t *testing.T) {
 			if c.values == "values-rancher.yaml" || c.values == "values-eks.yaml" {
 				want["ServiceMonitor"] = 1
 			}
+			if c.values == "values-rancher.yaml" {
+				want["Job"]++ // the pre-delete hook that revokes the per-cluster tokens
+			}
 			got := map[string]int{}
 			for _, m := range ms {
 				got[m.GetKind()]++

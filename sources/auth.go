@@ -64,13 +64,27 @@ type TokenIssuer interface {
 	ReleaseToken(ctx context.Context, clusterID string) error
 }
 
-// TermAware is a TokenIssuer whose tokens belong to one leadership term:
-// NewTerm is called each time the process becomes the leader again. The
-// issuer must then forget every token it holds (the leader of the terms
-// between may have revoked them) and adopt afresh before its next token,
-// so that a returning leader never writes a token revoked meanwhile.
-type TermAware interface {
-	NewTerm()
+// TokenKeeper is a TokenIssuer whose tokens outlive the process: a
+// token's value lives in the cluster Secret written with it, so a
+// leadership term begins by adopting what our Secrets hold, and nothing is
+// revoked while a Secret may still hold it.
+type TokenKeeper interface {
+	TokenIssuer
+	// AdoptTokens begins a leadership term, before its first IssueToken:
+	// the issuer forgets every token it held (the leader of the terms
+	// between may have revoked them) and takes the tokens our Secrets hold
+	// (bearer values by cluster ID) where they are still valid.
+	// installation identifies this installation in what it mints.
+	// IssueToken fails until AdoptTokens has succeeded in the term.
+	AdoptTokens(ctx context.Context, installation string, held map[string]string) error
+	// TokenWritten says that the cluster's Secret holds value now.
+	TokenWritten(clusterID, value string)
+	// SweepTokens revokes the tokens no Secret needs any more, a grace
+	// period after their replacements were written.
+	SweepTokens(ctx context.Context) error
+	// RevokeTokens revokes every token the installation minted, held by a
+	// Secret or not (at uninstall), and returns how many it revoked.
+	RevokeTokens(ctx context.Context, installation string) (int, error)
 }
 
 // SecretKeyRef names a key of a Kubernetes Secret.

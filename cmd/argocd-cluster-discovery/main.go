@@ -4,6 +4,7 @@
 //	argocd-cluster-discovery serve --config FILE [--listen ADDR]
 //	argocd-cluster-discovery discover --config FILE [--input JSON]
 //	argocd-cluster-discovery validate --config FILE
+//	argocd-cluster-discovery revoke-tokens --config FILE [--ignore-errors]
 //	argocd-cluster-discovery version
 package main
 
@@ -41,6 +42,7 @@ const usage = `usage:
   argocd-cluster-discovery serve --config FILE [--listen ADDR]
   argocd-cluster-discovery discover --config FILE [--input JSON]
   argocd-cluster-discovery validate --config FILE [--no-credentials]
+  argocd-cluster-discovery revoke-tokens --config FILE [--ignore-errors]
   argocd-cluster-discovery version
 
 Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDiscover(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "revoke-tokens":
+		return cmdRevokeTokens(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "argocd-cluster-discovery %s (%s)\n", version, runtime.Version())
 		return 0

@@ -141,6 +141,9 @@ func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Log
 	client := kube.client
 	rc := cfg.Secrets.Reconciler()
 	rc.Issuers = p.issuers
+	if len(p.issuers) > 0 && !cfg.Secrets.DryRun {
+		rc.Installation = installationID(client, cfg.Secrets.Namespace, logger)
+	}
 	rec, err := clustersecret.New(rc, client, p.inv, logger, reg,
 		clustersecret.WithInformer(kube.secrets.Core().V1().Secrets().Informer()))
 	if err != nil {

@@ -45,6 +45,28 @@ type tokenState struct {
 	// maxTTL is Rancher's auth-token-max-ttl-minutes setting: a created
 	// token's ttl is cut to it (0: no limit).
 	maxTTL time.Duration
+	// refuseMints makes POST /v3/tokens answer 403, as Rancher does when
+	// the user lost the right to create tokens.
+	refuseMints bool
+}
+
+// RefuseMints makes token creation fail (403) or work again.
+func (f *fakeRancher) RefuseMints(refuse bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuseMints = refuse
+}
+
+// DropTokens deletes the tokens scoped to cluster, as an administrator
+// would in Rancher's UI.
+func (f *fakeRancher) DropTokens(cluster string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, t := range f.tokens {
+		if t.ClusterID == cluster {
+			delete(f.tokens, name)
+		}
+	}
 }
 
 // SetMaxTTL sets Rancher's maximum token lifetime for tokens created from
@@ -231,6 +253,9 @@ func (f *fakeRancher) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	case in.TTL < 0:
 		writeAPIError(w, http.StatusUnprocessableEntity, "InvalidBodyContent", "ttl must not be negative")
+		return
+	case f.refuseMints:
+		writeAPIError(w, http.StatusForbidden, "Forbidden", "tokens.management.cattle.io is forbidden: User cannot create resource")
 		return
 	}
 	ttl := time.Duration(in.TTL) * time.Millisecond

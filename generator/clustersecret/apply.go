@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -21,13 +22,23 @@ import (
 // apply writes the changes with bounded concurrency, rendering each desired
 // Secret it writes with resolve (so that only the Secrets in flight are
 // held). It stops starting writes as soon as ctx ends (for example when the
-// leader lease is lost).
-func (r *Reconciler) apply(ctx context.Context, ch *Changes, resolve TokenResolver) error {
+// leader lease is lost). It returns the desired Secrets with an issued
+// token that their Secret now holds: up to date, created or updated.
+func (r *Reconciler) apply(ctx context.Context, ch *Changes, resolve TokenResolver) ([]Desired, error) {
 	var mu sync.Mutex
 	clash := func(c Clash) {
 		mu.Lock()
 		defer mu.Unlock()
 		ch.Clashes = append(ch.Clashes, c)
+	}
+	holding := slices.Clone(ch.upToDate)
+	holds := func(d Desired) {
+		if d.cluster == nil || issuedOf(d.cluster, d.opts) == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		holding = append(holding, d)
 	}
 	var ops []func(context.Context) error
 	for _, d := range ch.Create {
@@ -36,11 +47,21 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes, resolve TokenResolv
 			if err != nil {
 				return fmt.Errorf("create secret %s: %w", d.name, err)
 			}
-			return r.create(ctx, s, clash)
+			created, err := r.create(ctx, s, clash)
+			if created {
+				holds(d)
+			}
+			return err
 		})
 	}
 	for _, u := range ch.Update {
-		ops = append(ops, func(ctx context.Context) error { return r.update(ctx, u, resolve) })
+		ops = append(ops, func(ctx context.Context) error {
+			ok, err := r.update(ctx, u, resolve)
+			if ok {
+				holds(*u.Want)
+			}
+			return err
+		})
 	}
 	for _, s := range ch.Delete {
 		ops = append(ops, func(ctx context.Context) error { return r.delete(ctx, s) })
@@ -53,7 +74,7 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes, resolve TokenResolv
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 			wg.Wait()
-			return ctx.Err()
+			return holding, ctx.Err()
 		}
 		wg.Add(1)
 		go func() {
@@ -66,13 +87,14 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes, resolve TokenResolv
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return holding, errors.Join(errs...)
 }
 
-// create writes s. A Secret of that name that the plan did not see (it is
-// not labelled as a cluster Secret) makes the API refuse the create; if it
-// is not ours it is reported through clash and left alone.
-func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Clash)) error {
+// create writes s and reports whether it did. A Secret of that name that
+// the plan did not see (it is not labelled as a cluster Secret) makes the
+// API refuse the create; if it is not ours it is reported through clash
+// and left alone.
+func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Clash)) (bool, error) {
 	created, err := r.secrets.Create(ctx, s, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		cur, gerr := r.secrets.Get(ctx, s.Name, metav1.GetOptions{})
@@ -85,14 +107,14 @@ func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Cl
 		case cur.Labels[LabelSecretType] == "cluster":
 			r.own.wrote(cur) // ours, not in the cache yet: not created again
 		}
-		return nil // ours (another writer was faster) or foreign: nothing to do now
+		return false, nil // ours (another writer was faster) or foreign: nothing to do now
 	}
 	if err != nil {
-		return fmt.Errorf("create secret %s: %w", s.Name, err)
+		return false, fmt.Errorf("create secret %s: %w", s.Name, err)
 	}
 	r.own.wrote(created)
 	r.metrics.writes.WithLabelValues("created").Inc()
-	return nil
+	return true, nil
 }
 
 // update applies u to the Secret of u.Old: for a content update it merges
@@ -102,20 +124,21 @@ func (r *Reconciler) create(ctx context.Context, s *corev1.Secret, clash func(Cl
 // from the API, else it is read first; on a conflict it is read again
 // (a countdown is then left to the next pass). Nothing is written if
 // nothing changes, or if the Secret is no longer ours for that cluster.
-func (r *Reconciler) update(ctx context.Context, u Update, resolve TokenResolver) error {
+// It reports whether the Secret holds the desired content afterwards.
+func (r *Reconciler) update(ctx context.Context, u Update, resolve TokenResolver) (bool, error) {
 	var want *corev1.Secret
 	if u.Want != nil {
 		w, err := u.Want.Render(resolve)
 		if err != nil {
-			return fmt.Errorf("update secret %s: %w", u.Old.Name, err)
+			return false, fmt.Errorf("update secret %s: %w", u.Old.Name, err)
 		}
 		want = w
 		want.Name = u.Old.Name // in place: an upgrade or a rename keeps the Secret
 	}
 	var next *corev1.Secret
-	first := true
+	first, held := true, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		fresh := u.Old.full
+		fresh, holds := u.Old.full, false
 		if !first || fresh == nil {
 			var err error
 			if fresh, err = r.secrets.Get(ctx, u.Old.Name, metav1.GetOptions{}); err != nil {
@@ -129,7 +152,8 @@ func (r *Reconciler) update(ctx context.Context, u Update, resolve TokenResolver
 			fresh.Annotations[AnnotationClusterID] != "":
 			next = nil // no longer ours or another cluster's, or a countdown: the next pass decides
 		default:
-			next = merge(fresh, want)
+			next, holds = merge(fresh, want), true
+			held = holds
 			if sameContent(fresh, next) {
 				next = nil
 			}
@@ -146,13 +170,13 @@ func (r *Reconciler) update(ctx context.Context, u Update, resolve TokenResolver
 	})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil // deleted meanwhile; the next pass recreates it
+		return false, nil // deleted meanwhile; the next pass recreates it
 	case err != nil:
-		return fmt.Errorf("update secret %s: %w", u.Old.Name, err)
+		return false, fmt.Errorf("update secret %s: %w", u.Old.Name, err)
 	case next != nil:
 		r.metrics.writes.WithLabelValues("updated").Inc()
 	}
-	return nil
+	return held, nil
 }
 
 // delete removes s only if it is still exactly the Secret the plan saw.

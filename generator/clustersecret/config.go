@@ -29,6 +29,10 @@ type Config struct {
 	// Issuers mint the tokens of clusters whose Auth references an
 	// IssuedToken, by source name.
 	Issuers map[string]sources.TokenIssuer
+	// Installation identifies this installation in what an issuer mints
+	// (sources.TokenKeeper), so that two installations with one owner id
+	// on one upstream account never revoke each other's tokens.
+	Installation string
 }
 
 // Defaults fills unset fields.

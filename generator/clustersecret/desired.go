@@ -240,15 +240,7 @@ func SecretName(prefix, source, cluster, id string) string {
 func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, error) {
 	cfg := clusterConfig{TLSClientConfig: tlsClientConfig{CAData: c.CA.Data()}, ProxyURL: c.ProxyURL}
 	fields := ClusterFields{Name: c.Name, Server: c.Server, Region: c.Region, Account: c.Account, Tenant: c.Tenant, Source: c.Source, Provider: string(c.Provider)}
-	auth := c.Auth
-	if ov, ok := o.Credentials[c.Source]; ok {
-		switch {
-		case ov.Exec != nil:
-			auth = sources.Auth{Kind: sources.AuthExec, Exec: ov.Exec}
-		case ov.BearerToken != nil:
-			auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: ov.BearerToken}
-		}
-	}
+	auth := authOf(c, o)
 	switch auth.Kind {
 	case sources.AuthBearerToken:
 		token, err := resolve(*auth.TokenRef)

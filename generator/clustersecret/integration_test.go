@@ -219,18 +219,24 @@ func TestLeaderHandover(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.secrets()) == 2 }, 10*time.Second, 20*time.Millisecond, "the new leader writes")
 	cancel2()
 	wg.Wait()
-	assert.Equal(t, int32(1), terms1.n.Load(), "each term starts by telling the issuers (sources.TermAware)")
+	assert.Equal(t, int32(1), terms1.n.Load(), "each term starts by adopting the tokens our Secrets hold (sources.TokenKeeper)")
 	assert.Equal(t, int32(1), terms2.n.Load())
 }
 
-// termCounter is a sources.TokenIssuer that counts its new terms.
+// termCounter is a sources.TokenKeeper that counts its new terms.
 type termCounter struct{ n atomic.Int32 }
 
 func (c *termCounter) IssueToken(context.Context, string) (string, error) {
 	return "", errors.New("unused")
 }
 func (c *termCounter) ReleaseToken(context.Context, string) error { return nil }
-func (c *termCounter) NewTerm()                                   { c.n.Add(1) }
+func (c *termCounter) AdoptTokens(context.Context, string, map[string]string) error {
+	c.n.Add(1)
+	return nil
+}
+func (c *termCounter) TokenWritten(string, string)                       {}
+func (c *termCounter) SweepTokens(context.Context) error                 { return nil }
+func (c *termCounter) RevokeTokens(context.Context, string) (int, error) { return 0, nil }
 
 func TestLostLeaseStopsWrites(t *testing.T) {
 	e := newEnv(t)

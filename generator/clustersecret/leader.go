@@ -8,7 +8,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // LeaderElection configures the Lease that lets several replicas serve the
@@ -32,12 +31,8 @@ func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface
 	return lease.RunLeading(ctx, client.CoordinationV1(), cfg, func(leading bool) {
 		if leading {
 			// a new term: tokens held from an earlier one may have been
-			// revoked by the leader between
-			for _, iss := range r.cfg.Issuers {
-				if t, ok := iss.(sources.TermAware); ok {
-					t.NewTerm()
-				}
-			}
+			// revoked by the leader between; the first pass adopts again
+			r.newTerm()
 		}
 		r.setLeader(leading)
 		if leading {
@@ -68,6 +63,7 @@ func (r *Reconciler) setLeader(b bool) {
 // RunWithoutElection runs the reconciler as the only writer, for a single
 // replica with leader election disabled.
 func (r *Reconciler) RunWithoutElection(ctx context.Context) {
+	r.newTerm()
 	r.setLeader(true)
 	defer r.setLeader(false)
 	r.Run(ctx)

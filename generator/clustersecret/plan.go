@@ -110,6 +110,9 @@ type Changes struct {
 	Pending []Pending
 	// Unchanged counts our Secrets that need no write.
 	Unchanged int
+	// upToDate are the desired Secrets with an issued token (see issuedOf)
+	// whose Secret holds their content already.
+	upToDate []Desired
 }
 
 // Writes is the number of API writes the changes need.
@@ -229,6 +232,9 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 	switch {
 	case upToDate(cur, &d):
 		ch.Unchanged++
+		if d.cluster != nil && issuedOf(d.cluster, d.opts) != nil {
+			ch.upToDate = append(ch.upToDate, d)
+		}
 	case policy == PolicyCreateOnly:
 		ch.Unchanged++
 	default: // in place: an upgrade or a rename keeps the Secret

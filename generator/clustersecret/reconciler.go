@@ -73,6 +73,10 @@ type Reconciler struct {
 	// released (departure confirmed, or Secret deleted), under relMu.
 	relMu    sync.Mutex
 	released map[string]bool
+	// adopted are the token keepers (by source) that adopted the tokens
+	// our Secrets hold in this leadership term, under termMu.
+	termMu  sync.Mutex
+	adopted map[string]bool
 
 	mu     sync.Mutex
 	status Status
@@ -109,7 +113,7 @@ func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	r := &Reconciler{cfg: cfg, released: map[string]bool{}, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m,
+	r := &Reconciler{cfg: cfg, released: map[string]bool{}, adopted: map[string]bool{}, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m,
 		// A cold sync of 10,000 Secrets builds and sends ~100 MB that the
 		// runtime would hand back to the system over minutes, keeping the
 		// pod's RSS at its start-up peak; the delay lets the watch events
@@ -249,6 +253,10 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	resolve, read := r.tokenResolver(ctx)
 	defer func() { r.readsTokens.Store(read()) }()
 	r.releaseDeparted(ctx, snap)
+	if !r.cfg.DryRun {
+		r.adoptTokens(ctx)
+		prefetchIssued(ctx, snap.Clusters, &r.cfg.Options, resolve)
+	}
 	var desired []Desired
 	held, deselected := map[string]bool{}, map[string]bool{}
 	var heldNames []string
@@ -283,8 +291,9 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	if ch.Writes() > 0 {
 		r.logger.Info("applying plan", "plan", ch.String())
 	}
-	err = r.apply(ctx, &ch, resolve)
+	holding, err := r.apply(ctx, &ch, resolve)
 	r.report(&ch)
+	r.confirmTokens(ctx, holding, resolve)
 	return ch, heldNames, err
 }
 
@@ -298,66 +307,80 @@ func (r *Reconciler) report(ch *Changes) {
 	}
 }
 
-// tokenResolver reads token references, each once per pass. A Secret
-// reference is read from Argo CD's namespace. It is safe for concurrent
-// use (apply renders the Secrets it writes with it).
-func (r *Reconciler) tokenResolver(ctx context.Context) (TokenResolver, func() bool) {
-	cache := map[string]string{}
-	var mu sync.Mutex
-	read := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(cache) > 0
+// tokenResolver reads token references, each once per pass (a failure
+// too). A Secret reference is read from Argo CD's namespace. It is safe
+// for concurrent use, and reads different references concurrently (the
+// issued tokens of a pass, apply's renders). read reports whether any
+// token was read.
+func (r *Reconciler) tokenResolver(ctx context.Context) (resolve TokenResolver, read func() bool) {
+	type entry struct {
+		once sync.Once
+		v    string
+		err  error
 	}
+	cache := map[string]*entry{}
+	var mu sync.Mutex
+	var ok atomic.Bool
 	return func(ref sources.SecretRef) (string, error) {
-		mu.Lock()
-		defer mu.Unlock()
 		key := ref.String()
-		if v, ok := cache[key]; ok {
-			return v, nil
+		mu.Lock()
+		e := cache[key]
+		if e == nil {
+			e = &entry{}
+			cache[key] = e
 		}
-		var v string
-		switch {
-		case ref.File != "":
-			b, err := os.ReadFile(ref.File)
-			if err != nil {
-				return "", err
+		mu.Unlock()
+		e.once.Do(func() {
+			if e.v, e.err = r.readToken(ctx, ref); e.err == nil {
+				ok.Store(true)
 			}
-			v = string(b)
-		case ref.Env != "":
-			v = os.Getenv(ref.Env)
-		case ref.Issued != nil && r.cfg.DryRun:
-			// a dry run writes nothing, upstream included: no token is
-			// minted (the plan then shows such Secrets as updates)
-			v = "<issued at write>"
-		case ref.Issued != nil:
-			iss, ok := r.cfg.Issuers[ref.Issued.Source]
-			if !ok {
-				return "", fmt.Errorf("source %s issues no tokens", ref.Issued.Source)
-			}
-			tok, err := iss.IssueToken(ctx, ref.Issued.Cluster)
-			if err != nil {
-				return "", fmt.Errorf("issue token: %w", err)
-			}
-			v = tok
-		case ref.Secret != nil:
-			s, err := r.secrets.Get(ctx, ref.Secret.Name, metav1.GetOptions{})
-			if err != nil {
-				return "", fmt.Errorf("get secret %s: %w", ref.Secret.Name, err)
-			}
-			b, ok := s.Data[ref.Secret.Key]
-			if !ok {
-				return "", fmt.Errorf("secret %s has no key %s", ref.Secret.Name, ref.Secret.Key)
-			}
-			v = string(b)
+		})
+		return e.v, e.err
+	}, ok.Load
+}
+
+// readToken reads the token ref points at.
+func (r *Reconciler) readToken(ctx context.Context, ref sources.SecretRef) (string, error) {
+	var v string
+	switch {
+	case ref.File != "":
+		b, err := os.ReadFile(ref.File)
+		if err != nil {
+			return "", err
 		}
-		v = strings.TrimSpace(v)
-		if v == "" {
-			return "", fmt.Errorf("empty token")
+		v = string(b)
+	case ref.Env != "":
+		v = os.Getenv(ref.Env)
+	case ref.Issued != nil && r.cfg.DryRun:
+		// a dry run writes nothing, upstream included: no token is
+		// minted (the plan then shows such Secrets as updates)
+		v = "<issued at write>"
+	case ref.Issued != nil:
+		iss, ok := r.cfg.Issuers[ref.Issued.Source]
+		if !ok {
+			return "", fmt.Errorf("source %s issues no tokens", ref.Issued.Source)
 		}
-		cache[key] = v
-		return v, nil
-	}, read
+		tok, err := iss.IssueToken(ctx, ref.Issued.Cluster)
+		if err != nil {
+			return "", fmt.Errorf("issue token: %w", err)
+		}
+		v = tok
+	case ref.Secret != nil:
+		s, err := r.secrets.Get(ctx, ref.Secret.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("get secret %s: %w", ref.Secret.Name, err)
+		}
+		b, ok := s.Data[ref.Secret.Key]
+		if !ok {
+			return "", fmt.Errorf("secret %s has no key %s", ref.Secret.Name, ref.Secret.Key)
+		}
+		v = string(b)
+	}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", errors.New("empty token")
+	}
+	return v, nil
 }
 
 // releaseDeparted tells the token issuers that the clusters whose

@@ -4,31 +4,28 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // issuer mints the per-cluster tokens of a source whose clusters need them
-// (clusterTokens perCluster, or ace true or auto: an authorized cluster
-// endpoint accepts only tokens scoped to its cluster). After a restart it
-// first revokes the tokens an earlier process of this deployment left
-// (Adopt): Rancher returns a token's value only when it is created.
+// (clusterTokens perCluster, or an authorized cluster endpoint, which
+// accepts only tokens scoped to its cluster), and keeps them across
+// restarts and leader changes through the Secrets that hold them (see
+// tokenManager).
 type issuer struct {
 	tokens *tokenManager
-	// mu guards adopted: whether the leftovers were revoked (done once,
-	// retried until it succeeds).
-	mu      sync.Mutex
-	adopted bool
 }
 
-var _ sources.TokenIssuer = (*Source)(nil)
+var _ sources.TokenKeeper = (*Source)(nil)
 
-// newIssuer builds the source's issuer. Every Rancher source has one: a
-// cluster can choose its authorized endpoint by label whatever the
-// source's settings. It makes no request until a token is needed.
-func (s *Source) newIssuer(ownerID string, client *http.Client, caPEM []byte) (*issuer, error) {
+// newIssuer builds the source's issuer and registers its metrics with reg
+// (nil: none). Every Rancher source has one. It makes no request until a
+// term begins.
+func (s *Source) newIssuer(ownerID string, client *http.Client, caPEM []byte, reg prometheus.Registerer) (*issuer, error) {
 	if ownerID == "" {
 		ownerID = "unset"
 	}
@@ -40,50 +37,60 @@ func (s *Source) newIssuer(ownerID string, client *http.Client, caPEM []byte) (*
 	if err != nil {
 		return nil, fmt.Errorf("per-cluster tokens: %w", err)
 	}
+	if tm.metrics, err = registerTokenMetrics(reg); err != nil {
+		return nil, fmt.Errorf("register token metrics: %w", err)
+	}
 	tm.source = s.mapper.source
 	return &issuer{tokens: tm}, nil
 }
 
-// IssueToken returns a token scoped to the cluster, minted or renewed as
-// needed (sources.TokenIssuer).
+// IssueToken returns a token scoped to the cluster: the one adopted or
+// minted in this term, renewed as needed (sources.TokenIssuer).
 func (s *Source) IssueToken(ctx context.Context, clusterID string) (string, error) {
 	if s.issuer == nil {
 		return "", fmt.Errorf("source %s issues no per-cluster tokens", s.mapper.source)
 	}
-	if err := s.issuer.adopt(ctx); err != nil {
-		return "", fmt.Errorf("revoke the tokens an earlier process left: %w", err)
-	}
 	return s.issuer.tokens.Token(ctx, clusterID)
 }
 
-// adopt revokes the leftovers of earlier processes once.
-func (i *issuer) adopt(ctx context.Context) error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.adopted {
+// AdoptTokens begins a leadership term (sources.TokenKeeper): see
+// tokenManager.Adopt.
+func (s *Source) AdoptTokens(ctx context.Context, installation string, held map[string]string) error {
+	if s.issuer == nil {
 		return nil
 	}
-	if err := i.tokens.Adopt(ctx); err != nil {
-		return err
+	if err := s.issuer.tokens.Adopt(ctx, installation, held); err != nil {
+		return fmt.Errorf("adopt the tokens our secrets hold: %w", err)
 	}
-	i.adopted = true
 	return nil
 }
 
-// NewTerm forgets every token the source holds and adopts again before
-// its next token (sources.TermAware): the leader of the terms between
-// revoked what this process minted before, and minted its own.
-func (s *Source) NewTerm() {
-	if s.issuer == nil {
-		return
+// TokenWritten records that the cluster's Secret holds value
+// (sources.TokenKeeper).
+func (s *Source) TokenWritten(clusterID, value string) {
+	if s.issuer != nil {
+		s.issuer.tokens.Written(clusterID, value)
 	}
-	s.issuer.mu.Lock()
-	defer s.issuer.mu.Unlock()
-	s.issuer.adopted = false
-	s.issuer.tokens.forgetAll()
 }
 
-var _ sources.TermAware = (*Source)(nil)
+// SweepTokens revokes the replaced tokens and the orphans whose grace
+// period has passed (sources.TokenKeeper).
+func (s *Source) SweepTokens(ctx context.Context) error {
+	if s.issuer == nil {
+		return nil
+	}
+	return s.issuer.tokens.Sweep(ctx)
+}
+
+// RevokeTokens revokes every token this installation's source minted,
+// whether a Secret holds it or not, and returns how many (the chart's
+// uninstall hook; sources.TokenKeeper).
+func (s *Source) RevokeTokens(ctx context.Context, installation string) (int, error) {
+	if s.issuer == nil {
+		return 0, nil
+	}
+	return s.issuer.tokens.RevokeAll(ctx, installation)
+}
 
 // ReleaseToken revokes the cluster's token (sources.TokenIssuer).
 func (s *Source) ReleaseToken(ctx context.Context, clusterID string) error {
@@ -93,7 +100,8 @@ func (s *Source) ReleaseToken(ctx context.Context, clusterID string) error {
 	return s.issuer.tokens.Release(ctx, clusterID)
 }
 
-// LiveTokens is the number of tokens the source minted and has not revoked.
+// LiveTokens is the number of tokens the source adopted or minted and has
+// not revoked.
 func (s *Source) LiveTokens() int {
 	if s.issuer == nil {
 		return 0

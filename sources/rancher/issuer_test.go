@@ -10,9 +10,10 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-// TestSourceIssuesTokens: the source, as the Secret writer's TokenIssuer,
-// revokes what an earlier process of its deployment left before its first
-// token, mints one token per cluster, and revokes it on release.
+// TestSourceIssuesTokens: the source, as the Secret writer's TokenKeeper,
+// hands out no token before a term begins, mints one token per cluster,
+// revokes what an earlier process of its deployment left once the Secret
+// holds the new one, and revokes a token on release.
 func TestSourceIssuesTokens(t *testing.T) {
 	f := newFakeTokens(t)
 	f.with(func(f *fakeTokens) {
@@ -24,7 +25,11 @@ func TestSourceIssuesTokens(t *testing.T) {
 		ClusterTokensPerCluster, sources.D(time.Hour)
 	src, err := newSource(cfg, sources.SourceOptions{Name: "rancher-a", OwnerID: "prod-a"}, f.srv.Client())
 	require.NoError(t, err)
-	var iss sources.TokenIssuer = src
+	var iss sources.TokenKeeper = src
+	_, err = iss.IssueToken(t.Context(), "c-m-aaaa")
+	require.ErrorIs(t, err, errNotAdopted)
+	require.NoError(t, iss.AdoptTokens(t.Context(), "inst-1", nil))
+	src.issuer.tokens.grace = 0
 
 	a, err := iss.IssueToken(t.Context(), "c-m-aaaa")
 	require.NoError(t, err)
@@ -35,7 +40,11 @@ func TestSourceIssuesTokens(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, a, b)
 	assert.Equal(t, 2, src.LiveTokens())
-	assert.Contains(t, f.deleted(), "token-left1", "the token an earlier process left is revoked first")
+	require.NoError(t, iss.SweepTokens(t.Context()))
+	assert.Empty(t, f.deleted(), "the earlier process's token stays until the Secret holds the new one")
+	iss.TokenWritten("c-m-aaaa", a)
+	require.NoError(t, iss.SweepTokens(t.Context()))
+	assert.Equal(t, []string{"token-left1"}, f.deleted())
 
 	require.NoError(t, iss.ReleaseToken(t.Context(), "c-m-aaaa"))
 	assert.Equal(t, 1, src.LiveTokens())

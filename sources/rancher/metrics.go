@@ -67,3 +67,57 @@ func notReadyCounts(cs []sources.Cluster) map[string]int {
 		{Prefix: "authorized cluster endpoint", Reason: "ace_unavailable"},
 	}, "ca_unavailable")
 }
+
+// tokenMetrics are the per-cluster tokens' (argocd_cluster_discovery_rancher_tokens_*).
+type tokenMetrics struct {
+	// live is the number of tokens adopted or minted and not revoked.
+	live prometheus.Gauge
+	// mints counts tokens created, by reason: new (a cluster without a
+	// token this term) or renewal (a third of the TTL left).
+	mints *prometheus.CounterVec
+	// revocations counts tokens deleted, by reason: replaced, orphan,
+	// released (the cluster left or its Secret was deleted), unusable (a
+	// malformed answer to a create), uninstall.
+	revocations *prometheus.CounterVec
+	// failures counts failed token requests, by operation.
+	failures *prometheus.CounterVec
+}
+
+// newTokenMetrics builds the metrics, registered nowhere.
+func newTokenMetrics() *tokenMetrics {
+	m, _ := registerTokenMetrics(nil) // nothing to register: cannot fail
+	return m
+}
+
+// registerTokenMetrics builds the metrics and registers them with reg
+// (nil: not registered).
+func registerTokenMetrics(reg prometheus.Registerer) (*tokenMetrics, error) {
+	ns := upstream.Namespace(sources.ProviderRancher)
+	m := &tokenMetrics{
+		live: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "tokens_live",
+			Help: "Per-cluster Rancher tokens adopted from our Secrets or minted, and not revoked."}),
+		mints: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_minted_total",
+			Help: "Per-cluster Rancher tokens created, by reason (new, renewal)."}, []string{"reason"}),
+		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tokens_revoked_total",
+			Help: "Per-cluster Rancher tokens revoked, by reason (replaced, orphan, released, unusable, uninstall)."}, []string{"reason"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "token_request_failures_total",
+			Help: "Failed requests to /v3/tokens, by operation."}, []string{"operation"}),
+	}
+	for _, r := range []string{"new", "renewal"} {
+		m.mints.WithLabelValues(r)
+	}
+	for _, r := range []string{"replaced", "orphan", "released", "unusable", "uninstall"} {
+		m.revocations.WithLabelValues(r)
+	}
+	for _, op := range []string{opTokensCreate, opTokensList, opTokensDelete} {
+		m.failures.WithLabelValues(op)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.live, m.mints, m.revocations, m.failures} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

@@ -108,7 +108,12 @@ func TestSharedMetricNames(t *testing.T) {
 		"upstream_clusters":        "state",
 		"clusters_skipped":         "reason",
 		"clusters_not_ready":       "reason",
-		"pages_fetched_total":      "",
+		// the per-cluster tokens' (tokens.go)
+		"tokens_live":                  "",
+		"tokens_minted_total":          "reason",
+		"tokens_revoked_total":         "reason",
+		"token_request_failures_total": "operation",
+		"pages_fetched_total":          "",
 	}, labels)
 
 	m := s.metrics

@@ -198,7 +198,7 @@ func newSource(cfg Config, opts sources.SourceOptions, client *http.Client) (*So
 	if u, err := parseURL(cfg.SecretURL); cfg.SecretURL != "" && err == nil && u.Scheme == "http" {
 		logger.Warn("rancher secretURL is plain http: Argo CD sends every cluster's token to it unencrypted")
 	}
-	if s.issuer, err = s.newIssuer(opts.OwnerID, client, caPEM); err != nil {
+	if s.issuer, err = s.newIssuer(opts.OwnerID, client, caPEM, opts.Registerer); err != nil {
 		return nil, err
 	}
 	return s, nil

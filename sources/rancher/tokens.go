@@ -27,17 +27,6 @@ const (
 	opTokensDelete = "tokens.delete" // DELETE /v3/tokens/<name>
 )
 
-// tokenDescription is the marker in the description of the tokens a
-// source of an owner mints, the only mark Rancher keeps (it ignores labels
-// on create). Two sources of one deployment on one Rancher user keep
-// apart by it; without a source it is the marker of versions before 0.2.0.
-func tokenDescription(ownerID, source, clusterID string) string {
-	if source == "" {
-		return "argocd-cluster-discovery owner=" + ownerID + " cluster=" + clusterID
-	}
-	return "argocd-cluster-discovery owner=" + ownerID + " source=" + source + " cluster=" + clusterID
-}
-
 const maxTokenAnswer = 8 << 20 // bytes read from one answer
 
 // rancherToken is a listed /v3 token (rancher/rancher management v3 Token).
@@ -49,6 +38,7 @@ type rancherToken struct {
 	Expired     bool   `json:"expired"`
 	IsDerived   bool   `json:"isDerived"`
 	TTLMillis   int64  `json:"ttl"`
+	CreatedTS   int64  `json:"createdTS"` // milliseconds since the epoch
 }
 
 type createdToken struct { // the answer to POST /v3/tokens, the only one with a value
@@ -61,11 +51,14 @@ type tokenCollection struct { // a page of GET /v3/tokens
 	Data []rancherToken `json:"data"`
 }
 
-type heldToken struct { // a token minted and not revoked
+type heldToken struct { // a token minted or adopted, and not revoked
 	name   string
 	value  string // the bearer value: never logged, never in an error
 	issued time.Time
 	ttl    time.Duration
+	// written is when the cluster's Secret was first seen holding it
+	// (Written, or Adopt); zero until then.
+	written time.Time
 }
 
 func (h *heldToken) renewAt() time.Time { return h.issued.Add(h.ttl * 2 / 3) } // a third left
@@ -82,16 +75,19 @@ type clusterTokens struct {
 
 func (e *clusterTokens) unlock() { <-e.lock }
 
-// tokenManager mints, renews and revokes one Rancher token per cluster,
-// the bearer token Argo CD uses through Rancher's proxy. Requests carry
-// the listing token (read anew each time: a rotated file is picked up);
-// the tokens are derived from it, scoped to one cluster, and marked with
-// the owner id, so two deployments on one Rancher user never touch each
-// other's. A token is reused until a third of its TTL is left, then
-// replaced; the replaced one is revoked at the cluster's next call, when
-// the new one is in use (the caller writes the value Token returns into
-// the cluster's Secret before it asks again). Values never appear in
-// errors or logs; names (the public part) do.
+// tokenManager mints, renews, adopts and revokes one Rancher token per
+// cluster, the bearer token Argo CD uses through Rancher's proxy or the
+// cluster's authorized endpoint. The value of a token lives in the
+// cluster's Secret and nowhere else that outlives the process: Rancher
+// returns it only in the answer to its creation. So a leadership term
+// begins with Adopt, which takes the tokens our Secrets hold as the
+// current ones; Token hands out only a token adopted or minted in the
+// current term, and nothing is revoked while a Secret may still hold it:
+// a replaced token, and a token of this installation that no Secret held,
+// go a grace period after the cluster's Secret was seen holding its
+// replacement (Written, Sweep). Requests carry the listing token (read anew
+// each time: a rotated file is picked up). Values never appear in errors or
+// logs; names (the public part) do.
 type tokenManager struct {
 	origin       *url.URL
 	tokensURL    string
@@ -99,23 +95,31 @@ type tokenManager struct {
 	listingToken func() (string, error)
 	ownerID      string
 	// source is the name of the source minting, in the marker (set once,
-	// before the first Token or Adopt).
+	// before the first Adopt).
 	source string
 	ttl    time.Duration
-	now    func() time.Time
-	log    *slog.Logger
+	// grace is how long a token stays live after its replacement was
+	// written (a write of an earlier leader in flight, Argo CD's cache).
+	grace   time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *tokenMetrics
 
 	adopting sync.RWMutex // Adopt's, shared by mints: Adopt never sees a token half created
-	mu       sync.Mutex   // guards clusters and held
+	mu       sync.Mutex   // guards the fields below
+	install  string       // the installation, in the marker (set by Adopt)
+	adopted  bool         // Adopt succeeded this term: Token may hand out tokens
 	clusters map[string]*clusterTokens
-	held     map[string]bool // names of the tokens minted and not revoked
+	held     map[string]bool   // names of the tokens adopted or minted, and not revoked
+	orphans  map[string]orphan // by token name
 }
 
 // newTokenManager returns a manager for the Rancher server at base (no
 // /v3). client trusts Rancher (nil: http.DefaultClient); redirects are not
 // followed, so the listing token goes nowhere else. ownerID marks this
 // deployment's tokens; ttl is asked for each (Rancher may cap it with its
-// max-ttl setting); now is the clock (nil: time.Now).
+// max-ttl setting); now is the clock (nil: time.Now). Its metrics are
+// registered nowhere until the caller replaces them.
 func newTokenManager(base *url.URL, client *http.Client, listingToken func() (string, error), ownerID string,
 	ttl time.Duration, now func() time.Time, logger *slog.Logger) (*tokenManager, error) {
 	switch {
@@ -123,15 +127,16 @@ func newTokenManager(base *url.URL, client *http.Client, listingToken func() (st
 		return nil, errors.New("token manager: base must be the rancher server's http(s) url")
 	case listingToken == nil || ttl.Milliseconds() <= 0:
 		return nil, errors.New("token manager: a listing token and a positive ttl are required")
-	case ownerID == "" || strings.ContainsFunc(ownerID, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return nil, errors.New("token manager: ownerID must be set, without spaces or control characters")
+	case !markerValue(ownerID):
+		return nil, errors.New("token manager: ownerID must be set, without spaces, '=' or control characters")
 	}
 	c := *cmp.Or(client, http.DefaultClient)
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	m := &tokenManager{
 		origin: &url.URL{Scheme: base.Scheme, Host: base.Host}, tokensURL: strings.TrimSuffix(base.String(), "/") + "/v3/tokens",
-		client: &c, listingToken: listingToken, ownerID: ownerID, ttl: ttl, now: now, log: cmp.Or(logger, slog.New(slog.DiscardHandler)),
-		clusters: map[string]*clusterTokens{}, held: map[string]bool{},
+		client: &c, listingToken: listingToken, ownerID: ownerID, ttl: ttl, grace: defaultTokenGrace, now: now,
+		log: cmp.Or(logger, slog.New(slog.DiscardHandler)), metrics: newTokenMetrics(),
+		clusters: map[string]*clusterTokens{}, held: map[string]bool{}, orphans: map[string]orphan{},
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -139,10 +144,22 @@ func newTokenManager(base *url.URL, client *http.Client, listingToken func() (st
 	return m, nil
 }
 
-// Token returns the bearer value of the cluster's token: the cached one
-// while more than a third of its TTL is left, else a new one (concurrent
-// calls mint once). A failed renewal returns the current token until it
-// expires, and logs the error.
+// defaultTokenGrace is how long a replaced token stays live after its
+// replacement was written.
+const defaultTokenGrace = 10 * time.Minute
+
+// markerValue reports whether v can be a value of a marker.
+func markerValue(v string) bool {
+	return v != "" && !strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '=' })
+}
+
+// errNotAdopted is Token's error before Adopt succeeded in this term.
+var errNotAdopted = errors.New("the tokens our Secrets hold have not been adopted yet in this leadership term")
+
+// Token returns the bearer value of the cluster's token: the current one
+// (adopted or minted this term) while more than a third of its TTL is
+// left, else a new one (concurrent calls mint once). A failed renewal
+// returns the current token until it expires, and logs the error.
 func (m *tokenManager) Token(ctx context.Context, clusterID string) (string, error) {
 	if clusterID == "" {
 		return "", failed(upstream.KindConfig, opTokensCreate, errors.New("create token: no cluster id"))
@@ -152,13 +169,18 @@ func (m *tokenManager) Token(ctx context.Context, clusterID string) (string, err
 		return "", err
 	}
 	defer e.unlock()
+	m.mu.Lock()
+	adopted := m.adopted
+	m.mu.Unlock()
+	if !adopted {
+		return "", failed(upstream.KindOther, opTokensCreate, errNotAdopted)
+	}
 	now := m.now()
-	_ = m.retire(ctx, clusterID, e, now) // logged; tried again at the next call
 	cur := e.current
 	if cur != nil && now.Before(cur.renewAt()) {
 		return cur.value, nil
 	}
-	h, err := m.mint(ctx, clusterID)
+	h, err := m.mint(ctx, clusterID, cur != nil)
 	if err != nil {
 		if cur != nil && now.Before(cur.expires()) {
 			m.log.Warn("could not renew the cluster's rancher token; using the current one until it expires",
@@ -185,7 +207,7 @@ func (m *tokenManager) Release(ctx context.Context, clusterID string) error {
 	if e.current != nil {
 		e.retiring, e.current = append(e.retiring, e.current), nil
 	}
-	if err := m.retire(ctx, clusterID, e, m.now()); err != nil {
+	if err := m.retire(ctx, clusterID, e, m.now(), "released"); err != nil {
 		return fmt.Errorf("release tokens of cluster %s: %w", clusterID, err)
 	}
 	m.mu.Lock()
@@ -195,54 +217,7 @@ func (m *tokenManager) Release(ctx context.Context, clusterID string) error {
 	return nil
 }
 
-// Adopt takes back, after a restart, the tokens an earlier run of this
-// owner's source minted (its marker for their cluster, or the marker of
-// this owner from before markers named the source). Rancher returns a
-// token's value only in the answer to its creation, so no adopted token
-// can be reused, however long it has left: Adopt revokes every one this
-// manager does not hold, and Token mints afresh. Nothing leaks, nothing is
-// duplicated; other owners' tokens, anything else's and the listing token
-// are never touched. Call it before the first Token.
-func (m *tokenManager) Adopt(ctx context.Context) error {
-	m.adopting.Lock()
-	defer m.adopting.Unlock()
-	listed, err := m.list(ctx)
-	if err != nil {
-		return err
-	}
-	var stale []rancherToken
-	m.mu.Lock()
-	for _, t := range listed { // this owner's tokens: its marker for their cluster
-		if t.Name != "" && t.ClusterID != "" && t.IsDerived && !t.Current && !m.held[t.Name] &&
-			(t.Description == tokenDescription(m.ownerID, m.source, t.ClusterID) || t.Description == tokenDescription(m.ownerID, "", t.ClusterID)) {
-			stale = append(stale, t)
-		}
-	}
-	m.mu.Unlock()
-	var errs []error
-	for _, t := range stale {
-		if err := m.revoke(ctx, t.ClusterID, t.Name); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("adopt tokens: %d of %d not revoked: %w", len(errs), len(stale), errs[0])
-	}
-	return nil
-}
-
-// forgetAll drops every token held, without revoking any: they belong to an
-// earlier leadership term (see Source.NewTerm). The next Adopt revokes
-// those still live.
-func (m *tokenManager) forgetAll() {
-	m.adopting.Lock() // no mint half done
-	defer m.adopting.Unlock()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.clusters, m.held = map[string]*clusterTokens{}, map[string]bool{}
-}
-
-// Live is the number of tokens minted and not yet revoked.
+// Live is the number of tokens adopted or minted and not yet revoked.
 func (m *tokenManager) Live() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -274,11 +249,11 @@ func (m *tokenManager) lock(ctx context.Context, clusterID, op string) (*cluster
 // retire revokes the cluster's retiring tokens. One that cannot be
 // revoked is kept for the next call (the first such error is returned),
 // or forgotten once expired (Rancher purges expired tokens).
-func (m *tokenManager) retire(ctx context.Context, clusterID string, e *clusterTokens, now time.Time) error {
+func (m *tokenManager) retire(ctx context.Context, clusterID string, e *clusterTokens, now time.Time, why string) error {
 	var first error
 	left := e.retiring[:0]
 	for _, h := range e.retiring {
-		err := m.revoke(ctx, clusterID, h.name)
+		err := m.revoke(ctx, clusterID, h.name, why)
 		switch {
 		case err == nil:
 		case now.Before(h.expires()):
@@ -298,14 +273,18 @@ func (m *tokenManager) forget(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.held, name)
+	m.metrics.live.Set(float64(len(m.held)))
 }
 
-// mint creates a token for the cluster.
-func (m *tokenManager) mint(ctx context.Context, clusterID string) (*heldToken, error) {
+// mint creates a token for the cluster (renewal: it replaces one).
+func (m *tokenManager) mint(ctx context.Context, clusterID string, renewal bool) (*heldToken, error) {
 	m.adopting.RLock()
 	defer m.adopting.RUnlock()
+	m.mu.Lock()
+	k := marker{owner: m.ownerID, install: m.install, source: m.source, cluster: clusterID}
+	m.mu.Unlock()
 	body, _ := json.Marshal(map[string]any{ // strings and a number: cannot fail
-		"type": "token", "clusterId": clusterID, "ttl": m.ttl.Milliseconds(), "description": tokenDescription(m.ownerID, m.source, clusterID),
+		"type": "token", "clusterId": clusterID, "ttl": m.ttl.Milliseconds(), "description": k.String(),
 	})
 	what := "create token for cluster " + clusterID
 	issued := m.now()
@@ -315,7 +294,7 @@ func (m *tokenManager) mint(ctx context.Context, clusterID string) (*heldToken, 
 	}
 	if why := checkCreated(&tok, clusterID); why != "" {
 		if tok.Name != "" { // a token was created all the same
-			if err := m.revoke(ctx, clusterID, tok.Name); err != nil {
+			if err := m.revoke(ctx, clusterID, tok.Name, "unusable"); err != nil {
 				m.log.Warn("could not revoke an unusable new rancher token", "cluster", clusterID, "token", tok.Name, "err", err)
 			}
 		}
@@ -327,7 +306,9 @@ func (m *tokenManager) mint(ctx context.Context, clusterID string) (*heldToken, 
 	}
 	m.mu.Lock()
 	m.held[h.name] = true // before the adopting lock is released
+	m.metrics.live.Set(float64(len(m.held)))
 	m.mu.Unlock()
+	m.metrics.mints.WithLabelValues(map[bool]string{false: "new", true: "renewal"}[renewal]).Inc()
 	m.log.Info("minted a rancher token", "cluster", clusterID, "token", h.name, "ttl", h.ttl, "renewAt", h.renewAt())
 	return h, nil
 }
@@ -349,11 +330,13 @@ func checkCreated(t *createdToken, clusterID string) string {
 }
 
 // revoke deletes the token and forgets it; one already gone is revoked.
-func (m *tokenManager) revoke(ctx context.Context, clusterID, name string) error {
+// why is the reason label of the revocations metric.
+func (m *tokenManager) revoke(ctx context.Context, clusterID, name, why string) error {
 	err := m.do(ctx, opTokensDelete, "revoke token "+name, http.MethodDelete, m.tokensURL+"/"+url.PathEscape(name), nil, nil)
 	if err == nil {
 		m.forget(name)
-		m.log.Info("revoked a rancher token", "cluster", clusterID, "token", name)
+		m.metrics.revocations.WithLabelValues(why).Inc()
+		m.log.Info("revoked a rancher token", "cluster", clusterID, "token", name, "reason", why)
 	}
 	return err
 }
@@ -392,6 +375,14 @@ func (m *tokenManager) list(ctx context.Context) ([]rancherToken, error) {
 // 2xx answer into out, if set. A 404 or 410 on DELETE is success. Errors
 // never quote the answer: Rancher's may echo a token.
 func (m *tokenManager) do(ctx context.Context, op, what, method, link string, body []byte, out any) error {
+	err := m.send(ctx, op, what, method, link, body, out)
+	if err != nil {
+		m.metrics.failures.WithLabelValues(op).Inc()
+	}
+	return err
+}
+
+func (m *tokenManager) send(ctx context.Context, op, what, method, link string, body []byte, out any) error {
 	bearer, err := m.listingToken()
 	if err != nil {
 		return failed(upstream.KindConfig, opToken, err)

@@ -262,6 +262,7 @@ func newTestManager(t *testing.T, f *fakeTokens, ttl time.Duration, listingToken
 	require.NoError(t, err)
 	m, err := newTokenManager(base, f.srv.Client(), listingToken, "prod-a", ttl, f.clock.Now, logger)
 	require.NoError(t, err)
+	m.adopted = true // as after an Adopt with no Secrets (the Adopt tests call it)
 	return testManager{tokenManager: m, logs: logs}
 }
 

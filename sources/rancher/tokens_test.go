@@ -78,7 +78,7 @@ func TestTokenListingTokenAuthenticatesEveryRequest(t *testing.T) {
 	assert.Equal(t, []string{"Bearer " + testToken, "Bearer " + rotated}, f.posts())
 }
 
-func TestTokenRenewsAtTwoThirdsAndRevokesTheOld(t *testing.T) {
+func TestTokenRenewsAtTwoThirds(t *testing.T) {
 	f := newFakeTokens(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	ctx := t.Context()
@@ -100,9 +100,7 @@ func TestTokenRenewsAtTwoThirdsAndRevokesTheOld(t *testing.T) {
 	v, err = m.Token(ctx, "c-m-aaaa")
 	require.NoError(t, err)
 	assert.Equal(t, second, v)
-	assert.Equal(t, []string{"token-00001"}, f.deleted(), "revoked at the next call")
-	assert.Equal(t, []string{"token-00002", "token-abcde"}, f.names())
-	assert.Equal(t, 1, m.Live())
+	assert.Empty(t, f.deleted(), "not revoked at the next call: only once the Secret holds the new one")
 
 	t.Run("a failed renewal serves the current token until it expires", func(t *testing.T) {
 		f.clock.Add(2*time.Hour + time.Minute)
@@ -175,91 +173,6 @@ func TestTokenRelease(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, f.names(), fmt.Sprintf("token-%05d", len(f.creates())))
 	})
-}
-
-func TestTokenAdoptRevokesOursAndLeavesOthers(t *testing.T) {
-	f := newFakeTokens(t)
-	m := newTestManager(t, f, 3*time.Hour, nil)
-	held, err := m.Token(t.Context(), "c-m-aaaa") // minted by this run: kept
-	require.NoError(t, err)
-	now := f.clock.Now()
-	ours := func(c string) string { return "argocd-cluster-discovery owner=prod-a cluster=" + c }
-	f.with(func(f *fakeTokens) {
-		f.pageSize = 2
-		for _, tk := range []*fakeToken{
-			{Name: "token-old01", ClusterID: "c-m-aaaa", Description: ours("c-m-aaaa"), TTL: 3600000, Created: now.Add(-10 * time.Hour)},
-			{Name: "token-old02", ClusterID: "c-m-aaaa", Description: ours("c-m-aaaa"), TTL: 10800000, Created: now.Add(-time.Hour)},
-			{Name: "token-old03", ClusterID: "c-m-bbbb", Description: ours("c-m-bbbb"), TTL: 10800000, Created: now},
-			{Name: "token-oth01", ClusterID: "c-m-aaaa", Description: "argocd-cluster-discovery owner=prod-b cluster=c-m-aaaa", TTL: 10800000, Created: now},
-			{Name: "token-oth02", ClusterID: "c-m-aaaa", Description: "argocd-cluster-discovery owner=prod-a2 cluster=c-m-aaaa", TTL: 10800000, Created: now},
-			{Name: "token-oth03", ClusterID: "c-m-bbbb", Description: ours("c-m-aaaa"), TTL: 10800000, Created: now},
-			{Name: "token-kube1", ClusterID: "c-m-aaaa", Description: "Kubeconfig token", TTL: 0, Created: now},
-		} {
-			tk.UserID, tk.Derived = "u-b4qkhsnliz", true
-			f.tokens[tk.Name] = tk
-		}
-	})
-	require.NoError(t, m.Adopt(t.Context()))
-	assert.ElementsMatch(t, []string{"token-old01", "token-old02", "token-old03"}, f.deleted())
-	assert.Equal(t, []string{"token-00001", "token-abcde", "token-kube1", "token-oth01", "token-oth02", "token-oth03"}, f.names())
-	assert.Equal(t, 1, m.Live())
-	v, err := m.Token(t.Context(), "c-m-aaaa")
-	require.NoError(t, err)
-	assert.Equal(t, held, v)
-	assertNoSecret(t, m.logs.String())
-
-	t.Run("a failed listing revokes nothing", func(t *testing.T) {
-		f.with(func(f *fakeTokens) {
-			f.tokens["token-old04"] = &fakeToken{Name: "token-old04", ClusterID: "c-m-bbbb", Description: ours("c-m-bbbb"), Derived: true}
-			f.intercept = func(w http.ResponseWriter, r *http.Request) bool {
-				if r.URL.Query().Get("marker") == "" {
-					return false
-				}
-				w.WriteHeader(http.StatusServiceUnavailable)
-				return true
-			}
-		})
-		err := m.Adopt(t.Context())
-		require.Error(t, err)
-		assert.Equal(t, upstream.KindServer, upstream.KindOf(err))
-		assert.Equal(t, opTokensList, upstream.OperationOf(err))
-		assert.Contains(t, f.names(), "token-old04")
-	})
-}
-
-// TestTokenAdoptLeavesTheOtherSources: two sources of one deployment on
-// one Rancher user mark their tokens with their own name: one's Adopt
-// (a restart) revokes its own and the unmarked ones of versions before
-// 0.2.0, never the other source's live tokens.
-func TestTokenAdoptLeavesTheOtherSources(t *testing.T) {
-	f := newFakeTokens(t)
-	m := newTestManager(t, f, 3*time.Hour, nil)
-	m.source = "rancher-eu"
-	now := f.clock.Now()
-	f.with(func(f *fakeTokens) {
-		for _, tk := range []*fakeToken{
-			{Name: "token-eu001", ClusterID: "c-m-aaaa", Description: tokenDescription("prod-a", "rancher-eu", "c-m-aaaa")},
-			{Name: "token-old01", ClusterID: "c-m-aaaa", Description: tokenDescription("prod-a", "", "c-m-aaaa")},
-			{Name: "token-us001", ClusterID: "c-m-aaaa", Description: tokenDescription("prod-a", "rancher-us", "c-m-aaaa")},
-		} {
-			tk.UserID, tk.Derived, tk.TTL, tk.Created = "u-b4qkhsnliz", true, 10800000, now
-			f.tokens[tk.Name] = tk
-		}
-	})
-	require.NoError(t, m.Adopt(t.Context()))
-	assert.ElementsMatch(t, []string{"token-eu001", "token-old01"}, f.deleted())
-	assert.Contains(t, f.names(), "token-us001", "the other source's token is live")
-	_, err := m.Token(t.Context(), "c-m-bbbb")
-	require.NoError(t, err)
-	created := ""
-	f.with(func(f *fakeTokens) {
-		for _, tk := range f.tokens {
-			if tk.ClusterID == "c-m-bbbb" {
-				created = tk.Description
-			}
-		}
-	})
-	assert.Equal(t, "argocd-cluster-discovery owner=prod-a source=rancher-eu cluster=c-m-bbbb", created)
 }
 
 func TestTokenErrorsAreClassified(t *testing.T) {
@@ -353,7 +266,7 @@ func TestTokenErrorsOfEachOperation(t *testing.T) {
 	assert.Equal(t, upstream.KindServer, upstream.KindOf(err))
 	assert.Equal(t, opTokensDelete, upstream.OperationOf(err))
 	assertNoSecret(t, err.Error())
-	err = m.Adopt(t.Context())
+	err = m.Adopt(t.Context(), "", nil)
 	assert.Equal(t, upstream.KindServer, upstream.KindOf(err))
 	assert.Equal(t, opTokensList, upstream.OperationOf(err))
 	f.with(func(f *fakeTokens) {
@@ -362,8 +275,9 @@ func TestTokenErrorsOfEachOperation(t *testing.T) {
 			return true
 		}
 	})
-	err = m.Adopt(t.Context())
+	err = m.Adopt(t.Context(), "", nil)
 	assert.Equal(t, upstream.KindInvalidResponse, upstream.KindOf(err), "not a collection")
+	m.adopted = true // as after a successful Adopt: the errors of the other operations
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -397,27 +311,4 @@ func TestTokenManagerRefusesABadConfiguration(t *testing.T) {
 			require.Error(t, err)
 		})
 	}
-}
-
-// TestNewTermForgetsTheTokensOfEarlierTerms: a leader that comes back
-// after another led (A→B→A) must not write the token it minted in its
-// earlier term: B revoked it when it took over. NewTerm makes the next
-// token a fresh one, after adopting (revoking) what is live.
-func TestNewTermForgetsTheTokensOfEarlierTerms(t *testing.T) {
-	f := newFakeTokens(t)
-	m := newTestManager(t, f, 3*time.Hour, nil)
-	s := &Source{issuer: &issuer{tokens: m.tokenManager}, mapper: &mapper{source: "r"}}
-	first, err := s.IssueToken(t.Context(), "c-m-aaaa")
-	require.NoError(t, err)
-	name, _, _ := strings.Cut(first, ":")
-	f.with(func(f *fakeTokens) { delete(f.tokens, name) }) // B's adoption revoked it
-	same, err := s.IssueToken(t.Context(), "c-m-aaaa")
-	require.NoError(t, err)
-	require.Equal(t, first, same, "within a term the token is cached")
-
-	s.NewTerm()
-	second, err := s.IssueToken(t.Context(), "c-m-aaaa")
-	require.NoError(t, err)
-	assert.NotEqual(t, first, second, "a new term never hands out a token of an earlier one")
-	assert.Equal(t, 1, s.LiveTokens())
 }

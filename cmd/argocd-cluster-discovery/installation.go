@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// installationID identifies this installation in the tokens a source
+// mints for it: the uid of the ServiceAccount the process runs as (the
+// chart creates one per release, and a reinstall a new one), as the API
+// server says through a SelfSubjectReview, which every authenticated user
+// may create. A user without a uid (a client certificate, outside a pod)
+// falls back to the namespace's name, logged.
+func installationID(client kubernetes.Interface, namespace string, logger *slog.Logger) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err == nil && markerSafe(string(r.Status.UserInfo.UID)) {
+		return string(r.Status.UserInfo.UID)
+	}
+	msg := "the Kubernetes user has no uid"
+	if err != nil {
+		msg = "could not read who this process is: " + err.Error()
+	}
+	logger.Warn(msg+"; tokens minted for clusters name this installation by its namespace", "installation", "ns."+namespace)
+	return "ns." + namespace
+}
+
+// markerSafe reports whether v can stand in a token's marker.
+func markerSafe(v string) bool {
+	if v == "" || len(v) > 128 {
+		return false
+	}
+	for _, r := range v {
+		if r <= ' ' || r == '=' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,46 @@
+package deploy_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+)
+
+// TestRevokeHook: with a Rancher source, uninstalling runs revoke-tokens
+// as the service's ServiceAccount with the service's configuration and
+// credentials (the ServiceAccount's uid names the installation in the
+// tokens); an unreachable Rancher does not block the uninstall. Without a
+// Rancher source, or with tokens.revokeOnUninstall false, there is no hook.
+func TestRevokeHook(t *testing.T) {
+	c := caseNamed(t, "rancher")
+	ms := render(t, c)
+	jd, ok := ms.find("Job", c.ns, release+"-revoke-tokens")
+	require.True(t, ok, "the revoke-tokens hook Job")
+	job := into[batchv1.Job](t, jd)
+	assert.Equal(t, "pre-delete", job.Annotations["helm.sh/hook"])
+	spec := job.Spec.Template.Spec
+	dd, ok := ms.find("Deployment", c.ns, release)
+	require.True(t, ok)
+	dep := into[appsv1.Deployment](t, dd)
+	assert.Equal(t, dep.Spec.Template.Spec.ServiceAccountName, spec.ServiceAccountName, "the installation is the service's ServiceAccount")
+	ctr := spec.Containers[0]
+	assert.Equal(t, []string{"revoke-tokens", "--ignore-errors", "--config", dep.Spec.Template.Spec.Containers[0].Args[2]}, ctr.Args)
+	mounts := map[string]string{}
+	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	for _, m := range ctr.VolumeMounts {
+		assert.Equal(t, mounts[m.Name], m.MountPath, "mounted where the service reads it: %s", m.Name)
+	}
+	assert.Contains(t, mounts, "credentials")
+	assert.NotContains(t, job.Spec.Template.Labels, "app.kubernetes.io/name: "+release, "not counted by the Service")
+
+	_, ok = render(t, c, "--set", "tokens.revokeOnUninstall=false").find("Job", c.ns, release+"-revoke-tokens")
+	assert.False(t, ok, "turned off")
+	d := caseNamed(t, "default")
+	_, ok = render(t, d).find("Job", d.ns, release+"-revoke-tokens")
+	assert.False(t, ok, "no Rancher source: no tokens to revoke")
+}

@@ -1,0 +1,167 @@
+package clustersecret
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// keeper is a sources.TokenKeeper that hands out what it adopted, mints
+// "<cluster>-m<n>" otherwise, and records what it is told.
+type keeper struct {
+	mu           sync.Mutex
+	adoptErr     error
+	installation string
+	adoptedFrom  map[string]string
+	current      map[string]string
+	written      map[string]string
+	minted       int
+	issuing      int // concurrent IssueToken calls now
+	maxIssuing   int
+	sweeps       int
+}
+
+func newKeeper() *keeper { return &keeper{current: map[string]string{}, written: map[string]string{}} }
+
+func (k *keeper) AdoptTokens(_ context.Context, installation string, held map[string]string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.adoptErr != nil {
+		return k.adoptErr
+	}
+	k.installation, k.adoptedFrom, k.current = installation, maps.Clone(held), maps.Clone(held)
+	return nil
+}
+
+func (k *keeper) IssueToken(_ context.Context, cluster string) (string, error) {
+	k.mu.Lock()
+	k.issuing++
+	k.maxIssuing = max(k.maxIssuing, k.issuing)
+	k.mu.Unlock()
+	time.Sleep(5 * time.Millisecond) // a request to the upstream
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.issuing--
+	if k.adoptedFrom == nil {
+		return "", errors.New("not adopted")
+	}
+	if v, ok := k.current[cluster]; ok {
+		return v, nil
+	}
+	k.minted++
+	v := fmt.Sprintf("%s-m%d", cluster, k.minted)
+	k.current[cluster] = v
+	return v, nil
+}
+
+func (k *keeper) ReleaseToken(context.Context, string) error { return nil }
+
+func (k *keeper) TokenWritten(cluster, value string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.written[cluster] = value
+}
+
+func (k *keeper) SweepTokens(context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.sweeps++
+	return nil
+}
+
+func (k *keeper) RevokeTokens(context.Context, string) (int, error) { return 0, nil }
+
+func (k *keeper) get(f func(k *keeper) any) any {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return f(k)
+}
+
+// TestTokensOutliveTheProcess: a new process (a restart, a new leader)
+// hands its token keeper the tokens our Secrets hold, so nothing is minted
+// again and no Secret is rewritten; the keeper learns which Secrets hold
+// which token; while adoption fails, no Secret of the source is written.
+func TestTokensOutliveTheProcess(t *testing.T) {
+	e := newEnv(t)
+	src := &issuingSource{}
+	names := make([]string, 20)
+	for i := range names {
+		names[i] = fmt.Sprintf("k%02d", i)
+	}
+	src.set(names...)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: "rancher", Kind: sources.KindManager, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
+		inventory.Options{Departure: inventory.Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	start := func(k *keeper) *Reconciler {
+		r, err := New(testConfig(e, func(c *Config) {
+			c.Issuers, c.Installation = map[string]sources.TokenIssuer{"fleet": k}, "inst-1"
+		}), e.client, inv, nil, nil)
+		require.NoError(t, err)
+		return r
+	}
+
+	first := newKeeper()
+	ch := pass(t, start(first))
+	require.Len(t, ch.Create, len(names))
+	assert.Empty(t, first.get(func(k *keeper) any { return k.adoptedFrom }), "no Secret yet: nothing to adopt")
+	assert.Equal(t, "inst-1", first.get(func(k *keeper) any { return k.installation }))
+	written := first.get(func(k *keeper) any { return maps.Clone(k.written) }).(map[string]string)
+	assert.Len(t, written, len(names), "every created Secret holds its token")
+	assert.Equal(t, "c-k00-m", written["c-k00"][:len("c-k00-m")])
+	assert.Greater(t, first.get(func(k *keeper) any { return k.maxIssuing }), 1, "tokens are issued concurrently")
+	assert.LessOrEqual(t, first.get(func(k *keeper) any { return k.maxIssuing }), issueConcurrency)
+	assert.Equal(t, 1, first.get(func(k *keeper) any { return k.sweeps }))
+
+	t.Run("a new process adopts what the Secrets hold", func(t *testing.T) {
+		next := newKeeper()
+		ch := pass(t, start(next))
+		assert.Equal(t, written, next.get(func(k *keeper) any { return k.adoptedFrom }))
+		assert.Zero(t, next.get(func(k *keeper) any { return k.minted }), "nothing minted again")
+		assert.Empty(t, ch.Update, "no Secret rewritten")
+		assert.Equal(t, written, next.get(func(k *keeper) any { return k.written }), "up-to-date Secrets hold their tokens")
+	})
+
+	t.Run("while adoption fails, the source's Secrets are left as they are", func(t *testing.T) {
+		failing := newKeeper()
+		failing.adoptErr = errors.New("rancher is down")
+		r := start(failing)
+		ch := pass(t, r)
+		assert.Zero(t, ch.Writes())
+		assert.Len(t, r.Status().Held, len(names), "each cluster is held: its Secret is neither rewritten nor deleted")
+		assert.Equal(t, written, bearers(t, e), "every Secret keeps its working token")
+		assert.Empty(t, failing.get(func(k *keeper) any { return k.written }))
+
+		failing.mu.Lock()
+		failing.adoptErr = nil
+		failing.mu.Unlock()
+		ch = pass(t, r)
+		assert.Zero(t, ch.Writes(), "adopted at the next pass")
+		assert.Equal(t, written, failing.get(func(k *keeper) any { return k.written }))
+	})
+}
+
+// bearers returns the bearer token of each of our Secrets, by cluster ID.
+func bearers(t *testing.T, e *env) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, s := range e.secrets() {
+		var cfg struct {
+			BearerToken string `json:"bearerToken"`
+		}
+		require.NoError(t, json.Unmarshal(s.Data["config"], &cfg))
+		out[s.Annotations[AnnotationClusterID]] = cfg.BearerToken
+	}
+	return out
+}
