@@ -136,6 +136,11 @@ type Config struct {
 	// TokenTTL is the lifetime of the per-cluster tokens. Default 24h,
 	// at least 10m.
 	TokenTTL sources.Duration `json:"tokenTTL,omitzero"`
+	// TokenGracePeriod is how long a per-cluster token stays valid after
+	// the cluster's Secret holds its replacement (Argo CD's cached cluster
+	// config, a write of an earlier leader in flight). Default 10m, at
+	// least 1s.
+	TokenGracePeriod sources.Duration `json:"tokenGracePeriod,omitzero"`
 	// TenantLabel and ProjectLabel name the cluster labels read into the
 	// cluster's tenant and Argo CD project; NamespacesAnnotation names the
 	// annotation that lists its namespaces (comma- or whitespace-separated).
@@ -237,6 +242,9 @@ func (c *Config) Default() {
 	if c.TokenTTL.IsZero() {
 		c.TokenTTL = sources.D(defaultTokenTTL)
 	}
+	if c.TokenGracePeriod.IsZero() {
+		c.TokenGracePeriod = sources.D(defaultTokenGrace)
+	}
 	if c.TenantLabel == "" {
 		c.TenantLabel = defaultTenantLabel
 	}
@@ -320,6 +328,9 @@ func (c *Config) Validate(path *field.Path) field.ErrorList {
 			[]string{ClusterTokensShared, ClusterTokensPerCluster}))
 	}
 	if err := c.TokenTTL.Validate(path.Child("tokenTTL"), minTokenTTL, 0); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TokenGracePeriod.Validate(path.Child("tokenGracePeriod"), time.Second, 0); err != nil {
 		errs = append(errs, err)
 	}
 	for i, ns := range c.Namespaces {

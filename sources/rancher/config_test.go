@@ -45,6 +45,7 @@ aceLabel: example.com/ace
 secretURL: https://rancher.cattle-system.svc/
 clusterTokens: perCluster
 tokenTTL: 2h
+tokenGracePeriod: 2m
 tenantLabel: team
 projectLabel: example.com/project
 namespacesAnnotation: example.com/namespaces
@@ -65,6 +66,7 @@ requestTimeout: 10s
 		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: defaultDropPrefixes(),
 		ACE: ACEAuto, ACELabel: "example.com/ace", ACEAllowedHosts: []string{"*.k8s.example.com", "ace.example.net"}, TenantLabel: "team", ProjectLabel: "example.com/project",
 		SecretURL: "https://rancher.cattle-system.svc/", ClusterTokens: ClusterTokensPerCluster, TokenTTL: sources.D(2 * time.Hour),
+		TokenGracePeriod: sources.D(2 * time.Minute),
 		NamespacesAnnotation: "example.com/namespaces", Tenant: "platform", Project: "default",
 		Namespaces: []string{"apps", "monitoring"}, NamePrefix: "eu-", RequestTimeout: sources.D(10 * time.Second),
 	}, c)
@@ -101,7 +103,7 @@ func TestConfigDefault(t *testing.T) {
 		PageLimit: 1000, DropLabelPrefixes: defaultDropPrefixes(), DropAnnotationPrefixes: defaultDropPrefixes(),
 		ACE: ACEOff, ACELabel: defaultACELabel, TenantLabel: "tenant", ProjectLabel: "argocd-project",
 		NamespacesAnnotation: "argocd-namespaces", RequestTimeout: sources.D(30 * time.Second),
-		ClusterTokens: ClusterTokensShared, TokenTTL: sources.D(24 * time.Hour),
+		ClusterTokens: ClusterTokensShared, TokenTTL: sources.D(24 * time.Hour), TokenGracePeriod: sources.D(10 * time.Minute),
 	}, c)
 	assert.Contains(t, c.DropLabelPrefixes, "objectset.rio.cattle.io/")
 	assert.Contains(t, c.DropLabelPrefixes, "field.cattle.io/")
@@ -109,7 +111,7 @@ func TestConfigDefault(t *testing.T) {
 
 	set := Config{PageLimit: 5, DropLabelPrefixes: []string{}, ACE: ACEOn, ACELabel: "a", TenantLabel: "b", ProjectLabel: "c",
 		NamespacesAnnotation: "d", RequestTimeout: sources.D(time.Second), ClusterTokens: ClusterTokensPerCluster,
-		TokenTTL: sources.D(time.Hour)}
+		TokenTTL: sources.D(time.Hour), TokenGracePeriod: sources.D(time.Minute)}
 	c = set
 	c.Default()
 	set.DropAnnotationPrefixes = defaultDropPrefixes()
@@ -204,6 +206,8 @@ var badConfigs = []struct {
 	{name: "shortest token ttl", change: func(c *Config) { c.TokenTTL = sources.D(10 * time.Minute) }},
 	{name: "token ttl too short", change: func(c *Config) { c.TokenTTL = sources.D(time.Minute) },
 		want: []string{`sources[2].rancher.tokenTTL: Invalid value: "1m0s": must be at least 10m0s`}},
+	{name: "token grace period", change: func(c *Config) { _ = c.TokenGracePeriod.UnmarshalJSON([]byte(`"0.5s"`)) },
+		want: []string{`sources[2].rancher.tokenGracePeriod: Invalid value: "500ms": must be at least 1s`}},
 	{name: "token ttl", change: func(c *Config) { _ = c.TokenTTL.UnmarshalJSON([]byte(`"a day"`)) },
 		want: []string{`sources[2].rancher.tokenTTL: Invalid value: "a day": not a duration such as "30s" or "5m"`}},
 }

@@ -40,7 +40,7 @@ func (s *Source) newIssuer(ownerID string, client *http.Client, caPEM []byte, re
 	if tm.metrics, err = registerTokenMetrics(reg); err != nil {
 		return nil, fmt.Errorf("register token metrics: %w", err)
 	}
-	tm.source = s.mapper.source
+	tm.source, tm.grace = s.mapper.source, s.cfg.TokenGracePeriod.Std()
 	return &issuer{tokens: tm}, nil
 }
 
