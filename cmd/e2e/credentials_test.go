@@ -38,22 +38,7 @@ type credService struct {
 
 func newCredService(t *testing.T) *credService {
 	t.Helper()
-	f, err := newFakeRancher(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	if err := f.SetKube(e.rest); err != nil {
-		t.Fatal(err)
-	}
-	shared, err := newFakeRancher(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(shared.Close)
-	if err := shared.SetKube(e.rest); err != nil {
-		t.Fatal(err)
-	}
+	f, shared := newKubeRancher(t), newKubeRancher(t)
 	shared.Set(rancherCluster{ID: "c-shared1", Name: "shared", State: "active"})
 	if _, err := e.kube.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: credNS}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -107,6 +92,21 @@ secrets:
 		}
 	}
 	return s
+}
+
+// newKubeRancher starts a fake Rancher whose proxy and authorized
+// endpoints lead to the suite's kube-apiserver, closed when t ends.
+func newKubeRancher(t *testing.T) *fakeRancher {
+	t.Helper()
+	f, err := newFakeRancher(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	if err := f.SetKube(e.rest); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func (s *credService) start() {
@@ -212,6 +212,8 @@ func TestRancherCredentialsConnect(t *testing.T) {
 	t.Run("discover --check", func(t *testing.T) { checkDiscover(t, s) })
 
 	t.Run("a restart neither leaks nor duplicates tokens", func(t *testing.T) { checkRestart(t, s, &proxied, &direct) })
+
+	t.Run("two installations on one Rancher user keep their own tokens", func(t *testing.T) { checkTwoInstallations(t, s) })
 
 	t.Run("a confirmed departure revokes the token", func(t *testing.T) { checkDeparture(t, s) })
 

@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // checkRestart is a step of TestRancherCredentialsConnect: a restart
@@ -72,5 +76,81 @@ func checkUninstall(t *testing.T, s *credService) {
 	}
 	if s.rancher.LiveTokens("") == 0 {
 		t.Error("the listing token was revoked")
+	}
+}
+
+// checkTwoInstallations: a second installation with the same owner id and
+// source name, on the same Rancher user, in another namespace (another
+// installation id) mints its own tokens and never revokes the first's,
+// not even as orphans once its grace period has passed; its revoke-tokens
+// revokes only its own.
+func checkTwoInstallations(t *testing.T, s *credService) {
+	t.Helper()
+	const otherNS = "argocd-creds-second"
+	ctx := context.Background()
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherNS}},
+		metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.kube.CoreV1().Secrets(otherNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	first, err := s.secrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), "namespace: "+credNS, "namespace: "+otherNS, 1)
+	cfg = strings.Replace(cfg, s.addr, fmt.Sprintf("127.0.0.1:%d", port), 1)
+	cfg = strings.Replace(cfg, "clusterTokens: perCluster, tokenTTL: 1h", "clusterTokens: perCluster, tokenTTL: 1h, tokenGracePeriod: 1s", 1)
+	path := filepath.Join(s.dir, "second.yaml")
+	writeFile(t, path, cfg)
+	p, err := startProc("creds-second", filepath.Join(s.dir, "second.log"), []string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	poll(t, 60*time.Second, "the second installation's Secrets of the Rancher clusters", func() error {
+		list, err := e.kube.CoreV1().Secrets(otherNS).List(ctx, metav1.ListOptions{LabelSelector: "argocd-cluster-discovery.io/source=creds"})
+		if err == nil && len(list.Items) != 2 {
+			err = fmt.Errorf("%d Secrets, want 2", len(list.Items))
+		}
+		return err
+	}, func() string { return p.tail(40) })
+	time.Sleep(3 * time.Second) // past its grace period, with passes and sweeps
+	for id, sec := range first {
+		if r := argocdConnect(t, &sec); !r.OK {
+			t.Errorf("%s: the first installation's Secret after the second started: %s", id, r.Kind)
+		}
+	}
+	if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 2 || got["c-ace1"] != 2 {
+		t.Errorf("live tokens %v, want one per cluster and installation", got)
+	}
+	p.stop()
+	out, err := exec.Command(e.binary, "revoke-tokens", "--config", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("revoke-tokens: %v\n%s", err, out)
+	}
+	if got := s.rancher.LiveTokensByCluster(); got["c-proxy1"] != 1 || got["c-ace1"] != 1 {
+		t.Errorf("live tokens %v after the second installation's revoke-tokens, want the first's", got)
+	}
+	for id, sec := range first {
+		if r := argocdConnect(t, &sec); !r.OK {
+			t.Errorf("%s: the first installation's Secret after the second's uninstall: %s", id, r.Kind)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,14 +17,7 @@ import (
 // cluster, the auth proxy, an authorized cluster endpoint, deletion,
 // expiry and a disconnected agent, as the scenarios rely on them.
 func TestFakeRancherTokensProxyACE(t *testing.T) {
-	f, err := newFakeRancher(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.SetKube(e.rest); err != nil {
-		t.Fatal(err)
-	}
+	f := newKubeRancher(t)
 	v, err := e.kube.Discovery().ServerVersion()
 	if err != nil {
 		t.Fatal(err)

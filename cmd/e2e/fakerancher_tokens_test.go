@@ -48,6 +48,17 @@ type tokenState struct {
 	// refuseMints makes POST /v3/tokens answer 403, as Rancher does when
 	// the user lost the right to create tokens.
 	refuseMints bool
+	// onRevoke, when set, is called with the bearer value of each token
+	// deleted through the API, before the answer (under f.mu: it must not
+	// call the fake).
+	onRevoke func(bearer string)
+}
+
+// OnRevoke sets the function called with each revoked token's value.
+func (f *fakeRancher) OnRevoke(fn func(bearer string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onRevoke = fn
 }
 
 // RefuseMints makes token creation fail (403) or work again.
@@ -223,6 +234,9 @@ func (f *fakeRancher) serveTokens(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(f.renderToken(t))
 		writeRancher(w, http.StatusOK, b)
 	case r.Method == http.MethodDelete:
+		if f.onRevoke != nil {
+			f.onRevoke(t.Name + ":" + t.Secret)
+		}
 		delete(f.tokens, name)
 		f.deleted++
 		w.WriteHeader(http.StatusNoContent)

@@ -252,7 +252,8 @@ func sameAnswers(addrs []string) error {
 
 // leads reports whether the replica at addr holds the lease (its /status).
 func leads(addr string) bool {
-	resp, err := http.Get("http://" + addr + "/status")
+	c := &http.Client{Timeout: 2 * time.Second} // a frozen replica answers nothing
+	resp, err := c.Get("http://" + addr + "/status")
 	if err != nil {
 		return false
 	}

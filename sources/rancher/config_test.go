@@ -66,7 +66,7 @@ requestTimeout: 10s
 		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: defaultDropPrefixes(),
 		ACE: ACEAuto, ACELabel: "example.com/ace", ACEAllowedHosts: []string{"*.k8s.example.com", "ace.example.net"}, TenantLabel: "team", ProjectLabel: "example.com/project",
 		SecretURL: "https://rancher.cattle-system.svc/", ClusterTokens: ClusterTokensPerCluster, TokenTTL: sources.D(2 * time.Hour),
-		TokenGracePeriod: sources.D(2 * time.Minute),
+		TokenGracePeriod:     sources.D(2 * time.Minute),
 		NamespacesAnnotation: "example.com/namespaces", Tenant: "platform", Project: "default",
 		Namespaces: []string{"apps", "monitoring"}, NamePrefix: "eu-", RequestTimeout: sources.D(10 * time.Second),
 	}, c)
