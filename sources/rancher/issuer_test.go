@@ -50,3 +50,35 @@ func TestSourceIssuesTokens(t *testing.T) {
 	assert.Equal(t, 1, src.LiveTokens())
 	require.NoError(t, iss.ReleaseToken(t.Context(), "c-unknown"), "releasing an unknown cluster is no error")
 }
+
+// TestListingHoldsRotationOfDisconnectedEndpoints: a listing tells the
+// token manager which clusters served through their authorized endpoint
+// have a disconnected agent (Connected False or Unknown); a cluster served
+// through the proxy never waits (Rancher itself checks the token there).
+func TestListingHoldsRotationOfDisconnectedEndpoints(t *testing.T) {
+	f := newFake(t, false)
+	f.generate(3)
+	f.edit("c-m-00000000", func(c map[string]any) {
+		c["localClusterAuthEndpoint"] = map[string]any{"enabled": true, "fqdn": "ace0.k8s.example.com"}
+		setCondition(c, "Connected", "False")
+	})
+	f.edit("c-m-00000001", func(c map[string]any) {
+		c["localClusterAuthEndpoint"] = map[string]any{"enabled": true, "fqdn": "ace1.k8s.example.com"}
+		setCondition(c, "Connected", "True")
+	})
+	f.edit("c-m-00000002", func(c map[string]any) { // through the proxy
+		c["localClusterAuthEndpoint"] = map[string]any{"enabled": false}
+		setCondition(c, "Connected", "False")
+	})
+	cfg := config(t, f)
+	cfg.ACE, cfg.ACEAllowedHosts = ACEAuto, []string{"*.k8s.example.com"}
+	s := newTestSource(t, "r", cfg, testOptions{})
+	_, err := s.Clusters(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{"c-m-00000000": true}, s.issuer.tokens.hold)
+
+	f.edit("c-m-00000000", func(c map[string]any) { setCondition(c, "Connected", "True") })
+	_, err = s.Clusters(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, s.issuer.tokens.hold, "connected again")
+}

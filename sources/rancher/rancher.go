@@ -287,10 +287,17 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, error) {
 		return nil, err
 	}
 	out := make([]sources.Cluster, 0, len(kept))
+	disconnected := map[string]bool{}
 	for _, rc := range kept {
 		c := s.mapper.toCluster(rc, ca, subs)
 		byPhase[c.Phase]++
 		out = append(out, c)
+		if st := conditionStatus(rc.Conditions, condConnected); c.Labels[LabelEndpoint] == EndpointACE && (st == "False" || st == "Unknown") {
+			disconnected[rc.ID] = true
+		}
+	}
+	if s.issuer != nil {
+		s.issuer.tokens.holdRotation(disconnected)
 	}
 	s.metrics.Listed(out, byState, skipped)
 	s.metrics.SetNotReady(notReadyCounts(out))

@@ -112,6 +112,14 @@ type tokenManager struct {
 	clusters map[string]*clusterTokens
 	held     map[string]bool   // names of the tokens adopted or minted, and not revoked
 	orphans  map[string]orphan // by token name
+	// relist is set when a create failed without telling whether Rancher
+	// made the token (a timeout, a reset connection, a 5xx): Sweep lists
+	// the tokens again and takes unknown ones of ours as orphans.
+	relist bool
+	// hold are the clusters whose token is not rotated before it expires:
+	// served through their authorized endpoint while their agent is
+	// disconnected (holdRotation).
+	hold map[string]bool
 }
 
 // newTokenManager returns a manager for the Rancher server at base (no
@@ -180,6 +188,12 @@ func (m *tokenManager) Token(ctx context.Context, clusterID string) (string, err
 	if cur != nil && now.Before(cur.renewAt()) {
 		return cur.value, nil
 	}
+	m.mu.Lock()
+	hold := m.hold[clusterID]
+	m.mu.Unlock()
+	if cur != nil && hold && now.Before(cur.expires()) {
+		return cur.value, nil // a new token would not reach the endpoint
+	}
 	h, err := m.mint(ctx, clusterID, cur != nil)
 	if err != nil {
 		if cur != nil && now.Before(cur.expires()) {
@@ -194,6 +208,17 @@ func (m *tokenManager) Token(ctx context.Context, clusterID string) (string, err
 	}
 	e.current = h
 	return h.value, nil
+}
+
+// holdRotation sets the clusters whose token is not rotated before it
+// expires: Rancher copies a token to a cluster's authorized endpoint
+// through the cluster's agent (rancher clusterauthtoken), so a token
+// minted while the agent is disconnected is refused there, while the
+// current one still works. The source sets them at each listing.
+func (m *tokenManager) holdRotation(clusters map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hold = clusters
 }
 
 // Release revokes and forgets the cluster's tokens (it has left, or its
@@ -290,6 +315,11 @@ func (m *tokenManager) mint(ctx context.Context, clusterID string, renewal bool)
 	issued := m.now()
 	var tok createdToken
 	if err := m.do(ctx, opTokensCreate, what, http.MethodPost, m.tokensURL, body, &tok); err != nil {
+		if ambiguous(err) {
+			m.mu.Lock()
+			m.relist = true // Rancher may have created it: the next Sweep looks
+			m.mu.Unlock()
+		}
 		return nil, err
 	}
 	if why := checkCreated(&tok, clusterID); why != "" {
@@ -339,36 +369,6 @@ func (m *tokenManager) revoke(ctx context.Context, clusterID, name, why string) 
 		m.log.Info("revoked a rancher token", "cluster", clusterID, "token", name, "reason", why)
 	}
 	return err
-}
-
-// list fetches every page of /v3/tokens.
-func (m *tokenManager) list(ctx context.Context) ([]rancherToken, error) {
-	var all []rancherToken
-	seen := map[string]bool{}
-	link := m.tokensURL
-	for page := 1; ; page++ {
-		what := fmt.Sprintf("list tokens page %d", page)
-		var col tokenCollection
-		if err := m.do(ctx, opTokensList, what, http.MethodGet, link, nil, &col); err != nil {
-			return nil, err
-		}
-		if col.Type != "collection" {
-			return nil, invalid(opTokensList, "%s: the answer is not a collection", what)
-		}
-		all = append(all, col.Data...)
-		if col.Pagination == nil || col.Pagination.Next == "" {
-			return all, nil
-		}
-		u, err := url.Parse(col.Pagination.Next)
-		if err != nil {
-			return nil, invalid(opTokensList, "%s: next link: invalid url", what)
-		}
-		u.Scheme, u.Host, u.User = m.origin.Scheme, m.origin.Host, nil // the listing token goes nowhere else
-		if link = u.String(); seen[link] {
-			return nil, invalid(opTokensList, "%s: next link points back at an earlier page", what)
-		}
-		seen[link] = true
-	}
 }
 
 // do sends one request authenticated by the listing token and decodes a

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -108,6 +110,9 @@ func (m *tokenManager) Sweep(ctx context.Context) error {
 		if err := m.sweepCluster(ctx, id, now); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := m.findOrphans(ctx, now); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, m.sweepOrphans(ctx, now)...)
 	if len(errs) > 0 {
@@ -259,4 +264,73 @@ func (m *tokenManager) RevokeAll(ctx context.Context, install string) (int, erro
 		return n, fmt.Errorf("revoke tokens: %d not revoked: %w", len(errs), errs[0])
 	}
 	return n, nil
+}
+
+// list fetches every page of /v3/tokens.
+func (m *tokenManager) list(ctx context.Context) ([]rancherToken, error) {
+	var all []rancherToken
+	seen := map[string]bool{}
+	link := m.tokensURL
+	for page := 1; ; page++ {
+		what := fmt.Sprintf("list tokens page %d", page)
+		var col tokenCollection
+		if err := m.do(ctx, opTokensList, what, http.MethodGet, link, nil, &col); err != nil {
+			return nil, err
+		}
+		if col.Type != "collection" {
+			return nil, invalid(opTokensList, "%s: the answer is not a collection", what)
+		}
+		all = append(all, col.Data...)
+		if col.Pagination == nil || col.Pagination.Next == "" {
+			return all, nil
+		}
+		u, err := url.Parse(col.Pagination.Next)
+		if err != nil {
+			return nil, invalid(opTokensList, "%s: next link: invalid url", what)
+		}
+		u.Scheme, u.Host, u.User = m.origin.Scheme, m.origin.Host, nil // the listing token goes nowhere else
+		if link = u.String(); seen[link] {
+			return nil, invalid(opTokensList, "%s: next link points back at an earlier page", what)
+		}
+		seen[link] = true
+	}
+}
+
+// ambiguous reports whether a failed create may have created the token.
+func ambiguous(err error) bool {
+	switch upstream.KindOf(err) {
+	case upstream.KindTimeout, upstream.KindNetwork, upstream.KindServer, upstream.KindCanceled, upstream.KindInvalidResponse:
+		return true
+	}
+	return false
+}
+
+// findOrphans lists the tokens after an ambiguous create and takes those
+// of this installation that nothing holds as orphans.
+func (m *tokenManager) findOrphans(ctx context.Context, now time.Time) error {
+	m.mu.Lock()
+	relist := m.relist
+	m.mu.Unlock()
+	if !relist {
+		return nil
+	}
+	m.adopting.Lock() // no create half done
+	defer m.adopting.Unlock()
+	listed, err := m.list(ctx)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range listed {
+		k, ok := m.ours(t)
+		if !ok || k.install != m.install && k.install != "" || m.held[t.Name] {
+			continue
+		}
+		if _, known := m.orphans[t.Name]; !known {
+			m.orphans[t.Name] = orphan{cluster: t.ClusterID, since: now}
+		}
+	}
+	m.relist = false
+	return nil
 }

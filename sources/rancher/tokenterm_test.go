@@ -2,6 +2,7 @@ package rancher
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -222,4 +223,66 @@ func TestNewTermTakesTheTokensTheSecretsHold(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, first, got, "a revoked token in the Secret is replaced, never handed out")
 	assert.NotEqual(t, bs.value, got)
+}
+
+// TestTokenCreatedDespiteAnErrorIsRevoked: a create that Rancher made but
+// whose answer was lost (a 502 from a proxy, a timeout) leaves a token
+// nobody holds: the next Sweep lists the tokens and revokes it a grace
+// period later; the token the retry minted and the Secret holds stays.
+func TestTokenCreatedDespiteAnErrorIsRevoked(t *testing.T) {
+	f := newFakeTokens(t)
+	m := newTestManager(t, f, 3*time.Hour, nil)
+	ctx := t.Context()
+	f.with(func(f *fakeTokens) {
+		f.intercept = func(w http.ResponseWriter, r *http.Request) bool {
+			if r.Method != http.MethodPost {
+				return false
+			}
+			f.create(httptest.NewRecorder(), r) // made, and the answer lost
+			f.intercept = nil
+			w.WriteHeader(http.StatusBadGateway)
+			return true
+		}
+	})
+	_, err := m.Token(ctx, "c-m-aaaa")
+	require.Error(t, err)
+	v, err := m.Token(ctx, "c-m-aaaa")
+	require.NoError(t, err)
+	m.Written("c-m-aaaa", v)
+	require.NoError(t, m.Sweep(ctx))
+	assert.Empty(t, f.deleted(), "within the grace period")
+	f.clock.Add(defaultTokenGrace)
+	require.NoError(t, m.Sweep(ctx))
+	assert.Equal(t, []string{"token-00001"}, f.deleted(), "the token whose answer was lost")
+	assert.Equal(t, 1, m.Live())
+	n := len(f.requests())
+	require.NoError(t, m.Sweep(ctx))
+	assert.Len(t, f.requests(), n, "listed once, after the ambiguous create only")
+}
+
+// TestTokenOfADisconnectedEndpointIsNotRotated: a cluster served through
+// its authorized endpoint whose agent is disconnected keeps its token past
+// the renewal point (a new one would not reach the endpoint), until it
+// expires; once connected again it is renewed at once.
+func TestTokenOfADisconnectedEndpointIsNotRotated(t *testing.T) {
+	f := newFakeTokens(t)
+	m := newTestManager(t, f, 3*time.Hour, nil)
+	ctx := t.Context()
+	first, err := m.Token(ctx, "c-m-aaaa")
+	require.NoError(t, err)
+	m.holdRotation(map[string]bool{"c-m-aaaa": true})
+	f.clock.Add(2*time.Hour + time.Minute)
+	v, err := m.Token(ctx, "c-m-aaaa")
+	require.NoError(t, err)
+	assert.Equal(t, first, v, "past the renewal point, disconnected: kept")
+	m.holdRotation(nil)
+	v, err = m.Token(ctx, "c-m-aaaa")
+	require.NoError(t, err)
+	assert.NotEqual(t, first, v, "connected again: renewed")
+
+	m.holdRotation(map[string]bool{"c-m-aaaa": true})
+	f.clock.Add(3 * time.Hour)
+	expired, err := m.Token(ctx, "c-m-aaaa")
+	require.NoError(t, err)
+	assert.NotEqual(t, v, expired, "an expired token is replaced, connected or not")
 }
