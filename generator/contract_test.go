@@ -31,10 +31,10 @@ func TestContractParameters(t *testing.T) {
 	runContract(t, []contractCase{
 		{"input-empty", func() *http.Request { return argoRequest(t, GetParamsPath, nil) }, 200},
 		{"input-absent", func() *http.Request {
-			return rawRequest("POST", GetParamsPath, []byte(`{"applicationSetName":"x"}`), "Bearer demo-token")
+			return rawRequest("POST", GetParamsPath, []byte(`{"applicationSetName":"x"}`), "Bearer "+demoToken)
 		}, 200},
 		{"input-null-parameters", func() *http.Request {
-			return rawRequest("POST", GetParamsPath, []byte(`{"applicationSetName":"x","input":{"parameters":null}}`), "Bearer demo-token")
+			return rawRequest("POST", GetParamsPath, []byte(`{"applicationSetName":"x","input":{"parameters":null}}`), "Bearer "+demoToken)
 		}, 200},
 		{"tenant-acme", func() *http.Request {
 			return argoRequest(t, GetParamsPath, map[string]any{"tenant": "acme"})
@@ -76,18 +76,18 @@ func TestContractBody(t *testing.T) {
 	big[0] = '{'
 	runContract(t, []contractCase{
 		{"malformed-json", func() *http.Request {
-			return rawRequest("POST", GetParamsPath, []byte(`{"input": {"parameters": {`), "Bearer demo-token")
+			return rawRequest("POST", GetParamsPath, []byte(`{"input": {"parameters": {`), "Bearer "+demoToken)
 		}, 400},
 		{"body-not-object", func() *http.Request {
-			return rawRequest("POST", GetParamsPath, []byte(`["tenant"]`), "Bearer demo-token")
+			return rawRequest("POST", GetParamsPath, []byte(`["tenant"]`), "Bearer "+demoToken)
 		}, 400},
 		{"input-not-object", func() *http.Request {
-			return rawRequest("POST", GetParamsPath, []byte(`{"input":"tenant=acme"}`), "Bearer demo-token")
+			return rawRequest("POST", GetParamsPath, []byte(`{"input":"tenant=acme"}`), "Bearer "+demoToken)
 		}, 400},
-		{"empty-body", func() *http.Request { return rawRequest("POST", GetParamsPath, nil, "Bearer demo-token") }, 400},
-		{"body-too-large", func() *http.Request { return rawRequest("POST", GetParamsPath, big, "Bearer demo-token") }, 413},
+		{"empty-body", func() *http.Request { return rawRequest("POST", GetParamsPath, nil, "Bearer "+demoToken) }, 400},
+		{"body-too-large", func() *http.Request { return rawRequest("POST", GetParamsPath, big, "Bearer "+demoToken) }, 413},
 		{"body-too-large-chunked", func() *http.Request {
-			req := rawRequest("POST", GetParamsPath, big, "Bearer demo-token")
+			req := rawRequest("POST", GetParamsPath, big, "Bearer "+demoToken)
 			req.ContentLength = -1
 			return req
 		}, 413},
@@ -97,8 +97,8 @@ func TestContractBody(t *testing.T) {
 // TestContractHTTP: the method, the path and the bearer token.
 func TestContractHTTP(t *testing.T) {
 	runContract(t, []contractCase{
-		{"method-get", func() *http.Request { return rawRequest("GET", GetParamsPath, nil, "Bearer demo-token") }, 405},
-		{"unknown-path", func() *http.Request { return rawRequest("POST", "/api/v1/getparams", nil, "Bearer demo-token") }, 404},
+		{"method-get", func() *http.Request { return rawRequest("GET", GetParamsPath, nil, "Bearer "+demoToken) }, 405},
+		{"unknown-path", func() *http.Request { return rawRequest("POST", "/api/v1/getparams", nil, "Bearer "+demoToken) }, 404},
 		{"token-missing", func() *http.Request { return rawRequest("POST", GetParamsPath, []byte(`{}`), "") }, 401},
 		{"token-wrong", func() *http.Request { return rawRequest("POST", GetParamsPath, []byte(`{}`), "Bearer not-the-token") }, 401},
 		{"token-not-bearer", func() *http.Request { return rawRequest("POST", GetParamsPath, []byte(`{}`), "Basic ZGVtbzpkZW1v") }, 401},
@@ -302,6 +302,10 @@ func TestOpsEndpoints(t *testing.T) {
 	assert.Equal(t, 200, rec.Code, rec.Body.String())
 
 	rec = do(h, rawRequest("GET", "/status", nil, ""))
+	require.Equal(t, 401, rec.Code, "on the API's listener /status needs the plugin token")
+	rec = do(srv.OpsHandler(), rawRequest("GET", "/status", nil, ""))
+	require.Equal(t, 200, rec.Code, "open on server.opsListen")
+	rec = do(h, rawRequest("GET", "/status", nil, "Bearer "+demoToken))
 	require.Equal(t, 200, rec.Code)
 	var st struct {
 		Version string `json:"version"`

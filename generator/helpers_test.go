@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const demoToken = "demo-token"
+const demoToken = "demo-token-change-me"
 
 // demoInventory loads the demo clusters of testdata/demo through the real
 // static source and inventory.

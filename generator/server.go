@@ -129,12 +129,17 @@ func NormalizePrefix(prefix string) (string, error) {
 }
 
 // Handler serves the API and the operations endpoints on one listener.
+// There /status, which names every cluster and why it is held or not
+// served, needs the plugin API's bearer token: whoever reaches the API
+// (Argo CD's network) is not thereby an operator. The probes and /metrics
+// stay open.
 func (s *Server) Handler() http.Handler { return s.newEcho(true, true) }
 
 // APIHandler serves only the plugin API.
 func (s *Server) APIHandler() http.Handler { return s.newEcho(true, false) }
 
-// OpsHandler serves only /healthz, /readyz, /metrics and /status.
+// OpsHandler serves only /healthz, /readyz, /metrics and /status, all
+// open (server.opsListen: an address the operator keeps to the cluster).
 func (s *Server) OpsHandler() http.Handler { return s.newEcho(false, true) }
 
 func (s *Server) newEcho(api, ops bool) *echo.Echo {
@@ -148,7 +153,11 @@ func (s *Server) newEcho(api, ops bool) *echo.Echo {
 	if ops {
 		e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 		e.GET("/readyz", s.readyz)
-		e.GET("/status", s.status)
+		status := s.status
+		if api {
+			status = s.withToken(status)
+		}
+		e.GET("/status", status)
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	}
 	return e
@@ -215,6 +224,16 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 var refPattern = regexp.MustCompile(`^\$[A-Za-z0-9._-]{1,253}(:[A-Za-z0-9._-]{1,253})?$`)
 
 // authorize checks the bearer token and writes the 401 itself.
+// withToken serves next only to a request with a valid bearer token.
+func (s *Server) withToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !s.authorize(c) {
+			return nil // answered 401
+		}
+		return next(c)
+	}
+}
+
 func (s *Server) authorize(c echo.Context) bool {
 	h := c.Request().Header.Get(echo.HeaderAuthorization)
 	const scheme = "bearer "

@@ -55,6 +55,11 @@ func NewTokenSet(refs []sources.SecretRef, logger *slog.Logger) (*TokenSet, erro
 	return t, nil
 }
 
+// MinTokenLength is the shortest plugin token accepted: the token guards
+// the list of every cluster, and is compared in constant time, not rate
+// limited.
+const MinTokenLength = 16
+
 func readToken(ref sources.SecretRef) ([32]byte, error) {
 	var v string
 	if ref.File != "" {
@@ -69,6 +74,10 @@ func readToken(ref sources.SecretRef) ([32]byte, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return [32]byte{}, fmt.Errorf("%s is empty", ref.String())
+	}
+	if len(v) < MinTokenLength {
+		return [32]byte{}, fmt.Errorf("%s holds %d characters: a plugin token needs at least %d (the chart generates 48 random ones; e.g. openssl rand -hex 24)",
+			ref.String(), len(v), MinTokenLength)
 	}
 	return sha256.Sum256([]byte(v)), nil
 }

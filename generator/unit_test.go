@@ -148,33 +148,33 @@ func TestFilterKeyIsCanonical(t *testing.T) {
 func TestTokenRotation(t *testing.T) {
 	dir := t.TempDir()
 	oldFile, newFile := filepath.Join(dir, "old"), filepath.Join(dir, "new")
-	require.NoError(t, os.WriteFile(oldFile, []byte("old-token\n"), 0o600))
-	require.NoError(t, os.WriteFile(newFile, []byte("new-token"), 0o600))
-	t.Setenv("ACD_TEST_TOKEN", "env-token")
+	require.NoError(t, os.WriteFile(oldFile, []byte("old-plugin-token-1\n"), 0o600))
+	require.NoError(t, os.WriteFile(newFile, []byte("new-plugin-token-2"), 0o600))
+	t.Setenv("ACD_TEST_TOKEN", "env-plugin-token-3")
 	ts, err := NewTokenSet([]sources.SecretRef{{File: oldFile}, {File: newFile}, {Env: "ACD_TEST_TOKEN"}}, nil)
 	require.NoError(t, err)
 
-	assert.True(t, ts.Valid("old-token"), "trailing newline of a mounted file is ignored")
-	assert.True(t, ts.Valid("new-token"), "two tokens at once during a rotation")
-	assert.True(t, ts.Valid("env-token"))
-	assert.False(t, ts.Valid("old-token\n"))
+	assert.True(t, ts.Valid("old-plugin-token-1"), "trailing newline of a mounted file is ignored")
+	assert.True(t, ts.Valid("new-plugin-token-2"), "two tokens at once during a rotation")
+	assert.True(t, ts.Valid("env-plugin-token-3"))
+	assert.False(t, ts.Valid("old-plugin-token-1\n"))
 	assert.False(t, ts.Valid(""))
 	assert.False(t, ts.Valid("old"))
 
-	require.NoError(t, os.WriteFile(oldFile, []byte("rotated-token"), 0o600))
+	require.NoError(t, os.WriteFile(oldFile, []byte("rotated-plugin-token-4"), 0o600))
 	require.NoError(t, ts.Reload())
-	assert.False(t, ts.Valid("old-token"), "the replaced token stops working after a reload")
-	assert.True(t, ts.Valid("rotated-token"))
+	assert.False(t, ts.Valid("old-plugin-token-1"), "the replaced token stops working after a reload")
+	assert.True(t, ts.Valid("rotated-plugin-token-4"))
 
 	require.NoError(t, os.Remove(newFile))
 	err = ts.Reload()
 	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "new-token", "errors never carry token values")
-	assert.True(t, ts.Valid("new-token"), "an unreadable file keeps its last value")
+	assert.NotContains(t, err.Error(), "new-plugin-token-2", "errors never carry token values")
+	assert.True(t, ts.Valid("new-plugin-token-2"), "an unreadable file keeps its last value")
 
 	require.NoError(t, os.WriteFile(newFile, []byte("  \n"), 0o600))
 	require.Error(t, ts.Reload(), "an empty file is an error, not an empty token")
-	assert.True(t, ts.Valid("new-token"))
+	assert.True(t, ts.Valid("new-plugin-token-2"))
 	assert.False(t, ts.Valid(""))
 }
 
@@ -188,6 +188,10 @@ func TestNewTokenSetErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "env:ACD_EMPTY is empty")
 	_, err = NewTokenSet([]sources.SecretRef{{Secret: &sources.SecretKeyRef{Name: "a", Key: "b"}}}, nil)
 	assert.ErrorContains(t, err, "mount it as a file")
+	t.Setenv("ACD_SHORT", "fifteen-chars-x")
+	_, err = NewTokenSet([]sources.SecretRef{{Env: "ACD_SHORT"}}, nil)
+	assert.ErrorContains(t, err, "env:ACD_SHORT holds 15 characters: a plugin token needs at least 16")
+	assert.NotContains(t, err.Error(), "fifteen-chars-x")
 }
 
 func TestMethodNotAllowedSaysAllow(t *testing.T) {

@@ -66,11 +66,11 @@ func startDemo(t *testing.T, extraArgs ...string) (string, *testlog.Buffer, func
 }
 
 // waitReady polls /readyz until the process can answer, then /status
-// until every source has listed once.
-func waitReady(t *testing.T, base string) {
+// (with the plugin token) until every source has listed once.
+func waitReady(t *testing.T, base, token string) {
 	t.Helper()
 	waitReadyz(t, base)
-	require.Eventually(t, func() bool { return testenv.SourcesSynced(http.DefaultClient, base) }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return testenv.SourcesSynced(http.DefaultClient, base, token) }, 10*time.Second, 20*time.Millisecond,
 		"every source listed")
 }
 
@@ -106,9 +106,9 @@ func TestServeDemo(t *testing.T) {
 	base, logs, stop := startDemo(t)
 	defer http.DefaultClient.CloseIdleConnections()
 
-	waitReady(t, base)
+	waitReady(t, base, "demo-token-change-me")
 
-	resp, body := post(t, base+"/api/v1/getparams.execute", "demo-token", `{"applicationSetName":"demo","input":{"parameters":{"tenant":"acme"}}}`)
+	resp, body := post(t, base+"/api/v1/getparams.execute", "demo-token-change-me", `{"applicationSetName":"demo","input":{"parameters":{"tenant":"acme"}}}`)
 	require.Equal(t, 200, resp.StatusCode, string(body))
 	var out struct {
 		Output struct {
@@ -145,7 +145,7 @@ func TestServeDemo(t *testing.T) {
 
 	assert.Equal(t, 0, stop(), "SIGTERM (context cancel) is a clean exit")
 	assert.Contains(t, logs.String(), "shutting down")
-	assert.NotContains(t, logs.String(), "demo-token", "the token is never logged")
+	assert.NotContains(t, logs.String(), "demo-token-change-me", "the token is never logged")
 }
 
 // TestStaticFileChangeIsServed: editing the clusters file changes the
@@ -155,7 +155,7 @@ func TestStaticFileChangeIsServed(t *testing.T) {
 	write := func(name, content string) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
 	}
-	write("token", "t0ken\n")
+	write("token", "a-token-for-the-test\n")
 	write("clusters.yaml", "clusters:\n  - name: one\n    server: https://one.example.com\n")
 	write("config.yaml", `
 server:
@@ -177,7 +177,7 @@ sources:
 	defer func() { cancel(); <-done; http.DefaultClient.CloseIdleConnections() }()
 	url := "http://" + <-addr + "/api/v1/getparams.execute"
 	names := func() string {
-		resp, body := post(t, url, "t0ken", `{"input":{}}`)
+		resp, body := post(t, url, "a-token-for-the-test", `{"input":{}}`)
 		if resp.StatusCode != 200 {
 			return resp.Status
 		}
@@ -206,8 +206,8 @@ func TestDiscoverPrintsWhatTheAPIServes(t *testing.T) {
 	defer stop()
 	defer http.DefaultClient.CloseIdleConnections()
 	input := `{"parameters":{"tenant":["globex"],"labelSelector":"env=prod"}}`
-	waitReady(t, base)
-	_, api := post(t, base+"/api/v1/getparams.execute", "demo-token", `{"applicationSetName":"x","input":`+input+`}`)
+	waitReady(t, base, "demo-token-change-me")
+	_, api := post(t, base+"/api/v1/getparams.execute", "demo-token-change-me", `{"applicationSetName":"x","input":`+input+`}`)
 
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"discover", "--config", demoConfig, "--input", input}, &stdout, &stderr)

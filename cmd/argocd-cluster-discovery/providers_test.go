@@ -69,7 +69,7 @@ func toyRegistry() *sources.Registry { return sources.NewRegistry(static.Provide
 // the binary does not ship and follows it from the configuration file to
 // the plugin API's answer.
 func TestToyProviderIsConfiguredValidatedListedAndServed(t *testing.T) {
-	t.Setenv("ACD_TOY_TOKEN", "toy-token")
+	t.Setenv("ACD_TOY_TOKEN", "toy-plugin-token-x")
 	head := "server: {listen: '127.0.0.1:0', tokens: [{env: ACD_TOY_TOKEN}]}\nlog: {level: error}\n"
 
 	_, err := config.ParseWith([]byte(head+"sources: [{name: t, provider: toy, toy: {clusters: 1, colour: red}}]\n"), t.TempDir(), toyRegistry())
@@ -107,9 +107,9 @@ func TestToyProviderIsConfiguredValidatedListedAndServed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not start")
 	}
-	waitReady(t, base)
+	waitReady(t, base, "toy-plugin-token-x")
 
-	resp, body := post(t, base+"/api/v1/getparams.execute", "toy-token", `{"applicationSetName":"toys","input":{"parameters":{"provider":"toy"}}}`)
+	resp, body := post(t, base+"/api/v1/getparams.execute", "toy-plugin-token-x", `{"applicationSetName":"toys","input":{"parameters":{"provider":"toy"}}}`)
 	require.Equal(t, 200, resp.StatusCode, string(body))
 	var out struct {
 		Output struct {

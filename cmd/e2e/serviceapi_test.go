@@ -59,9 +59,20 @@ type statusDoc struct {
 // statusDoc reads our service's /status.
 func (x *env) statusDoc() (*statusDoc, error) { return statusDocAt(x.apiAddr) }
 
+// getStatus asks /status of the service whose API listens at addr, with
+// the plugin token it needs there.
+func getStatus(c *http.Client, addr string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+pluginToken)
+	return c.Do(req)
+}
+
 // statusDocAt reads /status of the service whose API listens at addr.
 func statusDocAt(addr string) (*statusDoc, error) {
-	resp, err := http.Get("http://" + addr + "/status")
+	resp, err := getStatus(http.DefaultClient, addr)
 	if err != nil {
 		return nil, err
 	}

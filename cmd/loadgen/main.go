@@ -37,7 +37,7 @@ import (
 	"time"
 )
 
-const token = "loadgen-token"
+const token = "loadgen-plugin-token"
 
 type options struct {
 	sizes          []int

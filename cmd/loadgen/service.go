@@ -109,7 +109,7 @@ func (s *service) waitReady(timeout time.Duration) error {
 		if resp, err := opsClient.Get(s.base + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && testenv.SourcesSynced(opsClient, s.base) {
+			if resp.StatusCode == http.StatusOK && testenv.SourcesSynced(opsClient, s.base, token) {
 				return nil
 			}
 		}

@@ -5,12 +5,20 @@ import (
 	"net/http"
 )
 
-// SourcesSynced reports whether the service at base (its operations
-// address, "http://host:port") shows every source listed on /status: what
-// a harness waits for before it expects 200 answers, now that /readyz only
-// says the process can answer.
-func SourcesSynced(client *http.Client, base string) bool {
-	resp, err := client.Get(base + "/status")
+// SourcesSynced reports whether the service at base ("http://host:port")
+// shows every source listed on /status: what a harness waits for before it
+// expects 200 answers, now that /readyz only says the process can answer.
+// token is the plugin API's bearer token, which /status needs on the API's
+// listener ("" on server.opsListen's).
+func SourcesSynced(client *http.Client, base, token string) bool {
+	req, err := http.NewRequest(http.MethodGet, base+"/status", nil)
+	if err != nil {
+		return false
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return false
 	}

@@ -44,7 +44,7 @@ func TestLoadDemo(t *testing.T) {
 	assert.True(t, os.SameFile(want, got))
 	b, err := os.ReadFile(tok.File)
 	require.NoError(t, err)
-	assert.Equal(t, "demo-token", strings.TrimSpace(string(b)))
+	assert.Equal(t, "demo-token-change-me", strings.TrimSpace(string(b)))
 
 	// Inventory: interval and timeout from the file, jitter defaulted.
 	assert.Equal(t, 30*time.Second, cfg.Inventory.Interval.Std())
