@@ -83,7 +83,9 @@ type Update struct {
 type Clash struct {
 	Cluster string `json:"cluster"`
 	Secret  string `json:"secret"`
-	// By is "name", "server" or "identity".
+	// By is "name" (the Secret's), "server", "cluster name" (Argo CD's
+	// cluster name, which Applications may select a destination by) or
+	// "identity".
 	By string `json:"by"`
 }
 
@@ -125,10 +127,11 @@ func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.De
 //
 //	current (ours unless said)          cluster                         action
 //	none                                served                          create (unless a Secret has its name, or a
-//	                                                                    foreign one its server: clash)
+//	                                                                    foreign one its server or cluster name: clash)
 //	found by identity, content differs  served                          update in place (not under create-only)
 //	found by identity, content equal    served                          nothing
 //	foreign Secret, same server         served, ours exists             clash: reported, ours left as it is
+//	foreign Secret, same cluster name   served, ours exists             clash: reported, ours kept up to date
 //	any                                 served but held, unserved,
 //	                                    duplicate, in a name conflict   nothing (countdown cleared)
 //	any                                 departure confirmed             delete (sync only, unless pinned or the
@@ -174,13 +177,14 @@ type secretIndex struct {
 	// by source and cluster name.
 	owned, byIdentity, byLegacyName map[string]*Record
 	// foreignByName holds the Secrets we do not own by name, and
-	// foreignByServer the cluster Secrets among them by server.
-	foreignByName, foreignByServer map[string]*Record
+	// foreignByServer and foreignByCluster the cluster Secrets among them
+	// by server and by Argo CD cluster name.
+	foreignByName, foreignByServer, foreignByCluster map[string]*Record
 }
 
 func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 	c := secretIndex{owned: map[string]*Record{}, byIdentity: map[string]*Record{}, byLegacyName: map[string]*Record{},
-		foreignByName: map[string]*Record{}, foreignByServer: map[string]*Record{}}
+		foreignByName: map[string]*Record{}, foreignByServer: map[string]*Record{}, foreignByCluster: map[string]*Record{}}
 	for _, s := range secrets {
 		if s.owned(ownerID) {
 			c.owned[s.Name] = s
@@ -192,8 +196,14 @@ func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 			continue
 		}
 		c.foreignByName[s.Name] = s
-		if srv := strings.TrimRight(s.server, "/"); srv != "" && s.Label(LabelSecretType) == "cluster" {
+		if s.Label(LabelSecretType) != "cluster" {
+			continue
+		}
+		if srv := strings.TrimRight(s.server, "/"); srv != "" {
 			c.foreignByServer[srv] = s
+		}
+		if s.name != "" {
+			c.foreignByCluster[s.name] = s
 		}
 	}
 	return c
@@ -215,6 +225,9 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
 		case c.foreignByServer[d.server] != nil:
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByServer[d.server].Name, By: "server"})
+		case c.foreignByCluster[d.Cluster] != nil:
+			// Argo CD refuses a destination name that two clusters share
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByCluster[d.Cluster].Name, By: "cluster name"})
 		case c.owned[d.name] != nil:
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "identity"})
 			matched[d.name] = true // another cluster's: never updated, never pruned for this one
@@ -228,6 +241,10 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
 		clearCountdown(ch, cur)
 		return
+	}
+	if f := c.foreignByCluster[d.Cluster]; f != nil {
+		// ours was there first: kept and kept up to date, the clash reported
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "cluster name"})
 	}
 	switch {
 	case upToDate(cur, &d):

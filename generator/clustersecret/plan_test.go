@@ -67,6 +67,16 @@ func TestPlanContent(t *testing.T) {
 		{name: "foreign secret with the same server", served: []sources.Cluster{cl("a")},
 			current: []corev1.Secret{current(t, cl("a"), foreignOwner, func(s *corev1.Secret) { s.Name = "hand-made" })},
 			want:    planWant{clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "server"}}}},
+		{name: "foreign secret with the same cluster name", served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("a"), foreignOwner, func(s *corev1.Secret) {
+				s.Name, s.Data["server"] = "hand-made", []byte("https://elsewhere")
+			})},
+			want: planWant{clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "cluster name"}}}},
+		{name: "foreign secret with the cluster name of an established one", served: []sources.Cluster{cl("a")},
+			current: []corev1.Secret{current(t, cl("a")), current(t, cl("a"), foreignOwner, func(s *corev1.Secret) {
+				s.Name, s.Data["server"] = "hand-made", []byte("https://elsewhere")
+			})},
+			want: planWant{unchanged: 1, clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "cluster name"}}}},
 		{name: "our secret of another owner id is foreign", policy: PolicySync, served: []sources.Cluster{cl("a")},
 			current: []corev1.Secret{current(t, cl("a"), func(s *corev1.Secret) { s.Labels[LabelOwner] = "fleet-b" })},
 			want:    planWant{clashes: []Clash{{Cluster: "a", Secret: sn("a"), By: "name"}}}},
