@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
 // apply writes the changes with bounded concurrency, rendering each desired
@@ -79,8 +81,8 @@ func (r *Reconciler) apply(ctx context.Context, ch *Changes, resolve TokenResolv
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if ctx.Err() != nil {
-				errs[i] = ctx.Err()
+			if err := lease.Check(ctx); err != nil { // cancelled, or frozen past the lease
+				errs[i] = err
 				return
 			}
 			errs[i] = op(ctx)

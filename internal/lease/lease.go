@@ -7,6 +7,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,13 +30,18 @@ type Config struct {
 // context that ends as soon as the Lease is lost (so no new write starts),
 // and campaigns again after a loss. leading is told of every change. It
 // returns when ctx ends, releasing the Lease.
+//
+// run's context also carries a fence (see Check): a write must not start
+// once a lease duration has passed since the last renew began, even if the
+// context is not cancelled yet.
 func RunLeading(ctx context.Context, client coordinationv1.LeasesGetter, cfg Config, leading func(bool), run func(context.Context)) error {
+	f := &fence{now: time.Now}
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
+		Lock: &fencedLock{Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace},
 			Client:     client,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-		},
+		}, fence: f, duration: cfg.LeaseDuration},
 		LeaseDuration:   cfg.LeaseDuration,
 		RenewDeadline:   cfg.RenewDeadline,
 		RetryPeriod:     cfg.RetryPeriod,
@@ -44,7 +50,7 @@ func RunLeading(ctx context.Context, client coordinationv1.LeasesGetter, cfg Con
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				leading(true)
-				run(ctx)
+				run(context.WithValue(ctx, fenceKey{}, f))
 			},
 			OnStoppedLeading: func() { leading(false) },
 		},
@@ -54,6 +60,77 @@ func RunLeading(ctx context.Context, client coordinationv1.LeasesGetter, cfg Con
 	}
 	for ctx.Err() == nil {
 		elector.Run(ctx) // returns when the lease is lost or ctx ends
+	}
+	return nil
+}
+
+// fence is the time until which this process may still write: the start
+// of its last successful acquire or renew plus the lease duration. Another
+// candidate takes the Lease only a lease duration after it observed that
+// renew, so no one else leads before the fence. A process frozen past its
+// lease (a paused VM, a stopped container) wakes up with its context not yet
+// cancelled; the fence tells it, at the write, that it may no longer lead.
+type fence struct {
+	mu       sync.Mutex
+	deadline time.Time // with a monotonic reading
+	now      func() time.Time
+}
+
+func (f *fence) extend(to time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if to.After(f.deadline) {
+		f.deadline = to
+	}
+}
+
+func (f *fence) check() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.now().Before(f.deadline) {
+		return fmt.Errorf("the leader lease was not renewed since %s: not writing", f.deadline.Round(time.Millisecond).Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// fencedLock is a resource lock that extends the fence at each successful
+// write of the Lease (acquire or renew).
+type fencedLock struct {
+	resourcelock.Interface
+	fence    *fence
+	duration time.Duration
+}
+
+func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	start := l.fence.now()
+	err := l.Interface.Create(ctx, r)
+	if err == nil {
+		l.fence.extend(start.Add(l.duration))
+	}
+	return err
+}
+
+func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	start := l.fence.now()
+	err := l.Interface.Update(ctx, r)
+	if err == nil {
+		l.fence.extend(start.Add(l.duration))
+	}
+	return err
+}
+
+type fenceKey struct{}
+
+// Check returns an error when ctx is a leader's context (RunLeading's) whose
+// lease may have passed to another process: the last acquire or renew
+// started a lease duration ago or more. Call it right before each write;
+// it is nil outside leader election.
+func Check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if f, ok := ctx.Value(fenceKey{}).(*fence); ok {
+		return f.check()
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -213,7 +214,7 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	}
 	// the status is for other readers (conditions, the access provider);
 	// the record is the ledger: the answer does not wait for the status
-	return errors.Join(forEach(len(statuses), func(i int) error {
+	return errors.Join(forEach(ctx, len(statuses), func(i int) error {
 		r := statuses[i]
 		s := l.known[identity(r.Source, r.ID)]
 		d, err := desiredObject(&l.opts, s.name, r, s.conds, now)
@@ -235,7 +236,7 @@ func (l *Ledger) putAll(ctx context.Context, records []inventory.Record, now tim
 		created, statusDue bool
 	}
 	results := make([]result, len(records))
-	errs := forEach(len(records), func(i int) error {
+	errs := forEach(ctx, len(records), func(i int) error {
 		r := &records[i]
 		s := l.known[identity(r.Source, r.ID)]
 		d, created, err := l.put(ctx, s, r, now)
@@ -276,7 +277,7 @@ func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool) []error
 		}
 	}
 	deleted := make([]bool, len(gone))
-	errs := forEach(len(gone), func(i int) error {
+	errs := forEach(ctx, len(gone), func(i int) error {
 		name := l.known[gone[i]].name
 		if err := l.profiles().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete clusterprofile %s: %w", name, err)
@@ -304,14 +305,17 @@ func (l *Ledger) ours(ctx context.Context, name string, r *inventory.Record) boo
 }
 
 // forEach runs fn for 0 … n-1, Writers at a time, and returns the errors.
-// Each call must touch only what belongs to its index.
-func forEach(n int, fn func(i int) error) []error {
+// Each call must touch only what belongs to its index. None starts once
+// the leader's lease may have passed to another process (lease.Check).
+func forEach(ctx context.Context, n int, fn func(i int) error) []error {
 	errs := make([]error, n)
 	var g errgroup.Group
 	g.SetLimit(Writers)
 	for i := range n {
 		g.Go(func() error {
-			errs[i] = fn(i)
+			if errs[i] = lease.Check(ctx); errs[i] == nil {
+				errs[i] = fn(i)
+			}
 			return nil
 		})
 	}
@@ -405,6 +409,9 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 	raw := []byte(string(rawSources) + "\n" + string(rawCounts))
 	if string(raw) == string(l.sources) {
 		return nil
+	}
+	if err := lease.Check(ctx); err != nil {
+		return err
 	}
 	cms := l.core.CoreV1().ConfigMaps(l.opts.Namespace)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.opts.ConfigMap, Namespace: l.opts.Namespace,
