@@ -97,6 +97,11 @@ type Cluster struct {
 	Region string `json:"region,omitempty"`
 	// Account is the AWS account id or Azure subscription id, if any.
 	Account string `json:"account,omitempty"`
+	// Group is the operator-controlled group the cluster is in, if any: its
+	// Azure resource group (AKS), or its Rancher fleet workspace (moving a
+	// cluster to another needs fleetaddcluster on that workspace, which
+	// rancher/webhook checks).
+	Group string `json:"group,omitempty"`
 	// Tenant, Project, Namespaces and ClusterResources scope the cluster in
 	// Argo CD: the tenant that owns it, the AppProject its Secret names, and
 	// the namespaces Argo CD may manage (all when empty).
@@ -190,29 +195,42 @@ func (p Phase) OrReady() Phase {
 // inventory applies the rules, so the plugin answer's project and the
 // cluster Secret's project are always the same.
 //
-// Sources, Accounts and Names say what proves a cluster belongs to the
-// tenant when its owner claims the tenant in a label or tag: the source
-// that lists it, its AWS account or Azure subscription, its name (path.Match
-// patterns). Each one set must match, and one at least must be set.
+// Sources, Accounts, ResourceGroups, FleetWorkspaces and Names say what
+// proves a cluster belongs to the tenant when its owner claims the tenant
+// in a label or tag: the source that lists it, its AWS account or Azure
+// subscription, its Azure resource group (AKS), its Rancher fleet
+// workspace, its name (path.Match patterns). Each one set must match, and
+// one at least must be set.
 type TenantRule struct {
 	Project          string   `json:"project,omitempty"`
 	Namespaces       []string `json:"namespaces,omitempty"`
 	ClusterResources *bool    `json:"clusterResources,omitempty"`
 	Sources          []string `json:"sources,omitempty"`
 	Accounts         []string `json:"accounts,omitempty"`
+	ResourceGroups   []string `json:"resourceGroups,omitempty"`
+	FleetWorkspaces  []string `json:"fleetWorkspaces,omitempty"`
 	Names            []string `json:"names,omitempty"`
 }
 
 // Admits reports whether c proves it belongs to the rule's tenant (see
 // TenantRule).
 func (r TenantRule) Admits(c *Cluster) bool {
-	if len(r.Sources) == 0 && len(r.Accounts) == 0 && len(r.Names) == 0 {
+	if len(r.Sources) == 0 && len(r.Accounts) == 0 && len(r.ResourceGroups) == 0 && len(r.FleetWorkspaces) == 0 && len(r.Names) == 0 {
 		return false
 	}
 	if len(r.Sources) > 0 && !slices.Contains(r.Sources, c.Source) {
 		return false
 	}
-	if len(r.Accounts) > 0 && !slices.ContainsFunc(r.Accounts, func(a string) bool { return strings.EqualFold(a, c.Account) }) {
+	in := func(set []string, v string) bool {
+		return v != "" && slices.ContainsFunc(set, func(a string) bool { return strings.EqualFold(a, v) })
+	}
+	if len(r.Accounts) > 0 && !in(r.Accounts, c.Account) {
+		return false
+	}
+	if len(r.ResourceGroups) > 0 && (c.Provider != ProviderAKS || !in(r.ResourceGroups, c.Group)) {
+		return false
+	}
+	if len(r.FleetWorkspaces) > 0 && (c.Provider != ProviderRancher || !in(r.FleetWorkspaces, c.Group)) {
 		return false
 	}
 	return len(r.Names) == 0 || slices.ContainsFunc(r.Names, func(p string) bool {
@@ -231,7 +249,7 @@ func (c *Cluster) ApplyTenantRule(rules map[string]TenantRule, trustOwner bool) 
 	if !trustOwner {
 		switch {
 		case c.TenantFromOwner && c.Tenant != "" && (!ok || !rule.Admits(c)):
-			return fmt.Sprintf("tenant %q is the cluster owner's label or tag, and no rule secrets.tenants.%s admits this cluster (sources, accounts or names)",
+			return fmt.Sprintf("tenant %q is the cluster owner's label or tag, and no rule secrets.tenants.%s admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)",
 				c.Tenant, c.Tenant)
 		case c.ProjectFromOwner && c.Project != "" && (!ok || rule.Project == ""):
 			return fmt.Sprintf("project %q is the cluster owner's label or tag; only the tenant's rule (secrets.tenants.<tenant>.project) or the source may set it",

@@ -14,8 +14,10 @@ func TestTenantFromTheOwner(t *testing.T) {
 	rules := map[string]TenantRule{
 		"acme":    {Project: "acme", Sources: []string{"rancher-acme"}},
 		"globex":  {Project: "globex", Accounts: []string{"111111111111"}, Names: []string{"globex-*"}},
-		"initech": {Namespaces: []string{"initech"}},   // proves nothing: no sources, accounts or names
+		"initech": {Namespaces: []string{"initech"}},   // proves nothing: no sources, accounts, groups or names
 		"hooli":   {Sources: []string{"rancher-acme"}}, // admits, but sets no project
+		"wayne":   {Project: "wayne", ResourceGroups: []string{"RG-Wayne"}},
+		"stark":   {Project: "stark", Sources: []string{"rancher-acme"}, FleetWorkspaces: []string{"fleet-stark"}},
 	}
 	cluster := func(change func(c *Cluster)) Cluster {
 		c := Cluster{Name: "acme-prod", Source: "rancher-acme", Account: "111111111111", Tenant: "acme", TenantFromOwner: true}
@@ -33,14 +35,27 @@ func TestTenantFromTheOwner(t *testing.T) {
 	}{
 		{name: "admitted by its source", c: cluster(nil), wantProject: "acme"},
 		{name: "claimed from another source", c: cluster(func(c *Cluster) { c.Source = "rancher-tenants" }),
-			why: `tenant "acme" is the cluster owner's label or tag, and no rule secrets.tenants.acme admits this cluster (sources, accounts or names)`},
+			why: `tenant "acme" is the cluster owner's label or tag, and no rule secrets.tenants.acme admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
 		{name: "a tenant without a rule", c: cluster(func(c *Cluster) { c.Tenant = "umbrella" }),
-			why: `tenant "umbrella" is the cluster owner's label or tag, and no rule secrets.tenants.umbrella admits this cluster (sources, accounts or names)`},
+			why: `tenant "umbrella" is the cluster owner's label or tag, and no rule secrets.tenants.umbrella admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
 		{name: "a rule that proves nothing", c: cluster(func(c *Cluster) { c.Tenant = "initech" }),
-			why: `tenant "initech" is the cluster owner's label or tag, and no rule secrets.tenants.initech admits this cluster (sources, accounts or names)`},
+			why: `tenant "initech" is the cluster owner's label or tag, and no rule secrets.tenants.initech admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
 		{name: "account and name both match", c: cluster(func(c *Cluster) { c.Tenant, c.Name = "globex", "globex-eu" }), wantProject: "globex"},
 		{name: "the account matches, not the name", c: cluster(func(c *Cluster) { c.Tenant = "globex" }),
-			why: `tenant "globex" is the cluster owner's label or tag, and no rule secrets.tenants.globex admits this cluster (sources, accounts or names)`},
+			why: `tenant "globex" is the cluster owner's label or tag, and no rule secrets.tenants.globex admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
+		{name: "an AKS cluster in the tenant's resource group (case-insensitive)", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Provider, c.Group = "wayne", ProviderAKS, "rg-wayne"
+		}), wantProject: "wayne"},
+		{name: "an AKS cluster in another resource group", c: cluster(func(c *Cluster) { c.Tenant, c.Provider, c.Group = "wayne", ProviderAKS, "rg-other" }),
+			why: `tenant "wayne" is the cluster owner's label or tag, and no rule secrets.tenants.wayne admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
+		{name: "a Rancher cluster whose fleet workspace has the resource group's name", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Provider, c.Group = "wayne", ProviderRancher, "rg-wayne"
+		}), why: `tenant "wayne" is the cluster owner's label or tag, and no rule secrets.tenants.wayne admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
+		{name: "a Rancher cluster in the tenant's fleet workspace", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Provider, c.Group = "stark", ProviderRancher, "fleet-stark"
+		}), wantProject: "stark"},
+		{name: "a Rancher cluster in fleet-default", c: cluster(func(c *Cluster) { c.Tenant, c.Provider, c.Group = "stark", ProviderRancher, "fleet-default" }),
+			why: `tenant "stark" is the cluster owner's label or tag, and no rule secrets.tenants.stark admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
 		{name: "a project the owner wrote, no rule setting one", c: cluster(func(c *Cluster) {
 			c.Tenant, c.Project, c.ProjectFromOwner = "hooli", "default", true
 		}), why: `project "default" is the cluster owner's label or tag; only the tenant's rule (secrets.tenants.<tenant>.project) or the source may set it`},

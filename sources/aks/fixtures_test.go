@@ -34,7 +34,7 @@ func TestFixturesOverHTTP(t *testing.T) {
 		Annotations: map[string]string{
 			AnnotationResourceID: "/subscriptions/" + sub + "/resourcegroups/rg-payments-prod/providers/Microsoft.ContainerService/managedClusters/aks-payments-prod-weu",
 		},
-		Region: "westeurope", Account: sub, Tenant: "payments", TenantFromOwner: true,
+		Region: "westeurope", Account: sub, Group: "rg-payments-prod", Tenant: "payments", TenantFromOwner: true,
 		ID:                "/subscriptions/" + sub + "/resourcegroups/rg-payments-prod/providers/microsoft.containerservice/managedclusters/aks-payments-prod-weu",
 		KubernetesVersion: "v1.31.11", State: "Succeeded", Phase: sources.PhaseReady, Ready: true,
 	}

@@ -295,6 +295,7 @@ func (m *mapper) newCluster(name, sub, location string, rid *arm.ResourceID, mc 
 		Annotations:       map[string]string{AnnotationResourceID: *mc.ID},
 		Region:            location,
 		Account:           sub,
+		Group:             rid.ResourceGroupName,
 		KubernetesVersion: kubernetesVersion(p),
 		State:             deref(p.ProvisioningState),
 		Phase:             phaseOf(deref(p.ProvisioningState), powState, deref(p.Fqdn) != "" || deref(p.PrivateFQDN) != ""),

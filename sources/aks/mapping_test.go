@@ -41,7 +41,7 @@ func mappedBase(mutate ...func(*sources.Cluster)) sources.Cluster {
 		CloudID:     "aks/" + subA + "/rg-apps/alpha",
 		Labels:      map[string]string{"env": "prod", LabelResourceGroup: "rg-apps"},
 		Annotations: map[string]string{AnnotationResourceID: mappedID},
-		Region:      "westeurope", Account: subA, KubernetesVersion: "v1.31.4",
+		Region:      "westeurope", Account: subA, Group: "rg-apps", KubernetesVersion: "v1.31.4",
 		ID: strings.ToLower(mappedID), State: "Succeeded", Phase: sources.PhaseReady, Ready: true,
 	}
 	for _, m := range mutate {

@@ -63,9 +63,11 @@ type Cluster struct {
 	Removed string `json:"removed,omitempty"`
 	// Conditions are status.conditions, flattened to the top level. A
 	// listing keeps only the types the phase reads (see keepConditions).
-	Conditions               []Condition               `json:"conditions,omitempty"`
-	Labels                   map[string]string         `json:"labels,omitempty"`
-	Annotations              map[string]string         `json:"annotations,omitempty"`
+	Conditions  []Condition       `json:"conditions,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// FleetWorkspaceName is spec.fleetWorkspaceName.
+	FleetWorkspaceName       string                    `json:"fleetWorkspaceName,omitempty"`
 	Provider                 string                    `json:"provider,omitempty"`
 	Driver                   string                    `json:"driver,omitempty"`
 	Internal                 bool                      `json:"internal,omitempty"`
@@ -197,6 +199,7 @@ func (m *mapper) toCluster(c *Cluster, ca rancherCA, subs subscriptions) sources
 		Phase:    phase(c.State, c.Removed != "", c.Conditions),
 		Ready:    true,
 		Labels:   keep(c.Labels, m.dropLabels),
+		Group:    c.FleetWorkspaceName,
 		Tenant:   m.cfg.Tenant,
 		Project:  m.cfg.Project,
 	}

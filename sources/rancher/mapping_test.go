@@ -111,7 +111,7 @@ func testToCluster(t *testing.T, cases []mapCase) {
 				ca = *tc.ca
 			}
 			want := sources.Cluster{
-				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west", ID: "c-m-2x7kqz4b",
+				Source: "rancher-a", Provider: sources.ProviderRancher, Name: "prod-eu-west", ID: "c-m-2x7kqz4b", Group: "fleet-default",
 				Phase: sources.PhaseReady, Server: proxySrv, CA: sources.CAFromData(b64(rancherCAPEM)),
 				Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: tokenRef},
 				Labels: proxyLabels(nil), KubernetesVersion: "v1.31.7+rke2r1", State: "active", Ready: true,

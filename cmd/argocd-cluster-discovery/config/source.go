@@ -22,7 +22,8 @@ type Source struct {
 	// Trust is empty, or TrustClusterLabels: the tenant and project that
 	// the clusters' owners write in labels or tags are taken as written.
 	// Without it only a tenant rule that admits a cluster (secrets.tenants,
-	// its sources, accounts or names) makes them count.
+	// its sources, accounts, resource groups, fleet workspaces or names)
+	// makes them count.
 	Trust string `json:"trust,omitempty"`
 	// Section is the provider's section, decoded by the provider's own
 	// configuration type; nil when the provider is unknown or the section
