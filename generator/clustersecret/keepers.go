@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 // authOf is the cluster's credentials: its source's, unless the
@@ -144,6 +145,54 @@ func prefetchIssued(ctx context.Context, cs []*sources.Cluster, o *Options, reso
 	wg.Wait()
 }
 
+// parkedToken stands in for the token of a cluster whose Secret cannot be
+// written (a clash, see park): it never reaches a Secret.
+const parkedToken = "<not issued: the cluster's Secret clashes>"
+
+// park records the clusters of this pass that have an issued token but no
+// Secret of ours and cannot get one (ch.unwritable): the token minted for
+// them is released at once (no Secret holds it), and while they clash the
+// passes that follow issue none. A parked cluster whose clash is gone is
+// dropped from the creates of that pass (planned with the stand-in), and
+// gets its token and Secret at the next pass.
+func (r *Reconciler) park(ctx context.Context, ch *Changes, parked map[sources.IssuedToken]bool) {
+	creates := ch.Create[:0]
+	for _, d := range ch.Create {
+		if iss := issuedOf(d.cluster, d.opts); iss != nil && parked[*iss] {
+			r.logger.Info("a cluster's Secret no longer clashes; it is written with its own token next pass", "cluster", d.Cluster)
+			continue
+		}
+		creates = append(creates, d)
+	}
+	clear(ch.Create[len(creates):])
+	ch.Create = creates
+	next := map[sources.IssuedToken]bool{}
+	for _, d := range ch.unwritable {
+		iss := issuedOf(d.cluster, d.opts)
+		next[*iss] = true
+		if parked[*iss] || r.cfg.DryRun {
+			continue
+		}
+		if k := r.cfg.Issuers[iss.Source]; k != nil {
+			if err := k.ReleaseToken(ctx, iss.Cluster); err != nil {
+				r.logger.Warn("could not release the token of a cluster whose Secret clashes; trying again next pass",
+					"cluster", d.Cluster, "error", err.Error())
+				delete(next, *iss)
+			}
+		}
+	}
+	r.termMu.Lock()
+	r.parked = next
+	r.termMu.Unlock()
+}
+
+// parkedNow returns the clusters parked by the last pass.
+func (r *Reconciler) parkedNow() map[sources.IssuedToken]bool {
+	r.termMu.Lock()
+	defer r.termMu.Unlock()
+	return r.parked
+}
+
 // confirmTokens tells each keeper which of its clusters' Secrets hold the
 // token issued this pass (written, or up to date), then lets it revoke
 // what they replaced.
@@ -166,4 +215,67 @@ func (r *Reconciler) confirmTokens(ctx context.Context, holding []Desired, resol
 			r.logger.Warn("could not revoke the tokens our Secrets no longer hold; trying again next pass", "source", name, "error", err.Error())
 		}
 	}
+}
+
+// releaseDeparted tells the token issuers that the clusters whose
+// departure the inventory confirmed need their tokens no longer. Each
+// cluster is released once while it is in the snapshot's departures.
+func (r *Reconciler) releaseDeparted(ctx context.Context, snap *inventory.Snapshot) {
+	if len(r.cfg.Issuers) == 0 || r.cfg.DryRun {
+		return
+	}
+	seen := make(map[string]bool, len(snap.Departed))
+	for _, d := range snap.Departed {
+		iss, ok := r.cfg.Issuers[d.Source]
+		if !ok {
+			continue
+		}
+		id := Identity(d.Source, d.ID)
+		seen[id] = true
+		if err := r.releaseOnce(ctx, iss, id, d.ID); err != nil {
+			r.logger.Warn("could not release the token of a departed cluster; retrying next pass", "cluster", d.Name, "error", err.Error())
+		}
+	}
+	r.relMu.Lock()
+	defer r.relMu.Unlock()
+	for id := range r.released {
+		if !seen[id] {
+			delete(r.released, id)
+		}
+	}
+}
+
+// releaseDeleted releases the issued token of the cluster whose Secret s
+// was deleted.
+func (r *Reconciler) releaseDeleted(ctx context.Context, s *Record) {
+	src := s.Label(LabelSource)
+	iss, ok := r.cfg.Issuers[src]
+	if !ok {
+		return
+	}
+	id, _ := s.Annotation(AnnotationClusterID)
+	if id == "" {
+		return
+	}
+	if err := r.releaseOnce(ctx, iss, Identity(src, id), id); err != nil {
+		r.logger.Warn("could not release the token of a deleted cluster Secret", "secret", s.Name, "error", err.Error())
+	}
+}
+
+// releaseOnce releases the token of cluster (its Identity, and its ID in
+// the source) unless it was released already.
+func (r *Reconciler) releaseOnce(ctx context.Context, iss sources.TokenIssuer, identity, id string) error {
+	r.relMu.Lock()
+	done := r.released[identity]
+	r.relMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := iss.ReleaseToken(ctx, id); err != nil {
+		return err
+	}
+	r.relMu.Lock()
+	r.released[identity] = true
+	r.relMu.Unlock()
+	return nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -30,9 +32,13 @@ type keeper struct {
 	issuing      int // concurrent IssueToken calls now
 	maxIssuing   int
 	sweeps       int
+	released     []string
+	issuedFor    map[string]int
 }
 
-func newKeeper() *keeper { return &keeper{current: map[string]string{}, written: map[string]string{}} }
+func newKeeper() *keeper {
+	return &keeper{current: map[string]string{}, written: map[string]string{}, issuedFor: map[string]int{}}
+}
 
 func (k *keeper) AdoptTokens(_ context.Context, installation string, held map[string]string) error {
 	k.mu.Lock()
@@ -53,6 +59,7 @@ func (k *keeper) IssueToken(_ context.Context, cluster string) (string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.issuing--
+	k.issuedFor[cluster]++
 	if k.adoptedFrom == nil {
 		return "", errors.New("not adopted")
 	}
@@ -65,7 +72,13 @@ func (k *keeper) IssueToken(_ context.Context, cluster string) (string, error) {
 	return v, nil
 }
 
-func (k *keeper) ReleaseToken(context.Context, string) error { return nil }
+func (k *keeper) ReleaseToken(_ context.Context, cluster string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.released = append(k.released, cluster)
+	delete(k.current, cluster)
+	return nil
+}
 
 func (k *keeper) TokenWritten(cluster, value string) {
 	k.mu.Lock()
@@ -164,4 +177,47 @@ func bearers(t *testing.T, e *env) map[string]string {
 		out[s.Annotations[AnnotationClusterID]] = cfg.BearerToken
 	}
 	return out
+}
+
+// TestClashingClusterHoldsNoToken: a cluster whose Secret cannot be
+// written (a foreign Secret has its server) keeps no token: the one minted
+// for it is released at once, and no other is minted while it clashes.
+// Once the clash is gone it gets a token and its Secret, the stand-in
+// never reaching a Secret.
+func TestClashingClusterHoldsNoToken(t *testing.T) {
+	e := newEnv(t)
+	src := &issuingSource{}
+	src.set("a", "b")
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: "rancher", Kind: sources.KindManager, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
+		inventory.Options{Departure: inventory.Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hand-made", Namespace: e.ns,
+		Labels: map[string]string{LabelSecretType: "cluster"}},
+		Data: map[string][]byte{"name": []byte("hand-made"), "server": []byte("https://b.example.com")}}
+	_, err = e.admin.CoreV1().Secrets(e.ns).Create(context.Background(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	k := newKeeper()
+	r, err := New(testConfig(e, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"fleet": k} }), e.client, inv, nil, nil)
+	require.NoError(t, err)
+
+	ch := pass(t, r)
+	require.Len(t, ch.Create, 1, "a only")
+	assert.Equal(t, []string{"c-b"}, k.get(func(k *keeper) any { return k.released }), "b's token released: no Secret holds it")
+	for range 2 {
+		pass(t, r)
+	}
+	assert.Equal(t, 1, k.get(func(k *keeper) any { return k.issuedFor["c-b"] }), "no token issued while b clashes")
+	assert.Equal(t, 2, k.get(func(k *keeper) any { return k.minted }), "a's token, and b's of the first pass")
+
+	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(context.Background(), "hand-made", metav1.DeleteOptions{}))
+	ch = pass(t, r)
+	assert.Empty(t, ch.Create, "b was planned with the stand-in: its Secret waits for the next pass")
+	ch = pass(t, r)
+	require.Len(t, ch.Create, 1)
+	got := bearers(t, e)
+	assert.Equal(t, "c-b-m3", got["c-b"], "b's own token, minted once the clash is gone")
+	for id, v := range got {
+		assert.NotEqual(t, parkedToken, v, id)
+	}
 }

@@ -113,8 +113,10 @@ type Changes struct {
 	// Unchanged counts our Secrets that need no write.
 	Unchanged int
 	// upToDate are the desired Secrets with an issued token (see issuedOf)
-	// whose Secret holds their content already.
-	upToDate []Desired
+	// whose Secret holds their content already; unwritable those with an
+	// issued token that have no Secret of ours and cannot get one (a
+	// clash).
+	upToDate, unwritable []Desired
 }
 
 // Writes is the number of API writes the changes need.
@@ -233,6 +235,10 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 			matched[d.name] = true // another cluster's: never updated, never pruned for this one
 		default:
 			ch.Create = append(ch.Create, d)
+			return
+		}
+		if d.cluster != nil && issuedOf(d.cluster, d.opts) != nil {
+			ch.unwritable = append(ch.unwritable, d)
 		}
 		return
 	}

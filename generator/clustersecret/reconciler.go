@@ -77,6 +77,9 @@ type Reconciler struct {
 	// our Secrets hold in this leadership term, under termMu.
 	termMu  sync.Mutex
 	adopted map[string]bool
+	// parked are the clusters whose Secret clashed in the last pass: no
+	// token is issued for them (see park), under termMu.
+	parked map[sources.IssuedToken]bool
 
 	mu     sync.Mutex
 	status Status
@@ -250,7 +253,8 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 		r.logger.Debug("not every source has listed yet; writing nothing")
 		return Changes{}, nil, nil
 	}
-	resolve, read := r.tokenResolver(ctx)
+	parked := r.parkedNow()
+	resolve, read := r.tokenResolver(ctx, parked)
 	defer func() { r.readsTokens.Store(read()) }()
 	r.releaseDeparted(ctx, snap)
 	if !r.cfg.DryRun {
@@ -288,6 +292,7 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 		r.logger.Info("dry run: plan computed, nothing written", "plan", ch.String())
 		return ch, heldNames, nil
 	}
+	r.park(ctx, &ch, parked)
 	if ch.Writes() > 0 {
 		r.logger.Info("applying plan", "plan", ch.String())
 	}
@@ -312,7 +317,7 @@ func (r *Reconciler) report(ch *Changes) {
 // for concurrent use, and reads different references concurrently (the
 // issued tokens of a pass, apply's renders). read reports whether any
 // token was read.
-func (r *Reconciler) tokenResolver(ctx context.Context) (resolve TokenResolver, read func() bool) {
+func (r *Reconciler) tokenResolver(ctx context.Context, parked map[sources.IssuedToken]bool) (resolve TokenResolver, read func() bool) {
 	type entry struct {
 		once sync.Once
 		v    string
@@ -331,6 +336,10 @@ func (r *Reconciler) tokenResolver(ctx context.Context) (resolve TokenResolver, 
 		}
 		mu.Unlock()
 		e.once.Do(func() {
+			if ref.Issued != nil && parked[*ref.Issued] {
+				e.v = parkedToken
+				return
+			}
 			if e.v, e.err = r.readToken(ctx, ref); e.err == nil {
 				ok.Store(true)
 			}
@@ -383,65 +392,3 @@ func (r *Reconciler) readToken(ctx context.Context, ref sources.SecretRef) (stri
 	return v, nil
 }
 
-// releaseDeparted tells the token issuers that the clusters whose
-// departure the inventory confirmed need their tokens no longer. Each
-// cluster is released once while it is in the snapshot's departures.
-func (r *Reconciler) releaseDeparted(ctx context.Context, snap *inventory.Snapshot) {
-	if len(r.cfg.Issuers) == 0 || r.cfg.DryRun {
-		return
-	}
-	seen := make(map[string]bool, len(snap.Departed))
-	for _, d := range snap.Departed {
-		iss, ok := r.cfg.Issuers[d.Source]
-		if !ok {
-			continue
-		}
-		id := Identity(d.Source, d.ID)
-		seen[id] = true
-		if err := r.releaseOnce(ctx, iss, id, d.ID); err != nil {
-			r.logger.Warn("could not release the token of a departed cluster; retrying next pass", "cluster", d.Name, "error", err.Error())
-		}
-	}
-	r.relMu.Lock()
-	defer r.relMu.Unlock()
-	for id := range r.released {
-		if !seen[id] {
-			delete(r.released, id)
-		}
-	}
-}
-
-// releaseDeleted releases the issued token of the cluster whose Secret s
-// was deleted.
-func (r *Reconciler) releaseDeleted(ctx context.Context, s *Record) {
-	src := s.Label(LabelSource)
-	iss, ok := r.cfg.Issuers[src]
-	if !ok {
-		return
-	}
-	id, _ := s.Annotation(AnnotationClusterID)
-	if id == "" {
-		return
-	}
-	if err := r.releaseOnce(ctx, iss, Identity(src, id), id); err != nil {
-		r.logger.Warn("could not release the token of a deleted cluster Secret", "secret", s.Name, "error", err.Error())
-	}
-}
-
-// releaseOnce releases the token of cluster (its Identity, and its ID in
-// the source) unless it was released already.
-func (r *Reconciler) releaseOnce(ctx context.Context, iss sources.TokenIssuer, identity, id string) error {
-	r.relMu.Lock()
-	done := r.released[identity]
-	r.relMu.Unlock()
-	if done {
-		return nil
-	}
-	if err := iss.ReleaseToken(ctx, id); err != nil {
-		return err
-	}
-	r.relMu.Lock()
-	r.released[identity] = true
-	r.relMu.Unlock()
-	return nil
-}

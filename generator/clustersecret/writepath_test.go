@@ -351,7 +351,7 @@ func TestRealLeaseLossStopsWrites(t *testing.T) {
 // reference once.
 func TestTokenResolverConcurrent(t *testing.T) {
 	t.Setenv("CLUSTERSECRET_TEST_TOKEN", "t0ken")
-	resolve, _ := (&Reconciler{}).tokenResolver(context.Background())
+	resolve, _ := (&Reconciler{}).tokenResolver(context.Background(), nil)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
