@@ -125,7 +125,7 @@ func (c *cloudEnv) shows(name, server, phase, state string) error {
 
 // statusDoc reads the deployment's /status.
 func (c *cloudEnv) statusDoc() (*statusDoc, error) {
-	resp, err := getStatus(http.DefaultClient, c.addr)
+	resp, err := getStatus(http.DefaultClient, c.addr, cloudToken)
 	if err != nil {
 		return nil, err
 	}

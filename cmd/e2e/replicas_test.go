@@ -253,7 +253,7 @@ func sameAnswers(addrs []string) error {
 // leads reports whether the replica at addr holds the lease (its /status).
 func leads(addr string) bool {
 	c := &http.Client{Timeout: 2 * time.Second} // a frozen replica answers nothing
-	resp, err := getStatus(c, addr)
+	resp, err := getStatus(c, addr, pluginToken)
 	if err != nil {
 		return false
 	}

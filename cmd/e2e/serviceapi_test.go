@@ -61,18 +61,18 @@ func (x *env) statusDoc() (*statusDoc, error) { return statusDocAt(x.apiAddr) }
 
 // getStatus asks /status of the service whose API listens at addr, with
 // the plugin token it needs there.
-func getStatus(c *http.Client, addr string) (*http.Response, error) {
+func getStatus(c *http.Client, addr, token string) (*http.Response, error) {
 	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+pluginToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	return c.Do(req)
 }
 
 // statusDocAt reads /status of the service whose API listens at addr.
 func statusDocAt(addr string) (*statusDoc, error) {
-	resp, err := getStatus(http.DefaultClient, addr)
+	resp, err := getStatus(http.DefaultClient, addr, pluginToken)
 	if err != nil {
 		return nil, err
 	}
