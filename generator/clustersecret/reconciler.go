@@ -391,4 +391,3 @@ func (r *Reconciler) readToken(ctx context.Context, ref sources.SecretRef) (stri
 	}
 	return v, nil
 }
-
