@@ -219,6 +219,8 @@ func TestRancherCredentialsConnect(t *testing.T) {
 
 	t.Run("a short-lived token is renewed before it expires", func(t *testing.T) { checkRenewal(t, s) })
 
+	t.Run("an endpoint whose agent is disconnected keeps its token", func(t *testing.T) { checkDisconnectedEndpoint(t, s) })
+
 	t.Run("a cluster's owner cannot send its token elsewhere", func(t *testing.T) { checkOwnersCannotRedirect(t, s) })
 
 	t.Run("uninstall revokes what the installation minted", func(t *testing.T) { checkUninstall(t, s) })

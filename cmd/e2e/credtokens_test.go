@@ -154,3 +154,71 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// checkDisconnectedEndpoint: Rancher copies a token to a cluster's
+// authorized endpoint through the cluster's agent. While the agent is
+// disconnected (Connected False), the cluster keeps its token past the
+// renewal point (a new one would be refused there) until it expires; once
+// the agent is back, the new token is synced and Argo CD connects with it.
+func checkDisconnectedEndpoint(t *testing.T, s *credService) {
+	t.Helper()
+	s.rancher.SetMaxTTL(9 * time.Second)
+	defer s.rancher.SetMaxTTL(0)
+	direct := rancherCluster{ID: "c-ace1", Name: "direct", State: "active", ACE: true}
+	defer s.rancher.Set(direct)
+	current := func() (corev1.Secret, error) {
+		secrets, err := s.secrets()
+		if err != nil {
+			return corev1.Secret{}, err
+		}
+		sec, ok := secrets["c-ace1"]
+		if !ok {
+			return sec, fmt.Errorf("no Secret for c-ace1")
+		}
+		return sec, nil
+	}
+	before, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	s.rancher.DropTokens("c-ace1") // the restart mints a 9 s token
+	s.start()
+	var first corev1.Secret
+	poll(t, 30*time.Second, "a 9 s token in the Secret", func() (err error) {
+		if first, err = current(); err == nil && bearerToken(&first) == bearerToken(&before) {
+			err = fmt.Errorf("still the earlier token")
+		}
+		return err
+	}, func() string { return s.proc.tail(40) })
+	minted := time.Now()
+	disconnected := direct
+	disconnected.Disconnected = true
+	disconnected.Conditions = []rancherCondition{{Type: "Connected", Status: "False", Reason: "Disconnected"}}
+	s.rancher.Set(disconnected)
+	time.Sleep(time.Until(minted.Add(8 * time.Second))) // past the renewal point (6 s), before expiry (9 s)
+	held, err := current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearerToken(&held) != bearerToken(&first) {
+		t.Error("the token was rotated while the agent was disconnected")
+	}
+	if r := argocdConnect(t, &held); !r.OK {
+		t.Errorf("the endpoint while its agent is disconnected: %s %s", r.Kind, r.Error)
+	}
+	s.rancher.Set(direct)
+	poll(t, 30*time.Second, "a new token, synced once the agent is back", func() error {
+		sec, err := current()
+		if err != nil {
+			return err
+		}
+		if bearerToken(&sec) == bearerToken(&first) {
+			return fmt.Errorf("not renewed yet")
+		}
+		if r := argocdConnect(t, &sec); !r.OK {
+			return fmt.Errorf("%s", r.Kind)
+		}
+		return nil
+	}, func() string { return s.proc.tail(40) })
+}

@@ -128,11 +128,15 @@ func (f *fakeRancher) serveProxy(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveACE serves cluster id's authorized cluster endpoint: only a token
-// scoped to id passes (kube-api-auth checks the ClusterAuthTokens synced
-// to the cluster), answered as a kube-apiserver answers.
+// scoped to id and synced to the cluster passes (kube-api-auth checks the
+// ClusterAuthTokens the agent synced), answered as a kube-apiserver
+// answers.
 func (f *fakeRancher) serveACE(w http.ResponseWriter, r *http.Request, id string) {
 	f.mu.Lock()
-	_, msg := f.authorize(r, id, true)
+	t, msg := f.authorize(r, id, true)
+	if msg == "" && !t.Synced {
+		msg = "token not synced to the cluster"
+	}
 	target, rt := f.kubeURL, f.kubeRT
 	f.mu.Unlock()
 	if msg != "" {

@@ -217,11 +217,13 @@ func (d *fakeDriver) expiry(t *testing.T) {
 func (d *fakeDriver) disconnected(t *testing.T) {
 	const wait = 300 * time.Millisecond
 	d.f.SetDisconnectWait(wait)
+	bearer := d.f.IssueToken(d.ace.ID, 0) // synced to the endpoint while the agent is connected
 	for _, c := range []rancherCluster{d.ace, d.other} {
 		c.Disconnected = true
 		d.f.Set(c)
 	}
-	bearer := d.f.IssueToken(d.ace.ID, 0)
+	unsynced := d.f.IssueToken(d.ace.ID, 0)
+	d.expect(d.aceClient, d.aceURL, unsynced, http.StatusUnauthorized) // not synced: the agent is away
 	start := time.Now()
 	code, body := d.call(d.http, http.MethodGet, d.proxy(d.other.ID), rancherTok, nil)
 	if code != http.StatusInternalServerError || string(body) != "cluster agent disconnected" || time.Since(start) < wait {
@@ -230,6 +232,8 @@ func (d *fakeDriver) disconnected(t *testing.T) {
 	d.expect(d.http, d.proxy(d.ace.ID), bearer, http.StatusInternalServerError)
 	d.expect(d.aceClient, d.aceURL, bearer, http.StatusOK) // bypasses the agent
 	d.expect(d.http, d.proxy(d.other.ID), d.token, http.StatusUnauthorized)
+	d.f.Set(d.ace) // the agent is back: it syncs the token
+	d.expect(d.aceClient, d.aceURL, unsynced, http.StatusOK)
 }
 
 func (d *fakeDriver) removed(t *testing.T) {

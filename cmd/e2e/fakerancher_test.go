@@ -122,6 +122,13 @@ func (f *fakeRancher) Close() {
 func (f *fakeRancher) Set(c rancherCluster) {
 	f.mu.Lock()
 	f.clusters[c.ID] = c
+	if !c.Disconnected { // the agent syncs the cluster's tokens to its endpoint
+		for _, t := range f.tokens {
+			if t.ClusterID == c.ID {
+				t.Synced = true
+			}
+		}
+	}
 	stale := f.dropACE(f.aceStale)
 	f.mu.Unlock()
 	closeACE(stale)

@@ -33,6 +33,11 @@ type fakeToken struct {
 	Name, Secret, ClusterID, Description, UserID string
 	TTL                                          time.Duration // 0: never expires
 	Created                                      time.Time
+	// Synced is a token scoped to a cluster that Rancher copied to the
+	// cluster's authorized endpoint (rancher clusterauthtoken, through the
+	// cluster's agent): done at creation while the agent is connected, else
+	// when it connects again. The endpoint accepts only synced tokens.
+	Synced bool
 }
 
 // tokenState is the fake's part that the tokens API keeps, under f.mu.
@@ -210,8 +215,9 @@ func (f *fakeRancher) newToken(cluster, description string, ttl time.Duration) *
 	for f.tokens[name] != nil {
 		name = "token-" + randomString(5)
 	}
+	c, known := f.clusters[cluster]
 	t := &fakeToken{Name: name, Secret: randomString(54), ClusterID: cluster, Description: description,
-		UserID: fakeUserID, TTL: ttl, Created: f.now()}
+		UserID: fakeUserID, TTL: ttl, Created: f.now(), Synced: known && !c.Disconnected}
 	f.tokens[name] = t
 	return t
 }
