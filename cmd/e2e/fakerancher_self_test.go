@@ -32,6 +32,7 @@ func TestFakeRancherTokensProxyACE(t *testing.T) {
 	t.Run("a token scoped to a cluster", d.scoped)
 	t.Run("a deleted token is refused", d.deleted)
 	t.Run("an expired token is refused", d.expiry)
+	t.Run("a cluster-scoped token generates an unscoped kubeconfig", d.generateKubeconfig)
 	t.Run("a disconnected agent", d.disconnected)
 	t.Run("a removed cluster's endpoint stops", d.removed)
 }
@@ -212,6 +213,32 @@ func (d *fakeDriver) expiry(t *testing.T) {
 	if d.f.LiveTokens(d.ace.ID) != 0 || d.f.TokensCreated() != 2 {
 		t.Fatalf("live %d, created %d, want 0 and 2", d.f.LiveTokens(d.ace.ID), d.f.TokensCreated())
 	}
+}
+
+// generateKubeconfig: what makes a scoped token worth stealing. With the
+// endpoint off, a token scoped to a cluster gets from Rancher a kubeconfig
+// whose token opens every cluster of its user; with the endpoint on, the
+// kubeconfig's token stays scoped to that cluster.
+func (d *fakeDriver) generateKubeconfig(t *testing.T) {
+	kubeconfigToken := func(c rancherCluster) string {
+		scoped := d.f.IssueToken(c.ID, time.Hour)
+		code, body := d.call(d.http, http.MethodPost, d.f.URL()+"/v3/clusters/"+c.ID+"?action=generateKubeconfig", scoped, nil)
+		var out struct{ Config string }
+		if err := json.Unmarshal(body, &out); code != http.StatusOK || err != nil {
+			t.Fatalf("generateKubeconfig of %s with a token scoped to it: %d %s, want 200", c.ID, code, body)
+		}
+		_, tok, ok := strings.Cut(out.Config, "token: ")
+		if !ok {
+			t.Fatalf("no token in the kubeconfig:\n%s", out.Config)
+		}
+		return strings.Trim(strings.TrimSpace(tok), `"`)
+	}
+	unscoped := kubeconfigToken(d.other)
+	d.expect(d.http, d.f.URL()+"/v3/clusters", unscoped, http.StatusOK)
+	d.expect(d.http, d.proxy(d.ace.ID), unscoped, http.StatusOK) // another cluster
+	scoped := kubeconfigToken(d.ace)
+	d.expect(d.http, d.f.URL()+"/v3/clusters", scoped, http.StatusUnauthorized)
+	d.expect(d.http, d.proxy(d.other.ID), scoped, http.StatusUnauthorized)
 }
 
 func (d *fakeDriver) disconnected(t *testing.T) {

@@ -222,6 +222,11 @@ func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(http.StatusInternalServerError, []byte(`{"type":"error","status":"500","code":"ServerError","message":"Internal error occurred: etcdserver: request timed out"}`))
 		return
 	}
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v3/clusters/"); ok && r.Method == http.MethodPost &&
+		r.URL.Query().Get("action") == "generateKubeconfig" {
+		f.generateKubeconfig(w, r, id)
+		return
+	}
 	if r.URL.Path != "/v3/settings/cacerts" {
 		// /v3 is routed to no cluster: a cluster-scoped token is refused
 		if _, msg := f.authorize(r, "", false); msg != "" {

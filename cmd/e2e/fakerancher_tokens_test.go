@@ -66,6 +66,33 @@ func (f *fakeRancher) OnRevoke(fn func(bearer string)) {
 	f.onRevoke = fn
 }
 
+// generateKubeconfig answers POST /v3/clusters/<id>?action=generateKubeconfig
+// as Rancher does with its kubeconfig-generate-token setting on (its
+// default): a token scoped to that cluster is enough (the route names the
+// cluster), and the kubeconfig carries a new token of the same user,
+// unscoped unless the cluster's authorized endpoint is on, valid 30 days
+// (kubeconfig-token-ttl-minutes). Called with f.mu held.
+func (f *fakeRancher) generateKubeconfig(w http.ResponseWriter, r *http.Request, id string) {
+	if _, msg := f.authorize(r, id, false); msg != "" {
+		writeUnauthorized(w, msg)
+		return
+	}
+	c, ok := f.clusters[id]
+	if !ok {
+		writeAPIError(w, http.StatusNotFound, "NotFound", "clusters.management.cattle.io \""+id+"\" not found")
+		return
+	}
+	scope := ""
+	if c.ACE {
+		scope = id
+	}
+	t := f.newToken(scope, "Kubeconfig token", 30*24*time.Hour)
+	cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: %q\n  cluster:\n    server: %q\nusers:\n- name: %q\n  user:\n    token: %q\n",
+		c.Name, f.srv.URL+proxyPrefix+id, c.Name, t.Name+":"+t.Secret)
+	b, _ := json.Marshal(map[string]string{"type": "generateKubeConfigOutput", "baseType": "generateKubeConfigOutput", "config": cfg})
+	writeRancher(w, http.StatusOK, b)
+}
+
 // RefuseMints makes token creation fail (403) or work again.
 func (f *fakeRancher) RefuseMints(refuse bool) {
 	f.mu.Lock()
