@@ -295,7 +295,10 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 		logger.Warn("deprecated configuration key", "warning", w)
 	}
 	applyRuntime(cfg.Runtime, logger)
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "argocd_cluster_discovery_build_info",
+		Help: "Always 1: the version of the running binary and the Go release it was built with."}, []string{"version", "goversion"})
+	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo)
 	srv, runners, err := newComponents(cfg, p, logger, reg)
 	if err != nil {
 		return err

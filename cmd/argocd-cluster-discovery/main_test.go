@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -139,6 +140,7 @@ func TestServeDemo(t *testing.T) {
 		"argocd_cluster_discovery_source_last_success_timestamp_seconds",
 		"argocd_cluster_discovery_http_request_duration_seconds_bucket",
 		"go_goroutines",
+		`argocd_cluster_discovery_build_info{goversion="` + runtime.Version() + `",version="dev"} 1`,
 	} {
 		assert.Contains(t, string(metrics), m)
 	}

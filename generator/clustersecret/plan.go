@@ -290,7 +290,7 @@ func sortedSecretNames(m map[string]*Record) []string {
 
 // String summarizes changes for logs: names and counts, never content.
 func (c *Changes) String() string {
-	var created, deleted, blocked []string
+	var created, deleted, blocked, upd []string
 	for _, d := range c.Create {
 		created = append(created, d.name)
 	}
@@ -300,11 +300,21 @@ func (c *Changes) String() string {
 	for _, s := range c.Blocked {
 		blocked = append(blocked, s.Name)
 	}
-	var upd []string
 	for _, u := range c.Update {
 		upd = append(upd, u.Old.Name+"("+u.Reason+")")
 	}
-	return fmt.Sprintf("create=[%s] update=[%s] delete=[%s] blocked=[%s] clashes=%d pending=%d unchanged=%d",
-		strings.Join(created, ","), strings.Join(upd, ","), strings.Join(deleted, ","), strings.Join(blocked, ","),
-		len(c.Clashes), len(c.Pending), c.Unchanged)
+	return fmt.Sprintf("create=%s update=%s delete=%s blocked=%s clashes=%d pending=%d unchanged=%d",
+		firstNames(created), firstNames(upd), firstNames(deleted), firstNames(blocked), len(c.Clashes), len(c.Pending), c.Unchanged)
+}
+
+// planLogNames is how many names a plan's log line shows of each kind.
+const planLogNames = 5
+
+// firstNames renders a count and at most planLogNames of the names: a plan
+// of 10,000 creates is one short line, not the fleet.
+func firstNames(names []string) string {
+	if len(names) <= planLogNames {
+		return fmt.Sprintf("%d[%s]", len(names), strings.Join(names, ","))
+	}
+	return fmt.Sprintf("%d[%s,…]", len(names), strings.Join(names[:planLogNames], ","))
 }

@@ -348,3 +348,16 @@ func runLifecycle(t *testing.T, cases []lifecycleCase) {
 		})
 	}
 }
+
+// TestChangesStringIsShort: a plan's log line has counts and the first
+// names only, whatever the size of the fleet.
+func TestChangesStringIsShort(t *testing.T) {
+	var ch Changes
+	for i := range 1000 {
+		ch.Create = append(ch.Create, Desired{name: fmt.Sprintf("cluster-fleet-%04d", i)})
+	}
+	ch.Unchanged = 7
+	s := ch.String()
+	assert.Equal(t, "create=1000[cluster-fleet-0000,cluster-fleet-0001,cluster-fleet-0002,cluster-fleet-0003,cluster-fleet-0004,…] "+
+		"update=0[] delete=0[] blocked=0[] clashes=0 pending=0 unchanged=7", s)
+}
