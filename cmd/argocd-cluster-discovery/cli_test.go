@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,6 +40,9 @@ func TestCLIErrors(t *testing.T) {
 		stdout string
 	}{
 		{"no command", nil, 2, []string{"usage:"}, ""},
+		{"help", []string{"-h"}, 0, nil, "usage:"},
+		{"a command's help", []string{"serve", "-h"}, 0, nil, ""},
+		{"an unknown flag", []string{"discover", "--chek"}, 2, []string{"flag provided but not defined: -chek", "usage: argocd-cluster-discovery discover --config FILE"}, ""},
 		{"unknown command", []string{"serv"}, 2, []string{`unknown command "serv"`}, ""},
 		{"version", []string{"version"}, 0, nil, "argocd-cluster-discovery dev"},
 		{"serve without config", []string{"serve"}, 2, []string{"--config is required"}, ""},
@@ -69,5 +73,26 @@ func TestCLIErrors(t *testing.T) {
 			}
 			assert.Contains(t, stdout.String(), tc.stdout)
 		})
+	}
+}
+
+// TestUsageListsEveryFlag: the usage is made from the commands' flag sets,
+// so it names every flag each command takes.
+func TestUsageListsEveryFlag(t *testing.T) {
+	u := usageText()
+	for _, c := range commands {
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		configFlag(fs)
+		c.flags(fs)
+		n := 0
+		fs.VisitAll(func(f *flag.Flag) {
+			n++
+			assert.Contains(t, u, "--"+f.Name, "%s --%s", c.name, f.Name)
+		})
+		assert.Positive(t, n)
+		assert.Contains(t, u, "argocd-cluster-discovery "+c.name+" --config FILE")
+	}
+	for _, f := range []string{"--dry-run", "--secrets", "--check", "--no-credentials", "--ignore-errors"} {
+		assert.Contains(t, u, f)
 	}
 }

@@ -13,18 +13,32 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
+// discoverOptions are discover's flags.
+type discoverOptions struct {
+	input          *string
+	secrets, check *bool
+	checkTimeout   *time.Duration
+}
+
+// discoverFlags declares discover's flags on fs.
+func discoverFlags(fs *flag.FlagSet) discoverOptions {
+	return discoverOptions{
+		input:        fs.String("input", "{}", "the plugin `JSON` input as Argo CD sends it, e.g. '{\"parameters\":{\"tenant\":\"acme\"}}'"),
+		secrets:      fs.Bool("secrets", false, "print the cluster Secrets that would be written (credentials redacted) instead of parameters"),
+		check:        fs.Bool("check", false, "connect to each cluster with the credentials its Secret would get and call /version; one line per cluster"),
+		checkTimeout: fs.Duration("check-timeout", 10*time.Second, "how long --check waits for each cluster"),
+	}
+}
+
 // cmdDiscover lists every source once and prints the parameters exactly as
 // the plugin API would answer the given input.
 func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	input := fs.String("input", "{}", `the plugin input as Argo CD sends it, e.g. '{"parameters":{"tenant":"acme"}}'`)
-	secrets := fs.Bool("secrets", false, "print the cluster Secrets that would be written (credentials redacted) instead of parameters")
-	check := fs.Bool("check", false, "connect to each cluster with the credentials its Secret would get and call /version; one line per cluster")
-	checkTimeout := fs.Duration("check-timeout", 10*time.Second, "how long --check waits for each cluster")
-	cfg, ok := loadConfig(fs, args, stderr)
-	if !ok {
-		return 2
+	f := discoverFlags(fs)
+	input, secrets, check, checkTimeout := f.input, f.secrets, f.check, f.checkTimeout
+	cfg, code, done := loadConfig(fs, args, stderr)
+	if done {
+		return code
 	}
 	logger := newLogger(cfg.Log, stderr)
 	if *check {

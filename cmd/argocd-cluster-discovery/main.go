@@ -38,16 +38,6 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-const usage = `usage:
-  argocd-cluster-discovery serve --config FILE [--listen ADDR]
-  argocd-cluster-discovery discover --config FILE [--input JSON]
-  argocd-cluster-discovery validate --config FILE [--no-credentials]
-  argocd-cluster-discovery revoke-tokens --config FILE [--ignore-errors]
-  argocd-cluster-discovery version
-
-Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
-`
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -57,6 +47,7 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	usage := usageText()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -81,24 +72,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func loadConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (*config.Config, bool) {
-	path := fs.String("config", "", "path of the YAML configuration file (required)")
-	if err := fs.Parse(args); err != nil {
-		return nil, false
+// validateFlags declares validate's flags on fs.
+func validateFlags(fs *flag.FlagSet) (noCreds *bool) {
+	return fs.Bool("no-credentials", false, "do not read token or credential files; build only static sources")
+}
+
+// loadConfig declares --config on fs, parses args and loads the
+// configuration. done says the command ends here with code: 0 after -h
+// (the command's usage on stdout), 2 for bad usage or configuration.
+func loadConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (cfg *config.Config, code int, done bool) {
+	path := configFlag(fs)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // -h is answered below, bad flags by their error line
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(os.Stdout, commandUsage(fs))
+		return nil, 0, true
+	} else if err != nil {
+		fmt.Fprintf(stderr, "%s", commandUsage(fs))
+		return nil, 2, true
 	}
 	if *path == "" {
-		fmt.Fprintf(stderr, "--config is required\n%s", usage)
-		return nil, false
+		fmt.Fprintf(stderr, "--config is required\n%s", commandUsage(fs))
+		return nil, 2, true
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
-		return nil, false
+		return nil, 2, true
 	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	return cfg, true
+	return cfg, 0, false
 }
 
 func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
@@ -173,14 +178,18 @@ type serveHooks struct {
 	listening func(api, ops string)
 }
 
+// serveFlags declares serve's flags on fs.
+func serveFlags(fs *flag.FlagSet) (listen *string, dryRun *bool) {
+	return fs.String("listen", "", "override server.listen with this `ADDR` (host:port)"),
+		fs.Bool("dry-run", false, "compute and log cluster Secret plans, write nothing (sets secrets.dryRun)")
+}
+
 func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serveHooks) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", "", "override server.listen")
-	dryRun := fs.Bool("dry-run", false, "compute and log cluster Secret plans, write nothing (sets secrets.dryRun)")
-	cfg, ok := loadConfig(fs, args, stderr)
-	if !ok {
-		return 2
+	listen, dryRun := serveFlags(fs)
+	cfg, code, done := loadConfig(fs, args, stderr)
+	if done {
+		return code
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen
@@ -255,11 +264,10 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 // clusters file is part of the configuration.
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	noCreds := fs.Bool("no-credentials", false, "do not read token or credential files; build only static sources")
-	cfg, ok := loadConfig(fs, args, stderr)
-	if !ok {
-		return 2
+	noCreds := validateFlags(fs)
+	cfg, code, done := loadConfig(fs, args, stderr)
+	if done {
+		return code
 	}
 	var err error
 	if *noCreds {

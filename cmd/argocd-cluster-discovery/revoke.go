@@ -13,6 +13,11 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
+// revokeFlags declares revoke-tokens' flags on fs.
+func revokeFlags(fs *flag.FlagSet) (ignore *bool) {
+	return fs.Bool("ignore-errors", false, "report the tokens that could not be revoked and exit 0")
+}
+
 // cmdRevokeTokens revokes every token the sources minted for this
 // installation (the chart's pre-delete hook): held by a Secret or not.
 // It runs as the service's ServiceAccount, whose uid names the
@@ -22,11 +27,10 @@ import (
 // at its TTL).
 func cmdRevokeTokens(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("revoke-tokens", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	ignore := fs.Bool("ignore-errors", false, "report the tokens that could not be revoked and exit 0")
-	cfg, ok := loadConfig(fs, args, stderr)
-	if !ok {
-		return 2
+	ignore := revokeFlags(fs)
+	cfg, code, done := loadConfig(fs, args, stderr)
+	if done {
+		return code
 	}
 	logger := newLogger(cfg.Log, stderr)
 	issuers := map[string]sources.TokenIssuer{}
@@ -49,7 +53,7 @@ func cmdRevokeTokens(ctx context.Context, args []string, stdout, stderr io.Write
 		return failed
 	}
 	install := installationID(client, cfg.Secrets.Namespace, logger)
-	code := 0
+	code = 0
 	for _, name := range slices.Sorted(maps.Keys(issuers)) {
 		k, ok := issuers[name].(sources.TokenKeeper)
 		if !ok {
