@@ -200,7 +200,8 @@ func (p Phase) OrReady() Phase {
 // in a label or tag: the source that lists it, its AWS account or Azure
 // subscription, its Azure resource group (AKS), its Rancher fleet
 // workspace, its name (path.Match patterns). Each one set must match, and
-// one at least must be set.
+// one at least of the first four must be set: a name only narrows (a
+// Rancher cluster's owner may rename it).
 type TenantRule struct {
 	Project          string   `json:"project,omitempty"`
 	Namespaces       []string `json:"namespaces,omitempty"`
@@ -215,8 +216,8 @@ type TenantRule struct {
 // Admits reports whether c proves it belongs to the rule's tenant (see
 // TenantRule).
 func (r TenantRule) Admits(c *Cluster) bool {
-	if len(r.Sources) == 0 && len(r.Accounts) == 0 && len(r.ResourceGroups) == 0 && len(r.FleetWorkspaces) == 0 && len(r.Names) == 0 {
-		return false
+	if len(r.Sources) == 0 && len(r.Accounts) == 0 && len(r.ResourceGroups) == 0 && len(r.FleetWorkspaces) == 0 {
+		return false // names alone prove nothing
 	}
 	if len(r.Sources) > 0 && !slices.Contains(r.Sources, c.Source) {
 		return false
@@ -323,39 +324,6 @@ func (a Auth) Validate() error {
 		return fmt.Errorf("unknown auth kind %q", a.Kind)
 	}
 	return nil
-}
-
-// NormalizeServer checks that s is an absolute http(s) URL with a host and
-// returns it without trailing slashes, the form Argo CD stores. Nothing else
-// is changed: Argo CD compares servers as strings, so case and port stay as
-// the upstream wrote them.
-func NormalizeServer(s string) (string, error) {
-	// Errors never quote the URL: a malformed one may carry user info.
-	s = strings.TrimRight(strings.TrimSpace(s), "/")
-	u, err := url.Parse(s)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return "", fmt.Errorf("invalid server url: %w", err)
-	}
-	if u.User != nil {
-		return "", fmt.Errorf("server url must not carry user info")
-	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return "", fmt.Errorf("server url scheme must be https or http")
-	}
-	if u.Hostname() == "" {
-		return "", fmt.Errorf("server url has no host")
-	}
-	if strings.ContainsAny(s, "?#") || u.Opaque != "" {
-		return "", fmt.Errorf("server url must not have a query or fragment")
-	}
-	if strings.ContainsFunc(s, unicode.IsSpace) { // "https://h/ /" would keep a space
-		return "", fmt.Errorf("server url must not contain whitespace")
-	}
-	return s, nil
 }
 
 // Validate checks the fields every consumer relies on. It does not look at

@@ -17,6 +17,7 @@ func TestTenantFromTheOwner(t *testing.T) {
 		"initech": {Namespaces: []string{"initech"}},   // proves nothing: no sources, accounts, groups or names
 		"hooli":   {Sources: []string{"rancher-acme"}}, // admits, but sets no project
 		"wayne":   {Project: "wayne", ResourceGroups: []string{"RG-Wayne"}},
+		"lumon":   {Project: "lumon", Names: []string{"acme-*"}}, // names alone prove nothing
 		"stark":   {Project: "stark", Sources: []string{"rancher-acme"}, FleetWorkspaces: []string{"fleet-stark"}},
 	}
 	cluster := func(change func(c *Cluster)) Cluster {
@@ -43,6 +44,8 @@ func TestTenantFromTheOwner(t *testing.T) {
 		{name: "account and name both match", c: cluster(func(c *Cluster) { c.Tenant, c.Name = "globex", "globex-eu" }), wantProject: "globex"},
 		{name: "the account matches, not the name", c: cluster(func(c *Cluster) { c.Tenant = "globex" }),
 			why: `tenant "globex" is the cluster owner's label or tag, and no rule secrets.tenants.globex admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
+		{name: "a name alone proves nothing", c: cluster(func(c *Cluster) { c.Tenant = "lumon" }),
+			why: `tenant "lumon" is the cluster owner's label or tag, and no rule secrets.tenants.lumon admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
 		{name: "an AKS cluster in the tenant's resource group (case-insensitive)", c: cluster(func(c *Cluster) {
 			c.Tenant, c.Provider, c.Group = "wayne", ProviderAKS, "rg-wayne"
 		}), wantProject: "wayne"},

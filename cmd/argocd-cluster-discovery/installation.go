@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,20 +16,22 @@ import (
 // chart creates one per release, and a reinstall a new one), as the API
 // server says through a SelfSubjectReview, which every authenticated user
 // may create. A user without a uid (a client certificate, outside a pod)
-// falls back to the namespace's name, logged.
-func installationID(client kubernetes.Interface, namespace string, logger *slog.Logger) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// falls back to the namespace's name, logged. An API that cannot answer is
+// an error, not a fallback: tokens minted under another name than the
+// ServiceAccount's would be left behind by the next process and by the
+// uninstall hook.
+func installationID(client kubernetes.Interface, namespace string, logger *slog.Logger) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err == nil && markerSafe(string(r.Status.UserInfo.UID)) {
-		return string(r.Status.UserInfo.UID)
-	}
-	msg := "the Kubernetes user has no uid"
 	if err != nil {
-		msg = "could not read who this process is: " + err.Error()
+		return "", fmt.Errorf("read who this process is (a SelfSubjectReview, which names this installation in the tokens it mints): %w", err)
 	}
-	logger.Warn(msg+"; tokens minted for clusters name this installation by its namespace", "installation", "ns."+namespace)
-	return "ns." + namespace
+	if uid := string(r.Status.UserInfo.UID); markerSafe(uid) {
+		return uid, nil
+	}
+	logger.Warn("the Kubernetes user has no uid; tokens minted for clusters name this installation by its namespace", "installation", "ns."+namespace)
+	return "ns." + namespace, nil
 }
 
 // markerSafe reports whether v can stand in a token's marker.

@@ -52,7 +52,11 @@ func cmdRevokeTokens(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "revoke-tokens: kubernetes client: %v\n", err)
 		return failed
 	}
-	install := installationID(client, cfg.Secrets.Namespace, logger)
+	install, err := installationID(client, cfg.Secrets.Namespace, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "revoke-tokens: %v\n", err)
+		return failed
+	}
 	code = 0
 	for _, name := range slices.Sorted(maps.Keys(issuers)) {
 		k, ok := issuers[name].(sources.TokenKeeper)

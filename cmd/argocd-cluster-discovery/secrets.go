@@ -142,7 +142,11 @@ func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Log
 	rc := cfg.Secrets.Reconciler()
 	rc.Issuers = p.issuers
 	if len(p.issuers) > 0 && !cfg.Secrets.DryRun {
-		rc.Installation = installationID(client, cfg.Secrets.Namespace, logger)
+		install, err := installationID(client, cfg.Secrets.Namespace, logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		rc.Installation = install
 	}
 	rec, err := clustersecret.New(rc, client, p.inv, logger, reg,
 		clustersecret.WithInformer(kube.secrets.Core().V1().Secrets().Informer()))

@@ -152,7 +152,9 @@ const parkedToken = "<not issued: the cluster's Secret clashes>"
 // park records the clusters of this pass that have an issued token but no
 // Secret of ours and cannot get one (ch.unwritable): the token minted for
 // them is released at once (no Secret holds it), and while they clash the
-// passes that follow issue none. A parked cluster whose clash is gone is
+// passes that follow issue none. Under create-only it also parks the
+// clusters whose Secret would need an update (ch.frozen): their token is
+// not renewed, since nothing would write the new one. A parked cluster whose clash is gone is
 // dropped from the creates of that pass (planned with the stand-in), and
 // gets its token and Secret at the next pass.
 func (r *Reconciler) park(ctx context.Context, ch *Changes, parked map[sources.IssuedToken]bool) {
@@ -179,6 +181,17 @@ func (r *Reconciler) park(ctx context.Context, ch *Changes, parked map[sources.I
 					"cluster", d.Cluster, "error", err.Error())
 				delete(next, *iss)
 			}
+		}
+	}
+	for _, d := range ch.frozen {
+		// its Secret holds the token it was created with: renewing would
+		// mint tokens nothing writes (and revoking the old one is not ours
+		// to do while the Secret holds it)
+		iss := issuedOf(d.cluster, d.opts)
+		next[*iss] = true
+		if !parked[*iss] {
+			r.logger.Warn("policy create-only never updates a Secret: this cluster's token is not renewed and stops working when it expires (tokenTTL); use upsert-only",
+				"cluster", d.Cluster)
 		}
 	}
 	r.termMu.Lock()

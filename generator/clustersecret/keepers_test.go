@@ -186,16 +186,11 @@ func bearers(t *testing.T, e *env) map[string]string {
 // never reaching a Secret.
 func TestClashingClusterHoldsNoToken(t *testing.T) {
 	e := newEnv(t)
-	src := &issuingSource{}
-	src.set("a", "b")
-	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: "rancher", Kind: sources.KindManager, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
-		inventory.Options{Departure: inventory.Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}})
-	require.NoError(t, err)
-	require.NoError(t, inv.RefreshAll(context.Background()))
+	_, inv := issuingInventory(t, 2, "a", "b")
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hand-made", Namespace: e.ns,
 		Labels: map[string]string{LabelSecretType: "cluster"}},
 		Data: map[string][]byte{"name": []byte("hand-made"), "server": []byte("https://b.example.com")}}
-	_, err = e.admin.CoreV1().Secrets(e.ns).Create(context.Background(), foreign, metav1.CreateOptions{})
+	_, err := e.admin.CoreV1().Secrets(e.ns).Create(context.Background(), foreign, metav1.CreateOptions{})
 	require.NoError(t, err)
 	k := newKeeper()
 	r, err := New(testConfig(e, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"fleet": k} }), e.client, inv, nil, nil)
@@ -220,4 +215,28 @@ func TestClashingClusterHoldsNoToken(t *testing.T) {
 	for id, v := range got {
 		assert.NotEqual(t, parkedToken, v, id)
 	}
+}
+
+// TestCreateOnlyMintsNoTokenItCannotWrite: under create-only a Secret is
+// never updated, so a renewed token would never be written: once a
+// cluster's Secret holds an older token, no new one is minted for it.
+func TestCreateOnlyMintsNoTokenItCannotWrite(t *testing.T) {
+	e := newEnv(t)
+	_, inv := issuingInventory(t, 2, "a")
+	k := newKeeper()
+	r, err := New(testConfig(e, func(c *Config) {
+		c.Policy, c.Issuers = PolicyCreateOnly, map[string]sources.TokenIssuer{"fleet": k}
+	}), e.client, inv, nil, nil)
+	require.NoError(t, err)
+	require.Len(t, pass(t, r).Create, 1)
+	k.mu.Lock()
+	delete(k.current, "c-a") // the keeper renews: its next token differs from the Secret's
+	k.mu.Unlock()
+	for range 3 {
+		pass(t, r)
+	}
+	assert.Equal(t, 2, k.get(func(k *keeper) any { return k.minted }), "the first token and one renewal, then none")
+	assert.Equal(t, 2, k.get(func(k *keeper) any { return k.issuedFor["c-a"] }), "no token asked for once the Secret is known not to take it")
+	assert.Equal(t, "c-a-m1", bearers(t, e)["c-a"], "the Secret keeps the token it was created with")
+	assert.Empty(t, k.get(func(k *keeper) any { return k.released }), "nothing the Secret holds is revoked")
 }

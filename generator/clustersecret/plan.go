@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -115,8 +116,9 @@ type Changes struct {
 	// upToDate are the desired Secrets with an issued token (see issuedOf)
 	// whose Secret holds their content already; unwritable those with an
 	// issued token that have no Secret of ours and cannot get one (a
-	// clash).
-	upToDate, unwritable []Desired
+	// clash), frozen those with an issued token whose Secret differs and
+	// is never updated (create-only).
+	upToDate, unwritable, frozen []Desired
 }
 
 // Writes is the number of API writes the changes need.
@@ -201,8 +203,8 @@ func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 		if s.Label(LabelSecretType) != "cluster" {
 			continue
 		}
-		if srv := strings.TrimRight(s.server, "/"); srv != "" {
-			c.foreignByServer[srv] = s
+		if s.server != "" {
+			c.foreignByServer[sources.ServerKey(s.server)] = s
 		}
 		if s.name != "" {
 			c.foreignByCluster[s.name] = s
@@ -225,8 +227,8 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		switch {
 		case c.foreignByName[d.name] != nil:
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
-		case c.foreignByServer[d.server] != nil:
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByServer[d.server].Name, By: "server"})
+		case c.foreignByServer[sources.ServerKey(d.server)] != nil:
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByServer[sources.ServerKey(d.server)].Name, By: "server"})
 		case c.foreignByCluster[d.Cluster] != nil:
 			// Argo CD refuses a destination name that two clusters share
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByCluster[d.Cluster].Name, By: "cluster name"})
@@ -243,7 +245,7 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		return
 	}
 	matched[cur.Name] = true
-	if f := c.foreignByServer[d.server]; f != nil {
+	if f := c.foreignByServer[sources.ServerKey(d.server)]; f != nil {
 		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
 		clearCountdown(ch, cur)
 		return
@@ -260,6 +262,9 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		}
 	case policy == PolicyCreateOnly:
 		ch.Unchanged++
+		if d.cluster != nil && issuedOf(d.cluster, d.opts) != nil {
+			ch.frozen = append(ch.frozen, d)
+		}
 	default: // in place: an upgrade or a rename keeps the Secret
 		ch.Update = append(ch.Update, Update{Old: cur, Want: &d, Reason: "content"})
 	}

@@ -95,6 +95,19 @@ func (i *issuer) releasedClusters() []string {
 	return append([]string(nil), i.released...)
 }
 
+// issuingInventory is an inventory over one issuing source "fleet" that
+// lists names, listed once; departures are confirmed after afterListings.
+func issuingInventory(t *testing.T, afterListings int, names ...string) (*issuingSource, *inventory.Inventory) {
+	t.Helper()
+	src := &issuingSource{}
+	src.set(names...)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: "rancher", Kind: sources.KindManager, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
+		inventory.Options{Departure: inventory.Departure{AfterListings: afterListings, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	return src, inv
+}
+
 // issuingSource lists clusters whose token the source issues.
 type issuingSource struct {
 	mu    sync.Mutex
@@ -119,12 +132,7 @@ func (s *issuingSource) Clusters(context.Context) ([]sources.Cluster, error) {
 // listing, and the token is released once the departure is confirmed.
 func TestIssuedTokens(t *testing.T) {
 	e := newEnv(t)
-	src := &issuingSource{}
-	src.set("a", "b")
-	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: "rancher", Kind: sources.KindManager, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
-		inventory.Options{Departure: inventory.Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}})
-	require.NoError(t, err)
-	require.NoError(t, inv.RefreshAll(context.Background()))
+	src, inv := issuingInventory(t, 2, "a", "b")
 	iss := &issuer{issued: map[string]int{}}
 	r, err := New(testConfig(e, func(c *Config) {
 		c.Resync, c.Issuers = time.Hour, map[string]sources.TokenIssuer{"fleet": iss}
@@ -166,12 +174,7 @@ func TestIssuedTokens(t *testing.T) {
 // token is minted, none released.
 func TestDryRunIssuesNoToken(t *testing.T) {
 	e := newEnv(t)
-	src := &issuingSource{}
-	src.set("a")
-	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: "rancher", Kind: sources.KindManager, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
-		inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1}})
-	require.NoError(t, err)
-	require.NoError(t, inv.RefreshAll(context.Background()))
+	src, inv := issuingInventory(t, 1, "a")
 	iss := &issuer{issued: map[string]int{}}
 	r, err := New(testConfig(e, func(c *Config) { c.DryRun, c.Issuers = true, map[string]sources.TokenIssuer{"fleet": iss} }),
 		e.client, inv, nil, nil, WithInformer(informerFor(t, e.client, e.ns)))

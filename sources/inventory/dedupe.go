@@ -22,7 +22,7 @@ func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.
 	kept := make([]*sources.Cluster, 0, len(cs))
 	var dups []Duplicate
 	for _, c := range cs {
-		first, reason := byServer[c.Server], "server"
+		first, reason := byServer[sources.ServerKey(c.Server)], "server"
 		if first == nil && c.CloudID != "" {
 			first, reason = byCloud[c.CloudID], "cloudID"
 		}
@@ -30,7 +30,7 @@ func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.
 			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, KeptName: first.Name, KeptSource: first.Source, Reason: reason})
 			continue
 		}
-		byServer[c.Server] = c
+		byServer[sources.ServerKey(c.Server)] = c
 		if c.CloudID != "" {
 			byCloud[c.CloudID] = c
 		}

@@ -24,7 +24,7 @@ func TestOneClusterIsServedOnce(t *testing.T) {
 	rancherEKS.Server = "https://rancher.example.com/k8s/clusters/c-7qgnz"
 	eksPayments := withProvider(cluster("payments"), sources.EKSCloudID("111", "EU-WEST-1", "payments"))
 	sameServerA, sameServerB := cluster("alias-a"), cluster("alias-b")
-	sameServerB.Server = sameServerA.Server
+	sameServerB.Server = "https://ALIAS-A.example.com.:443/" // another spelling of alias-a's server
 
 	specs := func() []SourceSpec {
 		r := spec("rancher", &scripted{steps: []step{{clusters: []sources.Cluster{rancherEKS}}}})

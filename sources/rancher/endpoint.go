@@ -108,13 +108,24 @@ func (m *mapper) aceServer(fqdn string) (string, error) {
 	if why := internalHost(host); why != "" && !exact {
 		return "", fmt.Errorf("%s is %s (list it in aceAllowedHosts itself, not by a wildcard, to allow it)", host, why)
 	}
-	if addr := strings.ToLower(hostPort(u)); slices.Contains(m.rancherHosts, addr) {
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	if addr := net.JoinHostPort(host, port); slices.Contains(m.rancherHosts, addr) {
 		return "", fmt.Errorf("%s is Rancher's own address", addr)
 	}
 	if !allowed {
 		return "", fmt.Errorf("%s is not in aceAllowedHosts", host)
 	}
-	return sources.NormalizeServer("https://" + fqdn)
+	// one spelling per endpoint (lower case, no trailing dot, no :443), so
+	// that a copy in another spelling is the same server
+	if port != "443" {
+		host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return sources.NormalizeServer("https://" + host)
 }
 
 // internalHost says why host must never receive a token: a name that

@@ -90,6 +90,12 @@ func TestACEHostsTheOperatorAllows(t *testing.T) {
 			want: viaACE("https://127.0.0.1:6443", b64(aceCA), "")},
 		{name: "Rancher itself", config: allow("*.example.com"), cluster: fqdn(strings.TrimPrefix(server, "https://")),
 			want: refused(strings.TrimPrefix(server, "https://") + ":443 is Rancher's own address")},
+		{name: "Rancher itself, spelled with a trailing dot, capitals and its port", config: allow("*.example.com"),
+			cluster: fqdn(strings.ToUpper(strings.TrimPrefix(server, "https://")) + ".:443"),
+			want:    refused(strings.TrimPrefix(server, "https://") + ":443 is Rancher's own address")},
+		{name: "one spelling per endpoint", config: allow("*.k8s.example.com"),
+			cluster: fqdn(strings.ToUpper(strings.TrimPrefix(aceSrv, "https://")) + ".:443"),
+			want:    viaACE(aceSrv, b64(aceCA), "")},
 	})
 }
 

@@ -80,7 +80,9 @@ func TestTrustAndTenantRules(t *testing.T) {
 			"secrets:\n  tenants:\n    acme: {project: acme, sources: [a], accounts: [\"111111111111\"], names: [\"acme-*\"]}\n"},
 		{name: "a rule naming a source not configured", doc: fmt.Sprintf(src, "clusterLabels") + "secrets:\n  tenants:\n    acme: {sources: [b]}\n",
 			want: `secrets.tenants[acme].sources[0]: Not found: "b"`},
-		{name: "a rule with a bad name pattern", doc: fmt.Sprintf(src, "clusterLabels") + "secrets:\n  tenants:\n    acme: {names: [\"acme-[\"]}\n",
+		{name: "a rule with names only", doc: fmt.Sprintf(src, "clusterLabels") + "secrets:\n  tenants:\n    acme: {names: [\"acme-*\"]}\n",
+			want: `secrets.tenants[acme].sources: Required value: names only narrow what proves membership (a Rancher cluster's owner may rename it): add sources, accounts, resourceGroups or fleetWorkspaces`},
+		{name: "a rule with a bad name pattern", doc: fmt.Sprintf(src, "clusterLabels") + "secrets:\n  tenants:\n    acme: {sources: [a], names: [\"acme-[\"]}\n",
 			want: `secrets.tenants[acme].names[0]: Invalid value: "acme-[": not a path.Match pattern: syntax error in pattern`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,10 @@ func (c *Config) validateTenants(at *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(at.Key(t).Child("names").Index(i), p, "not a path.Match pattern: "+err.Error()))
 			}
 		}
+		if len(rule.Names) > 0 && len(rule.Sources) == 0 && len(rule.Accounts) == 0 && len(rule.ResourceGroups) == 0 && len(rule.FleetWorkspaces) == 0 {
+			errs = append(errs, field.Required(at.Key(t).Child("sources"),
+				"names only narrow what proves membership (a Rancher cluster's owner may rename it): add sources, accounts, resourceGroups or fleetWorkspaces"))
+		}
 	}
 	return errs
 }
