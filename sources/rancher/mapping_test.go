@@ -205,6 +205,19 @@ func TestToClusterNamesAndScoping(t *testing.T) {
 				w.Ready, w.Namespaces = false, nil
 				w.NotReadyReason = `annotation argocd-namespaces: "Not_OK" is not a namespace name`
 			}},
+		{name: "the owner's namespaces narrow the source's", config: func(c *Config) { c.Namespaces = []string{"apps", "jobs"} },
+			cluster: func(c *Cluster) { c.Annotations["argocd-namespaces"] = "jobs, kube-system" },
+			want: func(w *sources.Cluster) {
+				w.Annotations = map[string]string{"argocd-namespaces": "jobs, kube-system"}
+				w.Namespaces = []string{"jobs"}
+			}},
+		{name: "the owner's namespaces never widen the source's", config: func(c *Config) { c.Namespaces = []string{"apps"} },
+			cluster: func(c *Cluster) { c.Annotations["argocd-namespaces"] = "kube-system" },
+			want: func(w *sources.Cluster) {
+				w.Annotations = map[string]string{"argocd-namespaces": "kube-system"}
+				w.Ready, w.Namespaces = false, nil
+				w.NotReadyReason = `annotation argocd-namespaces: none of its namespaces is among the source's namespaces [apps] (it may only narrow them)`
+			}},
 		{name: "reserved prefix cannot be faked, custom drop list", config: func(c *Config) {
 			c.DropLabelPrefixes, c.DropAnnotationPrefixes = []string{"team"}, []string{}
 		}, cluster: func(c *Cluster) {
