@@ -30,34 +30,9 @@ func TestTwoSourcesOnOneRancherUser(t *testing.T) {
 	t.Cleanup(func() {
 		_ = e.kube.CoreV1().Secrets(twoSourcesNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "token"), pluginToken+"\n")
-	writeFile(t, filepath.Join(dir, "rancher-token"), rancherTok+"\n")
-	other := strings.Replace(f.URL(), "127.0.0.1", "localhost", 1) // the same Rancher, another address
-	cfg := filepath.Join(dir, "config.yaml")
-	writeFile(t, cfg, fmt.Sprintf(`log: {level: debug}
-server: {listen: "127.0.0.1:%d", tokens: [{file: token}], shutdownTimeout: 2s}
-inventory: {interval: 1s, timeout: 5s}
-sources:
-  - name: left
-    provider: rancher
-    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, clusterTokens: perCluster, tokenTTL: 1h, tokenGracePeriod: 1s}
-  - name: right
-    provider: rancher
-    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, clusterTokens: perCluster, tokenTTL: 1h, tokenGracePeriod: 1s, namePrefix: right-}
-secrets:
-  enabled: true
-  namespace: %s
-  ownerID: two
-  policy: sync
-  resync: 2s
-  leaderElection: {enabled: false}
-  kubeconfig: %s
-`, port, f.URL(), other, twoSourcesNS, e.kubeconfig))
+	cfg := writeTwoSourcesConfig(t, f, dir)
+	var err error
 	var p *proc
 	start := func() {
 		if p, err = startProc("two-sources", filepath.Join(dir, "service.log"), []string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", cfg); err != nil {
@@ -67,27 +42,7 @@ secrets:
 	start()
 	t.Cleanup(func() { p.stop() })
 	logs := func() string { return p.tail(40) }
-	connect := func() (map[string]string, error) {
-		list, err := e.kube.CoreV1().Secrets(twoSourcesNS).List(ctx, metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
-		if err != nil {
-			return nil, err
-		}
-		if len(list.Items) != 2 {
-			return nil, fmt.Errorf("%d Secrets, want one per source", len(list.Items))
-		}
-		tokens := map[string]string{}
-		for i := range list.Items {
-			s := &list.Items[i]
-			if r := argocdConnect(t, s); !r.OK {
-				return nil, fmt.Errorf("%s: %s", s.Data["name"], r.Kind)
-			}
-			tokens[s.Labels["argocd-cluster-discovery.io/source"]] = bearerToken(s)
-		}
-		if tokens["left"] == tokens["right"] {
-			return nil, fmt.Errorf("the two sources share a token")
-		}
-		return tokens, nil
-	}
+	connect := func() (map[string]string, error) { return twoSourcesConnect(t) }
 	var before map[string]string
 	poll(t, 60*time.Second, "a Secret per source, each with its own working token", func() (err error) {
 		before, err = connect()
@@ -116,4 +71,62 @@ secrets:
 	if got := f.LiveTokens("c-two1"); got != 2 {
 		t.Errorf("%d live tokens for the cluster, want one per source", got)
 	}
+}
+
+// writeTwoSourcesConfig writes the service's configuration for
+// TestTwoSourcesOnOneRancherUser into dir and returns its path.
+func writeTwoSourcesConfig(t *testing.T, f *fakeRancher, dir string) string {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "token"), pluginToken+"\n")
+	writeFile(t, filepath.Join(dir, "rancher-token"), rancherTok+"\n")
+	other := strings.Replace(f.URL(), "127.0.0.1", "localhost", 1) // the same Rancher, another address
+	cfg := filepath.Join(dir, "config.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`log: {level: debug}
+server: {listen: "127.0.0.1:%d", tokens: [{file: token}], shutdownTimeout: 2s}
+inventory: {interval: 1s, timeout: 5s}
+sources:
+  - name: left
+    provider: rancher
+    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, clusterTokens: perCluster, tokenTTL: 1h, tokenGracePeriod: 1s}
+  - name: right
+    provider: rancher
+    rancher: {url: %s, token: {file: rancher-token}, requestTimeout: 2s, clusterTokens: perCluster, tokenTTL: 1h, tokenGracePeriod: 1s, namePrefix: right-}
+secrets:
+  enabled: true
+  namespace: %s
+  ownerID: two
+  policy: sync
+  resync: 2s
+  leaderElection: {enabled: false}
+  kubeconfig: %s
+`, port, f.URL(), other, twoSourcesNS, e.kubeconfig))
+	return cfg
+}
+
+// twoSourcesConnect checks that each source has a Secret that Argo CD
+// connects with, each with its own token, and returns the tokens by source.
+func twoSourcesConnect(t *testing.T) (map[string]string, error) {
+	list, err := e.kube.CoreV1().Secrets(twoSourcesNS).List(context.Background(), metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Items) != 2 {
+		return nil, fmt.Errorf("%d Secrets, want one per source", len(list.Items))
+	}
+	tokens := map[string]string{}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if r := argocdConnect(t, s); !r.OK {
+			return nil, fmt.Errorf("%s: %s", s.Data["name"], r.Kind)
+		}
+		tokens[s.Labels["argocd-cluster-discovery.io/source"]] = bearerToken(s)
+	}
+	if tokens["left"] == tokens["right"] {
+		return nil, fmt.Errorf("the two sources share a token")
+	}
+	return tokens, nil
 }
