@@ -240,3 +240,25 @@ func TestCreateOnlyMintsNoTokenItCannotWrite(t *testing.T) {
 	assert.Equal(t, "c-a-m1", bearers(t, e)["c-a"], "the Secret keeps the token it was created with")
 	assert.Empty(t, k.get(func(k *keeper) any { return k.released }), "nothing the Secret holds is revoked")
 }
+
+// TestDepartureReleasesTheTokenUnderUpsertOnly: upsert-only never deletes
+// the Secret of a departed cluster, yet its token is released once the
+// departure is confirmed (under sync the Secret's deletion would release
+// it anyway, which hides a missing release).
+func TestDepartureReleasesTheTokenUnderUpsertOnly(t *testing.T) {
+	e := newEnv(t)
+	src, inv := issuingInventory(t, 2, "a", "b")
+	iss := &issuer{issued: map[string]int{}}
+	r, err := New(testConfig(e, func(c *Config) {
+		c.Policy, c.Issuers = PolicyUpsertOnly, map[string]sources.TokenIssuer{"fleet": iss}
+	}), e.client, inv, nil, nil)
+	require.NoError(t, err)
+	require.Len(t, pass(t, r).Create, 2)
+	src.set("a")
+	for range 2 {
+		require.NoError(t, inv.RefreshAll(context.Background()))
+	}
+	pass(t, r)
+	assert.Equal(t, []string{"c-b"}, iss.releasedClusters(), "b's token released at its confirmed departure")
+	assert.Len(t, e.secrets(), 2, "upsert-only keeps b's Secret")
+}

@@ -362,3 +362,28 @@ func TestTokenResolverConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestTokenResolverReadsOncePerPass: a pass reads each token reference
+// once however many Secrets use it, concurrently or not: an issued token
+// is asked of its source once.
+func TestTokenResolverReadsOncePerPass(t *testing.T) {
+	iss := &issuer{issued: map[string]int{}}
+	r := &Reconciler{cfg: Config{Issuers: map[string]sources.TokenIssuer{"fleet": iss}}}
+	resolve, read := r.tokenResolver(context.Background(), nil)
+	ref := sources.SecretRef{Issued: &sources.IssuedToken{Source: "fleet", Cluster: "c-a"}}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			v, err := resolve(ref)
+			assert.NoError(t, err)
+			assert.Equal(t, "c-a-0", v)
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 1, iss.issued["c-a"], "asked once")
+	assert.True(t, read())
+	next, _ := r.tokenResolver(context.Background(), nil)
+	_, err := next(ref)
+	require.NoError(t, err)
+	assert.Equal(t, 2, iss.issued["c-a"], "a new pass asks again")
+}

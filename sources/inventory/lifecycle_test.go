@@ -184,23 +184,44 @@ func TestDepartureWaitsForTheGracePeriod(t *testing.T) {
 	assert.False(t, inv.Snapshot().HasDeparted("s1", "id-x"), "a cluster back again has not departed")
 }
 
-func TestFailedListingsDoNotCountTowardsDeparture(t *testing.T) {
+// missingThenFailing lists x and y, then y only (x's departure count
+// starts), then fails failures listings.
+func missingThenFailing(t *testing.T, afterListings, failures int) (*listings, *Inventory) {
+	t.Helper()
 	src := &listings{}
-	inv := newLifecycleInventory(t, Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}, time.Second, src)
+	inv := newLifecycleInventory(t, Departure{AfterListings: afterListings, GracePeriod: -1, MaxFraction: 1}, time.Second, src)
 	src.set(inPhase("x", sources.PhaseReady), inPhase("y", sources.PhaseReady))
 	require.NoError(t, inv.RefreshAll(context.Background()))
 	src.set(inPhase("y", sources.PhaseReady))
 	require.NoError(t, inv.RefreshAll(context.Background()))
-	for range 5 {
+	for range failures {
 		src.mu.Lock()
 		src.err = fmt.Errorf("503")
 		src.mu.Unlock()
 		require.Error(t, inv.RefreshAll(context.Background()))
 	}
+	return src, inv
+}
+
+func TestFailedListingsDoNotCountTowardsDeparture(t *testing.T) {
+	src, inv := missingThenFailing(t, 2, 5)
 	assert.Equal(t, sources.PhaseAbsent, served(inv.Snapshot())["x"], "five failed listings confirm nothing")
 	src.set(inPhase("y", sources.PhaseReady))
 	require.NoError(t, inv.RefreshAll(context.Background()))
 	assert.NotContains(t, served(inv.Snapshot()), "x", "the second complete listing confirms it")
+}
+
+// TestFailedListingsDoNotAdvanceARunningCount: a departure count already
+// running (one complete listing without x) is not advanced by failed
+// listings: with afterListings 3, x leaves at the third complete listing
+// without it, however many failed between.
+func TestFailedListingsDoNotAdvanceARunningCount(t *testing.T) {
+	src, inv := missingThenFailing(t, 3, 4) // one complete listing without x
+	src.set(inPhase("y", sources.PhaseReady))
+	require.NoError(t, inv.RefreshAll(context.Background())) // 2
+	assert.Equal(t, sources.PhaseAbsent, served(inv.Snapshot())["x"], "two complete listings without x, not three")
+	require.NoError(t, inv.RefreshAll(context.Background())) // 3
+	assert.NotContains(t, served(inv.Snapshot()), "x", "the third complete listing confirms it")
 }
 
 func TestMassDropIsHeld(t *testing.T) {
