@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -326,4 +329,26 @@ func TestServedBeforeNamesOwnedSecrets(t *testing.T) {
 	assert.Empty(t, ids)
 	_, err = ServedBefore(e.admin, "no-such-namespace-"+e.ns, "owner-a")(context.Background(), "fleet")
 	require.NoError(t, err, "no Secrets is no error")
+}
+
+// TestStatusSaysWhyItDoesNotLead: a replica whose ServiceAccount may not
+// touch the Lease says why in /status, instead of leader: false alone.
+func TestStatusSaysWhyItDoesNotLead(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a")
+	r := newReconciler(t, e, f)
+	nobody := rest.CopyConfig(restConfig)
+	nobody.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:argocd:nobody"}
+	client, err := kubernetes.NewForConfig(nobody)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.RunLeading(ctx, client, LeaderElection{LeaseName: "argocd-cluster-discovery", Identity: "one",
+			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return strings.Contains(r.Status().LeaseError, "forbidden") }, 10*time.Second, 20*time.Millisecond)
+	assert.False(t, r.Status().Leader)
 }

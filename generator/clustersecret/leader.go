@@ -27,7 +27,7 @@ type LeaderElection struct {
 // Lease.
 func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface, le LeaderElection, also ...func(context.Context)) error {
 	cfg := lease.Config{Namespace: r.cfg.Namespace, Name: le.LeaseName, Identity: le.Identity,
-		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod, Observe: r.setLeaseError}
 	return lease.RunLeading(ctx, client.CoordinationV1(), cfg, func(leading bool) {
 		if leading {
 			// a new term: tokens held from an earlier one may have been
@@ -49,6 +49,17 @@ func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface
 		r.Run(ctx)
 		wg.Wait()
 	})
+}
+
+// setLeaseError records the outcome of the last read or write of the
+// Lease, for /status.
+func (r *Reconciler) setLeaseError(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status.LeaseError = ""
+	if err != nil {
+		r.status.LeaseError = err.Error()
+	}
 }
 
 func (r *Reconciler) setLeader(b bool) {

@@ -31,11 +31,14 @@ type Inventory interface {
 
 // Status is what /status shows of the reconciler.
 type Status struct {
-	Enabled      bool      `json:"enabled"`
-	DryRun       bool      `json:"dryRun"`
-	Policy       Policy    `json:"policy"`
-	OwnerID      string    `json:"ownerID"`
-	Leader       bool      `json:"leader"`
+	Enabled bool   `json:"enabled"`
+	DryRun  bool   `json:"dryRun"`
+	Policy  Policy `json:"policy"`
+	OwnerID string `json:"ownerID"`
+	Leader  bool   `json:"leader"`
+	// LeaseError is why the last read or write of the leader Lease failed
+	// (a forbidden Lease, an API server out of reach), if it did.
+	LeaseError   string    `json:"leaseError,omitempty"`
 	LastPass     time.Time `json:"lastPass,omitzero"`
 	LastDuration string    `json:"lastDuration,omitempty"`
 	LastError    string    `json:"lastError,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
@@ -24,6 +25,10 @@ type Config struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+	// Observe, when set, is told the outcome of each read or write of the
+	// Lease: nil on success, else the error (a forbidden Lease, an API
+	// server out of reach), so that a replica can say why it does not lead.
+	Observe func(error)
 }
 
 // RunLeading calls run each time this process acquires the Lease, with a
@@ -41,7 +46,7 @@ func RunLeading(ctx context.Context, client coordinationv1.LeasesGetter, cfg Con
 			LeaseMeta:  metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace},
 			Client:     client,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-		}, fence: f, duration: cfg.LeaseDuration},
+		}, fence: f, duration: cfg.LeaseDuration, observe: cfg.Observe},
 		LeaseDuration:   cfg.LeaseDuration,
 		RenewDeadline:   cfg.RenewDeadline,
 		RetryPeriod:     cfg.RetryPeriod,
@@ -99,6 +104,17 @@ type fencedLock struct {
 	resourcelock.Interface
 	fence    *fence
 	duration time.Duration
+	observe  func(error) // may be nil
+}
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r, raw, err := l.Interface.Get(ctx)
+	if apierrors.IsNotFound(err) {
+		l.told(nil) // not created yet: the next step creates it
+	} else {
+		l.told(err)
+	}
+	return r, raw, err
 }
 
 func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
@@ -107,6 +123,7 @@ func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRe
 	if err == nil {
 		l.fence.extend(start.Add(l.duration))
 	}
+	l.told(err)
 	return err
 }
 
@@ -116,7 +133,14 @@ func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRe
 	if err == nil {
 		l.fence.extend(start.Add(l.duration))
 	}
+	l.told(err)
 	return err
+}
+
+func (l *fencedLock) told(err error) {
+	if l.observe != nil {
+		l.observe(err)
+	}
 }
 
 type fenceKey struct{}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -50,4 +52,33 @@ func TestFence(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, Check(cancelled), context.Canceled)
 	require.NoError(t, Check(context.Background()), "no fence outside leader election")
+}
+
+// TestObserve: each read or write of the Lease is reported, a Lease not
+// created yet as no error.
+func TestObserve(t *testing.T) {
+	var got []error
+	inner := &getLock{lock: lock{}}
+	l := &fencedLock{Interface: inner, fence: &fence{now: time.Now}, duration: time.Second, observe: func(err error) { got = append(got, err) }}
+	ctx := context.Background()
+	inner.getErr = apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "x")
+	_, _, _ = l.Get(ctx)
+	inner.getErr = apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "x", errors.New("no"))
+	_, _, _ = l.Get(ctx)
+	inner.fail = errors.New("conflict")
+	_ = l.Update(ctx, resourcelock.LeaderElectionRecord{})
+	require.Len(t, got, 3)
+	require.NoError(t, got[0], "not found: about to be created")
+	assert.True(t, apierrors.IsForbidden(got[1]))
+	assert.EqualError(t, got[2], "conflict")
+}
+
+// getLock is a lock whose Get fails on demand.
+type getLock struct {
+	lock
+	getErr error
+}
+
+func (l *getLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return nil, nil, l.getErr
 }
