@@ -109,6 +109,41 @@ func newKubeRancher(t *testing.T) *fakeRancher {
 	return f
 }
 
+// secretOf returns the scenario's Secret of cluster id.
+func (s *credService) secretOf(id string) (corev1.Secret, error) {
+	secrets, err := s.secrets()
+	if err != nil {
+		return corev1.Secret{}, err
+	}
+	sec, ok := secrets[id]
+	if !ok {
+		return sec, fmt.Errorf("no Secret for %s", id)
+	}
+	return sec, nil
+}
+
+// restartWithFreshToken restarts the service after an administrator
+// revoked cluster id's tokens, so that it mints one under Rancher's
+// current maximum lifetime, and returns the Secret once it carries it.
+func (s *credService) restartWithFreshToken(t *testing.T, id string) corev1.Secret {
+	t.Helper()
+	before, err := s.secretOf(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	s.rancher.DropTokens(id)
+	s.start()
+	var fresh corev1.Secret
+	poll(t, 30*time.Second, "a token minted under Rancher's maximum lifetime", func() (err error) {
+		if fresh, err = s.secretOf(id); err == nil && bearerToken(&fresh) == bearerToken(&before) {
+			err = fmt.Errorf("still the earlier token")
+		}
+		return err
+	}, func() string { return s.proc.tail(40) })
+	return fresh
+}
+
 func (s *credService) start() {
 	s.t.Helper()
 	p, err := startProc("creds-service", filepath.Join(s.dir, "service.log"), []string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", s.config)
@@ -349,31 +384,8 @@ func checkRenewal(t *testing.T, s *credService) {
 	t.Helper()
 	s.rancher.SetMaxTTL(4 * time.Second)
 	defer s.rancher.SetMaxTTL(0)
-	current := func() (corev1.Secret, error) {
-		secrets, err := s.secrets()
-		if err != nil {
-			return corev1.Secret{}, err
-		}
-		sec, ok := secrets["c-ace1"]
-		if !ok {
-			return sec, fmt.Errorf("no Secret for c-ace1")
-		}
-		return sec, nil
-	}
-	before, err := current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.stop()
-	s.rancher.DropTokens("c-ace1") // an administrator revoked it: the restart mints a short-lived one
-	s.start()
-	var first corev1.Secret
-	poll(t, 30*time.Second, "a token minted under Rancher's maximum lifetime", func() (err error) {
-		if first, err = current(); err == nil && bearerToken(&first) == bearerToken(&before) {
-			err = fmt.Errorf("still the earlier token")
-		}
-		return err
-	}, func() string { return s.proc.tail(40) })
+	current := func() (corev1.Secret, error) { return s.secretOf("c-ace1") }
+	first := s.restartWithFreshToken(t, "c-ace1")
 	minted := time.Now()
 	var renewed corev1.Secret
 	poll(t, 10*time.Second, "the token renewed within a listing of two thirds of its lifetime", func() (err error) {

@@ -166,31 +166,8 @@ func checkDisconnectedEndpoint(t *testing.T, s *credService) {
 	defer s.rancher.SetMaxTTL(0)
 	direct := rancherCluster{ID: "c-ace1", Name: "direct", State: "active", ACE: true}
 	defer s.rancher.Set(direct)
-	current := func() (corev1.Secret, error) {
-		secrets, err := s.secrets()
-		if err != nil {
-			return corev1.Secret{}, err
-		}
-		sec, ok := secrets["c-ace1"]
-		if !ok {
-			return sec, fmt.Errorf("no Secret for c-ace1")
-		}
-		return sec, nil
-	}
-	before, err := current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.stop()
-	s.rancher.DropTokens("c-ace1") // the restart mints a 9 s token
-	s.start()
-	var first corev1.Secret
-	poll(t, 30*time.Second, "a 9 s token in the Secret", func() (err error) {
-		if first, err = current(); err == nil && bearerToken(&first) == bearerToken(&before) {
-			err = fmt.Errorf("still the earlier token")
-		}
-		return err
-	}, func() string { return s.proc.tail(40) })
+	current := func() (corev1.Secret, error) { return s.secretOf("c-ace1") }
+	first := s.restartWithFreshToken(t, "c-ace1") // a 9 s token
 	minted := time.Now()
 	disconnected := direct
 	disconnected.Disconnected = true
