@@ -216,6 +216,7 @@ func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 // planDesired plans the Secret of d: a create, an update in place, nothing,
 // or a clash. matched collects our Secrets that a desired cluster claims.
 func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired, policy Policy) {
+	foreignServer := c.foreignByServer[sources.ServerKey(d.server)]
 	cur := c.byIdentity[Identity(d.Source, d.ID)]
 	if cur == nil {
 		cur = c.byLegacyName[Identity(d.Source, d.Cluster)]
@@ -227,8 +228,8 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		switch {
 		case c.foreignByName[d.name] != nil:
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
-		case c.foreignByServer[sources.ServerKey(d.server)] != nil:
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByServer[sources.ServerKey(d.server)].Name, By: "server"})
+		case foreignServer != nil:
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignServer.Name, By: "server"})
 		case c.foreignByCluster[d.Cluster] != nil:
 			// Argo CD refuses a destination name that two clusters share
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByCluster[d.Cluster].Name, By: "cluster name"})
@@ -245,8 +246,8 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		return
 	}
 	matched[cur.Name] = true
-	if f := c.foreignByServer[sources.ServerKey(d.server)]; f != nil {
-		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "server"})
+	if foreignServer != nil {
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignServer.Name, By: "server"})
 		clearCountdown(ch, cur)
 		return
 	}
