@@ -18,11 +18,19 @@ func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.
 	kind func(*sources.Cluster) sources.Kind) ([]*sources.Cluster, []Duplicate) {
 	rankListings(cs, kindOrder(prefer), established, kind)
 	byServer := map[string]*sources.Cluster{}
+	byKey := map[string]*sources.Cluster{} // by sources.ServerKey
 	byCloud := map[string]*sources.Cluster{}
 	kept := make([]*sources.Cluster, 0, len(cs))
 	var dups []Duplicate
 	for _, c := range cs {
-		first, reason := byServer[sources.ServerKey(c.Server)], "server"
+		first, reason := byServer[c.Server], "server"
+		if first == nil && established(c).IsZero() {
+			// another spelling of a server already served is a duplicate
+			// for a newcomer only: two clusters served before under two
+			// spellings stay served (dropping one would delete its
+			// Applications)
+			first = byKey[sources.ServerKey(c.Server)]
+		}
 		if first == nil && c.CloudID != "" {
 			first, reason = byCloud[c.CloudID], "cloudID"
 		}
@@ -30,7 +38,10 @@ func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.
 			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, KeptName: first.Name, KeptSource: first.Source, Reason: reason})
 			continue
 		}
-		byServer[sources.ServerKey(c.Server)] = c
+		byServer[c.Server] = c
+		if k := sources.ServerKey(c.Server); byKey[k] == nil {
+			byKey[k] = c
+		}
 		if c.CloudID != "" {
 			byCloud[c.CloudID] = c
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -141,6 +142,42 @@ func TestKindOrder(t *testing.T) {
 				assert.Equal(t, i, kindRank(order, k), "kind %q", k)
 			}
 			assert.Equal(t, kindRank(order, ""), kindRank(order, "satellite"), "empty and unknown kinds rank alike, last")
+		})
+	}
+}
+
+// TestAnotherSpellingOfAServer: a newcomer whose server is another
+// spelling (case, trailing dot, default port) of a served one is a
+// duplicate; two clusters both established under two spellings (served
+// before spellings were compared) both stay served.
+func TestAnotherSpellingOfAServer(t *testing.T) {
+	a, b := cluster("a"), cluster("b")
+	a.Server, b.Server = "https://api.example.com", "https://API.example.com.:443"
+	at := time.Unix(1000, 0)
+	kind := func(*sources.Cluster) sources.Kind { return sources.KindFile }
+	for _, tc := range []struct {
+		name        string
+		established map[string]bool
+		kept        []string
+	}{
+		{"b is a newcomer", map[string]bool{"a": true}, []string{"a"}},
+		{"both are new", map[string]bool{}, []string{"a"}},
+		{"both were served", map[string]bool{"a": true, "b": true}, []string{"a", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, cb := a, b
+			est := func(c *sources.Cluster) time.Time {
+				if tc.established[c.Name] {
+					return at
+				}
+				return time.Time{}
+			}
+			kept, _ := dedupe([]*sources.Cluster{&cb, &ca}, PreferCloud, est, kind)
+			var got []string
+			for _, c := range kept {
+				got = append(got, c.Name)
+			}
+			assert.ElementsMatch(t, tc.kept, got)
 		})
 	}
 }
