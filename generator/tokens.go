@@ -4,10 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +28,8 @@ type TokenSet struct {
 }
 
 // NewTokenSet reads every reference once. A reference that cannot be read
-// or is empty is an error: the service must not start without its tokens.
+// or is empty is an error (all of them are reported): the service must not
+// start without its tokens.
 func NewTokenSet(refs []sources.SecretRef, logger *slog.Logger) (*TokenSet, error) {
 	if len(refs) == 0 {
 		return nil, fmt.Errorf("no token configured")
@@ -38,18 +38,25 @@ func NewTokenSet(refs []sources.SecretRef, logger *slog.Logger) (*TokenSet, erro
 		logger = slog.New(slog.DiscardHandler)
 	}
 	t := &TokenSet{refs: refs, logger: logger, last: make([][32]byte, len(refs))}
+	var errs []error
 	for i, ref := range refs {
 		if ref.Secret != nil {
-			return nil, fmt.Errorf("token %d: a Kubernetes Secret reference is not supported here; mount it as a file", i)
+			errs = append(errs, fmt.Errorf("token %d: a Kubernetes Secret reference is not supported here; mount it as a file", i))
+			continue
 		}
 		if err := ref.Validate(); err != nil {
-			return nil, fmt.Errorf("token %d: %w", i, err)
+			errs = append(errs, fmt.Errorf("token %d: %w", i, err))
+			continue
 		}
 		d, err := readToken(ref)
 		if err != nil {
-			return nil, fmt.Errorf("token %d: %w", i, err)
+			errs = append(errs, fmt.Errorf("token %d: %w", i, err))
+			continue
 		}
 		t.last[i] = d
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	t.publish()
 	return t, nil
@@ -61,25 +68,22 @@ func NewTokenSet(refs []sources.SecretRef, logger *slog.Logger) (*TokenSet, erro
 const MinTokenLength = 16
 
 func readToken(ref sources.SecretRef) ([32]byte, error) {
-	var v string
-	if ref.File != "" {
-		b, err := os.ReadFile(ref.File)
-		if err != nil {
-			return [32]byte{}, fmt.Errorf("read %s: %w", ref.String(), err)
-		}
-		v = string(b)
-	} else {
-		v = os.Getenv(ref.Env)
-	}
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return [32]byte{}, fmt.Errorf("%s is empty", ref.String())
+	v, err := ref.ReadLocal()
+	if err != nil {
+		return [32]byte{}, err
 	}
 	if len(v) < MinTokenLength {
 		return [32]byte{}, fmt.Errorf("%s holds %d characters: a plugin token needs at least %d (the chart generates 48 random ones; e.g. openssl rand -hex 24)",
 			ref.String(), len(v), MinTokenLength)
 	}
 	return sha256.Sum256([]byte(v)), nil
+}
+
+// CheckToken reads a plugin token reference as the server does and
+// returns why it cannot be used (never its value).
+func CheckToken(ref sources.SecretRef) error {
+	_, err := readToken(ref)
+	return err
 }
 
 func (t *TokenSet) publish() {

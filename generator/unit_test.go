@@ -178,20 +178,24 @@ func TestTokenRotation(t *testing.T) {
 	assert.False(t, ts.Valid(""))
 }
 
+// TestNewTokenSetErrors: every token that cannot be used is reported at
+// once, by its reference, never by its value.
 func TestNewTokenSetErrors(t *testing.T) {
 	_, err := NewTokenSet(nil, nil)
-	assert.ErrorContains(t, err, "no token")
-	_, err = NewTokenSet([]sources.SecretRef{{File: filepath.Join(t.TempDir(), "missing")}}, nil)
-	assert.ErrorContains(t, err, "read file:")
+	require.EqualError(t, err, "no token configured")
+	missing := filepath.Join(t.TempDir(), "missing")
 	t.Setenv("ACD_EMPTY", "")
-	_, err = NewTokenSet([]sources.SecretRef{{Env: "ACD_EMPTY"}}, nil)
-	assert.ErrorContains(t, err, "env:ACD_EMPTY is empty")
-	_, err = NewTokenSet([]sources.SecretRef{{Secret: &sources.SecretKeyRef{Name: "a", Key: "b"}}}, nil)
-	assert.ErrorContains(t, err, "mount it as a file")
 	t.Setenv("ACD_SHORT", "fifteen-chars-x")
-	_, err = NewTokenSet([]sources.SecretRef{{Env: "ACD_SHORT"}}, nil)
-	assert.ErrorContains(t, err, "env:ACD_SHORT holds 15 characters: a plugin token needs at least 16")
+	t.Setenv("ACD_GOOD", "a-token-long-enough")
+	_, err = NewTokenSet([]sources.SecretRef{{File: missing}, {Env: "ACD_EMPTY"}, {Env: "ACD_GOOD"},
+		{Secret: &sources.SecretKeyRef{Name: "a", Key: "b"}}, {Env: "ACD_SHORT"}, {Env: "ACD_UNSET"}}, nil)
+	require.EqualError(t, err, "token 0: file:"+missing+": no such file or directory\n"+
+		"token 1: env:ACD_EMPTY: empty\n"+
+		"token 3: a Kubernetes Secret reference is not supported here; mount it as a file\n"+
+		"token 4: env:ACD_SHORT holds 15 characters: a plugin token needs at least 16 (the chart generates 48 random ones; e.g. openssl rand -hex 24)\n"+
+		"token 5: env:ACD_UNSET: not set")
 	assert.NotContains(t, err.Error(), "fifteen-chars-x")
+	assert.NoError(t, CheckToken(sources.SecretRef{Env: "ACD_GOOD"}))
 }
 
 func TestMethodNotAllowedSaysAllow(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -355,14 +354,8 @@ func (r *Reconciler) tokenResolver(ctx context.Context, parked map[sources.Issue
 func (r *Reconciler) readToken(ctx context.Context, ref sources.SecretRef) (string, error) {
 	var v string
 	switch {
-	case ref.File != "":
-		b, err := os.ReadFile(ref.File)
-		if err != nil {
-			return "", err
-		}
-		v = string(b)
-	case ref.Env != "":
-		v = os.Getenv(ref.Env)
+	case ref.File != "" || ref.Env != "":
+		return ref.ReadLocal()
 	case ref.Issued != nil && r.cfg.DryRun:
 		// a dry run writes nothing, upstream included: no token is
 		// minted (the plan then shows such Secrets as updates)

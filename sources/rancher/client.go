@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -377,31 +376,11 @@ func (b *cancelOnClose) Close() error {
 // readToken reads the token the reference points at. Errors name the
 // reference, never the value.
 func readToken(ref sources.SecretRef) (string, error) {
-	var v string
-	switch {
-	case ref.File != "":
-		b, err := os.ReadFile(ref.File)
-		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return "", fmt.Errorf("token %s: %w", ref.String(), err)
-		}
-		v = string(b)
-	case ref.Env != "":
-		var ok bool
-		if v, ok = os.LookupEnv(ref.Env); !ok {
-			return "", fmt.Errorf("token %s: not set", ref.String())
-		}
-	default:
-		return "", fmt.Errorf("token %s: unsupported reference", ref.String())
+	v, err := ref.ReadLocal()
+	if err != nil {
+		return "", fmt.Errorf("token %w", err)
 	}
-	v = strings.TrimSpace(v)
-	switch {
-	case v == "":
-		return "", fmt.Errorf("token %s: empty", ref.String())
-	case strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+	if strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return "", fmt.Errorf("token %s: contains whitespace or control characters", ref.String())
 	}
 	return v, nil

@@ -259,6 +259,11 @@ func (c *Config) Default() {
 	}
 }
 
+// CredentialRefs implements sources.CredentialRefs: the API token.
+func (c *Config) CredentialRefs(path *field.Path) []sources.RefAt {
+	return []sources.RefAt{{Path: path.Child("token"), Ref: &c.Token}}
+}
+
 // SetDirectory makes the relative paths of token.file and caFile relative
 // to dir, the configuration file's directory.
 func (c *Config) SetDirectory(dir string) {
