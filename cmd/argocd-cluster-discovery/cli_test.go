@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 )
 
 // TestCLIErrors: every command's exit code and message for bad usage and
@@ -31,6 +33,9 @@ func TestCLIErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(noToken, []byte("server: {listen: '127.0.0.1:0', tokens: [{file: missing-token}]}\n"+
 		"sources: [{name: one, provider: static, static: {clusters: [{name: a, server: 'https://a.example.com'}]}}]\n"), 0o600))
 	t.Setenv("ACD_TEST_TOKEN", "t")
+	// discover serves nothing: no server section needed
+	noServer := filepath.Join(dir, "no-server.yaml")
+	require.NoError(t, os.WriteFile(noServer, []byte("sources: [{name: one, provider: static, static: {clusters: [{name: a, server: 'https://a.example.com'}]}}]\n"), 0o600))
 
 	cases := []struct {
 		name   string
@@ -58,6 +63,12 @@ func TestCLIErrors(t *testing.T) {
 		{"missing file", []string{"serve", "--config", filepath.Join(dir, "nope.yaml")}, 2, []string{"read config"}, ""},
 		{"discover bad input", []string{"discover", "--config", demoConfig, "--input", `{"parameters":{"tennant":"x"}}`}, 2, []string{`unknown key "tennant"`}, ""},
 		{"discover unknown source", []string{"discover", "--config", demoConfig, "--input", `{"parameters":{"source":"x"}}`}, 2, []string{`no source named "x"`}, ""},
+		{"discover needs no server section", []string{"discover", "--config", noServer, "--log-format", "text"}, 0, nil, `"name":"a"`},
+		{"serve does", []string{"serve", "--config", noServer}, 2, []string{"server.tokens: Required value"}, ""},
+		{"a log level that is none", []string{"serve", "--config", demoConfig, "--log-level", "verbose"}, 2,
+			[]string{`invalid value "verbose" for flag -log-level: "verbose" is not one of [debug info warn error]`}, ""},
+		{"a log format that is none", []string{"discover", "--config", demoConfig, "--log-format", "yaml"}, 2,
+			[]string{`invalid value "yaml" for flag -log-format: "yaml" is not one of [json text]`}, ""},
 		{"discover not json", []string{"discover", "--config", demoConfig, "--input", `tenant=acme`}, 2, []string{"--input must be a JSON object"}, ""},
 	}
 	for _, tc := range cases {
@@ -95,4 +106,77 @@ func TestUsageListsEveryFlag(t *testing.T) {
 	for _, f := range []string{"--dry-run", "--secrets", "--check", "--no-credentials", "--ignore-errors"} {
 		assert.Contains(t, u, f)
 	}
+}
+
+// TestValidateReportsEveryProblem: validate resolves every credential
+// reference (the plugin tokens, a source's own token, the bearer tokens of
+// a file source's clusters) and builds every source, and reports all of
+// their problems in one run, each with where it is, never a value.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	write("clusters.yaml", "clusters: [{name: a, server: 'https://a.example.com', auth: {bearerToken: {env: ACD_TEST_UNSET_BEARER}}},\n"+
+		"  {name: b, server: 'https://b.example.com', auth: {bearerToken: {env: ACD_TEST_SET_BEARER}}}]\n")
+	cfg := write("config.yaml", "server: {tokens: [{file: plugin-token}, {env: ACD_TEST_UNSET_PLUGIN}, {env: ACD_TEST_SHORT_PLUGIN}]}\n"+
+		"sources:\n"+
+		"- {name: r, provider: rancher, rancher: {url: 'https://rancher.example.com', token: {file: rancher-token}}}\n"+
+		"- {name: s, provider: static, static: {file: clusters.yaml}}\n"+
+		"- {name: gone, provider: static, static: {file: gone.yaml}}\n")
+	t.Setenv("ACD_TEST_SET_BEARER", "a-bearer-token-value")
+	t.Setenv("ACD_TEST_SHORT_PLUGIN", "short")
+
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"validate", "--config", cfg}, &stdout, &stderr)
+	assert.Equal(t, 2, code)
+	gone := filepath.Join(dir, "gone.yaml")
+	assert.Equal(t, "invalid configuration:\n"+
+		"server.tokens[0]: Invalid value: file:"+filepath.Join(dir, "plugin-token")+": no such file or directory\n"+
+		"server.tokens[1]: Invalid value: env:ACD_TEST_UNSET_PLUGIN: not set\n"+
+		"server.tokens[2]: Invalid value: env:ACD_TEST_SHORT_PLUGIN holds 5 characters: a plugin token needs at least 16 (the chart generates 48 random ones; e.g. openssl rand -hex 24)\n"+
+		"sources[0].rancher.token: Invalid value: file:"+filepath.Join(dir, "rancher-token")+": no such file or directory\n"+
+		"sources[1] (s): cluster a: bearer token env:ACD_TEST_UNSET_BEARER: not set\n"+
+		"sources[2] (gone): read clusters file: open "+gone+": no such file or directory\n", stderr.String())
+	assert.NotContains(t, stderr.String(), "a-bearer-token-value")
+	assert.Empty(t, stdout.String())
+
+	// without credentials, nothing is read but the file sources' files,
+	// and the server section may be left out
+	offline := write("offline.yaml", "sources:\n- {name: gone, provider: static, static: {file: gone.yaml}}\n"+
+		"- {name: r, provider: rancher, rancher: {url: 'https://rancher.example.com', token: {file: rancher-token}}}\n")
+	stderr.Reset()
+	code = run(context.Background(), []string{"validate", "--config", offline, "--no-credentials"}, &stdout, &stderr)
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "invalid configuration:\nsources[0] (gone): read clusters file: open "+gone+": no such file or directory\n", stderr.String())
+	// serve needs its server section
+	stderr.Reset()
+	code = run(context.Background(), []string{"validate", "--config", offline}, &stdout, &stderr)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr.String(), "server.tokens: Required value")
+}
+
+// TestLogFlags: --log-level and --log-format override the file's log
+// section, and only when given.
+func TestLogFlags(t *testing.T) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	l := declareLogFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--log-level", "debug"}))
+	c := config.Log{Level: "info", Format: "json"}
+	l.apply(&c)
+	assert.Equal(t, config.Log{Level: "debug", Format: "json"}, c)
+	require.NoError(t, fs.Parse([]string{"--log-format", "text"}))
+	l.apply(&c)
+	assert.Equal(t, config.Log{Level: "debug", Format: "text"}, c)
+}
+
+// TestREADMEUsage: the README's command list is the usage the binary
+// prints, verbatim, so a new flag cannot be missing from it.
+func TestREADMEUsage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "## Command line\n\n```\n"+usageText()+"```\n",
+		"README.md's Command line block differs from the usage: paste the output of `go run ./cmd/argocd-cluster-discovery`")
 }

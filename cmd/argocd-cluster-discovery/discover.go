@@ -18,6 +18,7 @@ type discoverOptions struct {
 	input          *string
 	secrets, check *bool
 	checkTimeout   *time.Duration
+	logs           *logFlags
 }
 
 // discoverFlags declares discover's flags on fs.
@@ -27,6 +28,7 @@ func discoverFlags(fs *flag.FlagSet) discoverOptions {
 		secrets:      fs.Bool("secrets", false, "print the cluster Secrets that would be written (credentials redacted) instead of parameters"),
 		check:        fs.Bool("check", false, "connect to each cluster with the credentials its Secret would get and call /version; one line per cluster"),
 		checkTimeout: fs.Duration("check-timeout", 10*time.Second, "how long --check waits for each cluster"),
+		logs:         declareLogFlags(fs),
 	}
 }
 
@@ -36,7 +38,7 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
 	f := discoverFlags(fs)
 	input, secrets, check, checkTimeout := f.input, f.secrets, f.check, f.checkTimeout
-	cfg, code, done := loadConfig(fs, args, stderr)
+	cfg, code, done := loadConfig(fs, args, stderr, loading{offline: func() bool { return true }, logs: f.logs})
 	if done {
 		return code
 	}

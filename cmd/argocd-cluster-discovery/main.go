@@ -72,15 +72,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// validateFlags declares validate's flags on fs.
-func validateFlags(fs *flag.FlagSet) (noCreds *bool) {
-	return fs.Bool("no-credentials", false, "do not read token or credential files; build only static sources")
+// loading is how a command loads its configuration.
+type loading struct {
+	// offline, when set and true once the flags are parsed, loads the
+	// file for a command that serves nothing (config.Offline).
+	offline func() bool
+	// logs are the command's --log-level and --log-format, applied over
+	// the file's log section.
+	logs *logFlags
 }
 
 // loadConfig declares --config on fs, parses args and loads the
 // configuration. done says the command ends here with code: 0 after -h
 // (the command's usage on stdout), 2 for bad usage or configuration.
-func loadConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (cfg *config.Config, code int, done bool) {
+func loadConfig(fs *flag.FlagSet, args []string, stderr io.Writer, how loading) (cfg *config.Config, code int, done bool) {
 	path := configFlag(fs)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // -h is answered below, bad flags by their error line
@@ -95,11 +100,16 @@ func loadConfig(fs *flag.FlagSet, args []string, stderr io.Writer) (cfg *config.
 		fmt.Fprintf(stderr, "--config is required\n%s", commandUsage(fs))
 		return nil, 2, true
 	}
-	cfg, err := config.Load(*path)
+	purpose := config.Serve
+	if how.offline != nil && how.offline() {
+		purpose = config.Offline
+	}
+	cfg, err := config.LoadFor(*path, purpose)
 	if err != nil {
 		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
 		return nil, 2, true
 	}
+	how.logs.apply(&cfg.Log)
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
@@ -134,14 +144,17 @@ func buildInventory(cfg *config.Config, logger *slog.Logger, reg prometheus.Regi
 	return inventory.New(specs, inventoryOptions(cfg, logger, reg))
 }
 
-// buildSpecs builds every configured source.
+// buildSpecs builds every configured source; the error names every
+// source that failed.
 func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer, issuers map[string]sources.TokenIssuer) ([]inventory.SourceSpec, error) {
 	specs := make([]inventory.SourceSpec, 0, len(cfg.Sources))
+	var errs []error
 	for i := range cfg.Sources {
 		sc := &cfg.Sources[i]
 		r, ok := cfg.Registry().Lookup(sc.Provider)
 		if !ok || sc.Section == nil {
-			return nil, fmt.Errorf("sources[%d] (%s): provider %q is not available", i, sc.Name, sc.Provider)
+			errs = append(errs, fmt.Errorf("sources[%d] (%s): provider %q is not available", i, sc.Name, sc.Provider))
+			continue
 		}
 		// each instance registers the same metric names under its own
 		// constant source label
@@ -152,7 +165,8 @@ func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 		src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: logger.With("source", sc.Name), Registerer: sreg,
 			OwnerID: cfg.Secrets.OwnerID})
 		if err != nil {
-			return nil, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
+			errs = append(errs, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err))
+			continue
 		}
 		if iss, ok := src.(sources.TokenIssuer); ok && issuers != nil {
 			issuers[sc.Name] = iss
@@ -164,6 +178,9 @@ func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 		}
 		specs = append(specs, inventory.SourceSpec{Name: sc.Name, Provider: sc.Provider, Kind: r.Kind(), Source: src,
 			Interval: cfg.EffectiveInterval(sc), Timeout: cfg.EffectiveTimeout(sc), TrustClusterLabels: trust})
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return specs, nil
 }
@@ -179,15 +196,16 @@ type serveHooks struct {
 }
 
 // serveFlags declares serve's flags on fs.
-func serveFlags(fs *flag.FlagSet) (listen *string, dryRun *bool) {
+func serveFlags(fs *flag.FlagSet) (listen *string, dryRun *bool, logs *logFlags) {
 	return fs.String("listen", "", "override server.listen with this `ADDR` (host:port)"),
-		fs.Bool("dry-run", false, "compute and log cluster Secret plans, write nothing (sets secrets.dryRun)")
+		fs.Bool("dry-run", false, "compute and log cluster Secret plans, write nothing (sets secrets.dryRun)"),
+		declareLogFlags(fs)
 }
 
 func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serveHooks) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	listen, dryRun := serveFlags(fs)
-	cfg, code, done := loadConfig(fs, args, stderr)
+	listen, dryRun, logs := serveFlags(fs)
+	cfg, code, done := loadConfig(fs, args, stderr, loading{logs: logs})
 	if done {
 		return code
 	}
@@ -253,48 +271,6 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 		return nil, fmt.Errorf("server.tokens: %w", err)
 	}
 	return &parts{inv: inv, view: view, tokens: tokens, issuers: issuers}, nil
-}
-
-// cmdValidate checks a configuration as serve would before starting: the
-// file (every problem at once, each with its path), then the sources built
-// (a static file that is missing or invalid) and the tokens read. Nothing
-// is listed and nothing listens. With --no-credentials (the chart's
-// install hook, which runs before the credentials are mounted), tokens are
-// not read and only the sources of kind file (static) are built: their
-// clusters file is part of the configuration.
-func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	noCreds := validateFlags(fs)
-	cfg, code, done := loadConfig(fs, args, stderr)
-	if done {
-		return code
-	}
-	var err error
-	if *noCreds {
-		err = buildFileSources(cfg)
-	} else {
-		_, err = build(cfg, slog.New(slog.DiscardHandler), nil)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "invalid configuration:\n%v\n", err)
-		return 2
-	}
-	fmt.Fprintf(stdout, "configuration is valid: %d source(s)\n", len(cfg.Sources))
-	return 0
-}
-
-// buildFileSources builds the sources whose provider is of kind file.
-func buildFileSources(cfg *config.Config) error {
-	for i := range cfg.Sources {
-		sc := &cfg.Sources[i]
-		if r, ok := cfg.Registry().Lookup(sc.Provider); !ok || r.Kind() != sources.KindFile {
-			continue
-		}
-		if _, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: slog.New(slog.DiscardHandler)}); err != nil {
-			return fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err)
-		}
-	}
-	return nil
 }
 
 func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logger, reg *prometheus.Registry, hooks *serveHooks) error {

@@ -14,8 +14,8 @@ import (
 )
 
 // revokeFlags declares revoke-tokens' flags on fs.
-func revokeFlags(fs *flag.FlagSet) (ignore *bool) {
-	return fs.Bool("ignore-errors", false, "report the tokens that could not be revoked and exit 0")
+func revokeFlags(fs *flag.FlagSet) (ignore *bool, logs *logFlags) {
+	return fs.Bool("ignore-errors", false, "report the tokens that could not be revoked and exit 0"), declareLogFlags(fs)
 }
 
 // cmdRevokeTokens revokes every token the sources minted for this
@@ -27,8 +27,8 @@ func revokeFlags(fs *flag.FlagSet) (ignore *bool) {
 // at its TTL).
 func cmdRevokeTokens(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("revoke-tokens", flag.ContinueOnError)
-	ignore := revokeFlags(fs)
-	cfg, code, done := loadConfig(fs, args, stderr)
+	ignore, logs := revokeFlags(fs)
+	cfg, code, done := loadConfig(fs, args, stderr, loading{offline: func() bool { return true }, logs: logs})
 	if done {
 		return code
 	}

@@ -35,6 +35,9 @@ type Config struct {
 	Warnings []string `json:"-"`
 
 	registry *sources.Registry
+	// offline: the file is loaded for a command that serves nothing (see
+	// Offline); the server section may be left out.
+	offline bool
 }
 
 // Log configures log/slog.

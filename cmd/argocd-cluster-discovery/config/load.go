@@ -17,12 +17,28 @@ import (
 // Load reads path and returns the configuration, defaulted, with relative
 // paths resolved and validated; the error lists every problem of the file
 // at once, each with its full path.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadFor(path, Serve) }
+
+// Purpose is what a command needs of the file.
+type Purpose int
+
+const (
+	// Serve is everything serve needs, the server section's listen address
+	// and plugin tokens included.
+	Serve Purpose = iota
+	// Offline is a command that listens on nothing and answers nobody
+	// (discover, validate --no-credentials, revoke-tokens): the server
+	// section may be left out; what it holds is still checked.
+	Offline
+)
+
+// LoadFor is Load for a command's purpose.
+func LoadFor(path string, p Purpose) (*Config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, err := Parse(raw, filepath.Dir(path))
+	cfg, err := parse(raw, filepath.Dir(path), Providers(), p)
 	if err != nil {
 		return nil, fmt.Errorf("config %s:\n%w", path, err)
 	}
@@ -37,8 +53,12 @@ func Parse(raw []byte, dir string) (*Config, error) { return ParseWith(raw, dir,
 // every part of the file: decode (unknown keys are errors), defaults,
 // relative paths, then validation, which changes nothing.
 func ParseWith(raw []byte, dir string, reg *sources.Registry) (*Config, error) {
+	return parse(raw, dir, reg, Serve)
+}
+
+func parse(raw []byte, dir string, reg *sources.Registry, p Purpose) (*Config, error) {
 	cfg := Default()
-	cfg.Dir, cfg.registry = dir, reg
+	cfg.Dir, cfg.registry, cfg.offline = dir, reg, p == Offline
 	// not YAMLToJSONStrict: it stops at the first key written twice, with
 	// its line; duplicateKeys reports each, with its path
 	doc, err := yaml.YAMLToJSON(raw)

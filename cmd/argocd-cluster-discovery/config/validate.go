@@ -58,7 +58,7 @@ func (c *Config) validateLogAndRuntime() field.ErrorList {
 func (c *Config) validateServer(at *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	s := &c.Server
-	if s.Listen == "" {
+	if s.Listen == "" && !c.offline {
 		errs = append(errs, field.Required(at.Child("listen"), ""))
 	}
 	if s.OpsListen != "" && s.OpsListen == s.Listen {
@@ -67,7 +67,7 @@ func (c *Config) validateServer(at *field.Path) field.ErrorList {
 	if _, err := generator.NormalizePrefix(s.PathPrefix); err != nil {
 		errs = append(errs, field.Invalid(at.Child("pathPrefix"), s.PathPrefix, err.Error()))
 	}
-	if len(s.Tokens) == 0 {
+	if len(s.Tokens) == 0 && !c.offline {
 		errs = append(errs, field.Required(at.Child("tokens"), "at least one token reference (file or env)"))
 	}
 	for i, t := range s.Tokens {
