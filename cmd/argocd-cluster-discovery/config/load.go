@@ -80,6 +80,7 @@ func parse(raw []byte, dir string, reg *sources.Registry, p Purpose) (*Config, e
 			continue
 		}
 		s.Section.Default()
+		s.keepWrittenZeros()
 		s.Section.SetDirectory(dir)
 		if d, ok := s.Section.(sources.Deprecations); ok {
 			cfg.Warnings = append(cfg.Warnings, d.Deprecations(sourcePath(i, s.Provider))...)

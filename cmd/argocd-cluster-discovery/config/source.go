@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -79,6 +80,18 @@ func (c *Config) decodeSources(reg *sources.Registry) field.ErrorList {
 		errs = append(errs, c.Sources[i].decode(field.NewPath("sources").Index(i), reg)...)
 	}
 	return errs
+}
+
+// keepWrittenZeros decodes again, over the defaulted section, the zeros
+// its file wrote (see writtenZeros).
+func (s *Source) keepWrittenZeros() {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(s.raw, &keys) != nil {
+		return
+	}
+	if z, ok := writtenZeros(keys[string(s.Provider)]); ok {
+		_ = kjson.UnmarshalCaseSensitivePreserveInts(z, s.Section) // a part of what decoded already
+	}
 }
 
 func (s *Source) decode(at *field.Path, reg *sources.Registry) field.ErrorList {
