@@ -123,16 +123,19 @@ func TestRoleIsNamespacedAndMinimal(t *testing.T) {
 			}
 			secretVerbs := reconcilerSecretVerbs // the refresh trigger reads the same cache
 			a, l := c.argocdNS+": ", c.ns+": "
-			assert.Equal(t, map[string][]string{
+			want := map[string][]string{
 				a + "/secrets":                                     secretVerbs,
 				a + "coordination.k8s.io/leases":                   {"create"},
 				a + "coordination.k8s.io/leases@named":             {"get", "update"},
-				a + "argoproj.io/applicationsets":                  {"get", "list", "patch", "watch"},
 				l + "multicluster.x-k8s.io/clusterprofiles":        ledgerProfileVerbs,
 				l + "multicluster.x-k8s.io/clusterprofiles/status": {"patch"},
 				l + "/configmaps":                                  {"create"},
 				l + "/configmaps@named":                            {"get", "list", "patch", "watch"},
-			}, granted)
+			}
+			if cfg.ApplicationSetRefresh.Enabled { // the grant follows the feature
+				want[a+"argoproj.io/applicationsets"] = []string{"get", "list", "patch", "watch"}
+			}
+			assert.Equal(t, want, granted)
 		})
 	}
 }
@@ -184,8 +187,8 @@ func TestRoleAsAuthorized(t *testing.T) {
 			}
 			assert.True(t, can("create", "coordination.k8s.io", "leases", c.argocdNS, ""))
 			assert.True(t, can("update", "coordination.k8s.io", "leases", c.argocdNS, "argocd-cluster-discovery"))
-			for _, v := range []string{"get", "list", "patch"} {
-				assert.True(t, can(v, "argoproj.io", "applicationsets", c.argocdNS, ""), "applicationsets %s", v)
+			for _, v := range []string{"get", "list", "watch", "patch"} {
+				assert.Equal(t, refresh, can(v, "argoproj.io", "applicationsets", c.argocdNS, ""), "applicationsets %s only with the refresh trigger", v)
 			}
 			assertLedgerAllowed(t, can, c.ns)
 
@@ -225,7 +228,6 @@ func TestRoleAsAuthorized(t *testing.T) {
 			// the informer cache watches our cluster Secrets, and the refresh
 			// trigger's the ApplicationSets, in Argo CD's namespace only
 			assert.True(t, can("watch", "", "secrets", c.argocdNS, ""), "watch secrets: the reconciler's informer cache")
-			assert.True(t, can("watch", "argoproj.io", "applicationsets", c.argocdNS, ""), "watch applicationsets: the refresh trigger's cache")
 			if refresh {
 				assert.True(t, can("update", "coordination.k8s.io", "leases", c.argocdNS, "argocd-cluster-discovery-appset-refresh"))
 			}
@@ -240,7 +242,7 @@ func TestRoleAsAuthorized(t *testing.T) {
 // leader election and an ApplicationSet refresh patch as the chart's
 // ServiceAccount (impersonated): the Role is enough, not only not too much.
 func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
-	c := caseNamed(t, "aks") // the release and Argo CD in different namespaces
+	c := caseNamed(t, "rancher") // the release and Argo CD in different namespaces, the refresh trigger on
 	require.NotEqual(t, c.ns, c.argocdNS)
 	ms := ensureApplied(t, c)
 	raw, _ := configOf(t, ms, c)
