@@ -304,7 +304,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"installCRD", []string{"--set-string", "clusterProfiles.installCRD=yes"}, "/clusterProfiles/installCRD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := helm(append([]string{"template", release, chartDir, "--namespace", "x"}, tc.args...)...)
+			out, err := helm(append([]string{"template", release, chartDir, "--namespace", "x", "--set", "argocd.token.generateWithoutLookup=true"}, tc.args...)...)
 			require.Error(t, err, "helm template accepted %v:\n%s", tc.args, out)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -317,7 +317,40 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"--set", "argocd.token.existingSecret=my-token", "--set", "argocd.plugin.name=fleet"},
 		{"--set", "ledger.kind=memory", "--set", "clusterProfiles.installCRD=false"},
 	} {
-		_, err := helm(append([]string{"template", release, chartDir, "--namespace", "x"}, args...)...)
+		_, err := helm(append([]string{"template", release, chartDir, "--namespace", "x", "--set", "argocd.token.generateWithoutLookup=true"}, args...)...)
 		assert.NoError(t, err, "%v", args)
 	}
+}
+
+// TestTokenWithoutLookup: where helm cannot look up the cluster (helm
+// template, Argo CD rendering the chart), a generated token would be a new
+// one at every render: rendering fails and names the two ways out, an
+// existing Secret or an explicit opt-in.
+func TestTokenWithoutLookup(t *testing.T) {
+	template := func(args ...string) (manifests, error) {
+		out, err := helm(append([]string{"template", release, chartDir, "--namespace", "x"}, args...)...)
+		if err != nil {
+			return nil, err
+		}
+		return decode(t, out), nil
+	}
+	_, err := template()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "argocd.token: helm cannot look up the cluster here")
+	assert.Contains(t, err.Error(), "argocd.token.existingSecret")
+
+	ms, err := template("--set", "argocd.token.existingSecret=my-token")
+	require.NoError(t, err, "a Secret the user manages needs no lookup")
+	_, ok := ms.find("Secret", "x", release+"-token")
+	assert.False(t, ok, "no token Secret is rendered with existingSecret")
+
+	first, err := template("--set", "argocd.token.generateWithoutLookup=true")
+	require.NoError(t, err)
+	second, err := template("--set", "argocd.token.generateWithoutLookup=true")
+	require.NoError(t, err)
+	a, ok := first.find("Secret", "x", release+"-token")
+	require.True(t, ok)
+	b, ok := second.find("Secret", "x", release+"-token")
+	require.True(t, ok)
+	assert.NotEqual(t, into[corev1.Secret](t, a).Data, into[corev1.Secret](t, b).Data, "what the opt-in accepts: a new token per render")
 }
