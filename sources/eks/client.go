@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/resourcegroupstaggingapi"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
@@ -47,8 +49,9 @@ type target struct {
 
 // baseConfig is the AWS configuration every client starts from: the one
 // of h, else the SDK's default chain (IRSA, EKS Pod Identity, environment,
-// profile), with the SDK's own logging off.
-func baseConfig(h hooks) (aws.Config, error) {
+// profile), with the SDK's own wire logging off and what it still logs
+// (warnings) going to logger.
+func baseConfig(h hooks, logger *slog.Logger) (aws.Config, error) {
 	var base aws.Config
 	if h.awsConfig != nil {
 		base = h.awsConfig.Copy()
@@ -65,7 +68,24 @@ func baseConfig(h hooks) (aws.Config, error) {
 	// credentials (signatures, session tokens, STS answers, error messages
 	// quoting the canonical request): off, whatever the base asks.
 	base.ClientLogMode = 0
+	if h.awsConfig == nil || h.awsConfig.Logger == nil {
+		base.Logger = sdkLogger{logger: logger.With("component", "aws-sdk")}
+	}
 	return base, nil
+}
+
+// sdkLogger makes the AWS SDK's own log lines (its default writes text
+// lines to stderr) records of the source's logger, in the service's
+// format: a warning at Warn, anything else at Debug.
+type sdkLogger struct{ logger *slog.Logger }
+
+// Logf implements logging.Logger.
+func (l sdkLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if c == logging.Warn {
+		level = slog.LevelWarn
+	}
+	l.logger.Log(context.Background(), level, fmt.Sprintf(format, v...))
 }
 
 // newTargets builds one EKS client and one tagging client per account and

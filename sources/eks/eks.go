@@ -128,13 +128,13 @@ func newSource(cfg *Config, opts sources.SourceOptions, h hooks) (*Source, error
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	base, err := baseConfig(h)
-	if err != nil {
-		return nil, err
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	base, err := baseConfig(h, log)
+	if err != nil {
+		return nil, err
 	}
 	if h.now == nil {
 		h.now = time.Now
