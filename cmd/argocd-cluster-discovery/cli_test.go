@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -98,7 +99,8 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		n := 0
 		fs.VisitAll(func(f *flag.Flag) {
 			n++
-			assert.Contains(t, u, "--"+f.Name, "%s --%s", c.name, f.Name)
+			d := dashes(f.Name)
+			assert.True(t, strings.Contains(u, " "+d+" ") || strings.Contains(u, "["+d+" ") || strings.Contains(u, "["+d+"]"), "%s %s", c.name, d)
 		})
 		assert.Positive(t, n)
 		assert.Contains(t, u, "argocd-cluster-discovery "+c.name+" --config FILE")

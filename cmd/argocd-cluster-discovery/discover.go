@@ -18,6 +18,7 @@ type discoverOptions struct {
 	input          *string
 	secrets, check *bool
 	checkTimeout   *time.Duration
+	output         *string
 	logs           *logFlags
 }
 
@@ -28,6 +29,7 @@ func discoverFlags(fs *flag.FlagSet) discoverOptions {
 		secrets:      fs.Bool("secrets", false, "print the cluster Secrets that would be written (credentials redacted) instead of parameters"),
 		check:        fs.Bool("check", false, "connect to each cluster with the credentials its Secret would get and call /version; one line per cluster"),
 		checkTimeout: fs.Duration("check-timeout", 10*time.Second, "how long --check waits for each cluster"),
+		output:       outputFlag(fs),
 		logs:         declareLogFlags(fs),
 	}
 }
@@ -86,7 +88,12 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	if *check {
-		if n := checkClusters(ctx, stdout, cfg, inv.Snapshot(), issuers, *checkTimeout); n > 0 {
+		n, err := printChecks(stdout, checkClusters(ctx, stderr, cfg, inv.Snapshot(), issuers, *checkTimeout), *f.output)
+		if err != nil {
+			fmt.Fprintf(stderr, "error: write the check: %v\n", err)
+			return 1
+		}
+		if n > 0 {
 			fmt.Fprintf(stderr, "%d cluster(s) could not be reached with the credentials of their Secret\n", n)
 			return 1
 		}
@@ -105,4 +112,14 @@ func cmdDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintln(stdout)
 	return 0
+}
+
+// outputFlag declares --output and its short form -o: how --check prints
+// its results, text (a line per cluster) or json.
+func outputFlag(fs *flag.FlagSet) *string {
+	v := "text"
+	set := oneOf(&v, "text", "json")
+	fs.Func("output", "with --check: `FORMAT` text (a line per cluster: name, server, phase, result) or json", set)
+	fs.Func("o", "short for --output `FORMAT`", set)
+	return &v
 }

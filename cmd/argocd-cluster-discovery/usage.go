@@ -50,9 +50,9 @@ func synopsis(fs *flag.FlagSet) string {
 		}
 		name, _ := flag.UnquoteUsage(f)
 		if name == "" {
-			parts = append(parts, "[--"+f.Name+"]")
+			parts = append(parts, "["+dashes(f.Name)+"]")
 		} else {
-			parts = append(parts, "[--"+f.Name+" "+strings.ToUpper(name)+"]")
+			parts = append(parts, "["+dashes(f.Name)+" "+strings.ToUpper(name)+"]")
 		}
 	})
 	return strings.Join(parts, " ")
@@ -71,7 +71,15 @@ func commandUsage(fs *flag.FlagSet) string {
 		if f.DefValue != "" && f.DefValue != "false" {
 			def = fmt.Sprintf(" (default %s)", f.DefValue)
 		}
-		fmt.Fprintf(&b, "  --%s%s\n      %s%s\n", f.Name, name, text, def)
+		fmt.Fprintf(&b, "  %s%s\n      %s%s\n", dashes(f.Name), name, text, def)
 	})
 	return b.String()
+}
+
+// dashes is a flag's name as written on a command line: -o, --output.
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }

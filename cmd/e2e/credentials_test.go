@@ -340,14 +340,22 @@ func checkNegatives(t *testing.T, proxied, direct *corev1.Secret) {
 // checkDiscover is a step of TestRancherCredentialsConnect.
 func checkDiscover(t *testing.T, s *credService) {
 	t.Helper()
-	out, err := exec.Command(e.binary, "discover", "--config", s.config, "--check").CombinedOutput()
+	out, err := exec.Command(e.binary, "discover", "--config", s.config, "--check", "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("discover --check: %v\n%s", err, out)
 	}
-	for _, name := range []string{"proxied", "direct"} {
-		if !strings.Contains(string(out), name) || strings.Count(string(out), "ok v1.32.2") != 3 || !strings.Contains(string(out), "not checked (a token in a Kubernetes Secret)") {
-			t.Errorf("discover --check printed:\n%s", out)
-		}
+	var results []struct{ Name, Result, Detail string }
+	if err := json.Unmarshal(out, &results); err != nil {
+		t.Fatalf("discover --check -o json: %v\n%s", err, out)
+	}
+	count := map[string]int{}
+	names := map[string]bool{}
+	for _, r := range results {
+		count[r.Result+" "+r.Detail]++
+		names[r.Name] = true
+	}
+	if count["ok v1.32.2"] != 3 || count["not-checked a token in a Kubernetes Secret"] != 1 || !names["proxied"] || !names["direct"] {
+		t.Errorf("discover --check printed:\n%s", out)
 	}
 	if strings.Contains(string(out), rancherTok) {
 		t.Error("a credential in the output")
