@@ -11,7 +11,7 @@ SHELL     := /bin/bash
 TESTBIN   := $(CURDIR)/bin/testbin
 GOLANGCI_LINT := $(TESTBIN)/golangci-lint
 
-.PHONY: all help build run test unit unit-norace e2e lint lint-selftest lint-tool bench load fuzz fuzz-short testbin clean clean-all
+.PHONY: all help build run test unit unit-norace e2e lint lint-ci lint-selftest lint-tool bench load fuzz fuzz-short testbin clean clean-all
 
 ## all: lint, test and build (the default)
 all: lint test build
@@ -79,15 +79,22 @@ fuzz-short:
 testbin:
 	TESTBIN=$(TESTBIN) bash .ci/testbin
 
-## lint: golangci-lint with .golangci.yml (govet, staticcheck, errcheck, revive, funlen, depguard, ...):
+## lint: golangci-lint with .golangci.yml (govet, staticcheck, errcheck, errorlint, gocritic, testifylint, sloglint,
+## revive, funlen, depguard, ...):
 ## first no tracked build output (.ci/no-build-outputs: no binary, no file over 1 MB), then the formatting
-## of every Go file (gofmt, goimports), then the linters, then lint-selftest.
+## of every Go file (gofmt, goimports), then the linters, then lint-ci and lint-selftest.
 ## golangci-lint is pinned and built from the Go module proxy into bin/testbin on first use
 lint: lint-tool
 	bash .ci/no-build-outputs
-	$(GOLANGCI_LINT) fmt --diff cmd generator sources deploy internal
+	$(GOLANGCI_LINT) fmt --diff cmd generator sources deploy internal .ci
 	$(GOLANGCI_LINT) run $(PKGS)
-	@$(MAKE) --no-print-directory lint-selftest
+	@$(MAKE) --no-print-directory lint-ci lint-selftest
+
+## lint-ci: the Go programs under .ci/ (which ./... skips): they are built against Argo CD in a scratch module of
+## their own (.ci/testbin argocd, bin/.build/argocd), and linted there with the same .golangci.yml
+lint-ci: lint-tool
+	@TESTBIN=$(TESTBIN) bash .ci/testbin argocd
+	cd bin/.build/argocd && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./cmd/check/ ./cmd/k8sauth/
 
 ## lint-selftest: prove the depguard rules still bite (sources/ importing generator/, a provider
 ## importing another): .ci/lint-selftest writes each forbidden import, expects the rule, removes it

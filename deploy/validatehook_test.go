@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,8 @@ func TestValidateHook(t *testing.T) {
 			cmd := exec.Command(bin, "validate", "--no-credentials", "--config", filepath.Join(dir, filepath.Base(ctr.Args[3])))
 			out, err := cmd.CombinedOutput()
 			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
+			ee := &exec.ExitError{}
+			if errors.As(err, &ee) {
 				code = ee.ExitCode()
 			} else {
 				require.NoError(t, err)

@@ -206,7 +206,7 @@ func TestParseInput(t *testing.T) {
 	for _, in := range []string{`{}`, `null`, `{"parameters":null}`, `{"parameters":{}}`} {
 		f, err := ParseInput([]byte(in), knownProviders())
 		require.NoError(t, err, in)
-		assert.Equal(t, "", f.Key(), in)
+		assert.Empty(t, f.Key(), in)
 	}
 	for in, msg := range map[string]string{
 		``:                            "empty input",

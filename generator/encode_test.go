@@ -190,7 +190,7 @@ func TestWriteToChunks(t *testing.T) {
 
 	t.Run("the zero Result is the empty answer", func(t *testing.T) {
 		var res Result
-		assert.Equal(t, `{"output":{"parameters":[]}}`, string(res.Bytes()))
+		assert.Equal(t, `{"output":{"parameters":[]}}`, string(res.Bytes())) //nolint:testifylint // the exact bytes are the contract
 		n, err := res.WriteTo(io.Discard)
 		require.NoError(t, err)
 		assert.Equal(t, int64(res.Len()), n)

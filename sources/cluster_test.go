@@ -87,7 +87,7 @@ func TestSortByName(t *testing.T) {
 }
 
 func TestParseNamespaces(t *testing.T) {
-	for in, want := range map[string][]string{"a,b": {"a", "b"}, " a  b,a ": {"a", "b"}, "team-x": {"team-x"}} {
+	for in, want := range map[string][]string{"a,b": {"a", "b"}, " a  b,a ": {"a", "b"}, "team-x": {"team-x"}} { //nolint:gocritic // white space on purpose
 		got, err := sources.ParseNamespaces(in)
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)

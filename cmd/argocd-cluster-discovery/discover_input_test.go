@@ -79,7 +79,7 @@ func TestDiscoverInputAccepted(t *testing.T) {
 	for input, want := range map[string][]string{
 		`null`:                                 all,
 		`{"parameters":null}`:                  all,
-		` {"parameters":{"tenant":["acme"]}} `: acme,
+		` {"parameters":{"tenant":["acme"]}} `: acme, //nolint:gocritic // white space around the input on purpose
 		`{"parameters":{"tenant":["acme","acme"],"region":"\ud83d\ude00"}}`: nil,
 	} {
 		assert.Equal(t, want, names(t, input), input)

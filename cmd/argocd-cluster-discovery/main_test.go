@@ -230,7 +230,7 @@ func TestDiscoverEmptyVersusBroken(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"discover", "--config", cfg}, &stdout, &stderr)
 	require.Equal(t, 0, code, stderr.String())
-	assert.Equal(t, `{"output":{"parameters":[]}}`+"\n", stdout.String(), "an empty but complete listing is a true empty answer")
+	assert.Equal(t, `{"output":{"parameters":[]}}`+"\n", stdout.String(), "an empty but complete listing is a true empty answer") //nolint:testifylint // the exact bytes are the contract
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters: {not: a list}\n"), 0o600))
 	stdout.Reset()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -199,7 +200,7 @@ func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secr
 	served := front.served(u.Hostname())
 	r := argocdConnectWith(t, s, 0, env...)
 	reviews := e.cloudAuthn.seen()[reviewed:]
-	calls := append(sts.seen()[assumed:], entra.seen()[issued:]...)
+	calls := slices.Concat(sts.seen()[assumed:], entra.seen()[issued:])
 	t.Logf("webhook: %q; STS and Entra: %q", reviews, calls)
 	switch {
 	case cc.kind == "" && !r.OK:

@@ -161,7 +161,7 @@ func (c *cloudEnv) apply(t *testing.T) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err == io.EOF {
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
 			return
 		} else if err != nil {
 			t.Fatal(err)
@@ -205,7 +205,7 @@ func (c *cloudEnv) cleanUp(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("%s not deleted: %v", what, err))
+				errs = append(errs, fmt.Errorf("%s not deleted: %w", what, err))
 				return
 			}
 			if unblock != nil && time.Until(deadline) < 10*time.Second {

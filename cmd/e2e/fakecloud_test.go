@@ -359,7 +359,7 @@ func (f *fakeCloud) userCredential(name string) ([]byte, error) {
 		} `json:"kubeconfigs"`
 	}
 	if err := json.Unmarshal(f.credentials, &creds); err != nil || len(creds.Kubeconfigs) == 0 {
-		return nil, fmt.Errorf("the credentials fixture: %v", err)
+		return nil, fmt.Errorf("the credentials fixture: %v", err) //nolint:errorlint // err is nil when the list is empty
 	}
 	kc := string(creds.Kubeconfigs[0].Value)
 	kc = kubeconfigCA.ReplaceAllString(kc, "${1}"+base64.StdEncoding.EncodeToString(f.clusterCA))

@@ -125,7 +125,7 @@ func massDropHeld(missing []staticCluster) func() error {
 		}
 		var errs []error
 		if n, err := e.metric("argocd_cluster_discovery_source_departures_held", `{source="fleet"}`); err != nil || n != 2 {
-			errs = append(errs, fmt.Errorf("metric source_departures_held{source=fleet}: %v (%v), want 2", n, err))
+			errs = append(errs, fmt.Errorf("metric source_departures_held{source=fleet}: %v (%v), want 2", n, err)) //nolint:errorlint // err may be nil
 		}
 		secrets, err := e.clusterSecrets()
 		if err != nil {
@@ -263,7 +263,7 @@ func answers503(source string) func() error {
 		for _, in := range []map[string]string{{"tenant": "acme"}, {"tenant": "globex"}, nil, {"source": "rancher"}} {
 			_, err := e.params(in)
 			if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), source) {
-				errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming %s", in, err, source))
+				errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming %s", in, err, source)) //nolint:errorlint // err may be nil
 			}
 		}
 		st, err := e.status()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -63,7 +64,7 @@ func (x *env) apply(name string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for {
 		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err == io.EOF {
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
 			return out, nil
 		} else if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)

@@ -350,7 +350,7 @@ func waitHTTP(p *proc, url string, timeout time.Duration) error {
 	var last error
 	for ctx.Err() == nil {
 		if p.exited() {
-			return fmt.Errorf("%s exited: %v", p.name, p.err)
+			return fmt.Errorf("%s exited: %w", p.name, p.err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)

@@ -103,7 +103,7 @@ func (s *service) waitReady(timeout time.Duration) error {
 		select {
 		case err := <-s.done:
 			s.done <- err
-			return fmt.Errorf("service exited before ready (%v); log:\n%s", err, s.logTail())
+			return fmt.Errorf("service exited before ready (%w); log:\n%s", err, s.logTail())
 		default:
 		}
 		if resp, err := opsClient.Get(s.base + "/readyz"); err == nil {
@@ -201,7 +201,7 @@ func (s *service) stop(grace time.Duration) error {
 			return err
 		}
 		if err != nil {
-			return fmt.Errorf("service exited with %v after SIGTERM; log:\n%s", err, s.logTail())
+			return fmt.Errorf("service exited with %w after SIGTERM; log:\n%s", err, s.logTail())
 		}
 		return nil
 	case <-time.After(grace):

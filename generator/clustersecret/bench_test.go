@@ -27,7 +27,7 @@ func BenchmarkColdSync2000(b *testing.B) {
 		cold := time.Since(start)
 		require.NoError(b, err)
 		require.Len(b, ch.Create, n)
-		require.Equal(b, n, len(e.secrets()), "all Secrets present on the API server")
+		require.Len(b, e.secrets(), n, "all Secrets present on the API server")
 
 		e.counter.writes.Store(0)
 		e.counter.lists.Store(0)

@@ -168,6 +168,6 @@ func TestCacheSpreadsExpiry(t *testing.T) {
 	_, err = s.Clusters(context.Background())
 	require.NoError(t, err)
 	n := f.count("DescribeCluster")
-	assert.Greater(t, n, 0)
+	assert.Positive(t, n)
 	assert.Less(t, n, 200)
 }

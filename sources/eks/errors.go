@@ -77,10 +77,12 @@ func classified(err error) error {
 // fromSTS reports whether err comes from an STS operation, i.e. from
 // assuming the discovery role rather than from EKS.
 func fromSTS(err error) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		if oe, ok := err.(*smithy.OperationError); ok && oe.ServiceID == "STS" {
+	var oe *smithy.OperationError
+	for errors.As(err, &oe) {
+		if oe.ServiceID == "STS" {
 			return true
 		}
+		err = oe.Err // an operation error of another service may wrap one of STS
 	}
 	return false
 }

@@ -22,7 +22,7 @@ func TestUnchangedListingKeepsVersion(t *testing.T) {
 	<-ch
 	require.NoError(t, inv.RefreshAll(context.Background()))
 	assert.Equal(t, uint64(1), inv.Snapshot().Version, "same content, same version (the response cache stays warm)")
-	assert.Len(t, ch, 0, "no notification without a change")
+	assert.Empty(t, ch, "no notification without a change")
 }
 
 func TestSubscribeListingsHearsUnchangedListings(t *testing.T) {
@@ -39,7 +39,7 @@ func TestSubscribeListingsHearsUnchangedListings(t *testing.T) {
 	<-changes
 	<-listings
 	require.NoError(t, inv.RefreshAll(context.Background())) // same content
-	assert.Len(t, changes, 0, "no change, no notification")
+	assert.Empty(t, changes, "no change, no notification")
 	assert.Len(t, listings, 1, "but one more complete listing")
 	<-listings
 	require.Error(t, inv.RefreshAll(context.Background())) // fails: now stale, a change

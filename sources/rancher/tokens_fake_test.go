@@ -193,7 +193,11 @@ func (f *fakeTokens) serve(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeTokens) create(w http.ResponseWriter, r *http.Request) {
 	var in map[string]any
-	require.NoError(f.t, json.NewDecoder(r.Body).Decode(&in))
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		f.t.Errorf("token create: %v", err) // require would stop the handler's goroutine, not the test
+		http.Error(w, `{"type":"error","status":400}`, http.StatusBadRequest)
+		return
+	}
 	f.mu.Lock()
 	delay := f.delay
 	f.created = append(f.created, in)
@@ -209,7 +213,11 @@ func (f *fakeTokens) create(w http.ResponseWriter, r *http.Request) {
 	f.tokens[tk.Name] = tk
 	body, err := json.Marshal(f.object(tk, true))
 	f.mu.Unlock()
-	require.NoError(f.t, err)
+	if err != nil {
+		f.t.Errorf("token create: %v", err)
+		http.Error(w, `{"type":"error","status":500}`, http.StatusInternalServerError)
+		return
+	}
 	time.Sleep(delay)
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(body)

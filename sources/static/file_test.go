@@ -146,7 +146,7 @@ func TestFileReadOnceWhenUnchanged(t *testing.T) {
 	_, err = src.Clusters(context.Background())
 	require.Error(t, err)
 	_, again2 := src.Clusters(context.Background())
-	assert.True(t, err == again2, "the same error, not decoded again")
+	assert.True(t, err == again2, "the same error value, not decoded again") //nolint:errorlint,testifylint // identity is the point
 }
 
 // TestFileReadOnceWhenNotRegular: a clusters file that can be read only

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -176,14 +175,14 @@ func TestClustersCancelledContext(t *testing.T) {
 			cancel()
 			cs, err := src.Clusters(ctx)
 			require.Error(t, err)
-			assert.True(t, errors.Is(err, context.Canceled), "got %v", err)
+			assert.ErrorIs(t, err, context.Canceled, "got %v", err)
 			assert.Nil(t, cs)
 
 			ctx, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 			defer cancel()
 			cs, err = src.Clusters(ctx)
 			require.Error(t, err)
-			assert.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
+			assert.ErrorIs(t, err, context.DeadlineExceeded, "got %v", err)
 			assert.Nil(t, cs)
 		})
 	}
