@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
 // faultyTransport fails or stalls requests on demand, as an unreachable or
@@ -28,9 +30,9 @@ type faultyTransport struct {
 	down atomic.Bool
 	// failWritesAfter fails every write after this many (0: never).
 	failWritesAfter atomic.Int64
-	// stallWrites makes writes wait for the request's context.
-	stallWrites atomic.Bool
-	writes      atomic.Int64
+	// holdWrites, when set, makes writes wait until it is closed.
+	holdWrites chan struct{}
+	writes     atomic.Int64
 }
 
 func (f *faultyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -42,9 +44,12 @@ func (f *faultyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if after := f.failWritesAfter.Load(); after > 0 && n > after {
 			return nil, errors.New("connection reset by peer")
 		}
-		if f.stallWrites.Load() {
-			<-r.Context().Done()
-			return nil, r.Context().Err()
+		if f.holdWrites != nil {
+			select {
+			case <-f.holdWrites:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
 		}
 	}
 	return f.rt.RoundTrip(r)
@@ -99,6 +104,10 @@ func TestAPIServerUnavailableDuringReconcile(t *testing.T) {
 	assert.Len(t, e.secrets(), 4, "nothing deleted without a successful listing of Secrets")
 }
 
+// TestLeaderLostMidPass: the lease passes while a pass is writing. The
+// writes in flight finish (they started within the lease), and no write
+// starts after it, although the context is not cancelled (a frozen leader,
+// or one whose renewals fail while client-go still retries).
 func TestLeaderLostMidPass(t *testing.T) {
 	e := newEnv(t)
 	names := numbered("c%02d", 20)
@@ -107,23 +116,30 @@ func TestLeaderLostMidPass(t *testing.T) {
 	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Concurrency: 2}, client, f.inv, nil, nil)
 	require.NoError(t, err)
 
-	ft.stallWrites.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
+	ft.holdWrites = make(chan struct{})
+	t0 := time.Now()
+	var late atomic.Bool // the clock of the fence: the lease ends when it is set
+	clock := func() time.Time {
+		if late.Load() {
+			return t0.Add(time.Hour)
+		}
+		return t0
+	}
+	ctx := lease.WithDeadline(context.Background(), t0.Add(time.Minute), clock)
 	done := make(chan error, 1)
 	go func() { _, err := r.Pass(ctx); done <- err }()
 	require.Eventually(t, func() bool { return ft.writes.Load() >= 2 }, 10*time.Second, time.Millisecond)
-	cancel() // the lease is lost: OnStoppedLeading's context ends
+	late.Store(true)     // the lease passes while two writes are in flight
+	close(ft.holdWrites) // they go through
 	select {
 	case err := <-done:
-		require.ErrorIs(t, err, context.Canceled)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "the leader lease was not renewed")
 	case <-time.After(10 * time.Second):
-		t.Fatal("the pass did not stop when its context ended")
+		t.Fatal("the pass did not stop at the fence")
 	}
-	started := ft.writes.Load()
-	time.Sleep(100 * time.Millisecond)
-	assert.Equal(t, started, ft.writes.Load(), "no write starts after the lease is lost")
-	assert.LessOrEqual(t, started, int64(2), "bounded concurrency: at most 2 writes were in flight")
-	assert.Empty(t, e.secrets(), "the stalled writes never reached the server")
+	assert.Equal(t, int64(2), ft.writes.Load(), "bounded concurrency: two writes started within the lease, none after it")
+	assert.Len(t, e.secrets(), 2, "the writes in flight completed; the other 18 never started")
 }
 
 // TestKilledMidReconcileAndRestarted runs a reconcile pass in a child

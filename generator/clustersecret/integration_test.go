@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -241,16 +242,26 @@ func (c *termCounter) TokenWritten(string, string)                       {}
 func (c *termCounter) SweepTokens(context.Context) error                 { return nil }
 func (c *termCounter) RevokeTokens(context.Context, string) (int, error) { return 0, nil }
 
+// TestLostLeaseStopsWrites: a leader frozen past its lease wakes up with
+// its context not cancelled yet (client-go has not noticed): the pass
+// reads and plans, and the write fence stops every write.
 func TestLostLeaseStopsWrites(t *testing.T) {
 	e := newEnv(t)
-	f := newFleet(t, "a")
+	f := newFleet(t, "a", "b")
 	r := newReconciler(t, e, f)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // as OnStoppedLeading's context is when the lease is lost
-	_, err := r.Pass(ctx)
+	ctx := lease.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond), nil)
+	ch, err := r.Pass(ctx)
 	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the leader lease was not renewed")
+	assert.Len(t, ch.Create, 2, "the pass got as far as its plan")
 	assert.Empty(t, e.secrets())
 	assert.Equal(t, int64(0), e.counter.writes.Load())
+
+	// within its lease, the same pass writes
+	ch, err = r.Pass(lease.WithDeadline(context.Background(), time.Now().Add(time.Minute), nil))
+	require.NoError(t, err)
+	assert.Len(t, ch.Create, 2)
+	assert.Len(t, e.secrets(), 2)
 }
 
 func TestBearerTokenFromSecretReference(t *testing.T) {

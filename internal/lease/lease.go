@@ -145,6 +145,20 @@ func (l *fencedLock) told(err error) {
 
 type fenceKey struct{}
 
+// WithDeadline returns ctx carrying a fence that ends at deadline by the
+// clock now (time.Now when nil), as RunLeading's does at the end of the
+// last renew's lease duration: Check fails from then on though ctx is not
+// cancelled. It stands for a leader frozen past its lease (a paused VM, a
+// stopped container), which no test can make of RunLeading itself.
+func WithDeadline(ctx context.Context, deadline time.Time, now func() time.Time) context.Context {
+	if now == nil {
+		now = time.Now
+	}
+	f := &fence{now: now}
+	f.extend(deadline)
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
 // Check returns an error when ctx is a leader's context (RunLeading's) whose
 // lease may have passed to another process: the last acquire or renew
 // started a lease duration ago or more. Call it right before each write;

@@ -52,6 +52,12 @@ func TestFence(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, Check(cancelled), context.Canceled)
 	require.NoError(t, Check(context.Background()), "no fence outside leader election")
+
+	soon := WithDeadline(context.Background(), time.Now().Add(time.Hour), nil)
+	require.NoError(t, Check(soon))
+	past := WithDeadline(context.Background(), time.Now().Add(-time.Second), nil)
+	require.Error(t, Check(past), "past its deadline, though not cancelled")
+	require.NoError(t, past.Err())
 }
 
 // TestObserve: each read or write of the Lease is reported, a Lease not
