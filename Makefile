@@ -82,11 +82,13 @@ testbin:
 ## lint: golangci-lint with .golangci.yml (govet, staticcheck, errcheck, errorlint, gocritic, testifylint, sloglint,
 ## revive, funlen, depguard, ...):
 ## first no tracked build output (.ci/no-build-outputs: no binary, no file over 1 MB), then the formatting
-## of every Go file (gofmt, goimports), then the linters, then lint-ci and lint-selftest.
+## of every Go file (gofmt, goimports), then the files generated from the provider registry (cmd/chartgen -check:
+## the chart's schema for sources, the depguard rules), then the linters, then lint-ci and lint-selftest.
 ## golangci-lint is pinned and built from the Go module proxy into bin/testbin on first use
 lint: lint-tool
 	bash .ci/no-build-outputs
 	$(GOLANGCI_LINT) fmt --diff cmd generator sources deploy internal .ci
+	$(GO) run ./cmd/chartgen -check
 	$(GOLANGCI_LINT) run $(PKGS)
 	@$(MAKE) --no-print-directory lint-ci lint-selftest
 

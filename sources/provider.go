@@ -45,6 +45,16 @@ type ProviderConfig interface {
 	NewSource(opts SourceOptions) (Source, error)
 }
 
+// Schema is implemented by a registration that ships the JSON schema of
+// its configuration section: the chart's values schema for a source's
+// section is generated from it (cmd/chartgen), so a new provider needs no
+// edit of the chart.
+type Schema interface {
+	// ConfigSchema returns the section's JSON schema (draft 7, the
+	// dialect of the chart's values.schema.json).
+	ConfigSchema() []byte
+}
+
 // Deprecations is implemented by a section that accepts old key names: it
 // returns one warning per old key the file used, with its full path.
 type Deprecations interface {

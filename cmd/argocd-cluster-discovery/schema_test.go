@@ -1,75 +1,36 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
-	"slices"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/chartgen"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-// TestChartSchemaFollowsTheRegistry: the chart's values schema knows
-// exactly the providers the binary registers: the provider enum, a section
-// property per provider, and a rule that requires the provider's section
-// and forbids the others'. A provider added to the registry fails here
-// until the chart knows it.
-func TestChartSchemaFollowsTheRegistry(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/helm/argocd-cluster-discovery/values.schema.json")
-	require.NoError(t, err)
-	var schema struct {
-		Definitions struct {
-			Source struct {
-				Properties map[string]json.RawMessage `json:"properties"`
-				AllOf      []struct {
-					If struct {
-						Properties struct {
-							Provider struct {
-								Const string `json:"const"`
-							} `json:"provider"`
-						} `json:"properties"`
-					} `json:"if"`
-					Then struct {
-						Required   []string        `json:"required"`
-						Properties map[string]bool `json:"properties"`
-					} `json:"then"`
-				} `json:"allOf"`
-			} `json:"source"`
-		} `json:"definitions"`
+// TestGeneratedFromTheRegistry: the chart's values schema for sources and
+// the depguard rules that keep the providers apart are what cmd/chartgen
+// makes from the registry; a provider added to the registry fails here
+// until go generate ./cmd/argocd-cluster-discovery/config has run.
+func TestGeneratedFromTheRegistry(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		make func([]byte, *sources.Registry) ([]byte, error)
+	}{
+		{"../../deploy/helm/argocd-cluster-discovery/values.schema.json", chartgen.Schema},
+		{"../../.golangci.yml", chartgen.Depguard},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			have, err := os.ReadFile(tc.path)
+			require.NoError(t, err)
+			want, err := tc.make(have, config.Providers())
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(have), "run go generate ./cmd/argocd-cluster-discovery/config")
+		})
 	}
-	require.NoError(t, json.Unmarshal(b, &schema))
-	src := schema.Definitions.Source
-
-	var names []string
-	for _, n := range config.Providers().Names() {
-		names = append(names, string(n))
-	}
-	var provider struct {
-		Enum []string `json:"enum"`
-	}
-	require.NoError(t, json.Unmarshal(src.Properties["provider"], &provider))
-	assert.ElementsMatch(t, names, provider.Enum, "values.schema.json: definitions.source.properties.provider.enum")
-
-	var sections, rules []string
-	for k := range src.Properties {
-		if !slices.Contains([]string{"name", "provider", "interval", "timeout", "trust"}, k) {
-			sections = append(sections, k)
-		}
-	}
-	assert.ElementsMatch(t, names, sections, "values.schema.json: one section property per provider")
-	for _, r := range src.AllOf {
-		p := r.If.Properties.Provider.Const
-		rules = append(rules, p)
-		assert.Equal(t, []string{p}, r.Then.Required, "provider %s requires its section", p)
-		for _, other := range names {
-			if other != p {
-				assert.Contains(t, r.Then.Properties, other, "provider %s forbids the %s section", p, other)
-				assert.False(t, r.Then.Properties[other])
-			}
-		}
-	}
-	assert.ElementsMatch(t, names, rules, "values.schema.json: one if/then rule per provider")
 }

@@ -1,5 +1,7 @@
 package config
 
+//go:generate go run ../../chartgen -root ../../..
+
 import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
