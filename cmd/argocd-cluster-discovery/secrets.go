@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -182,8 +183,8 @@ func printSecrets(w io.Writer, cfg *config.Config, snap *inventory.Snapshot) err
 	if rc.OwnerID == "" {
 		rc.OwnerID = "owner-id-not-set"
 	}
-	if err := rc.Options.Validate(); err != nil {
-		return fmt.Errorf("secrets: %w", err)
+	if errs := rc.Options.Validate(field.NewPath("secrets")); len(errs) > 0 {
+		return errs.ToAggregate()
 	}
 	redacted := func(sources.SecretRef) (string, error) { return "<redacted>", nil }
 	var docs []string

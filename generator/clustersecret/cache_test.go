@@ -272,7 +272,7 @@ func TestUnsyncedCacheWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "a")
 	inf := NewInformerFactory(e.client, e.ns).Core().V1().Secrets().Informer() // never started
-	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}}, e.client, f.inv, nil, nil, WithInformer(inf))
+	r, err := New(defaulted(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}}), e.client, f.inv, nil, nil, WithInformer(inf))
 	require.NoError(t, err)
 	_, err = r.Pass(context.Background())
 	require.ErrorContains(t, err, "has not synced")
@@ -302,7 +302,7 @@ func TestLargePassReleasesMemory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			f := newFleet(t, "a", "b", "c")
-			r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}}, e.client, f.inv, nil, nil)
+			r, err := New(defaulted(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}}), e.client, f.inv, nil, nil)
 			require.NoError(t, err)
 			var released atomic.Int32
 			r.release, r.releaseAfter, r.releaseDelay = func() { released.Add(1) }, tc.releaseAfter, 10*time.Millisecond

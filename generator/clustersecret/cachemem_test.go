@@ -33,7 +33,7 @@ import (
 func fleetSecrets(t testing.TB, n int) []byte {
 	t.Helper()
 	opts := Options{Namespace: "argocd", OwnerID: "fleet-a", Prefix: "cluster"}
-	require.NoError(t, opts.Validate())
+	require.Empty(t, opts.Validate(nil))
 	list := &corev1.SecretList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "SecretList"}, ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
 	der := make([]byte, 1100) // an RSA 2048 CA certificate's size
 	fields := []byte(`{"f:data":{".":{},"f:config":{},"f:name":{},"f:server":{}},"f:metadata":{"f:annotations":{".":{},` +

@@ -1,8 +1,9 @@
 package clustersecret
 
 import (
-	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -35,7 +36,12 @@ type Config struct {
 	Installation string
 }
 
-// Defaults fills unset fields.
+// DefaultDebounce is the default of Config.Debounce.
+const DefaultDebounce = time.Second
+
+// Defaults fills unset fields. New takes its configuration as given: a
+// caller that leaves fields unset calls Defaults first, so that a value
+// set (maxDeletions: 0) is never replaced.
 func (c *Config) Defaults() {
 	if c.Policy == "" {
 		c.Policy = PolicyUpsertOnly
@@ -44,7 +50,7 @@ func (c *Config) Defaults() {
 		c.Resync = 5 * time.Minute
 	}
 	if c.Debounce == 0 {
-		c.Debounce = time.Second
+		c.Debounce = DefaultDebounce
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 8
@@ -60,23 +66,29 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate checks the configuration; field names are those of the
-// secrets section of the configuration file.
-func (c *Config) Validate() error {
-	if err := c.Options.Validate(); err != nil {
-		return err
+// Validate returns every problem of the configuration, each with its path
+// under path (the secrets section of the configuration file); it changes
+// nothing. The configuration loader and New call it alike.
+func (c *Config) Validate(path *field.Path) field.ErrorList {
+	errs := c.Options.Validate(path)
+	if !c.Policy.Valid() {
+		errs = append(errs, field.NotSupported(path.Child("policy"), c.Policy, []Policy{PolicySync, PolicyUpsertOnly, PolicyCreateOnly}))
 	}
-	switch {
-	case !c.Policy.Valid():
-		return fmt.Errorf("policy %q: must be sync, upsert-only or create-only", c.Policy)
-	case c.Resync < time.Second:
-		return fmt.Errorf("resync: must be at least 1s")
-	case c.Concurrency < 1:
-		return fmt.Errorf("concurrency: must be at least 1")
-	case c.Prune.AfterListings < 1:
-		return fmt.Errorf("prune.afterListings: must be at least 1")
-	case c.Prune.MaxDeletions < 0 || c.Prune.MaxDeletionsPercent < 0 || c.Prune.MaxDeletionsPercent > 100:
-		return fmt.Errorf("prune.maxDeletions/maxDeletionsPercent: out of range")
+	if c.Resync < time.Second {
+		errs = append(errs, field.Invalid(path.Child("resync"), c.Resync.String(), "must be at least 1s"))
 	}
-	return nil
+	if c.Concurrency < 1 {
+		errs = append(errs, field.Invalid(path.Child("concurrency"), c.Concurrency, "must be at least 1"))
+	}
+	prune := path.Child("prune")
+	if c.Prune.AfterListings < 1 {
+		errs = append(errs, field.Invalid(prune.Child("afterListings"), c.Prune.AfterListings, "must be at least 1 (one listing is never enough to confirm a departure)"))
+	}
+	if c.Prune.MaxDeletions < 0 {
+		errs = append(errs, field.Invalid(prune.Child("maxDeletions"), c.Prune.MaxDeletions, "must be at least 0"))
+	}
+	if c.Prune.MaxDeletionsPercent < 0 || c.Prune.MaxDeletionsPercent > 100 {
+		errs = append(errs, field.Invalid(prune.Child("maxDeletionsPercent"), c.Prune.MaxDeletionsPercent, "must be between 0 and 100"))
+	}
+	return errs
 }

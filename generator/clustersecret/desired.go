@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -188,42 +189,53 @@ type execProviderConfig struct {
 	APIVersion string            `json:"apiVersion,omitempty"`
 }
 
-// Validate checks the options once, before anything runs.
-func (o *Options) Validate() error {
-	if o.OwnerID == "" {
-		return fmt.Errorf("ownerID: required (two deployments with different owner ids never touch each other's Secrets)")
+// DefaultPrefix starts the Secret names when Options.Prefix is empty.
+const DefaultPrefix = "cluster"
+
+// prefix is the prefix of the Secret names.
+func (o *Options) prefix() string {
+	if o.Prefix == "" {
+		return DefaultPrefix
 	}
-	if errs := validation.IsValidLabelValue(o.OwnerID); len(errs) > 0 {
-		return fmt.Errorf("ownerID: %s", strings.Join(errs, "; "))
+	return o.Prefix
+}
+
+// Validate returns every problem of the options, each with its path under
+// path; it changes nothing.
+func (o *Options) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if o.OwnerID == "" {
+		errs = append(errs, field.Required(path.Child("ownerID"), "two deployments with different owner ids never touch each other's Secrets"))
+	} else if msgs := validation.IsValidLabelValue(o.OwnerID); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(path.Child("ownerID"), o.OwnerID, strings.Join(msgs, "; ")))
 	}
 	if o.Namespace == "" {
-		return fmt.Errorf("namespace: required")
+		errs = append(errs, field.Required(path.Child("namespace"), ""))
 	}
-	if o.Prefix == "" {
-		o.Prefix = "cluster"
+	if p := o.prefix(); len(validation.IsDNS1123Label(p)) > 0 || len(p) > 40 {
+		errs = append(errs, field.Invalid(path.Child("prefix"), o.Prefix, "must be a DNS label of at most 40 characters"))
 	}
-	if errs := validation.IsDNS1123Label(o.Prefix); len(errs) > 0 || len(o.Prefix) > 40 {
-		return fmt.Errorf("prefix %q: must be a DNS label of at most 40 characters", o.Prefix)
-	}
-	for src, ov := range o.Credentials {
+	for _, src := range slices.Sorted(maps.Keys(o.Credentials)) {
+		ov, at := o.Credentials[src], path.Child("credentials").Key(src)
 		if ov.Exec != nil && ov.BearerToken != nil {
-			return fmt.Errorf("credentials.%s: set exec or bearerToken, not both", src)
+			errs = append(errs, field.Invalid(at, field.OmitValueType{}, "set exec or bearerToken, not both"))
 		}
 		if ov.Exec != nil {
 			if _, err := renderExec(ov.Exec, ClusterFields{}); err != nil {
-				return fmt.Errorf("credentials.%s.exec: %w", src, err)
+				errs = append(errs, field.Invalid(at.Child("exec"), field.OmitValueType{}, err.Error()))
 			}
 		}
-		if ov.BearerToken != nil {
-			if ov.BearerToken.Issued != nil {
-				return fmt.Errorf("credentials.%s.bearerToken.issued: set by sources only", src)
-			}
+		switch {
+		case ov.BearerToken == nil:
+		case ov.BearerToken.Issued != nil:
+			errs = append(errs, field.Forbidden(at.Child("bearerToken", "issued"), "set by sources only"))
+		default:
 			if err := ov.BearerToken.Validate(); err != nil {
-				return fmt.Errorf("credentials.%s.bearerToken: %w", src, err)
+				errs = append(errs, field.Invalid(at.Child("bearerToken"), field.OmitValueType{}, err.Error()))
 			}
 		}
 	}
-	return nil
+	return errs
 }
 
 // SecretName is deterministic, DNS-safe and unique per cluster identity:
@@ -300,7 +312,7 @@ func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, erro
 
 	s := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: SecretName(o.Prefix, c.Source, c.Name, c.Key()), Namespace: o.Namespace, Labels: labels, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: SecretName(o.prefix(), c.Source, c.Name, c.Key()), Namespace: o.Namespace, Labels: labels, Annotations: annotations},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}

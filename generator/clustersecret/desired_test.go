@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -64,7 +66,7 @@ func TestBuild(t *testing.T) {
 	o = opts()
 	o.Credentials = map[string]CredentialOverride{"fleet": {Exec: &sources.ExecProvider{Command: "token-broker",
 		Args: []string{"--cluster", "{{.Name}}", "--server={{.Server}}"}, Env: map[string]string{"REGION": "{{.Region}}"}}}}
-	require.NoError(t, o.Validate())
+	require.Empty(t, o.Validate(nil))
 	d, err = Build(&aws, o, noToken)
 	require.NoError(t, err)
 	var cfg map[string]any
@@ -81,7 +83,9 @@ func TestBuild(t *testing.T) {
 	}
 
 	o.Credentials["fleet"] = CredentialOverride{Exec: &sources.ExecProvider{Command: "x", Args: []string{"{{.Nope}}"}}}
-	assert.ErrorContains(t, o.Validate(), "credentials.fleet.exec")
+	errs := o.Validate(nil)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "credentials[fleet].exec", errs[0].Field)
 }
 
 func TestSecretName(t *testing.T) {
@@ -105,19 +109,41 @@ func TestSecretName(t *testing.T) {
 	assert.NotEqual(t, a, b)
 }
 
-func TestOptionsValidate(t *testing.T) {
-	for _, tc := range []struct {
-		o    Options
-		want string
-	}{
-		{Options{Namespace: "argocd"}, "ownerID: required"},
-		{Options{Namespace: "argocd", OwnerID: "has space"}, "ownerID"},
-		{Options{OwnerID: "a"}, "namespace: required"},
-		{Options{Namespace: "argocd", OwnerID: "a", Prefix: "Bad_Prefix"}, "prefix"},
-		{Options{Namespace: "argocd", OwnerID: "a", Credentials: map[string]CredentialOverride{"s": {Exec: &sources.ExecProvider{Command: "x"}, BearerToken: &sources.SecretRef{Env: "X"}}}}, "not both"},
-	} {
-		assert.ErrorContains(t, tc.o.Validate(), tc.want)
+// TestConfigValidate: every problem of the secrets section at once, each
+// with its path, as the configuration loader and New report them.
+func TestConfigValidate(t *testing.T) {
+	at := field.NewPath("secrets")
+	bad := Config{Options: Options{Prefix: "Bad_Prefix", Credentials: map[string]CredentialOverride{
+		"s": {Exec: &sources.ExecProvider{Command: "x"}, BearerToken: &sources.SecretRef{Env: "X"}},
+		"t": {BearerToken: &sources.SecretRef{Issued: &sources.IssuedToken{Source: "t", Cluster: "c"}}},
+	}}, Policy: "delete-all", Resync: time.Millisecond, Concurrency: 0,
+		Prune: PruneOptions{AfterListings: 0, MaxDeletions: -1, MaxDeletionsPercent: 101}}
+	var got []string
+	for _, e := range bad.Validate(at) {
+		got = append(got, e.Error())
 	}
+	assert.Equal(t, []string{
+		"secrets.ownerID: Required value: two deployments with different owner ids never touch each other's Secrets",
+		"secrets.namespace: Required value",
+		`secrets.prefix: Invalid value: "Bad_Prefix": must be a DNS label of at most 40 characters`,
+		"secrets.credentials[s]: Invalid value: set exec or bearerToken, not both",
+		"secrets.credentials[t].bearerToken.issued: Forbidden: set by sources only",
+		`secrets.policy: Unsupported value: "delete-all": supported values: "sync", "upsert-only", "create-only"`,
+		`secrets.resync: Invalid value: "1ms": must be at least 1s`,
+		"secrets.concurrency: Invalid value: 0: must be at least 1",
+		"secrets.prune.afterListings: Invalid value: 0: must be at least 1 (one listing is never enough to confirm a departure)",
+		"secrets.prune.maxDeletions: Invalid value: -1: must be at least 0",
+		"secrets.prune.maxDeletionsPercent: Invalid value: 101: must be between 0 and 100",
+	}, got)
+
+	good := Config{Options: Options{Namespace: "argocd", OwnerID: "a"}}
+	good.Defaults()
+	assert.Empty(t, good.Validate(at))
+	good.Prune.MaxDeletions = 0 // a value set is kept: New does not default it again
+	assert.Empty(t, good.Validate(at))
+	_, err := New(Config{Options: good.Options}, nil, nil, nil, nil)
+	require.Error(t, err, "New takes the configuration as given: unset fields are errors, not defaults")
+	assert.Contains(t, err.Error(), "concurrency")
 }
 
 // TestDesiredRender: a compact Desired (no Secret, as a pass keeps it)

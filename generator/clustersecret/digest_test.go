@@ -14,7 +14,7 @@ import (
 // Secret exactly when merging the desired Secret into it changes nothing.
 func TestOwnedDigest(t *testing.T) {
 	opts := Options{Namespace: "argocd", OwnerID: "o", Prefix: "cluster"}
-	require.NoError(t, opts.Validate())
+	require.Empty(t, opts.Validate(nil))
 	d, err := Build(&sources.Cluster{Name: "a", Source: "fleet", Server: "https://a.example.com", Tenant: "acme",
 		Labels: map[string]string{"env": "prod", "team": "x"}, Annotations: map[string]string{"docs": "https://docs"},
 		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: "a"}}}, &opts, nil)

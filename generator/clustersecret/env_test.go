@@ -161,9 +161,17 @@ func (f *fleet) write(clusters ...string) {
 func (f *fleet) refresh() error { return f.inv.RefreshAll(context.Background()) }
 
 // testConfig is the reconciler configuration of the tests, changed by mut.
+// defaulted is c with the defaults of what it leaves unset, as New needs
+// it.
+func defaulted(c Config) Config {
+	c.Defaults()
+	return c
+}
+
 func testConfig(e *env, mut ...func(*Config)) Config {
 	cfg := Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync,
 		Prune: PruneOptions{AfterListings: 2, MaxDeletions: 5, MaxDeletionsPercent: 10}, Concurrency: 4, Debounce: 10 * time.Millisecond}
+	cfg.Defaults() // New takes the configuration as given
 	for _, m := range mut {
 		m(&cfg)
 	}

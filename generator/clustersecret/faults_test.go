@@ -70,8 +70,8 @@ func TestAPIServerUnavailableDuringReconcile(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "a", "b", "c", "d")
 	client, ft := faultyClient(t)
-	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync,
-		Prune: PruneOptions{AfterListings: 1, MaxDeletions: 5}}, client, f.inv, nil, nil)
+	r, err := New(defaulted(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync,
+		Prune: PruneOptions{AfterListings: 1, MaxDeletions: 5}}), client, f.inv, nil, nil)
 	require.NoError(t, err)
 
 	ft.down.Store(true)
@@ -113,7 +113,7 @@ func TestLeaderLostMidPass(t *testing.T) {
 	names := numbered("c%02d", 20)
 	f := newFleet(t, names...)
 	client, ft := faultyClient(t)
-	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Concurrency: 2}, client, f.inv, nil, nil)
+	r, err := New(defaulted(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Concurrency: 2}), client, f.inv, nil, nil)
 	require.NoError(t, err)
 
 	ft.holdWrites = make(chan struct{})
@@ -186,7 +186,7 @@ func TestHelperReconcileProcess(t *testing.T) {
 	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	f := fleetAt(t, os.Getenv("ACD_HELPER_CLUSTERS"))
-	r, err := New(Config{Options: Options{Namespace: os.Getenv("ACD_HELPER_NAMESPACE"), OwnerID: "test-owner"}, Concurrency: 1}, client, f.inv, nil, nil)
+	r, err := New(defaulted(Config{Options: Options{Namespace: os.Getenv("ACD_HELPER_NAMESPACE"), OwnerID: "test-owner"}, Concurrency: 1}), client, f.inv, nil, nil)
 	require.NoError(t, err)
 	_, err = r.Pass(context.Background())
 	require.NoError(t, err)

@@ -104,7 +104,7 @@ func (h *ncHarness) newRec(dryRun bool) *Reconciler {
 		Policy: PolicySync, DryRun: dryRun, Prune: PruneOptions{AfterListings: 2, MaxDeletions: 5, MaxDeletionsPercent: 10}, Concurrency: 4}
 	inf := informerFor(h.t, h.client, h.e.ns)
 	h.caches = append(h.caches, inf)
-	r, err := New(c, h.client, h.f.inv, h.logger, prometheus.NewRegistry(), WithInformer(inf))
+	r, err := New(defaulted(c), h.client, h.f.inv, h.logger, prometheus.NewRegistry(), WithInformer(inf))
 	require.NoError(h.t, err)
 	return r
 }

@@ -107,9 +107,8 @@ type secretsClient interface {
 // WithInformer it lists the cluster Secrets on every pass (for tools and
 // tests that make single passes).
 func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Reconciler, error) {
-	cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	if errs := cfg.Validate(nil); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

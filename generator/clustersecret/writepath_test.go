@@ -279,7 +279,7 @@ func TestRealLeaseLossStopsWrites(t *testing.T) {
 	clusters := numbered("l%03d", total)
 	f := newFleet(t, clusters...)
 	client, rec := recordingClient(t, 25*time.Millisecond)
-	r, err := New(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync, Concurrency: concurrency},
+	r, err := New(defaulted(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}, Policy: PolicySync, Concurrency: concurrency}),
 		client, f.inv, nil, nil, WithInformer(informerFor(t, client, e.ns)))
 	require.NoError(t, err)
 	// the Lease is renewed through an undelayed client

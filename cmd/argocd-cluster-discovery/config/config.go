@@ -235,6 +235,7 @@ func (s *Secrets) Reconciler() clustersecret.Config {
 			Credentials: s.Credentials},
 		Select: s.match,
 		Policy: clustersecret.Policy(s.Policy), DryRun: s.DryRun, Resync: s.Resync.Std(), Concurrency: s.Concurrency,
+		Debounce: clustersecret.DefaultDebounce,
 		Prune: clustersecret.PruneOptions{AfterListings: s.Prune.AfterListings, GracePeriod: s.Prune.GracePeriod.Std(),
 			MaxDeletions: s.Prune.MaxDeletions, MaxDeletionsPercent: s.Prune.MaxDeletionsPercent},
 	}

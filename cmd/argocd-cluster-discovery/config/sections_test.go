@@ -44,7 +44,7 @@ func TestSecretsSection(t *testing.T) {
 
 func TestSecretsSectionErrors(t *testing.T) {
 	checkSectionErrors(t, []struct{ doc, want string }{
-		{"secrets: {enabled: true}", "ownerID: required"},
+		{"secrets: {enabled: true}", "secrets.ownerID: Required value"},
 		{"secrets: {select: {tenant: [acme, null]}}", "secrets.select.tenant[1]: Invalid value: null is not allowed in a list"},
 		{"secrets: {select: {tenants: acme}}", `secrets.select: Invalid value: unknown key "tenants" (accepted keys: `},
 		{"secrets: {select: {region: 5}}", "secrets.select.region: Invalid value: must be a string or a list of strings, got a number"},
@@ -58,7 +58,7 @@ func TestSecretsSectionErrors(t *testing.T) {
 		{"departure: {maxDeletionsPercent: 101}", "departure.maxDeletionsPercent: Invalid value: 101: must be from 0 to 100"},
 		{"ledger: {kind: etcd}", `ledger.kind: Unsupported value: "etcd"`},
 		{"ledger: {kind: kubernetes}", "secrets.ownerID: Required value"},
-		{"secrets: {enabled: true, ownerID: a, policy: mirror}", `policy "mirror"`},
+		{"secrets: {enabled: true, ownerID: a, policy: mirror}", `secrets.policy: Unsupported value: "mirror"`},
 		{"secrets: {enabled: true, ownerID: a, resync: soon}", `secrets.resync: Invalid value: "soon": not a duration`},
 		{"secrets: {enabled: true, ownerID: a, leaderElection: {enabled: true, leaseName: l, leaseDuration: 5s, renewDeadline: 10s, retryPeriod: 1s}}", "secrets.leaderElection: Invalid value: needs a leaseName"},
 		{"secrets: {credentials: {nope: {exec: {command: x}}}}", `secrets.credentials[nope]: Not found: "nope": no source of that name is configured`},
@@ -66,6 +66,37 @@ func TestSecretsSectionErrors(t *testing.T) {
 		{"secrets: {enabled: true, ownerID: a, prune: {after: 2}}", "secrets.prune.after: Forbidden: unknown key"},
 		{"inventory: {prefer: both}", `inventory.prefer: Unsupported value: "both"`},
 	})
+}
+
+// TestSecretsSectionReportsEverything: every problem of the secrets
+// section in one run, each with its path; the reconciler's rules are its
+// own (clustersecret.Config.Validate), used by the loader and the
+// reconciler alike.
+func TestSecretsSectionReportsEverything(t *testing.T) {
+	parse := sectionParser(t)
+	_, err := parse("secrets: {enabled: true, prefix: Bad_Prefix, policy: mirror, concurrency: 0, resync: 10ms,\n" +
+		"  prune: {afterListings: 0, maxDeletions: -2, maxDeletionsPercent: 200}, client: {qps: 0}}\n")
+	require.Error(t, err)
+	var got []string
+	for _, e := range Errors(err) {
+		got = append(got, e.Error())
+	}
+	assert.ElementsMatch(t, []string{
+		"secrets.ownerID: Required value: two deployments with different owner ids never touch each other's Secrets",
+		`secrets.prefix: Invalid value: "Bad_Prefix": must be a DNS label of at most 40 characters`,
+		`secrets.policy: Unsupported value: "mirror": supported values: "sync", "upsert-only", "create-only"`,
+		`secrets.resync: Invalid value: "10ms": must be at least 1s`,
+		"secrets.concurrency: Invalid value: 0: must be at least 1",
+		"secrets.prune.afterListings: Invalid value: 0: must be at least 1 (one listing is never enough to confirm a departure)",
+		"secrets.prune.maxDeletions: Invalid value: -2: must be at least 0",
+		"secrets.prune.maxDeletionsPercent: Invalid value: 200: must be between 0 and 100",
+		"secrets.client.qps: Invalid value: 0: must be above 0 and at most 10000",
+	}, got)
+
+	// a value written is kept, down to the reconciler: maxDeletions: 0
+	cfg, err := parse("secrets: {enabled: true, ownerID: a, prune: {maxDeletions: 0}}\n")
+	require.NoError(t, err)
+	assert.Equal(t, 0, cfg.Secrets.Reconciler().Prune.MaxDeletions)
 }
 
 func TestAppSetRefreshSection(t *testing.T) {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -217,7 +218,9 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 		path *field.Path
 		d    sources.Duration
 	}{{at.Child("resync"), s.Resync}, {at.Child("prune", "gracePeriod"), s.Prune.GracePeriod}} {
-		errs = check(errs, d.d.Validate(d.path, 0, 0))
+		// only that it is a duration: its range is the reconciler's to
+		// check (Reconciler().Validate), not written twice
+		errs = check(errs, d.d.Validate(d.path, math.MinInt64, 0))
 	}
 	if len(s.Select) > 0 {
 		if f, err := c.parseSelect(); err != nil {
@@ -241,9 +244,7 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 	}
 	if s.Enabled {
 		rc := s.Reconciler()
-		if err := rc.Validate(); err != nil {
-			errs = append(errs, field.Invalid(at, field.OmitValueType{}, err.Error()))
-		}
+		errs = append(errs, rc.Validate(at)...)
 	}
 	if s.Enabled || c.ApplicationSetRefresh.Enabled {
 		errs = append(errs, c.validateLeaderElection(at.Child("leaderElection"))...)
