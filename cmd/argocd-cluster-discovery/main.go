@@ -186,7 +186,11 @@ func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 }
 
 func inventoryOptions(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) inventory.Options {
-	return inventory.Options{Logger: logger, Registerer: reg, Jitter: cfg.Inventory.Jitter, Prefer: cfg.Inventory.Prefer,
+	jitter := cfg.Inventory.Jitter
+	if jitter == 0 {
+		jitter = -1 // written as 0: none, not the inventory's default
+	}
+	return inventory.Options{Logger: logger, Registerer: reg, Jitter: jitter, Prefer: cfg.Inventory.Prefer,
 		Departure: cfg.Departure.Inventory(), Tenants: cfg.Secrets.Tenants}
 }
 

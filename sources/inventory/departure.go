@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Departure decides when a served cluster has left. Argo CD deletes the
@@ -44,17 +46,15 @@ func DefaultDeparture() Departure {
 		MaxDeletions: 5, MaxDeletionsPercent: 10}
 }
 
+// withDefaults fills the zero fields with DefaultDeparture's; a negative
+// GracePeriod or MaxDeletionsPercent means none (0), so that a caller can
+// ask for 0. Then it validates.
 func (d Departure) withDefaults() (Departure, error) {
 	def := DefaultDeparture()
 	if d.AfterListings == 0 {
 		d.AfterListings = def.AfterListings
 	}
-	if d.GracePeriod == 0 {
-		d.GracePeriod = def.GracePeriod
-	}
-	if d.GracePeriod < 0 {
-		d.GracePeriod = 0
-	}
+	d.GracePeriod = orNone(d.GracePeriod, def.GracePeriod)
 	if d.MaxFraction == 0 {
 		d.MaxFraction = def.MaxFraction
 	}
@@ -64,21 +64,48 @@ func (d Departure) withDefaults() (Departure, error) {
 	if d.MaxDeletions == 0 {
 		d.MaxDeletions = def.MaxDeletions
 	}
-	if d.MaxDeletionsPercent == 0 {
-		d.MaxDeletionsPercent = def.MaxDeletionsPercent
-	}
-	switch {
-	case d.MaxDeletions < 0 || d.MaxDeletionsPercent < 0 || d.MaxDeletionsPercent > 100:
-		return d, fmt.Errorf("departure maxDeletions %d, maxDeletionsPercent %v: must be at least 0, the percentage at most 100",
-			d.MaxDeletions, d.MaxDeletionsPercent)
-	case d.AfterListings < 1:
-		return d, fmt.Errorf("departure afterListings %d: must be at least 1", d.AfterListings)
-	case d.MaxFraction <= 0 || d.MaxFraction > 1:
-		return d, fmt.Errorf("departure maxFraction %v: must be above 0 and at most 1", d.MaxFraction)
-	case d.HeldListings < d.AfterListings:
-		return d, fmt.Errorf("departure heldListings %d: must be at least afterListings (%d)", d.HeldListings, d.AfterListings)
+	d.MaxDeletionsPercent = orNone(d.MaxDeletionsPercent, def.MaxDeletionsPercent)
+	if errs := d.Validate(field.NewPath("departure")); len(errs) > 0 {
+		return d, errs.ToAggregate()
 	}
 	return d, nil
+}
+
+// orNone is v, def when v is zero, 0 when v is negative (none).
+func orNone[T time.Duration | float64](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// Validate returns every problem of the rule, each with its path under
+// path (departure, in the configuration file). It changes nothing; the
+// configuration loader and New (after its defaults) both call it.
+func (d Departure) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if d.AfterListings < 1 {
+		errs = append(errs, field.Invalid(path.Child("afterListings"), d.AfterListings, "must be at least 1 (one listing is never enough to confirm a departure)"))
+	}
+	if d.GracePeriod < 0 {
+		errs = append(errs, field.Invalid(path.Child("gracePeriod"), d.GracePeriod.String(), "must be at least 0s"))
+	}
+	if d.MaxFraction <= 0 || d.MaxFraction > 1 {
+		errs = append(errs, field.Invalid(path.Child("maxFraction"), d.MaxFraction, "must be above 0 and at most 1"))
+	}
+	if d.HeldListings < d.AfterListings {
+		errs = append(errs, field.Invalid(path.Child("heldListings"), d.HeldListings, fmt.Sprintf("must be at least departure.afterListings (%d)", d.AfterListings)))
+	}
+	if d.MaxDeletions < 1 {
+		errs = append(errs, field.Invalid(path.Child("maxDeletions"), d.MaxDeletions, "must be at least 1"))
+	}
+	if d.MaxDeletionsPercent < 0 || d.MaxDeletionsPercent > 100 {
+		errs = append(errs, field.Invalid(path.Child("maxDeletionsPercent"), d.MaxDeletionsPercent, "must be from 0 to 100"))
+	}
+	return errs
 }
 
 // neededListings is how many listings a gone cluster must miss before its

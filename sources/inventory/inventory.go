@@ -63,6 +63,7 @@ type Options struct {
 	// Registerer receives the inventory's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	// Jitter spreads refreshes: each wait is Interval × (1 ± Jitter).
+	// Zero means DefaultJitter, negative none.
 	// Default 0.1; negative means none.
 	Jitter float64
 	// Prefer decides which of two listings of one cluster is served (see
@@ -157,6 +158,9 @@ type Inventory struct {
 	snap atomic.Pointer[Snapshot]
 }
 
+// DefaultJitter is the default of Options.Jitter.
+const DefaultJitter = 0.1
+
 // New checks the specs and returns an inventory whose first snapshot has
 // every source unsynced. Nothing runs until Run or RefreshAll is called.
 func New(specs []SourceSpec, opts Options) (*Inventory, error) {
@@ -164,7 +168,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Jitter == 0 {
-		opts.Jitter = 0.1
+		opts.Jitter = DefaultJitter
 	}
 	if opts.Jitter < 0 {
 		opts.Jitter = 0

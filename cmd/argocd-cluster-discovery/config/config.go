@@ -136,12 +136,15 @@ type Departure struct {
 
 // Inventory returns the inventory's departure rule.
 func (d Departure) Inventory() inventory.Departure {
-	g := d.GracePeriod.Std()
+	g, pct := d.GracePeriod.Std(), d.MaxDeletionsPercent
 	if g == 0 {
-		g = -1 // explicitly none
+		g = -1 // written as 0: none, not the inventory's default
+	}
+	if pct == 0 {
+		pct = -1
 	}
 	return inventory.Departure{AfterListings: d.AfterListings, GracePeriod: g, MaxFraction: d.MaxFraction, HeldListings: d.HeldListings,
-		MaxDeletions: d.MaxDeletions, MaxDeletionsPercent: d.MaxDeletionsPercent}
+		MaxDeletions: d.MaxDeletions, MaxDeletionsPercent: pct}
 }
 
 // Secrets configures the Argo CD cluster Secret reconciler.
@@ -255,7 +258,7 @@ func Default() Config {
 			TokenReloadInterval: sources.D(10 * time.Second),
 			ShutdownTimeout:     sources.D(25 * time.Second),
 		},
-		Inventory: Inventory{Interval: sources.D(time.Minute), Timeout: sources.D(30 * time.Second), Jitter: 0.1, Prefer: inventory.PreferCloud},
+		Inventory: Inventory{Interval: sources.D(time.Minute), Timeout: sources.D(30 * time.Second), Jitter: inventory.DefaultJitter, Prefer: inventory.PreferCloud},
 		Departure: Departure{AfterListings: dep.AfterListings, GracePeriod: sources.D(dep.GracePeriod),
 			MaxFraction: dep.MaxFraction, HeldListings: dep.HeldListings, MaxDeletions: dep.MaxDeletions, MaxDeletionsPercent: dep.MaxDeletionsPercent},
 		Secrets: Secrets{

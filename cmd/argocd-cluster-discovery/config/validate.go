@@ -99,25 +99,14 @@ func (c *Config) validateInventory(at *field.Path) field.ErrorList {
 }
 
 func (c *Config) validateDeparture(at *field.Path) field.ErrorList {
-	var errs field.ErrorList
 	d := &c.Departure
-	if d.AfterListings < 1 {
-		errs = append(errs, field.Invalid(at.Child("afterListings"), d.AfterListings, "must be at least 1 (one listing is never enough to confirm a departure)"))
+	// the rule's checks are the inventory's, on the values as written
+	// (a duration that does not parse is this file's problem)
+	if err := d.GracePeriod.Validate(at.Child("gracePeriod"), 0, 0); err != nil {
+		return field.ErrorList{err}
 	}
-	errs = check(errs, d.GracePeriod.Validate(at.Child("gracePeriod"), 0, 0))
-	if d.MaxFraction <= 0 || d.MaxFraction > 1 {
-		errs = append(errs, field.Invalid(at.Child("maxFraction"), d.MaxFraction, "must be above 0 and at most 1"))
-	}
-	if d.HeldListings < d.AfterListings {
-		errs = append(errs, field.Invalid(at.Child("heldListings"), d.HeldListings, fmt.Sprintf("must be at least departure.afterListings (%d)", d.AfterListings)))
-	}
-	if d.MaxDeletions < 1 {
-		errs = append(errs, field.Invalid(at.Child("maxDeletions"), d.MaxDeletions, "must be at least 1"))
-	}
-	if d.MaxDeletionsPercent < 0 || d.MaxDeletionsPercent > 100 {
-		errs = append(errs, field.Invalid(at.Child("maxDeletionsPercent"), d.MaxDeletionsPercent, "must be from 0 to 100"))
-	}
-	return errs
+	return inventory.Departure{AfterListings: d.AfterListings, GracePeriod: d.GracePeriod.Std(), MaxFraction: d.MaxFraction,
+		HeldListings: d.HeldListings, MaxDeletions: d.MaxDeletions, MaxDeletionsPercent: d.MaxDeletionsPercent}.Validate(at)
 }
 
 func (c *Config) validateSources(at *field.Path) field.ErrorList {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/eks"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 func TestWrittenZeros(t *testing.T) {
@@ -52,4 +53,23 @@ func TestWrittenZerosAreNotDefaults(t *testing.T) {
 	assert.Equal(t, 8, c.Concurrency)
 	assert.Equal(t, 5, c.MaxAttempts)
 	assert.Equal(t, "1h0m0s", c.DescribeTTL.String())
+}
+
+// TestWrittenZerosReachTheInventory: departure.gracePeriod: 0s,
+// departure.maxDeletionsPercent: 0 and inventory.jitter: 0 are passed on
+// as "none", never as "unset" (which the inventory fills with its
+// defaults).
+func TestWrittenZerosReachTheInventory(t *testing.T) {
+	cfg, err := Parse([]byte("server: {tokens: [{env: T}]}\nsources: [{name: a, provider: static, static: {clusters: [{name: a, server: 'https://a.example.com'}]}}]\n"+
+		"departure: {gracePeriod: 0s, maxDeletionsPercent: 0}\ninventory: {jitter: 0}\n"), t.TempDir())
+	require.NoError(t, err)
+	d := cfg.Departure.Inventory()
+	assert.Negative(t, d.GracePeriod, "none")
+	assert.Negative(t, d.MaxDeletionsPercent, "none")
+	assert.Zero(t, cfg.Inventory.Jitter)
+
+	cfg, err = Parse([]byte("server: {tokens: [{env: T}]}\nsources: [{name: a, provider: static, static: {clusters: [{name: a, server: 'https://a.example.com'}]}}]\n"), t.TempDir())
+	require.NoError(t, err)
+	assert.Equal(t, inventory.DefaultDeparture(), cfg.Departure.Inventory(), "unset: the inventory's defaults, written once")
+	assert.InDelta(t, inventory.DefaultJitter, cfg.Inventory.Jitter, 0)
 }
