@@ -14,28 +14,8 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
-
-// refreshConfig turns the applicationSetRefresh section into the trigger's
-// configuration: no namespace means Argo CD's, and with the Secret
-// reconciler on, our Secrets wake the trigger too.
-func refreshConfig(cfg *config.Config) appsetrefresh.Config {
-	r := cfg.ApplicationSetRefresh
-	out := appsetrefresh.Config{
-		PluginConfigMap: r.PluginConfigMap, Namespaces: r.Namespaces, Debounce: r.Debounce.Std(),
-		DryRun: cfg.Secrets.DryRun, // --dry-run promises no write at all
-	}
-	if len(out.Namespaces) == 0 {
-		out.Namespaces = []string{cfg.Secrets.Namespace}
-	}
-	if cfg.Secrets.Enabled {
-		out.SecretsNamespace = cfg.Secrets.Namespace
-		out.SecretsSelector = clustersecret.OwnedSelector(cfg.Secrets.OwnerID)
-	}
-	return out
-}
 
 // newAppSetRefresh builds the ApplicationSet refresh trigger, reading
 // ApplicationSets from a dynamic informer per namespace and our Secrets
@@ -50,7 +30,7 @@ func newAppSetRefresh(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventor
 	if err != nil {
 		return nil, fmt.Errorf("applicationSetRefresh: dynamic client: %w", err)
 	}
-	rcfg := refreshConfig(cfg)
+	rcfg := cfg.Refresh()
 	caches := appsetrefresh.Caches{ApplicationSets: map[string]cache.SharedIndexInformer{}}
 	for _, ns := range rcfg.InformerNamespaces() {
 		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)

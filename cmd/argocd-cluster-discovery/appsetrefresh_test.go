@@ -17,17 +17,17 @@ func TestRefreshConfig(t *testing.T) {
 		return cfg
 	}
 
-	rc := refreshConfig(parse("applicationSetRefresh: {enabled: true}\nsecrets: {namespace: argo}\n"))
+	rc := parse("applicationSetRefresh: {enabled: true}\nsecrets: {namespace: argo}\n").Refresh()
 	assert.Equal(t, []string{"argo"}, rc.Namespaces, "no namespace: Argo CD's")
 	assert.Empty(t, rc.SecretsNamespace, "no Secret reconciler, no Secret watch")
 	assert.False(t, rc.DryRun)
 	assert.Equal(t, "argocd-cluster-discovery", rc.PluginConfigMap)
 
 	cfg := parse("applicationSetRefresh: {enabled: true, namespaces: ['*']}\nsecrets: {enabled: true, ownerID: fleet-a, dryRun: true}\n")
-	rc = refreshConfig(cfg)
+	rc = cfg.Refresh()
 	assert.Equal(t, []string{"*"}, rc.Namespaces)
 	assert.Equal(t, "argocd", rc.SecretsNamespace)
 	assert.Equal(t, "argocd.argoproj.io/secret-type=cluster,app.kubernetes.io/managed-by=argocd-cluster-discovery,argocd-cluster-discovery.io/owner=fleet-a", rc.SecretsSelector)
 	assert.True(t, rc.DryRun, "--dry-run (secrets.dryRun) writes nothing, ApplicationSets included")
-	require.NoError(t, rc.Validate())
+	require.Empty(t, rc.Validate(nil))
 }

@@ -84,65 +84,6 @@ const (
 	OutcomeDryRun = "dry_run"
 )
 
-// Config of a Trigger.
-type Config struct {
-	// PluginConfigMap is the configMapRef.name of our plugin generator.
-	PluginConfigMap string
-	// Namespaces are searched for ApplicationSets: names, or the single
-	// entry AllNamespaces.
-	Namespaces []string
-	// Debounce is waited after a change before a pass, so that a burst of
-	// changes (a listing, then the Secrets written for it) makes one pass.
-	Debounce time.Duration
-	// RetryAfter is waited before trying again after a failed pass.
-	// Default 10s.
-	RetryAfter time.Duration
-	// DryRun logs what would be patched and patches nothing.
-	DryRun bool
-	// SecretsNamespace and SecretsSelector, when the namespace is set, name
-	// the cluster Secrets (those our reconciler writes) whose creation,
-	// deletion, or change of name, server or project wakes a pass too.
-	SecretsNamespace string
-	SecretsSelector  string
-}
-
-// Validate checks the configuration; field names are those of the
-// applicationSetRefresh section of the configuration file.
-func (c *Config) Validate() error {
-	switch {
-	case c.PluginConfigMap == "":
-		return errors.New("pluginConfigMap: required")
-	case len(c.Namespaces) == 0:
-		return errors.New("namespaces: at least one, or " + AllNamespaces)
-	case len(c.Namespaces) > 1 && containsAll(c.Namespaces):
-		return fmt.Errorf("namespaces: %q must be the only entry", AllNamespaces)
-	case c.Debounce <= 0:
-		return errors.New("debounce: must be positive")
-	case c.RetryAfter < 0:
-		return errors.New("retryAfter: must not be negative")
-	}
-	return nil
-}
-
-// InformerNamespaces are the namespaces to inform the trigger of
-// ApplicationSets in, one informer each: the configured ones, or
-// metav1.NamespaceAll for AllNamespaces.
-func (c *Config) InformerNamespaces() []string {
-	if containsAll(c.Namespaces) {
-		return []string{metav1.NamespaceAll}
-	}
-	return c.Namespaces
-}
-
-func containsAll(ns []string) bool {
-	for _, n := range ns {
-		if n == AllNamespaces {
-			return true
-		}
-	}
-	return false
-}
-
 // Inventory is what the trigger reads from sources/inventory.
 type Inventory interface {
 	Snapshot() *inventory.Snapshot
@@ -199,8 +140,8 @@ func New(cfg Config, dyn dynamic.Interface, kube kubernetes.Interface, caches Ca
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = 10 * time.Second
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	if errs := cfg.Validate(nil); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
 	for _, ns := range cfg.InformerNamespaces() {
 		if caches.ApplicationSets[ns] == nil {

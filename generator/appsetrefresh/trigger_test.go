@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -120,22 +121,25 @@ func TestRefreshListErrorNamesTheNamespace(t *testing.T) {
 	assert.Empty(t, w.patched(), "an unsynced cache patches nothing")
 }
 
+// TestConfigValidate: every problem at once, each with its path, as the
+// configuration loader and New report them.
 func TestConfigValidate(t *testing.T) {
 	ok := Config{PluginConfigMap: plugin, Namespaces: []string{"argocd"}, Debounce: time.Second}
-	require.NoError(t, ok.Validate())
-	for want, mut := range map[string]func(*Config){
-		"pluginConfigMap: required":        func(c *Config) { c.PluginConfigMap = "" },
-		"namespaces: at least one":         func(c *Config) { c.Namespaces = nil },
-		`"*" must be the only entry`:       func(c *Config) { c.Namespaces = []string{"argocd", "*"} },
-		"debounce: must be positive":       func(c *Config) { c.Debounce = 0 },
-		"retryAfter: must not be negative": func(c *Config) { c.RetryAfter = -1 },
-	} {
-		c := ok
-		mut(&c)
-		err := c.Validate()
-		require.Error(t, err, want)
-		assert.Contains(t, err.Error(), want)
+	require.Empty(t, ok.Validate(nil))
+	bad := Config{PluginConfigMap: "Not_A_Name", Namespaces: []string{"argocd", "*", "Bad_NS"}, Debounce: 0, RetryAfter: -time.Second}
+	var got []string
+	for _, e := range bad.Validate(field.NewPath("applicationSetRefresh")) {
+		got = append(got, e.Error())
 	}
+	assert.Equal(t, []string{
+		`applicationSetRefresh.pluginConfigMap: Invalid value: "Not_A_Name": not a ConfigMap name`,
+		`applicationSetRefresh.namespaces[1]: Invalid value: "*": every namespace: must be the only entry`,
+		`applicationSetRefresh.namespaces[2]: Invalid value: "Bad_NS": not a namespace name`,
+		`applicationSetRefresh.debounce: Invalid value: "0s": must be above 0`,
+		`applicationSetRefresh.retryAfter: Invalid value: "-1s": must be at least 0`,
+	}, got)
+	assert.Equal(t, "applicationSetRefresh.namespaces: Required value: at least one, or *",
+		(&Config{PluginConfigMap: plugin, Debounce: time.Second}).Validate(field.NewPath("applicationSetRefresh")).ToAggregate().Error())
 }
 
 func TestRunWaitsForAListingThenDebounces(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -229,6 +230,25 @@ type ApplicationSetRefresh struct {
 	Namespaces []string `json:"namespaces"`
 	// Debounce is waited after a change before refreshing.
 	Debounce sources.Duration `json:"debounce"`
+}
+
+// Refresh turns the applicationSetRefresh section into the trigger's
+// configuration: no namespace means Argo CD's (secrets.namespace), and
+// with the Secret reconciler on, our Secrets wake the trigger too.
+func (c *Config) Refresh() appsetrefresh.Config {
+	r := c.ApplicationSetRefresh
+	out := appsetrefresh.Config{
+		PluginConfigMap: r.PluginConfigMap, Namespaces: r.Namespaces, Debounce: r.Debounce.Std(),
+		DryRun: c.Secrets.DryRun, // --dry-run promises no write at all
+	}
+	if len(out.Namespaces) == 0 {
+		out.Namespaces = []string{c.Secrets.Namespace}
+	}
+	if c.Secrets.Enabled {
+		out.SecretsNamespace = c.Secrets.Namespace
+		out.SecretsSelector = clustersecret.OwnedSelector(c.Secrets.OwnerID)
+	}
+	return out
 }
 
 // Reconciler returns the reconciler's configuration.

@@ -120,7 +120,7 @@ func TestAppSetRefreshSectionErrors(t *testing.T) {
 		{"applicationSetRefresh: {debounce: soon}", `applicationSetRefresh.debounce: Invalid value: "soon": not a duration`},
 		{"applicationSetRefresh: {debounce: 1ms}", `applicationSetRefresh.debounce: Invalid value: "1ms": must be at least 100ms`},
 		{"applicationSetRefresh: {debounce: 11m}", `applicationSetRefresh.debounce: Invalid value: "11m0s": must be at most 10m`},
-		{"applicationSetRefresh: {enabled: true, pluginConfigMap: ''}", `applicationSetRefresh.pluginConfigMap: Invalid value: "": not a ConfigMap name`},
+		{"applicationSetRefresh: {enabled: true, pluginConfigMap: ''}", "applicationSetRefresh.pluginConfigMap: Required value"},
 		{"applicationSetRefresh: {enabled: true, namespaces: [argocd, '*']}", `applicationSetRefresh.namespaces[1]: Invalid value: "*": every namespace: must be the only entry`},
 		{"applicationSetRefresh: {enabled: true, namespaces: [Team_A]}", `applicationSetRefresh.namespaces[0]: Invalid value: "Team_A": not a namespace name`},
 		{"applicationSetRefresh: {enabled: true}\nsecrets: {namespace: ''}", `secrets.namespace: Invalid value: "": not a namespace name (applicationSetRefresh`},

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/rancher"
@@ -305,25 +304,23 @@ func (c *Config) hasSource(name string) bool {
 func (c *Config) validateAppSetRefresh(at *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	r := &c.ApplicationSetRefresh
-	errs = check(errs, r.Debounce.Validate(at.Child("debounce"), 100*time.Millisecond, 10*time.Minute))
+	// the range is this file's policy; the trigger only needs it positive
+	debounce := r.Debounce.Validate(at.Child("debounce"), 100*time.Millisecond, 10*time.Minute)
+	errs = check(errs, debounce)
 	if !r.Enabled {
 		return errs
 	}
-	if len(validation.IsDNS1123Subdomain(r.PluginConfigMap)) > 0 {
-		errs = append(errs, field.Invalid(at.Child("pluginConfigMap"), r.PluginConfigMap, "not a ConfigMap name"))
-	}
-	for i, ns := range r.Namespaces {
-		if ns == appsetrefresh.AllNamespaces {
-			if len(r.Namespaces) > 1 {
-				errs = append(errs, field.Invalid(at.Child("namespaces").Index(i), ns, "every namespace: must be the only entry"))
-			}
-		} else if len(validation.IsDNS1123Label(ns)) > 0 {
-			errs = append(errs, field.Invalid(at.Child("namespaces").Index(i), ns, "not a namespace name"))
+	rc := c.Refresh()
+	for _, e := range rc.Validate(at) {
+		switch {
+		case debounce != nil && e.Field == debounce.Field: // reported above
+		case len(r.Namespaces) == 0 && e.Field == at.Child("namespaces").Index(0).String():
+			// the namespace taken from secrets.namespace
+			errs = append(errs, field.Invalid(field.NewPath("secrets", "namespace"), c.Secrets.Namespace,
+				e.Detail+" (applicationSetRefresh takes it as Argo CD's namespace)"))
+		default:
+			errs = append(errs, e)
 		}
-	}
-	if !c.Secrets.Enabled && len(validation.IsDNS1123Label(c.Secrets.Namespace)) > 0 {
-		errs = append(errs, field.Invalid(field.NewPath("secrets", "namespace"), c.Secrets.Namespace,
-			"not a namespace name (applicationSetRefresh takes it as Argo CD's namespace)"))
 	}
 	return errs
 }
