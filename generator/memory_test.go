@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
 )
 
 // distinctCAs returns n distinct caData values the size of an RSA 2048 CA

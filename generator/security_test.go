@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 )
 
 // TestTokenNeverLogged drives every path of the API with a known token at

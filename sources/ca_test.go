@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
 )
 
 // rewrap returns the CERTIFICATE block of der with base64 lines of width

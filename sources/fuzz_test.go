@@ -5,8 +5,8 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 )
 
 // FuzzNormalizeServer checks the one validation every source's server URL

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 )
 
 // TestDiscoverCheck: discover --check connects to each cluster with the

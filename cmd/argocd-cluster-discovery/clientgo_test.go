@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 )
 
 // TestClientGoLogsInTheConfiguredFormat: what client-go logs through klog

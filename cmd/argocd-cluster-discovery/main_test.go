@@ -21,7 +21,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 )
 
 // credNS is where the credentials scenario's service writes its Secrets,

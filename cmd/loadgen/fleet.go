@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testca"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 )
 
 // The synthetic fleet: every cluster has a tenant, an environment, a region

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // Distinctive bearer tokens: the one in the token Secret, and the one it is

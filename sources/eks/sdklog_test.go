@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 )
 
 // TestSDKLogsThroughSlog: what the AWS SDK still logs (its warnings; the

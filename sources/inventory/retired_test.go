@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // TestRenamedSourceIsANewSource: a source renamed in the configuration is

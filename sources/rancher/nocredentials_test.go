@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/testlog"
 )
 
 // TestPlainHTTPIsWarned: a plain-http url or secretURL sends tokens

@@ -8,8 +8,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
 )
 
 // FuzzClustersFile writes any content to a clusters file and lists it:

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/fuzzseed"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
 
