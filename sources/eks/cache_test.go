@@ -2,34 +2,20 @@ package eks
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // clock is a settable clock for the describe cache.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newClock is a test clock at a fixed time, moved by Step.
+func newClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // TestTagsFreshEveryListing: tags, and what they scope (labels, tenant,
@@ -65,7 +51,7 @@ func TestTagsFreshEveryListing(t *testing.T) {
 
 	t.Run("a tag change shows on the next listing, without a describe", func(t *testing.T) {
 		f.resetCounts()
-		clk.Advance(time.Minute)
+		clk.Step(time.Minute)
 		f.setTags(acctA, regionEU, "one", map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b ns-c"})
 		got := list(t)
 		assert.Equal(t, map[string]string{"team": "b", "tenant": "globex", "argocd-project": "p2", "argocd-namespaces": "ns-b-ns-c"}, got["one"].Labels)
@@ -115,7 +101,7 @@ func TestDescribeCache(t *testing.T) {
 
 	t.Run("steady state: list and tagging calls, and a describe of the cluster not ACTIVE", func(t *testing.T) {
 		f.resetCounts()
-		clk.Advance(30 * time.Minute)
+		clk.Step(30 * time.Minute)
 		got, err := s.Clusters(ctx)
 		require.NoError(t, err)
 		assert.Len(t, got, 6)
@@ -137,7 +123,7 @@ func TestDescribeCache(t *testing.T) {
 	})
 	t.Run("after the TTL every cluster is described again", func(t *testing.T) {
 		f.resetCounts()
-		clk.Advance(time.Hour)
+		clk.Step(time.Hour)
 		_, err := s.Clusters(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 6, f.count("DescribeCluster"))
@@ -164,7 +150,7 @@ func TestCacheSpreadsExpiry(t *testing.T) {
 	_, err := s.Clusters(context.Background())
 	require.NoError(t, err)
 	f.resetCounts()
-	clk.Advance(54 * time.Minute) // in the last fifth of the hour: some expired, not all
+	clk.Step(54 * time.Minute) // in the last fifth of the hour: some expired, not all
 	_, err = s.Clusters(context.Background())
 	require.NoError(t, err)
 	n := f.count("DescribeCluster")

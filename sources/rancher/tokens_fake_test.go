@@ -17,28 +17,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // secretMark is in every secret the fake mints; tests check it never
 // appears in errors or logs.
 const secretMark = "sEcReTmInTeD"
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // fakeToken is a token stored by fakeTokens, as Rancher's v3 Token.
 type fakeToken struct {
@@ -56,7 +40,7 @@ type fakeToken struct {
 type fakeTokens struct {
 	t     *testing.T
 	srv   *httptest.Server
-	clock *fakeClock
+	clock *clocktesting.FakeClock
 
 	mu        sync.Mutex
 	tokens    map[string]*fakeToken
@@ -73,7 +57,7 @@ type fakeTokens struct {
 }
 
 func newFakeTokens(t *testing.T) *fakeTokens {
-	f := &fakeTokens{t: t, clock: &fakeClock{t: time.Date(2026, 8, 21, 10, 0, 0, 0, time.UTC)},
+	f := &fakeTokens{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 8, 21, 10, 0, 0, 0, time.UTC)),
 		tokens: map[string]*fakeToken{}, bearer: testToken, pageSize: 1000}
 	f.tokens["token-abcde"] = &fakeToken{Name: "token-abcde", UserID: "u-b4qkhsnliz", Current: true,
 		Description: "listing", Created: f.clock.Now()}
