@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
@@ -355,7 +356,7 @@ func leaseHeldAs(t *testing.T, rec *clustersecret.Reconciler, saKube kubernetes.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = rec.RunLeading(runCtx, saKube, clustersecret.LeaderElection{LeaseName: leaseName, Identity: "chart-test",
+		_ = rec.RunLeading(runCtx, saKube, lease.Config{Name: leaseName, Identity: "chart-test",
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond})
 	}()
 	var renewed bool

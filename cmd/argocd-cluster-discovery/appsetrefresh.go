@@ -14,6 +14,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/appsetrefresh"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -53,8 +54,8 @@ func newAppSetRefresh(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventor
 		return func(ctx context.Context) { kube.run(ctx, tr.RunWithoutElection) }, nil
 	}
 	host, _ := os.Hostname()
-	election := appsetrefresh.LeaderElection{
-		Namespace: cfg.Secrets.Namespace, LeaseName: le.LeaseName + "-appset-refresh", Identity: host + "_" + uuid.NewString(),
+	election := lease.Config{
+		Namespace: cfg.Secrets.Namespace, Name: le.LeaseName + "-appset-refresh", Identity: host + "_" + uuid.NewString(),
 		LeaseDuration: le.LeaseDuration.Std(), RenewDeadline: le.RenewDeadline.Std(), RetryPeriod: le.RetryPeriod.Std(),
 	}
 	return func(ctx context.Context) {

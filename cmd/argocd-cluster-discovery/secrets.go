@@ -21,6 +21,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -166,8 +167,8 @@ func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Log
 		also = append(also, p.inv.Run)
 	}
 	run := func(ctx context.Context) {
-		if err := rec.RunLeading(ctx, client, clustersecret.LeaderElection{
-			LeaseName: le.LeaseName, Identity: identity, LeaseDuration: le.LeaseDuration.Std(),
+		if err := rec.RunLeading(ctx, client, lease.Config{
+			Name: le.LeaseName, Identity: identity, LeaseDuration: le.LeaseDuration.Std(),
 			RenewDeadline: le.RenewDeadline.Std(), RetryPeriod: le.RetryPeriod.Std(),
 		}, also...); err != nil {
 			logger.Error("leader election stopped", "error", err.Error())

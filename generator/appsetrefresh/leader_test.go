@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
 func TestRunLeading(t *testing.T) {
 	w := newWorld()
 	tr := w.trigger(t)
-	le := LeaderElection{Namespace: "argocd", LeaseName: "test-refresh", Identity: "me",
+	le := lease.Config{Namespace: "argocd", Name: "test-refresh", Identity: "me",
 		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
 	stop := run(func(ctx context.Context) { assert.NoError(t, tr.RunLeading(ctx, le)) })
 	require.Eventually(t, func() bool { return tr.Leader() && len(w.patched()) == 4 }, 5*time.Second, 10*time.Millisecond,

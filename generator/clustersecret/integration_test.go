@@ -196,8 +196,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 func TestLeaderHandover(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "a")
-	le := func(id string) LeaderElection {
-		return LeaderElection{LeaseName: "argocd-cluster-discovery", Identity: id,
+	le := func(id string) lease.Config {
+		return lease.Config{Name: "argocd-cluster-discovery", Identity: id,
 			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 	}
 	terms1, terms2 := &termCounter{}, &termCounter{}
@@ -356,7 +356,7 @@ func TestStatusSaysWhyItDoesNotLead(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = r.RunLeading(ctx, client, LeaderElection{LeaseName: "argocd-cluster-discovery", Identity: "one",
+		_ = r.RunLeading(ctx, client, lease.Config{Name: "argocd-cluster-discovery", Identity: "one",
 			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond})
 	}()
 	defer func() { cancel(); <-done }()

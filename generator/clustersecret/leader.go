@@ -3,32 +3,21 @@ package clustersecret
 import (
 	"context"
 	"sync"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
-// LeaderElection configures the Lease that lets several replicas serve the
-// API while one writes Secrets.
-type LeaderElection struct {
-	LeaseName     string
-	Identity      string
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
-}
-
 // RunLeading runs the reconciler, and each of also beside it, only while
-// this process holds the Lease in the reconciler's namespace. Losing the
+// this process holds the Lease le names, in the reconciler's namespace
+// (le.Namespace and le.Observe are the reconciler's). Losing the
 // Lease cancels their context at once, so no new write starts; the
 // process then campaigns again. It returns when ctx ends, releasing the
 // Lease.
-func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface, le LeaderElection, also ...func(context.Context)) error {
-	cfg := lease.Config{Namespace: r.cfg.Namespace, Name: le.LeaseName, Identity: le.Identity,
-		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod, Observe: r.setLeaseError}
-	return lease.RunLeading(ctx, client.CoordinationV1(), cfg, func(leading bool) {
+func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface, le lease.Config, also ...func(context.Context)) error {
+	le.Namespace, le.Observe = r.cfg.Namespace, r.setLeaseError
+	return lease.RunLeading(ctx, client.CoordinationV1(), le, func(leading bool) {
 		if leading {
 			// a new term: tokens held from an earlier one may have been
 			// revoked by the leader between; the first pass adopts again

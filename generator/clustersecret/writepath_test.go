@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
@@ -285,7 +286,7 @@ func TestRealLeaseLossStopsWrites(t *testing.T) {
 	// the Lease is renewed through an undelayed client
 	leaseClient, err := kubernetes.NewForConfig(restConfig)
 	require.NoError(t, err)
-	le := LeaderElection{LeaseName: "argocd-cluster-discovery", Identity: "us",
+	le := lease.Config{Name: "argocd-cluster-discovery", Identity: "us",
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -299,7 +300,7 @@ func TestRealLeaseLossStopsWrites(t *testing.T) {
 	// duration: our next renewals fail
 	leases := e.admin.CoordinationV1().Leases(e.ns)
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		l, err := leases.Get(context.Background(), le.LeaseName, metav1.GetOptions{})
+		l, err := leases.Get(context.Background(), le.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -341,7 +342,7 @@ func TestRealLeaseLossStopsWrites(t *testing.T) {
 	assert.Zero(t, startedAfter, "no write starts once the loss is observed (the first started %v after it)", firstAfter)
 	assert.LessOrEqual(t, inFlight, concurrency, "only a write in flight at the loss may reach the server")
 	assert.Less(t, len(e.secrets()), total, "the pass was stopped part-way")
-	l, err := leases.Get(context.Background(), le.LeaseName, metav1.GetOptions{})
+	l, err := leases.Get(context.Background(), le.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "intruder", *l.Spec.HolderIdentity, "we did not take the Lease back")
 }
