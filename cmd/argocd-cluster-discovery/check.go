@@ -268,7 +268,9 @@ func answerText(status int, body []byte) string {
 		Reason  string          `json:"reason"`
 		Message string          `json:"message"`
 	}
-	_ = json.Unmarshal(body, &a)
+	if json.Unmarshal(body, &a) != nil {
+		a.Message = plainText(body) // Rancher's proxy answers some errors as text
+	}
 	code := a.Reason
 	var word string // Rancher's code is a word; a Status's is the number
 	if json.Unmarshal(a.Code, &word) == nil && word != "" {
@@ -281,6 +283,21 @@ func answerText(status int, body []byte) string {
 		return fmt.Sprintf("%d %s", status, code)
 	}
 	return fmt.Sprintf("%d %s: %s", status, code, a.Message)
+}
+
+// plainText is a short error answer written as text, "" for anything else
+// (HTML, binary, a page of text).
+func plainText(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) == 0 || len(s) > 200 || strings.HasPrefix(s, "<") {
+		return ""
+	}
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			return ""
+		}
+	}
+	return s
 }
 
 // classifyCheck says why nothing answered /version: x509 (with the issuer

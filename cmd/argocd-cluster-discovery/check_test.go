@@ -140,6 +140,7 @@ func TestAnswerText(t *testing.T) {
 			`403 Forbidden: forbidden: User "x" cannot get path "/version"`},
 		{"no body", 502, ``, "502 Bad Gateway"},
 		{"html", 500, `<html>oops</html>`, "500 Internal Server Error"},
+		{"rancher's proxy, as text", 500, "cluster agent disconnected", "500 Internal Server Error: cluster agent disconnected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, answerText(tc.status, []byte(tc.body)))
