@@ -179,8 +179,9 @@ func orDefault[T comparable](p *T, v T) {
 	}
 }
 
-// SetDirectory makes a relative auth.federatedTokenFile relative to dir,
-// the configuration file's directory. It is the section's only file path.
+// SetDirectory does nothing: the section's only file path,
+// auth.federatedTokenFile, is read by argocd-k8s-auth in Argo CD's pod, not
+// beside this configuration, and Validate requires it absolute.
 func (c *Config) SetDirectory(string) {}
 
 // Deprecations returns one warning per deprecated key the section sets.
