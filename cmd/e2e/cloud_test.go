@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // TestCloudLifecycle runs a second deployment of our service, with its own
@@ -302,8 +303,8 @@ var (
 	// "platform" (namePrefix eks-) is the hosted EKS cluster eks-platform,
 	// listed by both sources from the start; Rancher's "payments" joins
 	// later (eks-payments)
-	rancherPlatform = rancherCluster{ID: "c-m-eksplt01", Name: "platform", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
-	rancherPayments = rancherCluster{ID: "c-m-ekspay01", Name: "payments", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
+	rancherPlatform = fakerancher.Cluster{ID: "c-m-eksplt01", Name: "platform", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
+	rancherPayments = fakerancher.Cluster{ID: "c-m-ekspay01", Name: "payments", State: "active", Labels: map[string]string{"tenant": cloudTenant, "env": "e2e"}}
 )
 
 const (

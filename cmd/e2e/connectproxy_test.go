@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 )
 
 // connectProxy is the HTTPS proxy (HTTPS_PROXY) that argocd-cluster-check
@@ -102,7 +104,7 @@ func tunnel(w http.ResponseWriter, addr string) {
 // the test.
 func startHostTLS(t *testing.T, name string, hosts []string, h http.Handler) (srv *httptest.Server, caPEM []byte, caFile string) {
 	t.Helper()
-	cert, caPEM, err := newServingCA(name, hosts)
+	cert, caPEM, err := testca.ServingCert(name, hosts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 )
 
@@ -26,10 +27,10 @@ const credNS = "creds-argocd"
 // its own, with per-cluster tokens and ace auto.
 type credService struct {
 	t       *testing.T
-	rancher *fakeRancher
+	rancher *fakerancher.Fake
 	// shared is a second Rancher, listed with clusterTokens shared: its
 	// Secrets carry the listing token
-	shared *fakeRancher
+	shared *fakerancher.Fake
 	addr   string // the API's
 	dir    string
 	config string
@@ -39,7 +40,7 @@ type credService struct {
 func newCredService(t *testing.T) *credService {
 	t.Helper()
 	f, shared := newKubeRancher(t), newKubeRancher(t)
-	shared.Set(rancherCluster{ID: "c-shared1", Name: "shared", State: "active"})
+	shared.Set(fakerancher.Cluster{ID: "c-shared1", Name: "shared", State: "active"})
 	if _, err := e.kube.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: credNS}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatal(err)
@@ -96,9 +97,9 @@ secrets:
 
 // newKubeRancher starts a fake Rancher whose proxy and authorized
 // endpoints lead to the suite's kube-apiserver, closed when t ends.
-func newKubeRancher(t *testing.T) *fakeRancher {
+func newKubeRancher(t *testing.T) *fakerancher.Fake {
 	t.Helper()
-	f, err := newFakeRancher(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
+	f, err := fakerancher.New(filepath.Join(e.root, "testdata", "fixtures", "rancher"), rancherTok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +203,8 @@ func withConfig(t *testing.T, s *corev1.Secret, key string, value any) *corev1.S
 // on a confirmed departure, and not duplicated by a restart.
 func TestRancherCredentialsConnect(t *testing.T) {
 	s := newCredService(t)
-	s.rancher.Set(rancherCluster{ID: "c-proxy1", Name: "proxied", State: "active"})
-	s.rancher.Set(rancherCluster{ID: "c-ace1", Name: "direct", State: "active", ACE: true})
+	s.rancher.Set(fakerancher.Cluster{ID: "c-proxy1", Name: "proxied", State: "active"})
+	s.rancher.Set(fakerancher.Cluster{ID: "c-ace1", Name: "direct", State: "active", ACE: true})
 	s.start()
 	var secrets map[string]corev1.Secret
 	poll(t, 60*time.Second, "a Secret per cluster", func() (err error) {
@@ -271,8 +272,8 @@ func checkOwnersCannotRedirect(t *testing.T, s *credService) {
 	t.Helper()
 	const attacker = "attacker.example.net"
 	label := map[string]string{"argocd-cluster-discovery.io/ace": "true"}
-	s.rancher.Set(rancherCluster{ID: "c-evil1", Name: "evil", State: "active", ACEFQDN: attacker, Labels: label})
-	s.shared.Set(rancherCluster{ID: "c-evil2", Name: "evil2", State: "active", ACEFQDN: attacker, Labels: label})
+	s.rancher.Set(fakerancher.Cluster{ID: "c-evil1", Name: "evil", State: "active", ACEFQDN: attacker, Labels: label})
+	s.shared.Set(fakerancher.Cluster{ID: "c-evil2", Name: "evil2", State: "active", ACEFQDN: attacker, Labels: label})
 	var evil2 corev1.Secret
 	poll(t, 30*time.Second, "the proxy source's Secret for the labelled cluster", func() error {
 		secrets, err := s.secrets()

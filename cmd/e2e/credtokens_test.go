@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // checkRestart is a step of TestRancherCredentialsConnect: a restart
@@ -164,14 +166,14 @@ func checkDisconnectedEndpoint(t *testing.T, s *credService) {
 	t.Helper()
 	s.rancher.SetMaxTTL(9 * time.Second)
 	defer s.rancher.SetMaxTTL(0)
-	direct := rancherCluster{ID: "c-ace1", Name: "direct", State: "active", ACE: true}
+	direct := fakerancher.Cluster{ID: "c-ace1", Name: "direct", State: "active", ACE: true}
 	defer s.rancher.Set(direct)
 	current := func() (corev1.Secret, error) { return s.secretOf("c-ace1") }
 	first := s.restartWithFreshToken(t, "c-ace1") // a 9 s token
 	minted := time.Now()
 	disconnected := direct
 	disconnected.Disconnected = true
-	disconnected.Conditions = []rancherCondition{{Type: "Connected", Status: "False", Reason: "Disconnected"}}
+	disconnected.Conditions = []fakerancher.Condition{{Type: "Connected", Status: "False", Reason: "Disconnected"}}
 	s.rancher.Set(disconnected)
 	time.Sleep(time.Until(minted.Add(8 * time.Second))) // past the renewal point (6 s), before expiry (9 s)
 	held, err := current()

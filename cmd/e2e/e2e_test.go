@@ -13,21 +13,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // The fleet. Rancher clusters are named by their display name; their
 // identity is their Rancher id, and their Secrets are named from both
 // (secretName).
 var (
-	acmeProd    = rancherCluster{ID: "c-m-acme0001", Name: "acme-prod", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "prod"}}
-	acmeStaging = rancherCluster{ID: "c-m-acme0002", Name: "acme-staging", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "staging"}}
+	acmeProd    = fakerancher.Cluster{ID: "c-m-acme0001", Name: "acme-prod", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "prod"}}
+	acmeStaging = fakerancher.Cluster{ID: "c-m-acme0002", Name: "acme-staging", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "staging"}}
 	// acmeDev is being imported: never established, so pending, not served
-	acmeDev    = inState(rancherCluster{ID: "c-m-acme0003", Name: "acme-dev", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "dev"}}, "provisioning")
-	globexProd = rancherCluster{ID: "c-m-glbx0001", Name: "globex-prod", State: "active", Labels: map[string]string{"tenant": "globex", "argocd-project": "globex", "env": "prod"}}
+	acmeDev    = inState(fakerancher.Cluster{ID: "c-m-acme0003", Name: "acme-dev", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "dev"}}, "provisioning")
+	globexProd = fakerancher.Cluster{ID: "c-m-glbx0001", Name: "globex-prod", State: "active", Labels: map[string]string{"tenant": "globex", "argocd-project": "globex", "env": "prod"}}
 	// acmeQA goes through the lifecycle scenarios; acmeQA2 is another
 	// cluster that Rancher shows under the same display name.
-	acmeQA  = rancherCluster{ID: "c-m-acme0004", Name: "acme-qa", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "qa"}}
-	acmeQA2 = rancherCluster{ID: "c-m-acme0099", Name: "acme-qa", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "qa"}}
+	acmeQA  = fakerancher.Cluster{ID: "c-m-acme0004", Name: "acme-qa", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "qa"}}
+	acmeQA2 = fakerancher.Cluster{ID: "c-m-acme0099", Name: "acme-qa", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "qa"}}
 )
 
 // inState returns c as Rancher shows it in a state: the state, and the
@@ -35,7 +36,7 @@ var (
 // controllers set for it (rancher/rancher pkg/schemas/status over
 // rancher/wrangler pkg/summary, as sources/rancher's package doc sums up;
 // the fixture is an established cluster: Waiting=True).
-func inState(c rancherCluster, state string) rancherCluster {
+func inState(c fakerancher.Cluster, state string) fakerancher.Cluster {
 	c.State, c.Conditions, c.Transitioning, c.Message, c.Removed = state, nil, "", "", ""
 	switch state {
 	case "active":
@@ -43,7 +44,7 @@ func inState(c rancherCluster, state string) rancherCluster {
 		// created in Rancher, agent not deployed yet: Provisioned and
 		// Waiting Unknown (the first Unknown names the state), never a
 		// health check, so Waiting is not True
-		c.Conditions = []rancherCondition{
+		c.Conditions = []fakerancher.Condition{
 			{Type: "Provisioned", Status: "Unknown"},
 			{Type: "Waiting", Status: "Unknown", Message: "Waiting for API to be available"},
 			{Type: "AgentDeployed"}, {Type: "Updated"}, {Type: "Connected"}, {Type: "Ready"},
@@ -51,11 +52,11 @@ func inState(c rancherCluster, state string) rancherCluster {
 		c.Message = "Waiting for API to be available"
 	case "updating":
 		// a hosted cluster's operator phase is updating: Updated Unknown
-		c.Conditions = []rancherCondition{{Type: "Updated", Status: "Unknown"}}
+		c.Conditions = []fakerancher.Condition{{Type: "Updated", Status: "Unknown"}}
 	case "unavailable":
 		// the agent disconnected: clusterconnected sets Connected False and
 		// Ready False, reason Disconnected
-		c.Conditions = []rancherCondition{
+		c.Conditions = []fakerancher.Condition{
 			{Type: "Connected", Status: "False"},
 			{Type: "Ready", Status: "False", Reason: "Disconnected", Message: "Cluster agent is not connected"},
 		}
@@ -64,7 +65,7 @@ func inState(c rancherCluster, state string) rancherCluster {
 		// the health check fails: healthsyncer sets Ready False with reason
 		// Error (norman's condition.Do)
 		msg := `cluster health check failed: Failed to communicate with API server during namespace check: Get "https://10.43.0.1:443/api/v1/namespaces/kube-system?timeout=45s": context deadline exceeded`
-		c.Conditions = []rancherCondition{{Type: "Ready", Status: "False", Reason: "Error", Message: msg}}
+		c.Conditions = []fakerancher.Condition{{Type: "Ready", Status: "False", Reason: "Error", Message: msg}}
 		c.Transitioning, c.Message = "error", msg
 	case "removing":
 		// deletionTimestamp set, finalizers remain
@@ -78,7 +79,7 @@ func inState(c rancherCluster, state string) rancherCluster {
 
 // secretName is the name of the Secret of a Rancher cluster: from its
 // display name and its identity.
-func secretName(c rancherCluster) string {
+func secretName(c fakerancher.Cluster) string {
 	return clustersecret.SecretName("cluster", "rancher", c.Name, c.ID)
 }
 
@@ -137,7 +138,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 func testStart(t *testing.T) {
-	for _, c := range []rancherCluster{acmeProd, acmeStaging, acmeDev, globexProd} {
+	for _, c := range []fakerancher.Cluster{acmeProd, acmeStaging, acmeDev, globexProd} {
 		e.rancher.Set(c)
 	}
 	if err := e.writeStatic(onprem); err != nil {
@@ -178,7 +179,7 @@ func testStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []rancherCluster{acmeProd, acmeStaging, globexProd} {
+	for _, c := range []fakerancher.Cluster{acmeProd, acmeStaging, globexProd} {
 		s := secrets[secretName(c)]
 		if id, phase, state := s.Annotations[clustersecret.AnnotationClusterID], s.Labels[clustersecret.LabelPhase], s.Labels[clustersecret.LabelState]; id != c.ID || phase != "ready" || state != "active" {
 			t.Errorf("Secret %s: cluster-id %q phase %q state %q, want %q ready active", s.Name, id, phase, state, c.ID)

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // rancherEKSFront fronts the suite's fake Rancher for the cloud deployment:
@@ -19,14 +21,14 @@ import (
 // the fake Rancher it removes on Close, leaving it as it found it.
 type rancherEKSFront struct {
 	srv      *httptest.Server
-	upstream *fakeRancher
+	upstream *fakerancher.Fake
 
 	mu     sync.Mutex
 	hosted map[string]string // Rancher cluster id → EKS cluster name
 	lists  int               // cluster lists requested
 }
 
-func newRancherEKSFront(upstream *fakeRancher) *rancherEKSFront {
+func newRancherEKSFront(upstream *fakerancher.Fake) *rancherEKSFront {
 	f := &rancherEKSFront{upstream: upstream, hosted: map[string]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
@@ -41,7 +43,7 @@ func (f *rancherEKSFront) Server(id string) string { return f.srv.URL + "/k8s/cl
 // Host adds the Rancher cluster c, the hosted EKS cluster eksName, and
 // returns how many cluster lists were requested before: every list counted
 // after that number sees it.
-func (f *rancherEKSFront) Host(c rancherCluster, eksName string) int {
+func (f *rancherEKSFront) Host(c fakerancher.Cluster, eksName string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.hosted[c.ID] = eksName

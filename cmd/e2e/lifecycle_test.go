@@ -12,18 +12,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // steady is an established cluster's Application and Secret as they must
 // stay while the cluster has not left: the same objects (UIDs), the same
 // destination, the same Secret content but for the phase and state labels.
 type steady struct {
-	c      rancherCluster
+	c      fakerancher.Cluster
 	app    app
 	secret *corev1.Secret
 }
 
-func established(t *testing.T, c rancherCluster) *steady {
+func established(t *testing.T, c fakerancher.Cluster) *steady {
 	t.Helper()
 	st := &steady{c: c}
 	eventually(t, 10*time.Second, c.Name+" served ready, with its Application and Secret", func() error {
@@ -117,7 +118,7 @@ func (st *steady) stays(t *testing.T, n0, listings int, want func() error) {
 }
 
 // noSecretFor checks that no cluster Secret carries c's identity.
-func noSecretFor(c rancherCluster) error {
+func noSecretFor(c fakerancher.Cluster) error {
 	secrets, err := e.clusterSecrets()
 	if err != nil {
 		return err
@@ -166,7 +167,7 @@ func conflictKept(name string, keep bool) func() error {
 // not before.
 func testLifecycle(t *testing.T) {
 	start := time.Now()
-	e.rancher.Change([]rancherCluster{acmeQA})
+	e.rancher.Change([]fakerancher.Cluster{acmeQA})
 	acmeApps["guestbook-acme-qa"] = secretName(acmeQA)
 	eventually(t, 2*interval+20*time.Second, "acme-qa established: its Secret and Application", func() error {
 		return appsAre("acme-guestbook", "acme", acmeApps)
@@ -198,18 +199,18 @@ func testLifecycle(t *testing.T) {
 func lifecycleStates(t *testing.T, st *steady) {
 	for _, step := range []struct {
 		name         string
-		set          []rancherCluster
+		set          []fakerancher.Cluster
 		phase, state string
 		also         func() error
 	}{
 		{name: "updating: its hosted update runs (Updated Unknown)",
-			set: []rancherCluster{inState(acmeQA, "updating")}, phase: "degraded", state: "updating"},
+			set: []fakerancher.Cluster{inState(acmeQA, "updating")}, phase: "degraded", state: "updating"},
 		{name: "unavailable: its agent disconnected (Connected False, Ready False Disconnected)",
-			set: []rancherCluster{inState(acmeQA, "unavailable")}, phase: "degraded", state: "unavailable"},
+			set: []fakerancher.Cluster{inState(acmeQA, "unavailable")}, phase: "degraded", state: "unavailable"},
 		{name: "error: its health check fails (Ready False, reason Error)",
-			set: []rancherCluster{inState(acmeQA, "error")}, phase: "degraded", state: "error"},
+			set: []fakerancher.Cluster{inState(acmeQA, "error")}, phase: "degraded", state: "error"},
 		{name: "a new cluster with its display name: the established one keeps the name",
-			set: []rancherCluster{acmeQA, acmeQA2}, phase: "ready", state: "active",
+			set: []fakerancher.Cluster{acmeQA, acmeQA2}, phase: "ready", state: "active",
 			also: func() error {
 				if err := noSecretFor(acmeQA2); err != nil {
 					return err
@@ -240,7 +241,7 @@ func lifecycleStates(t *testing.T, st *steady) {
 // then go; /status lists the departure.
 func trueRemoval(t *testing.T, st *steady) {
 	left := time.Now()
-	n0 := e.rancher.Change([]rancherCluster{inState(acmeQA, "removing")})
+	n0 := e.rancher.Change([]fakerancher.Cluster{inState(acmeQA, "removing")})
 	removed := false
 	phases := map[string]bool{}
 	untilConfirmed(t, n0, acmeQA.Name, func() error {

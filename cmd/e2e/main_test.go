@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // Names shared by the manifests and the service configuration.
@@ -60,7 +62,7 @@ type env struct {
 	kube       kubernetes.Interface
 	dyn        dynamic.Interface
 	binary     string
-	rancher    *fakeRancher
+	rancher    *fakerancher.Fake
 	staticFile string
 	apiAddr    string // our service
 	controller *proc
@@ -168,7 +170,7 @@ func setUp() (*env, error) {
 	if err := <-built; err != nil {
 		return x, err
 	}
-	if x.rancher, err = newFakeRancher(filepath.Join(root, "testdata", "fixtures", "rancher"), rancherTok); err != nil {
+	if x.rancher, err = fakerancher.New(filepath.Join(root, "testdata", "fixtures", "rancher"), rancherTok); err != nil {
 		return x, err
 	}
 	// the auth proxy and the authorized endpoints forward to the suite's apiserver

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
 )
 
@@ -107,7 +108,7 @@ func untilConfirmed(t *testing.T, n0 int, name string, check func() error) {
 }
 
 // departedListed checks that /status lists the cluster's departure.
-func departedListed(c rancherCluster) error {
+func departedListed(c fakerancher.Cluster) error {
 	if e.rolling.Load() {
 		// /status lists the departures its own process confirmed, and the
 		// replica that did may have restarted since: the ledger is the
@@ -128,7 +129,7 @@ func departedListed(c rancherCluster) error {
 
 // noClusterProfile checks that the ledger holds no record of the Rancher
 // cluster c: its departure was confirmed.
-func noClusterProfile(c rancherCluster) error {
+func noClusterProfile(c fakerancher.Cluster) error {
 	list, err := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS).List(context.Background(),
 		metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=rancher"})
 	if err != nil {

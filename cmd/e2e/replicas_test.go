@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // currentPolicy is the Secret policy the scenarios run the service with at
@@ -102,7 +104,7 @@ func testReplicas(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "both replicas give the same answer", func() error { return sameAnswers(addrs[:]) })
 
-	newcomer := rancherCluster{ID: "c-m-acme0077", Name: "acme-replica", State: "active",
+	newcomer := fakerancher.Cluster{ID: "c-m-acme0077", Name: "acme-replica", State: "active",
 		Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "replica"}}
 	e.rancher.Set(newcomer)
 	seen := [2]time.Time{}

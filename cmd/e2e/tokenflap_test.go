@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 const flapNS = "argocd-tokenflap"
@@ -43,8 +45,8 @@ func (r *flapReplica) freeze(stop bool) {
 // cluster has one live token.
 func TestTokensSurviveLeaderFlaps(t *testing.T) {
 	f := newKubeRancher(t)
-	f.Set(rancherCluster{ID: "c-flap1", Name: "proxied", State: "active"})
-	f.Set(rancherCluster{ID: "c-flap2", Name: "direct", State: "active", ACE: true})
+	f.Set(fakerancher.Cluster{ID: "c-flap1", Name: "proxied", State: "active"})
+	f.Set(fakerancher.Cluster{ID: "c-flap2", Name: "direct", State: "active", ACE: true})
 	f.SetMaxTTL(12 * time.Second)
 	revokedHeld := watchRevocations(t, f, flapNS)
 	replicas := startFlapReplicas(t, f)
@@ -99,7 +101,7 @@ func TestTokensSurviveLeaderFlaps(t *testing.T) {
 // watchRevocations records, at each revocation on f, the clusters whose
 // Secret in namespace holds the revoked token; the function returned
 // reads them.
-func watchRevocations(t *testing.T, f *fakeRancher, namespace string) func() []string {
+func watchRevocations(t *testing.T, f *fakerancher.Fake, namespace string) func() []string {
 	t.Helper()
 	var mu sync.Mutex
 	var held []string
@@ -125,7 +127,7 @@ func watchRevocations(t *testing.T, f *fakeRancher, namespace string) func() []s
 
 // startFlapReplicas starts two replicas of one installation on f, with
 // leader election on a short lease, writing in flapNS.
-func startFlapReplicas(t *testing.T, f *fakeRancher) []*flapReplica {
+func startFlapReplicas(t *testing.T, f *fakerancher.Fake) []*flapReplica {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flapNS}},
@@ -176,7 +178,7 @@ secrets:
 
 // flapSecretsConnect checks that both clusters have a Secret and Argo CD
 // connects through each.
-func flapSecretsConnect(t *testing.T, f *fakeRancher) error {
+func flapSecretsConnect(t *testing.T, f *fakerancher.Fake) error {
 	list, err := e.kube.CoreV1().Secrets(flapNS).List(context.Background(), metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
 	if err != nil {
 		return err

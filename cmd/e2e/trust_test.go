@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // testClaimedTenant: a Rancher cluster whose owner labels it with a tenant
@@ -15,9 +17,9 @@ import (
 // Every other Application stays as it was.
 func testClaimedTenant(t *testing.T) {
 	was := settledFleet(t)
-	claimer := rancherCluster{ID: "c-m-umbr0001", Name: "umbrella-prod", State: "active",
+	claimer := fakerancher.Cluster{ID: "c-m-umbr0001", Name: "umbrella-prod", State: "active",
 		Labels: map[string]string{"tenant": "umbrella", "argocd-project": "acme", "env": "prod"}}
-	n0 := e.rancher.Change([]rancherCluster{claimer})
+	n0 := e.rancher.Change([]fakerancher.Cluster{claimer})
 	defer e.rancher.Remove(claimer.ID)
 	check := func() error {
 		doc, err := e.statusDoc()

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 const twoSourcesNS = "argocd-two-sources"
@@ -21,7 +23,7 @@ const twoSourcesNS = "argocd-two-sources"
 // their working tokens, nothing is minted or revoked.
 func TestTwoSourcesOnOneRancherUser(t *testing.T) {
 	f := newKubeRancher(t)
-	f.Set(rancherCluster{ID: "c-two1", Name: "shared", State: "active"})
+	f.Set(fakerancher.Cluster{ID: "c-two1", Name: "shared", State: "active"})
 	ctx := context.Background()
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twoSourcesNS}},
 		metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -75,7 +77,7 @@ func TestTwoSourcesOnOneRancherUser(t *testing.T) {
 
 // writeTwoSourcesConfig writes the service's configuration for
 // TestTwoSourcesOnOneRancherUser into dir and returns its path.
-func writeTwoSourcesConfig(t *testing.T, f *fakeRancher, dir string) string {
+func writeTwoSourcesConfig(t *testing.T, f *fakerancher.Fake, dir string) string {
 	t.Helper()
 	port, err := freePort()
 	if err != nil {

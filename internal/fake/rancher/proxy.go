@@ -1,16 +1,8 @@
-package e2e
+package rancher
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -19,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 )
 
 // proxyPrefix is Rancher's auth proxy: /k8s/clusters/<id>/<kube path>.
@@ -43,7 +37,7 @@ type aceEndpoint struct {
 
 func (a *aceEndpoint) fqdn() string { return a.srv.Listener.Addr().String() }
 
-func (f *fakeRancher) initProxy() {
+func (f *Fake) initProxy() {
 	f.aces = map[string]*aceEndpoint{}
 	f.disconnectWait = time.Second
 }
@@ -51,7 +45,7 @@ func (f *fakeRancher) initProxy() {
 // SetKube makes the proxy and the authorized cluster endpoints forward to
 // the kube-apiserver of cfg, with cfg's credentials. Until it is called
 // they answer 502.
-func (f *fakeRancher) SetKube(cfg *rest.Config) error {
+func (f *Fake) SetKube(cfg *rest.Config) error {
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return fmt.Errorf("kube transport: %w", err)
@@ -73,7 +67,7 @@ func (f *fakeRancher) SetKube(cfg *rest.Config) error {
 // SetDisconnectWait sets how long the proxy waits for a disconnected
 // cluster's agent before it answers 500 (default 1s; Rancher waits about
 // 20s).
-func (f *fakeRancher) SetDisconnectWait(d time.Duration) {
+func (f *Fake) SetDisconnectWait(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.disconnectWait = d
@@ -82,7 +76,7 @@ func (f *fakeRancher) SetDisconnectWait(d time.Duration) {
 // ACE returns the server URL (https://127.0.0.1:<port>) and the CA (PEM)
 // of the authorized cluster endpoint of ACE cluster id, starting it if it
 // has not served yet.
-func (f *fakeRancher) ACE(id string) (server string, caPEM []byte, err error) {
+func (f *Fake) ACE(id string) (server string, caPEM []byte, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c, ok := f.clusters[id]; !ok || !c.ACE {
@@ -98,7 +92,7 @@ func (f *fakeRancher) ACE(id string) (server string, caPEM []byte, err error) {
 // serveProxy serves /k8s/clusters/<id>/...: the API token or a token
 // scoped to <id>, then the agent's tunnel (a disconnected cluster is a
 // 500 after the wait), then the kube-apiserver.
-func (f *fakeRancher) serveProxy(w http.ResponseWriter, r *http.Request) {
+func (f *Fake) serveProxy(w http.ResponseWriter, r *http.Request) {
 	id, path, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, proxyPrefix), "/")
 	f.mu.Lock()
 	down := f.down
@@ -131,7 +125,7 @@ func (f *fakeRancher) serveProxy(w http.ResponseWriter, r *http.Request) {
 // scoped to id and synced to the cluster passes (kube-api-auth checks the
 // ClusterAuthTokens the agent synced), answered as a kube-apiserver
 // answers.
-func (f *fakeRancher) serveACE(w http.ResponseWriter, r *http.Request, id string) {
+func (f *Fake) serveACE(w http.ResponseWriter, r *http.Request, id string) {
 	f.mu.Lock()
 	t, msg := f.authorize(r, id, true)
 	if msg == "" && !t.Synced {
@@ -177,11 +171,11 @@ func forward(w http.ResponseWriter, r *http.Request, target *url.URL, rt http.Ro
 
 // aceFor returns cluster id's authorized cluster endpoint, starting it.
 // Called with f.mu held.
-func (f *fakeRancher) aceFor(id string) (*aceEndpoint, error) {
+func (f *Fake) aceFor(id string) (*aceEndpoint, error) {
 	if a := f.aces[id]; a != nil {
 		return a, nil
 	}
-	cert, caPEM, err := newServingCA(id+"-ace-ca", []string{"127.0.0.1", "localhost"})
+	cert, caPEM, err := testca.ServingCert(id+"-ace-ca", []string{"127.0.0.1", "localhost"})
 	if err != nil {
 		return nil, fmt.Errorf("ace %s: %w", id, err)
 	}
@@ -195,7 +189,7 @@ func (f *fakeRancher) aceFor(id string) (*aceEndpoint, error) {
 
 // aceStale reports an endpoint whose cluster is gone or no longer ACE.
 // Called with f.mu held.
-func (f *fakeRancher) aceStale(id string) bool {
+func (f *Fake) aceStale(id string) bool {
 	c, ok := f.clusters[id]
 	return !ok || !c.ACE
 }
@@ -203,7 +197,7 @@ func (f *fakeRancher) aceStale(id string) bool {
 // dropACE forgets the endpoints of the clusters stale reports and returns
 // them, to be closed (closeACE) once f.mu is released: their handlers
 // take it. Called with f.mu held.
-func (f *fakeRancher) dropACE(stale func(string) bool) []*aceEndpoint {
+func (f *Fake) dropACE(stale func(string) bool) []*aceEndpoint {
 	var out []*aceEndpoint
 	for id, a := range f.aces {
 		if stale(id) {
@@ -225,7 +219,7 @@ func closeACE(aces []*aceEndpoint) {
 // renderACE sets the cluster object's localClusterAuthEndpoint (and its
 // appliedSpec's): enabled with the endpoint's fqdn and CA for an ACE
 // cluster, else disabled. Called with f.mu held.
-func (f *fakeRancher) renderACE(obj map[string]any, c rancherCluster) error {
+func (f *Fake) renderACE(obj map[string]any, c Cluster) error {
 	lcae := map[string]any{"enabled": false, "type": "/v3/schemas/localClusterAuthEndpoint"}
 	if c.ACEFQDN != "" {
 		lcae = map[string]any{"enabled": true, "fqdn": c.ACEFQDN, "type": "/v3/schemas/localClusterAuthEndpoint"}
@@ -243,44 +237,4 @@ func (f *fakeRancher) renderACE(obj map[string]any, c rancherCluster) error {
 		spec["localClusterAuthEndpoint"] = lcae
 	}
 	return nil
-}
-
-// newServingCA makes a CA of its own, named name, and a serving
-// certificate for hosts (names or IP addresses) signed by it (ECDSA P-256:
-// sources/testca's Signer keeps its key to itself and makes only
-// self-signed CAs, with no address to serve). It returns the certificate
-// and the CA's PEM.
-func newServingCA(name string, hosts []string) (tls.Certificate, []byte, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			leaf.IPAddresses = append(leaf.IPAddresses, ip)
-		} else {
-			leaf.DNSNames = append(leaf.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	cert := tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
-	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }

@@ -1,4 +1,8 @@
-package e2e
+// Package rancher is a fake Rancher for tests, in Rancher's own shapes: the
+// /v3 API (clusters, settings, schemas, tokens), the auth proxy and the
+// authorized cluster endpoints, forwarding to a real kube-apiserver. See
+// README.md for what it models and what it does not.
+package rancher
 
 import (
 	"bytes"
@@ -21,16 +25,16 @@ const (
 	fixtureName = "prod-eu-west"
 )
 
-// rancherCluster is what a test says about a Rancher cluster; the rest of
+// Cluster is what a test says about a Rancher cluster; the rest of
 // the object comes from the single-cluster fixture (an established, active
 // cluster: every condition True, Waiting included).
-type rancherCluster struct {
+type Cluster struct {
 	ID, Name, State string
 	Labels          map[string]string
 	// Conditions replace the fixture's conditions of the same type (a
 	// condition with an empty Status removes that type), as Rancher's
 	// controllers set them for State (see rancherState).
-	Conditions []rancherCondition
+	Conditions []Condition
 	// Transitioning and Message are Rancher's transitioning (no, yes,
 	// error; default: no when active, else yes) and transitioningMessage.
 	Transitioning, Message string
@@ -50,28 +54,28 @@ type rancherCluster struct {
 	Disconnected bool
 }
 
-// rancherCondition is one of a cluster's status.conditions, as /v3 shows
+// Condition is one of a cluster's status.conditions, as /v3 shows
 // them (flattened to the top level).
-type rancherCondition struct {
+type Condition struct {
 	Type, Status, Reason, Message string
 }
 
-// fakeRancher serves the parts of Rancher that the service and Argo CD
+// Fake serves the parts of Rancher that the service and Argo CD
 // use, in Rancher's shapes: the API root with X-Api-Schemas, the schemas,
 // the cacerts setting, the cluster collection (filtered by state and
 // internal as Rancher filters them), the tokens API
-// (fakerancher_tokens_test.go), the auth proxy /k8s/clusters/<id> and one
+// (tokens.go), the auth proxy /k8s/clusters/<id> and one
 // authorized cluster endpoint per ACE cluster, both forwarding to the
-// suite's kube-apiserver (fakerancher_proxy_test.go). Down makes every
+// suite's kube-apiserver (proxy.go). Down makes every
 // request to Rancher a 500 (the authorized cluster endpoints still serve).
-type fakeRancher struct {
+type Fake struct {
 	srv   *httptest.Server
 	token string // the API token: Bearer value of the listing credentials
 
 	schemas, cacerts, cluster []byte // fixtures, host rewritten
 
 	mu       sync.Mutex
-	clusters map[string]rancherCluster
+	clusters map[string]Cluster
 	down     bool
 	served   int // cluster lists answered 200
 
@@ -79,8 +83,11 @@ type fakeRancher struct {
 	proxyState
 }
 
-func newFakeRancher(fixtures, token string) (*fakeRancher, error) {
-	f := &fakeRancher{token: token, clusters: map[string]rancherCluster{}}
+// New starts a fake Rancher serving the fixtures of the directory fixtures
+// (testdata/fixtures/rancher) with no cluster; token is its API token, the
+// listing credential. Close stops it.
+func New(fixtures, token string) (*Fake, error) {
+	f := &Fake{token: token, clusters: map[string]Cluster{}}
 	f.initTokens(token)
 	f.initProxy()
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
@@ -102,14 +109,14 @@ func newFakeRancher(fixtures, token string) (*fakeRancher, error) {
 }
 
 // URL of the fake Rancher server.
-func (f *fakeRancher) URL() string { return f.srv.URL }
+func (f *Fake) URL() string { return f.srv.URL }
 
 // Server is the URL at which the source serves a cluster (Rancher's proxy).
-func (f *fakeRancher) Server(id string) string { return f.srv.URL + "/k8s/clusters/" + id }
+func (f *Fake) Server(id string) string { return f.srv.URL + "/k8s/clusters/" + id }
 
 // Close stops the fake and every authorized cluster endpoint, cutting
 // the connections still open (watches through the proxy).
-func (f *fakeRancher) Close() {
+func (f *Fake) Close() {
 	f.mu.Lock()
 	aces := f.dropACE(func(string) bool { return true })
 	f.mu.Unlock()
@@ -119,7 +126,7 @@ func (f *fakeRancher) Close() {
 }
 
 // Set adds or replaces a cluster.
-func (f *fakeRancher) Set(c rancherCluster) {
+func (f *Fake) Set(c Cluster) {
 	f.mu.Lock()
 	f.clusters[c.ID] = c
 	if !c.Disconnected { // the agent syncs the cluster's tokens to its endpoint
@@ -136,7 +143,7 @@ func (f *fakeRancher) Set(c rancherCluster) {
 
 // Remove deletes a cluster from Rancher (and stops its authorized cluster
 // endpoint).
-func (f *fakeRancher) Remove(id string) {
+func (f *Fake) Remove(id string) {
 	f.mu.Lock()
 	delete(f.clusters, id)
 	stale := f.dropACE(f.aceStale)
@@ -147,9 +154,9 @@ func (f *fakeRancher) Remove(id string) {
 // ListNothing empties the fleet, as a token that lost its access sees it
 // (200 with no cluster). It returns the clusters it took away, for
 // Change(gone) to bring back, and the count of lists answered before.
-func (f *fakeRancher) ListNothing() ([]rancherCluster, int) {
+func (f *Fake) ListNothing() ([]Cluster, int) {
 	f.mu.Lock()
-	gone := make([]rancherCluster, 0, len(f.clusters))
+	gone := make([]Cluster, 0, len(f.clusters))
 	ids := make([]string, 0, len(f.clusters))
 	for id, c := range f.clusters {
 		gone, ids = append(gone, c), append(ids, id)
@@ -161,7 +168,7 @@ func (f *fakeRancher) ListNothing() ([]rancherCluster, int) {
 // Change applies a change to the fleet and returns how many cluster lists
 // were answered before it, atomically: every list counted after that
 // number sees the change.
-func (f *fakeRancher) Change(set []rancherCluster, remove ...string) int {
+func (f *Fake) Change(set []Cluster, remove ...string) int {
 	f.mu.Lock()
 	for _, c := range set {
 		f.clusters[c.ID] = c
@@ -177,14 +184,14 @@ func (f *fakeRancher) Change(set []rancherCluster, remove ...string) int {
 }
 
 // SetDown makes Rancher answer 500 to everything, or serve again.
-func (f *fakeRancher) SetDown(down bool) {
+func (f *Fake) SetDown(down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.down = down
 }
 
 // Served counts the successful cluster lists.
-func (f *fakeRancher) Served() int {
+func (f *Fake) Served() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.served
@@ -210,7 +217,7 @@ func writeUnauthorized(w http.ResponseWriter, message string) {
 	writeRancher(w, http.StatusUnauthorized, b)
 }
 
-func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, proxyPrefix) {
 		f.serveProxy(w, r) // takes the lock only to authorize
 		return
@@ -261,7 +268,7 @@ func (f *fakeRancher) serve(w http.ResponseWriter, r *http.Request) {
 
 // collection renders the clusters matching the request's state and
 // internal filters, sorted by id, in one page.
-func (f *fakeRancher) collection(r *http.Request) ([]byte, error) {
+func (f *Fake) collection(r *http.Request) ([]byte, error) {
 	q := r.URL.Query()
 	ids := make([]string, 0, len(f.clusters))
 	for id := range f.clusters {
@@ -316,15 +323,15 @@ func (f *fakeRancher) collection(r *http.Request) ([]byte, error) {
 // withConditions returns the fixture's conditions with those of the same
 // type replaced by set (removed when set's Status is empty), and set's
 // other types appended.
-func withConditions(fixture any, set []rancherCondition) []any {
+func withConditions(fixture any, set []Condition) []any {
 	list, _ := fixture.([]any)
-	byType := map[string]rancherCondition{}
+	byType := map[string]Condition{}
 	for _, c := range set {
 		byType[c.Type] = c
 	}
 	out := make([]any, 0, len(list)+len(set))
 	done := map[string]bool{}
-	render := func(c rancherCondition) map[string]any {
+	render := func(c Condition) map[string]any {
 		m := map[string]any{"type": c.Type, "status": c.Status, "lastUpdateTime": "2026-11-23T12:00:00Z"}
 		if c.Reason != "" {
 			m["reason"] = c.Reason

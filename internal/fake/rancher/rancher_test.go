@@ -1,4 +1,4 @@
-package e2e
+package rancher
 
 import (
 	"bytes"
@@ -7,10 +7,40 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
 )
+
+// restConfig is the package's kube-apiserver, which the fake's auth proxy
+// and authorized cluster endpoints forward to.
+var restConfig *rest.Config
+
+func TestMain(m *testing.M) { testenv.Main(m, "../../..", &restConfig) }
+
+// apiToken is the fake's API token in these tests.
+const apiToken = "token-fake0:0123456789abcdef0123456789abcdef0123456789abcdef0123"
+
+// newKubeRancher is a fake Rancher of the repository's fixtures whose
+// proxy and endpoints forward to the package's kube-apiserver.
+func newKubeRancher(t *testing.T) *Fake {
+	t.Helper()
+	f, err := New(filepath.Join("..", "..", "..", "testdata", "fixtures", "rancher"), apiToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	if err := f.SetKube(restConfig); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
 
 // TestFakeRancherTokensProxyACE drives a fake Rancher of its own with
 // plain HTTP, forwarding to the suite's kube-apiserver: tokens scoped to a
@@ -18,13 +48,13 @@ import (
 // expiry and a disconnected agent, as the scenarios rely on them.
 func TestFakeRancherTokensProxyACE(t *testing.T) {
 	f := newKubeRancher(t)
-	v, err := e.kube.Discovery().ServerVersion()
+	v, err := kubernetes.NewForConfigOrDie(restConfig).Discovery().ServerVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := &fakeDriver{t: t, f: f, want: v.GitVersion, http: &http.Client{Timeout: 10 * time.Second},
-		ace:   rancherCluster{ID: "c-m-fake0001", Name: "fake-ace", State: "active", ACE: true},
-		other: rancherCluster{ID: "c-m-fake0002", Name: "fake-proxy", State: "active"}}
+		ace:   Cluster{ID: "c-m-fake0001", Name: "fake-ace", State: "active", ACE: true},
+		other: Cluster{ID: "c-m-fake0002", Name: "fake-proxy", State: "active"}}
 	f.Set(d.ace)
 	f.Set(d.other)
 
@@ -40,10 +70,10 @@ func TestFakeRancherTokensProxyACE(t *testing.T) {
 // fakeDriver holds what the steps of TestFakeRancherTokensProxyACE share.
 type fakeDriver struct {
 	t          *testing.T
-	f          *fakeRancher
+	f          *Fake
 	want       string // the kube-apiserver's gitVersion
 	http       *http.Client
-	ace, other rancherCluster
+	ace, other Cluster
 	aceURL     string
 	aceClient  *http.Client // trusts the endpoint's CA only
 	token      string       // scoped to ace
@@ -96,7 +126,7 @@ func (d *fakeDriver) proxy(id string) string { return d.f.Server(id) + "/version
 // create makes a token scoped to cluster with POST /v3/tokens.
 func (d *fakeDriver) create(cluster string, ttl time.Duration) map[string]any {
 	d.t.Helper()
-	code, body := d.call(d.http, http.MethodPost, d.f.URL()+"/v3/tokens", rancherTok,
+	code, body := d.call(d.http, http.MethodPost, d.f.URL()+"/v3/tokens", apiToken,
 		map[string]any{"type": "token", "clusterId": cluster, "ttl": ttl.Milliseconds(), "description": "e2e self-test"})
 	var tok map[string]any
 	if err := json.Unmarshal(body, &tok); code != http.StatusCreated || err != nil {
@@ -106,7 +136,7 @@ func (d *fakeDriver) create(cluster string, ttl time.Duration) map[string]any {
 }
 
 func (d *fakeDriver) listing(t *testing.T) {
-	code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/clusters", rancherTok, nil)
+	code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/clusters", apiToken, nil)
 	var col struct {
 		Data []struct {
 			ID   string
@@ -140,7 +170,7 @@ func (d *fakeDriver) listing(t *testing.T) {
 	if _, err := d.http.Get(d.aceURL); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("ACE without its CA: %v, want a certificate error", err)
 	}
-	if code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/schemas", rancherTok, nil); code != http.StatusOK ||
+	if code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/schemas", apiToken, nil); code != http.StatusOK ||
 		!strings.Contains(string(body), `"id":"token"`) {
 		t.Fatalf("GET /v3/schemas: %d, want the token schema", code)
 	}
@@ -164,18 +194,18 @@ func (d *fakeDriver) scoped(t *testing.T) {
 	}
 	otherTok := d.f.IssueToken(d.other.ID, 0)
 	d.expect(d.http, d.proxy(d.ace.ID), d.token, http.StatusOK)
-	d.expect(d.http, d.proxy(d.ace.ID), rancherTok, http.StatusOK)
+	d.expect(d.http, d.proxy(d.ace.ID), apiToken, http.StatusOK)
 	d.expect(d.http, d.proxy(d.ace.ID), otherTok, http.StatusUnauthorized)
 	d.expect(d.http, d.proxy(d.ace.ID), "", http.StatusUnauthorized)
 	d.expect(d.http, d.proxy(d.other.ID), d.token, http.StatusUnauthorized)
-	d.expect(d.http, d.proxy("c-m-unknown"), rancherTok, http.StatusNotFound)
+	d.expect(d.http, d.proxy("c-m-unknown"), apiToken, http.StatusNotFound)
 	for _, p := range []string{"/v3", "/v3/clusters", "/v3/tokens"} {
 		d.expect(d.http, d.f.URL()+p, d.token, http.StatusUnauthorized)
 	}
 	d.expect(d.aceClient, d.aceURL, d.token, http.StatusOK)
-	d.expect(d.aceClient, d.aceURL, rancherTok, http.StatusUnauthorized)
+	d.expect(d.aceClient, d.aceURL, apiToken, http.StatusUnauthorized)
 	d.expect(d.aceClient, d.aceURL, otherTok, http.StatusUnauthorized)
-	code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/tokens", rancherTok, nil)
+	code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/tokens", apiToken, nil)
 	if code != http.StatusOK || !strings.Contains(string(body), `"name":"`+d.tokenName+`"`) ||
 		strings.Contains(string(body), secret) || !strings.Contains(string(body), `"type":"collection"`) {
 		t.Fatalf("GET /v3/tokens: %d %s, want the token listed without its secret", code, body)
@@ -184,10 +214,10 @@ func (d *fakeDriver) scoped(t *testing.T) {
 
 func (d *fakeDriver) deleted(t *testing.T) {
 	url := d.f.URL() + "/v3/tokens/" + d.tokenName
-	if code, body := d.call(d.http, http.MethodDelete, url, rancherTok, nil); code != http.StatusNoContent {
+	if code, body := d.call(d.http, http.MethodDelete, url, apiToken, nil); code != http.StatusNoContent {
 		t.Fatalf("DELETE %s: %d %s", url, code, body)
 	}
-	if code, _ := d.call(d.http, http.MethodDelete, url, rancherTok, nil); code != http.StatusNotFound {
+	if code, _ := d.call(d.http, http.MethodDelete, url, apiToken, nil); code != http.StatusNotFound {
 		t.Fatalf("DELETE %s again: %d, want 404", url, code)
 	}
 	d.expect(d.http, d.proxy(d.ace.ID), d.token, http.StatusUnauthorized)
@@ -205,7 +235,7 @@ func (d *fakeDriver) expiry(t *testing.T) {
 	d.f.AdvanceClock(time.Minute + time.Second)
 	d.expect(d.http, d.proxy(d.ace.ID), bearer, http.StatusUnauthorized)
 	d.expect(d.aceClient, d.aceURL, bearer, http.StatusUnauthorized)
-	code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/tokens/"+tok["name"].(string), rancherTok, nil)
+	code, body := d.call(d.http, http.MethodGet, d.f.URL()+"/v3/tokens/"+tok["name"].(string), apiToken, nil)
 	var got map[string]any
 	if err := json.Unmarshal(body, &got); code != http.StatusOK || err != nil || got["expired"] != true {
 		t.Fatalf("GET the expired token: %d %s, want expired: true", code, body)
@@ -220,7 +250,7 @@ func (d *fakeDriver) expiry(t *testing.T) {
 // whose token opens every cluster of its user; with the endpoint on, the
 // kubeconfig's token stays scoped to that cluster.
 func (d *fakeDriver) generateKubeconfig(t *testing.T) {
-	kubeconfigToken := func(c rancherCluster) string {
+	kubeconfigToken := func(c Cluster) string {
 		scoped := d.f.IssueToken(c.ID, time.Hour)
 		code, body := d.call(d.http, http.MethodPost, d.f.URL()+"/v3/clusters/"+c.ID+"?action=generateKubeconfig", scoped, nil)
 		var out struct{ Config string }
@@ -245,14 +275,14 @@ func (d *fakeDriver) disconnected(t *testing.T) {
 	const wait = 300 * time.Millisecond
 	d.f.SetDisconnectWait(wait)
 	bearer := d.f.IssueToken(d.ace.ID, 0) // synced to the endpoint while the agent is connected
-	for _, c := range []rancherCluster{d.ace, d.other} {
+	for _, c := range []Cluster{d.ace, d.other} {
 		c.Disconnected = true
 		d.f.Set(c)
 	}
 	unsynced := d.f.IssueToken(d.ace.ID, 0)
 	d.expect(d.aceClient, d.aceURL, unsynced, http.StatusUnauthorized) // not synced: the agent is away
 	start := time.Now()
-	code, body := d.call(d.http, http.MethodGet, d.proxy(d.other.ID), rancherTok, nil)
+	code, body := d.call(d.http, http.MethodGet, d.proxy(d.other.ID), apiToken, nil)
 	if code != http.StatusInternalServerError || string(body) != "cluster agent disconnected" || time.Since(start) < wait {
 		t.Fatalf("proxy to a disconnected cluster: %d %q after %s, want 500 after %s", code, body, time.Since(start), wait)
 	}

@@ -1,4 +1,4 @@
-package e2e
+package rancher
 
 import (
 	"crypto/rand"
@@ -60,7 +60,7 @@ type tokenState struct {
 }
 
 // OnRevoke sets the function called with each revoked token's value.
-func (f *fakeRancher) OnRevoke(fn func(bearer string)) {
+func (f *Fake) OnRevoke(fn func(bearer string)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onRevoke = fn
@@ -72,7 +72,7 @@ func (f *fakeRancher) OnRevoke(fn func(bearer string)) {
 // cluster), and the kubeconfig carries a new token of the same user,
 // unscoped unless the cluster's authorized endpoint is on, valid 30 days
 // (kubeconfig-token-ttl-minutes). Called with f.mu held.
-func (f *fakeRancher) generateKubeconfig(w http.ResponseWriter, r *http.Request, id string) {
+func (f *Fake) generateKubeconfig(w http.ResponseWriter, r *http.Request, id string) {
 	if _, msg := f.authorize(r, id, false); msg != "" {
 		writeUnauthorized(w, msg)
 		return
@@ -94,7 +94,7 @@ func (f *fakeRancher) generateKubeconfig(w http.ResponseWriter, r *http.Request,
 }
 
 // RefuseMints makes token creation fail (403) or work again.
-func (f *fakeRancher) RefuseMints(refuse bool) {
+func (f *Fake) RefuseMints(refuse bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refuseMints = refuse
@@ -102,7 +102,7 @@ func (f *fakeRancher) RefuseMints(refuse bool) {
 
 // DropTokens deletes the tokens scoped to cluster, as an administrator
 // would in Rancher's UI.
-func (f *fakeRancher) DropTokens(cluster string) {
+func (f *Fake) DropTokens(cluster string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for name, t := range f.tokens {
@@ -114,28 +114,28 @@ func (f *fakeRancher) DropTokens(cluster string) {
 
 // SetMaxTTL sets Rancher's maximum token lifetime for tokens created from
 // now on.
-func (f *fakeRancher) SetMaxTTL(d time.Duration) {
+func (f *Fake) SetMaxTTL(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.maxTTL = d
 }
 
 // initTokens registers the API token, "token-xxxxx:<secret>".
-func (f *fakeRancher) initTokens(apiToken string) {
+func (f *Fake) initTokens(apiToken string) {
 	f.tokens = map[string]*fakeToken{}
 	name, secret, _ := strings.Cut(apiToken, ":")
 	f.tokens[name] = &fakeToken{Name: name, Secret: secret, Description: "e2e API key", UserID: fakeUserID,
 		Created: time.Now()}
 }
 
-func (f *fakeRancher) now() time.Time { return time.Now().Add(f.skew) }
+func (f *Fake) now() time.Time { return time.Now().Add(f.skew) }
 
-func (f *fakeRancher) expired(t *fakeToken) bool {
+func (f *Fake) expired(t *fakeToken) bool {
 	return t.TTL > 0 && !f.now().Before(t.Created.Add(t.TTL))
 }
 
 // AdvanceClock moves the clock by which tokens expire forward by d.
-func (f *fakeRancher) AdvanceClock(d time.Duration) {
+func (f *Fake) AdvanceClock(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.skew += d
@@ -144,7 +144,7 @@ func (f *fakeRancher) AdvanceClock(d time.Duration) {
 // IssueToken creates a token as POST /v3/tokens would (scoped to cluster
 // unless ""; ttl 0 never expires), without counting it in TokensCreated,
 // and returns its bearer value.
-func (f *fakeRancher) IssueToken(cluster string, ttl time.Duration) string {
+func (f *Fake) IssueToken(cluster string, ttl time.Duration) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := f.newToken(cluster, "issued by the test", ttl)
@@ -153,12 +153,12 @@ func (f *fakeRancher) IssueToken(cluster string, ttl time.Duration) string {
 
 // LiveTokens counts the tokens scoped to cluster ("": the unscoped ones,
 // the API token included) that are neither expired nor deleted.
-func (f *fakeRancher) LiveTokens(cluster string) int {
+func (f *Fake) LiveTokens(cluster string) int {
 	return f.LiveTokensByCluster()[cluster]
 }
 
 // LiveTokensByCluster counts the live tokens per clusterId ("": unscoped).
-func (f *fakeRancher) LiveTokensByCluster() map[string]int {
+func (f *Fake) LiveTokensByCluster() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := map[string]int{}
@@ -171,7 +171,7 @@ func (f *fakeRancher) LiveTokensByCluster() map[string]int {
 }
 
 // TokensCreated counts the tokens created through POST /v3/tokens.
-func (f *fakeRancher) TokensCreated() int {
+func (f *Fake) TokensCreated() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.created
@@ -179,14 +179,14 @@ func (f *fakeRancher) TokensCreated() int {
 
 // TokensCreatedFor counts the tokens created through POST /v3/tokens
 // scoped to cluster, deleted ones included.
-func (f *fakeRancher) TokensCreatedFor(cluster string) int {
+func (f *Fake) TokensCreatedFor(cluster string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.createdFor[cluster]
 }
 
 // TokensDeleted counts the tokens deleted through DELETE /v3/tokens/<name>.
-func (f *fakeRancher) TokensDeleted() int {
+func (f *Fake) TokensDeleted() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.deleted
@@ -210,7 +210,7 @@ func requestToken(r *http.Request) (name, secret string) {
 // on a route of cluster ("" for /v3), else the message of the 401. With
 // scopedOnly (an authorized cluster endpoint) only a token scoped to
 // cluster passes. Called with f.mu held.
-func (f *fakeRancher) authorize(r *http.Request, cluster string, scopedOnly bool) (*fakeToken, string) {
+func (f *Fake) authorize(r *http.Request, cluster string, scopedOnly bool) (*fakeToken, string) {
 	name, secret := requestToken(r)
 	t := f.tokens[name]
 	if name == "" || secret == "" || t == nil || subtle.ConstantTimeCompare([]byte(secret), []byte(t.Secret)) != 1 ||
@@ -237,7 +237,7 @@ func randomString(n int) string {
 
 // newToken stores a new derived token of the fake's user. Called with
 // f.mu held.
-func (f *fakeRancher) newToken(cluster, description string, ttl time.Duration) *fakeToken {
+func (f *Fake) newToken(cluster, description string, ttl time.Duration) *fakeToken {
 	name := "token-" + randomString(5)
 	for f.tokens[name] != nil {
 		name = "token-" + randomString(5)
@@ -251,7 +251,7 @@ func (f *fakeRancher) newToken(cluster, description string, ttl time.Duration) *
 
 // serveTokens serves /v3/tokens and /v3/tokens/<name>, the caller already
 // authorized. Called with f.mu held.
-func (f *fakeRancher) serveTokens(w http.ResponseWriter, r *http.Request) {
+func (f *Fake) serveTokens(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/v3/tokens"), "/")
 	t := f.tokens[name]
 	switch {
@@ -280,7 +280,7 @@ func (f *fakeRancher) serveTokens(w http.ResponseWriter, r *http.Request) {
 
 // createToken derives a token from the caller's: 201 with the token
 // object and, only in this answer, its bearer value in "token".
-func (f *fakeRancher) createToken(w http.ResponseWriter, r *http.Request) {
+func (f *Fake) createToken(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Type        string `json:"type"`
 		ClusterID   string `json:"clusterId"`
@@ -323,7 +323,7 @@ func (f *fakeRancher) createToken(w http.ResponseWriter, r *http.Request) {
 
 // listTokens answers the user's tokens, expired ones included, in the
 // collection envelope of /v3/clusters.
-func (f *fakeRancher) listTokens(w http.ResponseWriter) {
+func (f *Fake) listTokens(w http.ResponseWriter) {
 	names := make([]string, 0, len(f.tokens))
 	for name := range f.tokens {
 		names = append(names, name)
@@ -344,7 +344,7 @@ func (f *fakeRancher) listTokens(w http.ResponseWriter) {
 
 // renderToken is the token object as /v3/tokens shows it, without its
 // bearer value.
-func (f *fakeRancher) renderToken(t *fakeToken) map[string]any {
+func (f *Fake) renderToken(t *fakeToken) map[string]any {
 	expiresAt := ""
 	if t.TTL > 0 {
 		expiresAt = t.Created.Add(t.TTL).UTC().Format(time.RFC3339)
