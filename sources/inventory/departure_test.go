@@ -37,3 +37,23 @@ func TestDepartureValidate(t *testing.T) {
 	_, err = Departure{MaxFraction: 3}.withDefaults()
 	require.ErrorContains(t, err, "departure.maxFraction")
 }
+
+// TestValidateSpread: the inventory section's jitter and preference, every
+// problem with its path; New refuses what the loader refuses.
+func TestValidateSpread(t *testing.T) {
+	at := field.NewPath("inventory")
+	assert.Empty(t, ValidateSpread(at, 0, PreferCloud))
+	var got []string
+	for _, e := range ValidateSpread(at, 1, "both") {
+		got = append(got, e.Error())
+	}
+	assert.Equal(t, []string{
+		"inventory.jitter: Invalid value: 1: must be in [0, 1)",
+		`inventory.prefer: Unsupported value: "both": supported values: "cloud", "rancher"`,
+	}, got)
+	_, err := New(nil, Options{Jitter: 1.5})
+	require.ErrorContains(t, err, "inventory.jitter")
+	inv, err := New(nil, Options{Jitter: -1})
+	require.NoError(t, err)
+	assert.Zero(t, inv.jitter, "negative: none")
+}

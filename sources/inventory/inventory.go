@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -161,27 +162,32 @@ type Inventory struct {
 // DefaultJitter is the default of Options.Jitter.
 const DefaultJitter = 0.1
 
+// ValidateSpread checks a jitter and a preference, each problem with its
+// path under path (inventory, in the configuration file): the loader and
+// New call it alike.
+func ValidateSpread(path *field.Path, jitter float64, prefer Preference) field.ErrorList {
+	var errs field.ErrorList
+	if jitter < 0 || jitter >= 1 {
+		errs = append(errs, field.Invalid(path.Child("jitter"), jitter, "must be in [0, 1)"))
+	}
+	if prefer != PreferCloud && prefer != PreferRancher {
+		errs = append(errs, field.NotSupported(path.Child("prefer"), prefer, []Preference{PreferCloud, PreferRancher}))
+	}
+	return errs
+}
+
 // New checks the specs and returns an inventory whose first snapshot has
 // every source unsynced. Nothing runs until Run or RefreshAll is called.
 func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Jitter == 0 {
-		opts.Jitter = DefaultJitter
-	}
-	if opts.Jitter < 0 {
-		opts.Jitter = 0
-	}
-	if opts.Jitter >= 1 {
-		return nil, fmt.Errorf("jitter %v: must be below 1", opts.Jitter)
-	}
-	switch opts.Prefer {
-	case "":
+	opts.Jitter = orNone(opts.Jitter, DefaultJitter)
+	if opts.Prefer == "" {
 		opts.Prefer = PreferCloud
-	case PreferCloud, PreferRancher:
-	default:
-		return nil, fmt.Errorf("prefer %q: must be %s or %s", opts.Prefer, PreferCloud, PreferRancher)
+	}
+	if errs := ValidateSpread(field.NewPath("inventory"), opts.Jitter, opts.Prefer); len(errs) > 0 {
+		return nil, errs.ToAggregate()
 	}
 	departure, err := opts.Departure.withDefaults()
 	if err != nil {

@@ -88,13 +88,7 @@ func (c *Config) validateInventory(at *field.Path) field.ErrorList {
 	inv := &c.Inventory
 	errs = check(errs, inv.Interval.Validate(at.Child("interval"), time.Second, 0))
 	errs = check(errs, inv.Timeout.Validate(at.Child("timeout"), time.Millisecond, 0))
-	if inv.Jitter < 0 || inv.Jitter >= 1 {
-		errs = append(errs, field.Invalid(at.Child("jitter"), inv.Jitter, "must be in [0, 1)"))
-	}
-	if inv.Prefer != inventory.PreferCloud && inv.Prefer != inventory.PreferRancher {
-		errs = append(errs, field.NotSupported(at.Child("prefer"), inv.Prefer, []inventory.Preference{inventory.PreferCloud, inventory.PreferRancher}))
-	}
-	return errs
+	return append(errs, inventory.ValidateSpread(at, inv.Jitter, inv.Prefer)...)
 }
 
 func (c *Config) validateDeparture(at *field.Path) field.ErrorList {
