@@ -234,45 +234,73 @@ type clusterCollection struct {
 	Data []Cluster `json:"data"`
 }
 
-// clusters fetches every page of /v3/clusters, following pagination.next.
-// Any failed page fails the listing: a missing page is not an empty one.
-func (l *listing) clusters(filters map[string]any) ([]Cluster, error) {
-	var all []Cluster
-	seenIDs := map[string]bool{}
+// page is a page of a /v3 collection: its pagination, and the data the
+// collection type adds.
+type page interface{ collection() *types.Collection }
+
+func (c *clusterCollection) collection() *types.Collection { return &c.Collection }
+
+// followPages reads every page of a /v3 collection through the listing's
+// client: first fetches page one, then each pagination.next (rewritten to
+// Rancher's origin, never an earlier page's). take judges and keeps each
+// page, or its fetch error. Any failed page fails the whole: a missing
+// page is not an empty one.
+func followPages[P interface {
+	*T
+	page
+}, T any](l *listing, op, name string, first func(P) error, take func(what string, p P, err error) error) error {
+	p := P(new(T))
+	err := first(p)
 	seenLinks := map[string]bool{}
-	col := &clusterCollection{}
-	err := l.ops.DoList("cluster", &types.ListOpts{Filters: filters}, col)
-	for page := 1; ; page++ {
-		what := fmt.Sprintf("get /v3/clusters page %d", page)
-		if err != nil {
-			err = l.fail(opClusters, what, err)
-		} else {
-			err = l.checkPage(what, col, seenIDs)
+	for n := 1; ; n++ {
+		what := fmt.Sprintf("get %s page %d", name, n)
+		if err := take(what, p, err); err != nil {
+			return err
 		}
-		l.s.metrics.Request(opClusters, err)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, col.Data...)
 		next := ""
-		if col.Pagination != nil {
-			next = col.Pagination.Next
+		if c := p.collection(); c.Pagination != nil {
+			next = c.Pagination.Next
 		}
 		if next == "" {
-			// partial: true without next is the last page.
-			return all, nil
+			return nil // partial: true without next is the last page
 		}
 		link, lerr := l.onOrigin(next)
 		if lerr != nil {
-			return nil, invalid(opClusters, "%s: next link: %w", what, lerr)
+			return invalid(op, "%s: next link: %w", what, lerr)
 		}
 		if seenLinks[link] {
-			return nil, invalid(opClusters, "%s: next link points back at an earlier page", what)
+			return invalid(op, "%s: next link points back at an earlier page", what)
 		}
 		seenLinks[link] = true
-		col = &clusterCollection{}
-		err = l.ops.DoNext(link, col)
+		p = P(new(T))
+		err = l.ops.DoNext(link, p)
 	}
+}
+
+// clusters fetches every page of /v3/clusters.
+func (l *listing) clusters(filters map[string]any) ([]Cluster, error) {
+	var all []Cluster
+	seenIDs := map[string]bool{}
+	err := followPages(l, opClusters, "/v3/clusters",
+		func(col *clusterCollection) error {
+			return l.ops.DoList("cluster", &types.ListOpts{Filters: filters}, col)
+		},
+		func(what string, col *clusterCollection, err error) error {
+			if err != nil {
+				err = l.fail(opClusters, what, err)
+			} else {
+				err = l.checkPage(what, col, seenIDs)
+			}
+			l.s.metrics.Request(opClusters, err)
+			if err == nil {
+				all = append(all, col.Data...)
+			}
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
 }
 
 // checkPage checks a page of clusters and counts it: a collection whose

@@ -82,49 +82,37 @@ func isGUID(s string) bool {
 // not read cloud credentials. Unlike a 403 on clusters, the token is fine.
 var errCredentialsForbidden = errors.New("rancher answered 403 Forbidden: the user may not read cloud credentials")
 
+func (c *cloudCredentialCollection) collection() *types.Collection { return &c.Collection }
+
 // cloudCredentials reads the subscriptions of every page of
-// /v3/cloudcredentials, following pagination.next as clusters does, through
-// the listing's client. Rancher lists the credentials the user may read:
-// its own, or all of them for an administrator.
+// /v3/cloudcredentials, as clusters does. Rancher lists the credentials the
+// user may read: its own, or all of them for an administrator.
 func (l *listing) cloudCredentials() (subscriptions, error) {
 	subs := subscriptions{}
-	seenLinks := map[string]bool{}
-	col := &cloudCredentialCollection{}
-	err := l.ops.DoGet(l.s.apiURL+"/cloudcredentials", &types.ListOpts{Filters: map[string]any{"limit": l.s.cfg.PageLimit}}, col)
-	for page := 1; ; page++ {
-		what := fmt.Sprintf("get /v3/cloudcredentials page %d", page)
-		var apiErr *clientbase.APIError
-		switch {
-		case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden:
-			err = failed(upstream.KindAuth, opCloudCredentials, fmt.Errorf("%s: %w", what, errCredentialsForbidden))
-		case err != nil:
-			err = l.fail(opCloudCredentials, what, err)
-		case col.Type != "collection":
-			err = invalid(opCloudCredentials, "%s: the answer is not a collection", what)
-		}
-		l.s.metrics.Request(opCloudCredentials, err)
-		if err != nil {
-			return nil, err
-		}
-		subs.add(col.Data)
-		next := ""
-		if col.Pagination != nil {
-			next = col.Pagination.Next
-		}
-		if next == "" {
-			return subs, nil
-		}
-		link, lerr := l.onOrigin(next)
-		if lerr != nil {
-			return nil, invalid(opCloudCredentials, "%s: next link: %w", what, lerr)
-		}
-		if seenLinks[link] {
-			return nil, invalid(opCloudCredentials, "%s: next link points back at an earlier page", what)
-		}
-		seenLinks[link] = true
-		col = &cloudCredentialCollection{}
-		err = l.ops.DoNext(link, col)
+	err := followPages(l, opCloudCredentials, "/v3/cloudcredentials",
+		func(col *cloudCredentialCollection) error {
+			return l.ops.DoGet(l.s.apiURL+"/cloudcredentials", &types.ListOpts{Filters: map[string]any{"limit": l.s.cfg.PageLimit}}, col)
+		},
+		func(what string, col *cloudCredentialCollection, err error) error {
+			var apiErr *clientbase.APIError
+			switch {
+			case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden:
+				err = failed(upstream.KindAuth, opCloudCredentials, fmt.Errorf("%s: %w", what, errCredentialsForbidden))
+			case err != nil:
+				err = l.fail(opCloudCredentials, what, err)
+			case col.Type != "collection":
+				err = invalid(opCloudCredentials, "%s: the answer is not a collection", what)
+			}
+			l.s.metrics.Request(opCloudCredentials, err)
+			if err == nil {
+				subs.add(col.Data)
+			}
+			return err
+		})
+	if err != nil {
+		return nil, err
 	}
+	return subs, nil
 }
 
 // aksSubscriptions returns the subscriptions of the cloud credentials for
