@@ -282,7 +282,7 @@ func Default() Config {
 		Departure: Departure{AfterListings: dep.AfterListings, GracePeriod: sources.D(dep.GracePeriod),
 			MaxFraction: dep.MaxFraction, HeldListings: dep.HeldListings, MaxDeletions: dep.MaxDeletions, MaxDeletionsPercent: dep.MaxDeletionsPercent},
 		Secrets: Secrets{
-			Namespace: "argocd", Prefix: "cluster", Policy: string(rc.Policy), Resync: sources.D(rc.Resync),
+			Namespace: "argocd", Prefix: clustersecret.DefaultPrefix, Policy: string(rc.Policy), Resync: sources.D(rc.Resync),
 			Concurrency: rc.Concurrency, Client: Client{QPS: 200, Burst: 400},
 			Prune: Prune{AfterListings: rc.Prune.AfterListings, GracePeriod: sources.D(rc.Prune.GracePeriod),
 				MaxDeletions: rc.Prune.MaxDeletions, MaxDeletionsPercent: rc.Prune.MaxDeletionsPercent},
