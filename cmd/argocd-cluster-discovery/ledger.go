@@ -29,7 +29,7 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 	if err := kube.init(); err != nil {
 		return nil, err
 	}
-	l, err := clusterprofile.New(kube.dyn, kube.client, clusterprofile.Options{Namespace: cfg.EffectiveLedgerNamespace(),
+	l, err := clusterprofile.New(kube.rest, clusterprofile.Options{Namespace: cfg.EffectiveLedgerNamespace(),
 		OwnerID: cfg.Secrets.OwnerID, ConfigMap: cfg.Ledger.ConfigMap})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)

@@ -10,11 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -30,7 +29,9 @@ const Coalesce = 100 * time.Millisecond
 // book once both have synced, then one after each burst of changes. The
 // informers keep each object's record and nothing else. An object whose
 // record cannot be read is left out and logged. A burst that changed no
-// record (the status writes after a save) delivers no book.
+// record (the status writes after a save) delivers no book. The informer
+// watches the objects' metadata only: the record is an annotation, and
+// neither the spec nor the status is decoded.
 func (l *Ledger) Watch(ctx context.Context, fn func(inventory.Book)) {
 	l.WatchWithLogger(ctx, slog.New(slog.DiscardHandler), fn)
 }
@@ -49,9 +50,9 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(any) { poke() },
 	}
-	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(l.dyn, 0, l.opts.Namespace,
+	meta := metadatainformer.NewFilteredSharedInformerFactory(l.meta, 0, l.opts.Namespace,
 		func(o *metav1.ListOptions) { o.LabelSelector = l.selector() })
-	profiles := dyn.ForResource(Resource).Informer()
+	profiles := meta.ForResource(Resource).Informer()
 	_ = profiles.SetTransform(compact)
 	_, _ = profiles.AddEventHandler(handler)
 	core := informers.NewSharedInformerFactoryWithOptions(l.core, 0, informers.WithNamespace(l.opts.Namespace),
@@ -60,9 +61,9 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		}))
 	cms := core.Core().V1().ConfigMaps().Informer()
 	_, _ = cms.AddEventHandler(handler)
-	dyn.Start(ctx.Done())
+	meta.Start(ctx.Done())
 	core.Start(ctx.Done())
-	defer dyn.Shutdown()
+	defer meta.Shutdown()
 	defer core.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), profiles.HasSynced, cms.HasSynced) {
 		return
@@ -202,9 +203,9 @@ func (p *profile) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-// compact turns a ClusterProfile into its profile.
+// compact turns a ClusterProfile's metadata into its profile.
 func compact(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}

@@ -16,9 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -28,7 +33,13 @@ import (
 // Save writes only what changed since the last Load or Save: steady state
 // writes nothing.
 type Ledger struct {
+	// dyn reads whole objects (Load); raw writes them without decoding
+	// the answers (a cold start writes two per cluster); meta is the
+	// feed's, which needs only the metadata (the record is an
+	// annotation); core reads and writes the ConfigMap.
 	dyn  dynamic.Interface
+	raw  rest.Interface
+	meta metadata.Interface
 	core kubernetes.Interface
 	opts Options
 	now  func() time.Time
@@ -50,12 +61,52 @@ type stored struct {
 	conds  map[string]condition
 }
 
-// New returns the ledger of opts on the API behind dyn and core.
-func New(dyn dynamic.Interface, core kubernetes.Interface, opts Options) (*Ledger, error) {
+// New returns the ledger of opts on the API server of cfg. Its clients
+// share one rate limiter, cfg's (or one of cfg's QPS and Burst).
+func New(cfg *rest.Config, opts Options) (*Ledger, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
 	}
-	return &Ledger{dyn: dyn, core: core, opts: opts, now: time.Now}, nil
+	c := rest.CopyConfig(cfg)
+	if c.RateLimiter == nil {
+		qps, burst := c.QPS, c.Burst
+		if qps == 0 {
+			qps, burst = rest.DefaultQPS, rest.DefaultBurst
+		}
+		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
+	l := &Ledger{opts: opts, now: time.Now}
+	var err error
+	if l.core, err = kubernetes.NewForConfig(c); err != nil {
+		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
+	}
+	if l.dyn, err = dynamic.NewForConfig(c); err != nil {
+		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
+	}
+	if l.meta, err = metadata.NewForConfig(c); err != nil {
+		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
+	}
+	gv := Resource.GroupVersion()
+	c.GroupVersion, c.APIPath = &gv, "/apis"
+	c.ContentType, c.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON // custom resources have no protobuf
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if l.raw, err = rest.RESTClientFor(c); err != nil {
+		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
+	}
+	return l, nil
+}
+
+// write sends one write of a ClusterProfile (subresource "" or "status")
+// with our field manager, and reads nothing of the answer but its status.
+func (l *Ledger) write(ctx context.Context, req *rest.Request, subresource string, body []byte) error {
+	return req.Namespace(l.opts.Namespace).Resource(Resource.Resource).SubResource(subresource).
+		Param("fieldManager", Manager).Body(body).Do(ctx).Error()
+}
+
+// apply server-side applies body to the object name (or its status) with
+// force: the ledger's fields are the leader's alone.
+func (l *Ledger) apply(ctx context.Context, name, subresource string, body []byte) error {
+	return l.write(ctx, l.raw.Patch(types.ApplyPatchType).Name(name).Param("force", "true"), subresource, body)
 }
 
 // selector selects this installation's ClusterProfiles.
@@ -349,7 +400,11 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 	if s == nil {
 		// create, never apply, an object we do not know: a name taken by
 		// an object that is not ours fails instead of being taken over
-		_, err := l.profiles().Create(ctx, d.object, metav1.CreateOptions{FieldManager: Manager})
+		body, err := d.object.MarshalJSON()
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode clusterprofile %s: %w", name, err)
+		}
+		err = l.write(ctx, l.raw.Post(), "", body)
 		switch {
 		case err == nil:
 			created = &stored{name: name, meta: sha256.Sum256(d.meta)} // just created: the object is as desired
@@ -363,7 +418,7 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 		s = created
 	}
 	if s.meta != sha256.Sum256(d.meta) {
-		if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, d.meta, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}); err != nil {
+		if err := l.apply(ctx, name, "", d.meta); err != nil {
 			return nil, nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
 		}
 		s.meta = sha256.Sum256(d.meta)
@@ -380,7 +435,7 @@ func (l *Ledger) putStatus(ctx context.Context, s *stored, d *desired) error {
 	if err != nil {
 		return fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
 	}
-	if _, err := l.profiles().Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: Manager, Force: ptrTrue()}, "status"); err != nil {
+	if err := l.apply(ctx, name, "status", body); err != nil {
 		return fmt.Errorf("apply status of clusterprofile %s: %w", name, err)
 	}
 	s.status = sha256.Sum256(d.status)
@@ -441,7 +496,5 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 	l.sources = raw
 	return nil
 }
-
-func ptrTrue() *bool { b := true; return &b }
 
 var _ inventory.Ledger = (*Ledger)(nil)

@@ -283,6 +283,34 @@ func TestFeedServesOnlyCompleteSaves(t *testing.T) {
 	}
 }
 
+// TestFeedReadsMetadataOnly: every replica's feed lists and watches the
+// ClusterProfiles' metadata only (the record is an annotation), so that
+// the status writes of a cold start (one per cluster) are not decoded, as
+// whole objects, by every replica.
+func TestFeedReadsMetadataOnly(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, ledgertest.Fleet(2)))
+	before := len(c.counter.profileReads())
+	reader := c.ledger(t, "owner-1")
+	books := make(chan inventory.Book, 10)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); reader.Watch(wctx, func(b inventory.Book) { books <- b }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case b := <-books:
+		require.Len(t, b.Clusters, 3)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no book")
+	}
+	reads := c.counter.profileReads()[before:]
+	require.NotEmpty(t, reads, "the feed's list")
+	for _, accept := range reads {
+		assert.Contains(t, accept, "as=PartialObjectMetadata", "a read of whole objects")
+	}
+}
+
 // TestCreateThatTimedOutIsAdopted: a create the apiserver made but whose
 // answer the leader never got (a timeout under load) leaves our object
 // under the name the next save creates: the save adopts it instead of

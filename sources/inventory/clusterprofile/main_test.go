@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,9 +41,26 @@ type counter struct {
 	writes    atomic.Int64
 	lists     atomic.Int64
 	failAfter atomic.Int64
+
+	mu sync.Mutex
+	// reads is the Accept header of each GET of ClusterProfiles
+	reads []string
+}
+
+// profileReads returns the Accept header of each GET of ClusterProfiles
+// (lists, watches, gets) so far.
+func (c *counter) profileReads() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.reads)
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+Resource.Resource) {
+		c.mu.Lock()
+		c.reads = append(c.reads, r.Header.Get("Accept"))
+		c.mu.Unlock()
+	}
 	switch {
 	case r.Method != http.MethodGet:
 		if n := c.writes.Add(1); c.failAfter.Load() > 0 && n > c.failAfter.Load() {
@@ -56,8 +75,7 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 // cluster is one test's namespace and clients, the ledger's counted.
 type cluster struct {
 	ns      string
-	dyn     dynamic.Interface
-	core    kubernetes.Interface
+	cfg     *rest.Config // the ledger's, its requests counted
 	admin   kubernetes.Interface
 	adminDy dynamic.Interface
 	counter *counter
@@ -76,17 +94,14 @@ func newCluster(t *testing.T) *cluster {
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = 500, 1000
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { c.counter.rt = rt; return c.counter }
-	c.dyn, err = dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	c.core, err = kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	c.cfg = cfg
 	return c
 }
 
 // ledger opens the ledger of owner in the cluster's namespace.
 func (c *cluster) ledger(t *testing.T, owner string) *Ledger {
 	t.Helper()
-	l, err := New(c.dyn, c.core, Options{Namespace: c.ns, OwnerID: owner})
+	l, err := New(c.cfg, Options{Namespace: c.ns, OwnerID: owner})
 	require.NoError(t, err)
 	return l
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -210,7 +211,7 @@ func firstNonEmpty(s ...string) string {
 }
 
 // recordOf reads the record an object holds.
-func recordOf(obj *unstructured.Unstructured) (inventory.Record, error) {
+func recordOf(obj metav1.Object) (inventory.Record, error) {
 	var r inventory.Record
 	raw, ok := obj.GetAnnotations()[AnnotationRecord]
 	if !ok {
