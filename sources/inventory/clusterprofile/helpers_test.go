@@ -22,3 +22,18 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// conditionStatuses reads the status of each condition of obj, by type.
+func conditionStatuses(t *testing.T, obj *unstructured.Unstructured) map[string]string {
+	t.Helper()
+	list, _, err := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, item := range list {
+		c, ok := item.(map[string]any)
+		require.True(t, ok)
+		typ, _ := c["type"].(string)
+		out[typ], _ = c["status"].(string)
+	}
+	return out
+}

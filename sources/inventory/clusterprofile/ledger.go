@@ -58,7 +58,7 @@ type stored struct {
 	// that remembering 10,000 objects costs 640 KB, not their JSON.
 	meta   [sha256.Size]byte
 	status [sha256.Size]byte
-	conds  map[string]condition
+	marks  *marks // of the conditions written last; nil: none
 }
 
 // New returns the ledger of opts on the API server of cfg. Its clients
@@ -154,8 +154,8 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 // it already matches count as written, so that a new leader rewrites
 // nothing that is as it would write it.
 func (l *Ledger) storedOf(obj *unstructured.Unstructured, r *inventory.Record) *stored {
-	s := &stored{name: obj.GetName(), conds: conditionsOf(obj)}
-	d, err := desiredObject(&l.opts, s.name, r, s.conds, l.now())
+	s := &stored{name: obj.GetName(), marks: marksOf(obj)}
+	d, err := desiredObject(&l.opts, s.name, r, s.marks, l.now())
 	if err != nil {
 		return s
 	}
@@ -268,7 +268,7 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	return errors.Join(forEach(ctx, len(statuses), func(i int) error {
 		r := statuses[i]
 		s := l.known[identity(r.Source, r.ID)]
-		d, err := desiredObject(&l.opts, s.name, r, s.conds, now)
+		d, err := desiredObject(&l.opts, s.name, r, s.marks, now)
 		if err != nil {
 			return err
 		}
@@ -387,9 +387,9 @@ func forEach(ctx context.Context, n int, fn func(i int) error) []error {
 // records may run alongside.
 func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now time.Time) (*desired, *stored, error) {
 	name := objectName(l.opts.OwnerID, r)
-	var prev map[string]condition
+	var prev *marks
 	if s != nil {
-		name, prev = s.name, s.conds
+		name, prev = s.name, s.marks
 	}
 	d, err := desiredObject(&l.opts, name, r, prev, now)
 	if err != nil {
@@ -439,14 +439,8 @@ func (l *Ledger) putStatus(ctx context.Context, s *stored, d *desired) error {
 		return fmt.Errorf("apply status of clusterprofile %s: %w", name, err)
 	}
 	s.status = sha256.Sum256(d.status)
-	s.conds = map[string]condition{}
-	var st struct {
-		Conditions []condition `json:"conditions"`
-	}
-	_ = json.Unmarshal(d.status, &st)
-	for _, c := range st.Conditions {
-		s.conds[c.Type] = c
-	}
+	m := d.marks // a copy: s must not keep d's JSON
+	s.marks = &m
 	return nil
 }
 

@@ -70,7 +70,7 @@ func TestObjectsFollowTheClusterInventoryAPI(t *testing.T) {
 		assert.Equal(t, "owner-1", obj.GetLabels()[LabelOwner])
 		mgr, _, _ := unstructuredString(obj.Object, "spec", "clusterManager", "name")
 		assert.Equal(t, Manager, mgr)
-		conds := conditionsOf(&obj)
+		conds := conditionStatuses(t, &obj)
 		name, _, _ := unstructuredString(obj.Object, "spec", "displayName")
 		switch name {
 		case "prod-00":
@@ -81,14 +81,14 @@ func TestObjectsFollowTheClusterInventoryAPI(t *testing.T) {
 			cl := providers[0].(map[string]any)["cluster"].(map[string]any)
 			assert.Equal(t, "https://rancher.example.com/k8s/clusters/c-prod-00", cl["server"])
 			assert.Equal(t, "dGVzdA==", cl["certificate-authority-data"])
-			assert.Equal(t, "True", conds["Served"].Status)
-			assert.Equal(t, "True", conds["ControlPlaneHealthy"].Status)
-			assert.Equal(t, "True", conds["Departing"].Status)
-			assert.Equal(t, "True", conds["Held"].Status)
+			assert.Equal(t, "True", conds["Served"])
+			assert.Equal(t, "True", conds["ControlPlaneHealthy"])
+			assert.Equal(t, "True", conds["Departing"])
+			assert.Equal(t, "True", conds["Held"])
 			assert.Equal(t, "rancher", obj.GetLabels()[LabelSource])
 			assert.Equal(t, "acme", obj.GetLabels()[LabelTenant])
 		case "new":
-			assert.Equal(t, "False", conds["Served"].Status)
+			assert.Equal(t, "False", conds["Served"])
 			assert.Equal(t, "pending", obj.GetLabels()[LabelPhase])
 		default:
 			t.Fatalf("unexpected clusterprofile %q", name)

@@ -3,6 +3,7 @@ package clusterprofile
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,12 +47,13 @@ type desired struct {
 	object   *unstructured.Unstructured
 	meta     []byte
 	status   []byte
+	marks    marks // of the status's conditions
 }
 
 // desiredObject builds the ClusterProfile of r in namespace ns, named name.
 // prev holds the conditions written last, so that a condition's
 // lastTransitionTime moves only when its status does.
-func desiredObject(o *Options, name string, r *inventory.Record, prev map[string]condition, now time.Time) (*desired, error) {
+func desiredObject(o *Options, name string, r *inventory.Record, prev *marks, now time.Time) (*desired, error) {
 	rec, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode record of %s: %w", r.ID, err)
@@ -77,12 +79,12 @@ func desiredObject(o *Options, name string, r *inventory.Record, prev map[string
 	if err != nil {
 		return nil, fmt.Errorf("encode clusterprofile %s: %w", name, err)
 	}
-	st := statusOf(r, phase, prev, now)
+	st, m := statusOf(r, phase, prev, now)
 	status, err := json.Marshal(st)
 	if err != nil {
 		return nil, fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
 	}
-	return &desired{id: identity(r.Source, r.ID), object: obj, meta: meta, status: status}, nil
+	return &desired{id: identity(r.Source, r.ID), object: obj, meta: meta, status: status, marks: m}, nil
 }
 
 // annotationsOf is what we declare of the annotations: the record, and,
@@ -127,25 +129,50 @@ type condition struct {
 	LastTransitionTime string `json:"lastTransitionTime"`
 }
 
-func cond(prev map[string]condition, now time.Time, typ string, ok bool, reason, message string) condition {
+// The types of the conditions we write, in the order written.
+const (
+	condHealthy = iota
+	condServed
+	condDeparting
+	condHeld
+	condCount
+)
+
+var conditionTypes = [condCount]string{"ControlPlaneHealthy", "Served", "Departing", "Held"}
+
+// mark is what the ledger remembers of one of our conditions as written:
+// its status and since when, so that lastTransitionTime moves only when
+// the status does. Its reason and message are made again at each save.
+type mark struct {
+	set, ok bool
+	since   int64 // Unix seconds: lastTransitionTime has seconds only
+}
+
+// marks are the marks of an object's conditions, by condHealthy …: at
+// 10,000 objects 0.3 MiB, where the conditions as written are ~13 MiB.
+type marks [condCount]mark
+
+// cond makes condition i and its mark: prev's time when prev (nil: none)
+// holds the same status.
+func cond(prev *marks, now time.Time, i int, ok bool, reason, message string) (condition, mark) {
+	m := mark{set: true, ok: ok, since: now.Unix()}
+	if prev != nil && prev[i].set && prev[i].ok == ok {
+		m.since = prev[i].since
+	}
 	status := "False"
 	if ok {
 		status = "True"
 	}
-	at := now.UTC().Format(time.RFC3339)
-	if p, found := prev[typ]; found && p.Status == status && p.LastTransitionTime != "" {
-		at = p.LastTransitionTime
-	}
-	return condition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: at}
+	at := time.Unix(m.since, 0).UTC().Format(time.RFC3339)
+	return condition{Type: conditionTypes[i], Status: status, Reason: reason, Message: message, LastTransitionTime: at}, m
 }
 
 // statusOf is the ClusterProfile status of r.
-func statusOf(r *inventory.Record, phase sources.Phase, prev map[string]condition, now time.Time) map[string]any {
+func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Time) (map[string]any, marks) {
 	st := map[string]any{}
-	healthy := phase == sources.PhaseReady
-	conds := []condition{
-		cond(prev, now, "ControlPlaneHealthy", healthy, reasonOf(phase), "phase "+string(phase)),
-	}
+	var m marks
+	conds := make([]condition, condCount)
+	conds[condHealthy], m[condHealthy] = cond(prev, now, condHealthy, phase == sources.PhaseReady, reasonOf(phase), "phase "+string(phase))
 	served, why := r.Served, "Served"
 	if !served {
 		why = "NotServed"
@@ -154,23 +181,23 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev map[string]conditio
 	if !served && r.Unserved != nil {
 		msg = "not served: " + firstNonEmpty(r.Unserved.Reason, "phase "+string(r.Unserved.Phase))
 	}
-	conds = append(conds, cond(prev, now, "Served", served, why, msg))
+	conds[condServed], m[condServed] = cond(prev, now, condServed, served, why, msg)
 	departing := r.Served && r.Missed > 0
 	dmsg := "listed by its source"
 	if departing {
 		dmsg = "missing from " + strconv.Itoa(r.Missed) + " complete listing(s) of source " + r.Source + " since " + r.MissingSince.UTC().Format(time.RFC3339)
 	}
-	conds = append(conds, cond(prev, now, "Departing", departing, map[bool]string{true: "Missing", false: "Listed"}[departing], dmsg))
+	conds[condDeparting], m[condDeparting] = cond(prev, now, condDeparting, departing, map[bool]string{true: "Missing", false: "Listed"}[departing], dmsg)
 	held := departing && r.Held
 	hmsg := "no mass drop"
 	if held {
 		hmsg = "part of a mass drop: its departure is held until it is acknowledged (annotate " + AnnotationAcknowledge + "=true) or the cluster is seen leaving"
 	}
-	conds = append(conds, cond(prev, now, "Held", held, map[bool]string{true: "MassDrop", false: "NotHeld"}[held], hmsg))
+	conds[condHeld], m[condHeld] = cond(prev, now, condHeld, held, map[bool]string{true: "MassDrop", false: "NotHeld"}[held], hmsg)
 	st["conditions"] = conds
 	c := r.Rendering
 	if c == nil {
-		return st
+		return st, m
 	}
 	if c.KubernetesVersion != "" {
 		st["version"] = map[string]any{"kubernetes": c.KubernetesVersion}
@@ -191,7 +218,7 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev map[string]conditio
 		cluster["proxy-url"] = c.ProxyURL
 	}
 	st["accessProviders"] = []map[string]any{{"name": Manager, "cluster": cluster}}
-	return st
+	return st, m
 }
 
 func reasonOf(p sources.Phase) string {
@@ -227,20 +254,25 @@ func recordOf(obj metav1.Object) (inventory.Record, error) {
 	return r, nil
 }
 
-// conditionsOf reads the conditions of an object's status, by type.
-func conditionsOf(obj *unstructured.Unstructured) map[string]condition {
-	out := map[string]condition{}
+// marksOf reads the marks of our conditions in an object's status; a
+// condition that is missing or cannot be read has none.
+func marksOf(obj *unstructured.Unstructured) *marks {
+	var out marks
 	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	for _, item := range list {
-		m, ok := item.(map[string]any)
+		c, ok := item.(map[string]any)
 		if !ok {
 			continue
 		}
-		c := condition{}
-		c.Type, _ = m["type"].(string)
-		c.Status, _ = m["status"].(string)
-		c.LastTransitionTime, _ = m["lastTransitionTime"].(string)
-		out[c.Type] = c
+		typ, _ := c["type"].(string)
+		status, _ := c["status"].(string)
+		raw, _ := c["lastTransitionTime"].(string)
+		i := slices.Index(conditionTypes[:], typ)
+		at, err := time.Parse(time.RFC3339, raw)
+		if i < 0 || err != nil || status != "True" && status != "False" {
+			continue
+		}
+		out[i] = mark{set: true, ok: status == "True", since: at.Unix()}
 	}
-	return out
+	return &out
 }
