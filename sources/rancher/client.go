@@ -240,20 +240,33 @@ type page interface{ collection() *types.Collection }
 
 func (c *clusterCollection) collection() *types.Collection { return &c.Collection }
 
-// followPages reads every page of a /v3 collection through the listing's
-// client: first fetches page one, then each pagination.next (rewritten to
-// Rancher's origin, never an earlier page's). take judges and keeps each
-// page, or its fetch error. Any failed page fails the whole: a missing
-// page is not an empty one.
+// pager is how followPages reaches a /v3 collection: where a next link
+// may be requested (the link on Rancher's origin, or why not), and how a
+// page is fetched by its link (what describes it, for errors).
+type pager[P any] struct {
+	onOrigin func(link string) (string, error)
+	next     func(what, link string, p P) error
+}
+
+// listingPager pages through the listing's norman client.
+func listingPager[P any](l *listing) pager[P] {
+	return pager[P]{onOrigin: l.onOrigin, next: func(_, link string, p P) error { return l.ops.DoNext(link, p) }}
+}
+
+// followPages reads every page of a /v3 collection: first fetches page
+// one, then each pagination.next through pg (on Rancher's origin, never an
+// earlier page's). take judges and keeps each page, or its fetch error;
+// name starts the page's description ("<name> page <n>"). Any failed page
+// fails the whole: a missing page is not an empty one.
 func followPages[P interface {
 	*T
 	page
-}, T any](l *listing, op, name string, first func(P) error, take func(what string, p P, err error) error) error {
+}, T any](pg pager[P], op, name string, first func(P) error, take func(what string, p P, err error) error) error {
 	p := P(new(T))
 	err := first(p)
 	seenLinks := map[string]bool{}
-	for n := 1; ; n++ {
-		what := fmt.Sprintf("get %s page %d", name, n)
+	what := name + " page 1"
+	for n := 2; ; n++ {
 		if err := take(what, p, err); err != nil {
 			return err
 		}
@@ -264,7 +277,7 @@ func followPages[P interface {
 		if next == "" {
 			return nil // partial: true without next is the last page
 		}
-		link, lerr := l.onOrigin(next)
+		link, lerr := pg.onOrigin(next)
 		if lerr != nil {
 			return invalid(op, "%s: next link: %w", what, lerr)
 		}
@@ -272,8 +285,8 @@ func followPages[P interface {
 			return invalid(op, "%s: next link points back at an earlier page", what)
 		}
 		seenLinks[link] = true
-		p = P(new(T))
-		err = l.ops.DoNext(link, p)
+		p, what = P(new(T)), fmt.Sprintf("%s page %d", name, n)
+		err = pg.next(what, link, p)
 	}
 }
 
@@ -281,7 +294,7 @@ func followPages[P interface {
 func (l *listing) clusters(filters map[string]any) ([]Cluster, error) {
 	var all []Cluster
 	seenIDs := map[string]bool{}
-	err := followPages(l, opClusters, "/v3/clusters",
+	err := followPages(listingPager[*clusterCollection](l), opClusters, "get /v3/clusters",
 		func(col *clusterCollection) error {
 			return l.ops.DoList("cluster", &types.ListOpts{Filters: filters}, col)
 		},

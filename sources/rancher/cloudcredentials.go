@@ -89,7 +89,7 @@ func (c *cloudCredentialCollection) collection() *types.Collection { return &c.C
 // user may read: its own, or all of them for an administrator.
 func (l *listing) cloudCredentials() (subscriptions, error) {
 	subs := subscriptions{}
-	err := followPages(l, opCloudCredentials, "/v3/cloudcredentials",
+	err := followPages(listingPager[*cloudCredentialCollection](l), opCloudCredentials, "get /v3/cloudcredentials",
 		func(col *cloudCredentialCollection) error {
 			return l.ops.DoGet(l.s.apiURL+"/cloudcredentials", &types.ListOpts{Filters: map[string]any{"limit": l.s.cfg.PageLimit}}, col)
 		},

@@ -51,6 +51,8 @@ type tokenCollection struct { // a page of GET /v3/tokens
 	Data []rancherToken `json:"data"`
 }
 
+func (c *tokenCollection) collection() *types.Collection { return &c.Collection }
+
 type heldToken struct { // a token minted or adopted, and not revoked
 	name   string
 	value  string // the bearer value: never logged, never in an error

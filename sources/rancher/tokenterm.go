@@ -266,34 +266,40 @@ func (m *tokenManager) RevokeAll(ctx context.Context, install string) (int, erro
 	return n, nil
 }
 
-// list fetches every page of /v3/tokens.
+// list fetches every page of /v3/tokens, through the loop that pages
+// /v3/clusters. A next link is requested on Rancher's origin: the listing
+// token goes nowhere else.
 func (m *tokenManager) list(ctx context.Context) ([]rancherToken, error) {
 	var all []rancherToken
-	seen := map[string]bool{}
-	link := m.tokensURL
-	for page := 1; ; page++ {
-		what := fmt.Sprintf("list tokens page %d", page)
-		var col tokenCollection
-		if err := m.do(ctx, opTokensList, what, http.MethodGet, link, nil, &col); err != nil {
-			return nil, err
-		}
-		if col.Type != "collection" {
-			return nil, invalid(opTokensList, "%s: the answer is not a collection", what)
-		}
-		all = append(all, col.Data...)
-		if col.Pagination == nil || col.Pagination.Next == "" {
-			return all, nil
-		}
-		u, err := url.Parse(col.Pagination.Next)
-		if err != nil {
-			return nil, invalid(opTokensList, "%s: next link: invalid url", what)
-		}
-		u.Scheme, u.Host, u.User = m.origin.Scheme, m.origin.Host, nil // the listing token goes nowhere else
-		if link = u.String(); seen[link] {
-			return nil, invalid(opTokensList, "%s: next link points back at an earlier page", what)
-		}
-		seen[link] = true
+	pg := pager[*tokenCollection]{
+		onOrigin: func(link string) (string, error) {
+			u, err := url.Parse(link)
+			if err != nil {
+				return "", errors.New("invalid url")
+			}
+			u.Scheme, u.Host, u.User = m.origin.Scheme, m.origin.Host, nil
+			return u.String(), nil
+		},
+		next: func(what, link string, col *tokenCollection) error {
+			return m.do(ctx, opTokensList, what, http.MethodGet, link, nil, col)
+		},
 	}
+	err := followPages(pg, opTokensList, "list tokens",
+		func(col *tokenCollection) error { return pg.next("list tokens page 1", m.tokensURL, col) },
+		func(what string, col *tokenCollection, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case col.Type != "collection":
+				return invalid(opTokensList, "%s: the answer is not a collection", what)
+			}
+			all = append(all, col.Data...)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
 }
 
 // ambiguous reports whether a failed create may have created the token.
