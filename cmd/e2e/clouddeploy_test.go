@@ -105,7 +105,7 @@ secrets:
   kubeconfig: %s
 applicationSetRefresh: {enabled: true, pluginConfigMap: %s, debounce: 500ms}
 `, c.addr, cloudInterval, departureListings, departureGrace, cloudHeldListings,
-		cloudAWSRegion, cloudAWSAccount, cloudAccountRole, c.fake.aws.URL, c.fake.aws.URL,
+		cloudAWSRegion, cloudAWSAccount, cloudAccountRole, c.fake.aws.URL(), c.fake.aws.URL(),
 		cloudClientID, c.fake.arm.URL, cloudClientID, c.rancher.URL(),
 		argoNS, cloudOwnerID, cloudLease, e.kubeconfig, cloudConfigMap)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -18,10 +17,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	fakeaws "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/aws"
 )
 
 // The fake clouds of TestCloudLifecycle: one account and region of EKS
-// (with its Resource Groups Tagging API) over plain HTTP, and Azure
+// (with its Resource Groups Tagging API) over plain HTTP, the shared fake
+// of internal/fake/aws, and Azure
 // Resource Manager over TLS, with an App Service managed identity endpoint
 // that hands out the ARM token. Answers are built from the upstream
 // fixtures in testdata/fixtures, with the fleet's names and states.
@@ -40,10 +42,6 @@ const (
 // RoleTag is its argocd-role-arn tag, if any.
 type cloudEKSCluster struct {
 	Name, Status, RoleTag string
-}
-
-func (c cloudEKSCluster) arn() string {
-	return fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", cloudAWSRegion, cloudAWSAccount, c.Name)
 }
 
 // server is the endpoint DescribeCluster reports, unique per name.
@@ -73,23 +71,17 @@ func (c cloudAKSCluster) fqdn() string { return c.Name + "-dns-5f3c1a9e.hcp.west
 func (c cloudAKSCluster) server() string { return "https://" + c.fqdn() + ":443" }
 
 type fakeCloud struct {
-	aws, arm *httptest.Server
-	caFile   string
+	aws    *fakeaws.Server
+	arm    *httptest.Server
+	caFile string
 	// clusterCA is every cluster's CA (PEM): the clusterFront's
 	clusterCA []byte
 
-	describeFixture map[string]any
-	aksFixture      map[string]any
-	subFixture      map[string]any
-	credentials     []byte
+	aksFixture  map[string]any
+	subFixture  map[string]any
+	credentials []byte
 
 	mu sync.Mutex
-	// eks: listed clusters by name; described: every cluster ever listed
-	// (a describe that races a removal still answers, so that no listing
-	// fails and every counted listing completes)
-	eks       map[string]cloudEKSCluster
-	described map[string]cloudEKSCluster
-	eksLists  int
 	// subs: the subscriptions GET /subscriptions lists; aks: clusters by
 	// subscription, answered whether or not the subscription is listed
 	subs      []string
@@ -100,7 +92,7 @@ type fakeCloud struct {
 }
 
 func newFakeCloud(dir string, clusterCA []byte) (*fakeCloud, error) {
-	f := &fakeCloud{clusterCA: clusterCA, eks: map[string]cloudEKSCluster{}, described: map[string]cloudEKSCluster{}, aks: map[string][]cloudAKSCluster{}}
+	f := &fakeCloud{clusterCA: clusterCA, aks: map[string][]cloudAKSCluster{}}
 	read := func(path string, into any) error {
 		b, err := os.ReadFile(filepath.Join(cloudFixturesDir, path))
 		if err != nil {
@@ -108,13 +100,6 @@ func newFakeCloud(dir string, clusterCA []byte) (*fakeCloud, error) {
 		}
 		return json.Unmarshal(b, into)
 	}
-	var describe struct {
-		Cluster map[string]any `json:"cluster"`
-	}
-	if err := read("eks/eks-describe-cluster.json", &describe); err != nil {
-		return nil, err
-	}
-	f.describeFixture = describe.Cluster
 	var clusters, subs struct {
 		Value []map[string]any `json:"value"`
 	}
@@ -129,7 +114,14 @@ func newFakeCloud(dir string, clusterCA []byte) (*fakeCloud, error) {
 	if f.credentials, err = os.ReadFile(filepath.Join(cloudFixturesDir, "aks", "aks-list-cluster-user-credentials.json")); err != nil {
 		return nil, err
 	}
-	f.aws = httptest.NewServer(http.HandlerFunc(f.serveAWS))
+	if f.aws, err = fakeaws.New(filepath.Join(cloudFixturesDir, "eks")); err != nil {
+		return nil, err
+	}
+	// only the service's key is known; a describe that races a removal
+	// still answers, so that no listing fails and every counted listing
+	// completes
+	f.aws.KnownKeysOnly, f.aws.DescribeRemoved = true, true
+	f.aws.SetKey(cloudAWSKeyID, cloudAWSAccount)
 	f.arm = httptest.NewTLSServer(http.HandlerFunc(f.serveARM))
 	// the service trusts the ARM fake's certificate through SSL_CERT_FILE
 	f.caFile = filepath.Join(dir, "arm-ca.pem")
@@ -150,15 +142,15 @@ func (f *fakeCloud) Close() {
 // remove takes names out of ListClusters. It returns the count of
 // ListClusters answered so far: listings counted above it see the change.
 func (f *fakeCloud) SetEKS(set []cloudEKSCluster, remove ...string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, c := range set {
-		f.eks[c.Name], f.described[c.Name] = c, c
+		tags := map[string]string{"tenant": cloudTenant, "env": "e2e"}
+		if c.RoleTag != "" {
+			tags["argocd-role-arn"] = c.RoleTag
+		}
+		f.aws.Set(cloudAWSAccount, cloudAWSRegion, fakeaws.Cluster{Name: c.Name, Status: c.Status, Tags: tags,
+			Endpoint: c.server(), CAData: base64.StdEncoding.EncodeToString(f.clusterCA)})
 	}
-	for _, n := range remove {
-		delete(f.eks, n)
-	}
-	return f.eksLists
+	return f.aws.Remove(cloudAWSAccount, cloudAWSRegion, remove...)
 }
 
 // SetAKS replaces the clusters of the subscriptions of set (each keeps the
@@ -185,11 +177,7 @@ func (f *fakeCloud) SetSubscriptions(subs ...string) int {
 
 // EKSListings and AKSListings count the listings begun: ListClusters and
 // subscription lists answered.
-func (f *fakeCloud) EKSListings() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.eksLists
-}
+func (f *fakeCloud) EKSListings() int { return f.aws.Count("ListClusters") }
 
 func (f *fakeCloud) AKSListings() int {
 	f.mu.Lock()
@@ -202,59 +190,13 @@ func (f *fakeCloud) AKSListings() int {
 func (f *fakeCloud) BadAuth() ([]string, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.badAuth), f.tokenReqs
+	return append(f.aws.BadAuth(), f.badAuth...), f.tokenReqs
 }
 
 func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// serveAWS answers ListClusters, DescribeCluster and GetResources as the
-// SDK calls them.
-func (f *fakeCloud) serveAWS(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !strings.Contains(r.Header.Get("Authorization"), "Credential="+cloudAWSKeyID+"/") {
-		f.badAuth = append(f.badAuth, r.Method+" "+r.URL.Path)
-		writeJSON(w, http.StatusForbidden, "application/json", map[string]string{"message": "The security token included in the request is invalid."})
-		return
-	}
-	const restJSON = "application/json"
-	switch {
-	case r.Method == http.MethodGet && r.URL.Path == "/clusters":
-		f.eksLists++
-		writeJSON(w, http.StatusOK, restJSON, map[string]any{"clusters": slices.Sorted(maps.Keys(f.eks))})
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/clusters/"):
-		name := strings.TrimPrefix(r.URL.Path, "/clusters/")
-		c, ok := f.described[name]
-		if !ok {
-			w.Header().Set("X-Amzn-Errortype", "ResourceNotFoundException")
-			writeJSON(w, http.StatusNotFound, restJSON, map[string]string{"message": "No cluster found for name: " + name + "."})
-			return
-		}
-		d := maps.Clone(f.describeFixture)
-		d["name"], d["arn"], d["endpoint"], d["status"] = c.Name, c.arn(), c.server(), c.Status
-		d["certificateAuthority"] = map[string]any{"data": base64.StdEncoding.EncodeToString(f.clusterCA)}
-		vpc := maps.Clone(d["resourcesVpcConfig"].(map[string]any))
-		vpc["endpointPublicAccess"] = true
-		d["resourcesVpcConfig"] = vpc
-		writeJSON(w, http.StatusOK, restJSON, map[string]any{"cluster": d})
-	case r.Method == http.MethodPost && r.URL.Path == "/" && r.Header.Get("X-Amz-Target") == "ResourceGroupsTaggingAPI_20170126.GetResources":
-		_, _ = io.Copy(io.Discard, r.Body)
-		var list []map[string]any
-		for _, n := range slices.Sorted(maps.Keys(f.eks)) {
-			tags := []map[string]string{{"Key": "tenant", "Value": cloudTenant}, {"Key": "env", "Value": "e2e"}}
-			if r := f.eks[n].RoleTag; r != "" {
-				tags = append(tags, map[string]string{"Key": "argocd-role-arn", "Value": r})
-			}
-			list = append(list, map[string]any{"ResourceARN": f.eks[n].arn(), "Tags": tags})
-		}
-		writeJSON(w, http.StatusOK, "application/x-amz-json-1.1", map[string]any{"PaginationToken": "", "ResourceTagMappingList": list})
-	default:
-		writeJSON(w, http.StatusNotFound, restJSON, map[string]string{"message": "no route " + r.Method + " " + r.URL.Path})
-	}
 }
 
 // serveARM answers the managed identity token request, the subscription

@@ -127,8 +127,8 @@ func TestPagination(t *testing.T) {
 	assert.Equal(t, 5, f.count("ListClusters"), "30 names, 7 per page")
 	assert.Equal(t, 1, f.count("GetResources"), "30 tagged clusters, 100 per page")
 	assert.Equal(t, 30, f.count("DescribeCluster"))
-	assert.Equal(t, map[string]bool{"100": true}, f.maxResult)
-	assert.Equal(t, map[int]bool{100: true}, f.perPage)
+	assert.Equal(t, map[string]bool{"100": true}, f.MaxResults())
+	assert.Equal(t, map[int]bool{100: true}, f.PerPage())
 }
 
 // TestTagPagination: GetResources pages are followed through their
@@ -149,7 +149,7 @@ func TestTagPagination(t *testing.T) {
 	}
 	assert.Equal(t, 2, f.count("GetResources"), "3 tagged clusters, 2 per page")
 	assert.Equal(t, 1, f.count("ListClusters"))
-	assert.Equal(t, map[int]bool{100: true}, f.perPage)
+	assert.Equal(t, map[int]bool{100: true}, f.PerPage())
 }
 
 // TestEveryStatusListed: a cluster in any EKS status, known or not, is
@@ -227,8 +227,8 @@ func TestDescribeConcurrencyBound(t *testing.T) {
 	got, err := s.Clusters(context.Background())
 	require.NoError(t, err)
 	require.Len(t, got, 80)
-	assert.LessOrEqual(t, f.maxInFlight.Load(), int64(3), "calls in flight, across both regions")
-	assert.GreaterOrEqual(t, f.maxInFlight.Load(), int64(2), "describes do run concurrently")
+	assert.LessOrEqual(t, f.MaxInFlight(), int64(3), "calls in flight, across both regions")
+	assert.GreaterOrEqual(t, f.MaxInFlight(), int64(2), "describes do run concurrently")
 }
 
 func TestDeletedBetweenListAndDescribe(t *testing.T) {
@@ -334,15 +334,16 @@ func TestTwoAccountsThroughAssumedRoles(t *testing.T) {
 		assert.Empty(t, byName["shared-"+acctB].Auth.AWS.RoleARN, "account B has no Argo CD role")
 	}
 
-	assert.Equal(t, map[string]bool{assumedKey(acctA): true, assumedKey(acctB): true}, f.seenKeys,
+	assert.Equal(t, map[string]bool{assumedKey(acctA): true, assumedKey(acctB): true}, f.SeenKeys(),
 		"EKS and the tagging API saw SigV4 with the assumed credentials only, never the base key")
-	assert.Equal(t, map[string]bool{"session-token-" + acctA: true, "session-token-" + acctB: true}, f.seenToken)
+	assert.Equal(t, map[string]bool{"session-token-" + acctA: true, "session-token-" + acctB: true}, f.SeenTokens())
 	assert.Equal(t, 2, f.count("AssumeRole"), "one per account, cached across regions and listings")
-	slices.SortFunc(f.assumed, func(a, b map[string]string) int { return strings.Compare(a["RoleArn"], b["RoleArn"]) })
+	assumed := f.Assumed()
+	slices.SortFunc(assumed, func(a, b map[string]string) int { return strings.Compare(a["RoleArn"], b["RoleArn"]) })
 	assert.Equal(t, []map[string]string{
 		{"RoleArn": "arn:aws:iam::111111111111:role/discovery", "RoleSessionName": "argocd-cluster-discovery", "ExternalId": "ext-A"},
 		{"RoleArn": "arn:aws:iam::222222222222:role/discovery", "RoleSessionName": "discovery-b", "ExternalId": ""},
-	}, f.assumed)
+	}, assumed)
 }
 
 // TestProvider: the registration gives the eks section, which goes through

@@ -161,7 +161,7 @@ func TestBaseCredentialsOfAnotherAccount(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, got)
 	assert.Contains(t, err.Error(), "account 111111111111 region eu-west-1: cluster c-000 belongs to account 222222222222")
-	assert.Equal(t, map[string]bool{baseKey: true}, f.seenKeys)
+	assert.Equal(t, map[string]bool{baseKey: true}, f.SeenKeys())
 	var ue *upstream.Error
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, upstream.KindConfig, ue.Kind, "the configured credentials are not the account's")

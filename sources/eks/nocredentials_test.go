@@ -188,19 +188,13 @@ type ncRun struct {
 // recording transport.
 func newNCRun(t *testing.T, tc ncCase) *ncRun {
 	f := newFake(t)
-	f.assumeXML = strings.NewReplacer(
-		"wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY", ncAssumedSecret,
-		"IQoJb3JpZ2luX2VjEXAMPLEFAKESESSIONTOKEN", ncAssumedToken,
-	).Replace(f.assumeXML)
-	require.Contains(t, f.assumeXML, ncAssumedSecret)
-	f.mu.Lock()
-	f.keys[ncStaticKeyID] = acctA
-	f.mu.Unlock()
+	f.AssumedSecret, f.AssumedToken = ncAssumedSecret, ncAssumedToken
+	f.SetKey(ncStaticKeyID, acctA)
 	f.add(acctA, regionEU, names("c", 4)...)
 	f.Hook = tc.hook
 
 	r := &ncRun{f: f, logs: &testlog.Buffer{}, reg: prometheus.NewRegistry(),
-		rec: &ncRecorder{base: f.srv.Client().Transport, signatures: map[string]bool{}, tokens: map[string]bool{}}}
+		rec: &ncRecorder{base: f.Client().Transport, signatures: map[string]bool{}, tokens: map[string]bool{}}}
 	r.logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := hooks{httpClient: &http.Client{Transport: r.rec}}
 	if tc.env {
