@@ -110,7 +110,7 @@ func (c *cloudEnv) serveFleet(t *testing.T, start time.Time) map[string]string {
 
 	fleet := map[string]string{ // cluster → server
 		eksPayments.Name: eksPayments.server(), eksPlatform.Name: eksPlatform.server(),
-		aksPayments.Name: aksPayments.server(), aksSandbox.Name: aksSandbox.server(),
+		aksPayments.Name: aksPayments.Server(), aksSandbox.Name: aksSandbox.Server(),
 	}
 	c.eventually(t, 30*time.Second, "a Secret per cluster, ready, with its state", func() error {
 		return c.secretsAre(fleet, map[string]string{
@@ -153,9 +153,9 @@ func (c *cloudEnv) cloudStates(t *testing.T, checkAll func() error) {
 			want := func() error {
 				return errors.Join(
 					c.shows(eksPayments.Name, eksPayments.server(), step.eksPhase, step.eks),
-					c.shows(aksPayments.Name, aksPayments.server(), step.aksPhase, step.aksState),
+					c.shows(aksPayments.Name, aksPayments.Server(), step.aksPhase, step.aksState),
 					c.shows(eksPlatform.Name, eksPlatform.server(), "ready", "ACTIVE"),
-					c.shows(aksSandbox.Name, aksSandbox.server(), "ready", "Succeeded"),
+					c.shows(aksSandbox.Name, aksSandbox.Server(), "ready", "Succeeded"),
 					c.servedOnce(eksPlatform.Name, eksPlatform.server()),
 					c.duplicate(eksPlatform.Name, true),
 				)

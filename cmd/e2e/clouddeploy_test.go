@@ -106,7 +106,7 @@ secrets:
 applicationSetRefresh: {enabled: true, pluginConfigMap: %s, debounce: 500ms}
 `, c.addr, cloudInterval, departureListings, departureGrace, cloudHeldListings,
 		cloudAWSRegion, cloudAWSAccount, cloudAccountRole, c.fake.aws.URL(), c.fake.aws.URL(),
-		cloudClientID, c.fake.arm.URL, cloudClientID, c.rancher.URL(),
+		cloudClientID, c.fake.arm.URL(), cloudClientID, c.rancher.URL(),
 		argoNS, cloudOwnerID, cloudLease, e.kubeconfig, cloudConfigMap)
 }
 
@@ -143,7 +143,7 @@ func (c *cloudEnv) serviceEnv(empty string) []string {
 		"AWS_CONFIG_FILE=" + empty, "AWS_SHARED_CREDENTIALS_FILE=" + empty,
 		"AWS_ROLE_ARN=", "AWS_WEB_IDENTITY_TOKEN_FILE=", "AWS_CONTAINER_CREDENTIALS_FULL_URI=", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=",
 		"SSL_CERT_FILE=" + c.fake.caFile, "SSL_CERT_DIR=" + c.dir,
-		"IDENTITY_ENDPOINT=" + c.fake.arm.URL + "/msi/token", "IDENTITY_HEADER=" + cloudMIHeader,
+		"IDENTITY_ENDPOINT=" + c.fake.arm.URL() + "/msi/token", "IDENTITY_HEADER=" + cloudMIHeader,
 		"AZURE_CLIENT_ID=", "AZURE_TENANT_ID=", "AZURE_CLIENT_SECRET=", "AZURE_FEDERATED_TOKEN_FILE=", "AZURE_AUTHORITY_HOST=",
 		"MSI_ENDPOINT=", "IMDS_ENDPOINT=", "IDENTITY_SERVER_THUMBPRINT=",
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -221,4 +222,10 @@ func (f *fakeEntra) env(t *testing.T, proxy *connectProxy) []string {
 		"SSL_CERT_FILE=" + f.caFile, "SSL_CERT_DIR=" + t.TempDir(),
 		"HTTPS_PROXY=" + proxy.URL(), "https_proxy=" + proxy.URL(), "HTTP_PROXY=" + proxy.URL(), "http_proxy=" + proxy.URL(),
 		"NO_PROXY=", "no_proxy="}
+}
+
+func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
 }

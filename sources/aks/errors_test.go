@@ -112,7 +112,7 @@ func TestCancelledListingReturnsNothing(t *testing.T) {
 
 func TestThrottlingIsRetried(t *testing.T) {
 	a := newARMServer(t)
-	a.throttle = 1
+	a.Throttle(1)
 	env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 	cs, err := env.src.Clusters(context.Background())
 	require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestThrottlingIsRetried(t *testing.T) {
 
 func TestThrottlingBeyondRetriesFailsTheListing(t *testing.T) {
 	a := newARMServer(t)
-	a.throttle = 100
+	a.Throttle(100)
 	env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 	cs, err := env.src.Clusters(context.Background())
 	require.EqualError(t, err, "subscription "+subA+": list clusters: HTTP 429 TooManyRequests: Rate limit exceeded.")
@@ -136,7 +136,7 @@ func TestThrottlingBeyondRetriesFailsTheListing(t *testing.T) {
 func TestMalformedResponses(t *testing.T) {
 	t.Run("list page", func(t *testing.T) {
 		a := newARMServer(t)
-		a.listBody = `{"value": [{"id": "/subscriptions/`
+		a.SetListBody(`{"value": [{"id": "/subscriptions/`)
 		env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 		cs, err := env.src.Clusters(context.Background())
 		require.ErrorContains(t, err, "subscription "+subA+": list clusters: unmarshalling type *armcontainerservice.ManagedClusterListResult")
@@ -145,7 +145,7 @@ func TestMalformedResponses(t *testing.T) {
 	})
 	t.Run("wrong shape", func(t *testing.T) {
 		a := newARMServer(t)
-		a.listBody = `{"value": {"id": 1}}`
+		a.SetListBody(`{"value": {"id": 1}}`)
 		env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 		_, err := env.src.Clusters(context.Background())
 		require.ErrorContains(t, err, "subscription "+subA+": list clusters: unmarshalling type")
@@ -153,16 +153,16 @@ func TestMalformedResponses(t *testing.T) {
 	})
 	t.Run("nextLink that loops", func(t *testing.T) {
 		a := newARMServer(t)
-		a.listBody = `{"value":[],"nextLink":"{{URL}}/subscriptions/` + subA + `/providers/Microsoft.ContainerService/managedClusters?api-version=2025-10-01&$skiptoken=same"}`
+		a.SetListBody(`{"value":[],"nextLink":"{{URL}}/subscriptions/` + subA + `/providers/Microsoft.ContainerService/managedClusters?api-version=2025-10-01&$skiptoken=same"}`)
 		env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 		_, err := env.src.Clusters(context.Background())
 		require.EqualError(t, err, "subscription "+subA+": list clusters: malformed response: nextLink repeats")
-		assert.Len(t, a.seen(), 2, "stops at the second page, which points at itself")
+		assert.Len(t, a.Seen(), 2, "stops at the second page, which points at itself")
 		requireFailure(t, env, err, upstream.KindInvalidResponse, "managedClusters.list")
 	})
 	t.Run("credentials", func(t *testing.T) {
 		a := newARMServer(t)
-		a.credStatus, a.credBody = http.StatusOK, `{"kubeconfigs":[{"name":"clusterUser","value":"not base64!"}]}`
+		a.SetCredentials(http.StatusOK, `{"kubeconfigs":[{"name":"clusterUser","value":"not base64!"}]}`)
 		env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 		cs, err := env.src.Clusters(context.Background())
 		require.NoError(t, err)
@@ -174,8 +174,7 @@ func TestMalformedResponses(t *testing.T) {
 
 func TestForbiddenCredentialsOverHTTP(t *testing.T) {
 	a := newARMServer(t)
-	a.credStatus = http.StatusForbidden
-	a.credBody = `{"error":{"code":"AuthorizationFailed","message":"The client 'x' does not have authorization to perform action 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action'.\nSecond line."}}`
+	a.SetCredentials(http.StatusForbidden, `{"error":{"code":"AuthorizationFailed","message":"The client 'x' does not have authorization to perform action 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action'.\nSecond line."}}`)
 	env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 	cs, err := env.src.Clusters(context.Background())
 	require.NoError(t, err)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
-	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
@@ -21,11 +20,14 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 	subfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions/fake"
 	"github.com/stretchr/testify/require"
+
+	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
 )
 
 // Two fakes of Azure Resource Manager: fakeARM serves the SDK's own fake
-// server transports (typed answers, injected errors), armServer serves the
-// upstream-shaped fixtures of testdata/fixtures/aks over HTTP.
+// server transports (typed answers, injected errors), armServer (the
+// shared internal/fake/azure) serves the upstream-shaped fixtures of
+// testdata/fixtures/aks over HTTP.
 
 // fakeARM serves the SDK's own fake server transports: the subscriptions
 // fake for GET /subscriptions and one managed clusters fake per
@@ -181,119 +183,22 @@ func credentialsResponse(kc []byte) armcontainerservice.ManagedClustersClientLis
 	}
 }
 
-// armServer serves the fixtures the way Azure Resource Manager does, with
-// nextLink rewritten to the test server. Hooks inject failures.
-type armServer struct {
-	t   testing.TB
-	srv *httptest.Server
-
-	mu sync.Mutex
-	// throttle answers this many list requests with 429 first.
-	throttle int
-	// listBody, when set, answers every list request; {{URL}} becomes the
-	// server's URL.
-	listBody string
-	// lists answers the list requests of a subscription (lower-case id).
-	// Without listBody or an entry, the fixture pages answer for the
-	// fixture's subscription (subA) and 404 SubscriptionNotFound for others.
-	lists map[string]string
-	// subsBody, when set, answers GET /subscriptions instead of the fixture.
-	subsBody string
-	// credStatus/credBody, when set, answer listClusterUserCredential.
-	credStatus int
-	credBody   string
-	// readOnly lists subscriptions (lower-case ids) whose POSTs fail as
-	// in a Disabled subscription.
-	readOnly map[string]bool
-	requests []string
-	authz    []string
-}
+// armServer is the shared fake ARM (internal/fake/azure) over plain
+// HTTP, serving the fixtures with nextLink rewritten to it.
+type armServer struct{ *fakeazure.ARM }
 
 func newARMServer(t testing.TB) *armServer {
-	a := &armServer{t: t}
-	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
-	t.Cleanup(a.srv.Close)
-	return a
+	a, err := fakeazure.NewARM(filepath.Join("..", "..", "testdata", "fixtures", "aks"), false)
+	require.NoError(t, err)
+	t.Cleanup(a.Close)
+	return &armServer{a}
 }
 
-func (a *armServer) serve(w http.ResponseWriter, r *http.Request) {
-	a.mu.Lock()
-	a.requests = append(a.requests, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
-	a.authz = append(a.authz, r.Header.Get("Authorization"))
-	throttled := false
-	if strings.HasSuffix(r.URL.Path, "/managedClusters") && a.throttle > 0 {
-		a.throttle--
-		throttled = true
-	}
-	listBody, credStatus, credBody, subsBody := a.listBody, a.credStatus, a.credBody, a.subsBody
-	sub := ""
-	if parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(parts) > 1 && parts[0] == "subscriptions" {
-		sub = strings.ToLower(parts[1])
-	}
-	subList, hasSubList := a.lists[sub]
-	readOnly := a.readOnly[sub]
-	a.mu.Unlock()
-
-	w.Header().Set("Content-Type", "application/json")
-	write := func(status int, body string) {
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}
-	switch {
-	case throttled:
-		w.Header().Set("Retry-After", "0")
-		write(http.StatusTooManyRequests, `{"error":{"code":"TooManyRequests","message":"Rate limit exceeded."}}`)
-	case r.Method == http.MethodGet && r.URL.Path == "/subscriptions":
-		if subsBody != "" {
-			write(http.StatusOK, subsBody)
-			return
-		}
-		write(http.StatusOK, string(fixture(a.t, "azure-subscriptions-list.json")))
-	case r.Method == http.MethodPost && readOnly:
-		write(http.StatusConflict, `{"error":{"code":"ReadOnlyDisabledSubscription","message":"The subscription '`+sub+`' is disabled and therefore marked as read only. You cannot perform any write actions on this subscription until it is re-enabled."}}`)
-	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/providers/Microsoft.ContainerService/managedClusters"):
-		switch {
-		case listBody != "":
-			write(http.StatusOK, strings.ReplaceAll(listBody, "{{URL}}", a.srv.URL))
-		case hasSubList:
-			write(http.StatusOK, strings.ReplaceAll(subList, "{{URL}}", a.srv.URL))
-		case sub != subA:
-			write(http.StatusNotFound, `{"error":{"code":"SubscriptionNotFound","message":"The subscription '`+sub+`' could not be found."}}`)
-		case r.URL.Query().Get("$skiptoken") != "":
-			write(http.StatusOK, string(fixture(a.t, "aks-managed-clusters-list-page2.json")))
-		default:
-			page := strings.ReplaceAll(string(fixture(a.t, "aks-managed-clusters-list.json")), "https://management.azure.com", a.srv.URL)
-			write(http.StatusOK, page)
-		}
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/listClusterUserCredential"):
-		if credStatus != 0 {
-			write(credStatus, credBody)
-			return
-		}
-		write(http.StatusOK, string(fixture(a.t, "aks-list-cluster-user-credentials.json")))
-	default:
-		write(http.StatusNotFound, `{"error":{"code":"NotFound","message":"no fixture"}}`)
-	}
-}
-
+// clientOptions are the fake's client options with fast retries.
 func (a *armServer) clientOptions() *arm.ClientOptions {
-	co := &arm.ClientOptions{}
-	co.Cloud = cloud.Configuration{
-		ActiveDirectoryAuthorityHost: "https://login.microsoftonline.com/",
-		Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
-			cloud.ResourceManager: {Endpoint: a.srv.URL, Audience: "https://management.core.windows.net/"},
-		},
-	}
-	co.InsecureAllowCredentialWithHTTP = true
-	co.Transport = a.srv.Client()
+	co := a.ClientOptions()
 	co.Retry = fastRetry
 	return co
-}
-
-func (a *armServer) seen() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.requests...)
 }
 
 // armCluster is the fixture's aks-payments-prod-weu cluster as ARM lists

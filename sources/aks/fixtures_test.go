@@ -50,7 +50,7 @@ func TestFixturesOverHTTP(t *testing.T) {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			a := newARMServer(t)
 			// The fixture's second subscription is Disabled: still listed.
-			a.lists = map[string]string{subB: listJSON(t, armCluster(t, subB, "rg-legacy", "aks-legacy-weu", "Succeeded", "Running", true))}
+			a.SetList(subB, listJSON(t, armCluster(t, subB, "rg-legacy", "aks-legacy-weu", "Succeeded", "Running", true)))
 			cfg := Config{
 				PrivateEndpoints: PrivateEndpoints{Policy: tt.policy}, TenantTag: "team",
 				Auth: AuthConfig{ClientID: "80faf920-1908-4b52-b5ef-a8e7bedfc67a"},
@@ -72,14 +72,14 @@ func TestFixturesOverHTTP(t *testing.T) {
 			assert.Equal(t, "Disabled", legacy.Annotations[AnnotationSubscriptionState])
 			assert.Equal(t, subB, legacy.Account)
 
-			seen := a.seen()
+			seen := a.Seen()
 			assert.Equal(t, "GET /subscriptions?api-version=2022-12-01", seen[0])
 			assert.Contains(t, seen, "GET /subscriptions/"+sub+"/providers/Microsoft.ContainerService/managedClusters?api-version=2025-10-01")
 			assert.Contains(t, seen, "GET /subscriptions/"+subB+"/providers/Microsoft.ContainerService/managedClusters?api-version=2025-10-01")
 			assert.True(t, slices.ContainsFunc(seen, func(s string) bool { return strings.Contains(s, "%24skiptoken=") }),
 				"page 2 through the rewritten nextLink, followed verbatim")
 			assert.Len(t, seen, 4+len(want), "one credential read per served cluster")
-			assert.Equal(t, "Bearer fake_token", a.authz[0])
+			assert.Equal(t, "Bearer fake_token", a.Authorizations()[0])
 		})
 	}
 }
@@ -114,7 +114,7 @@ func TestLifecycleStatesOverHTTP(t *testing.T) {
 		clusters = append(clusters, mc)
 	}
 	a := newARMServer(t)
-	a.lists = map[string]string{subA: listJSON(t, clusters...)}
+	a.SetList(subA, listJSON(t, clusters...))
 	env := newTestEnvWithOptions(t, explicit(subA), a.clientOptions(), nil)
 	cs, err := env.src.Clusters(context.Background())
 	require.NoError(t, err)
@@ -150,19 +150,16 @@ func TestSubscriptionStatesOverHTTP(t *testing.T) {
 	)
 	a := newARMServer(t)
 	// The fixture lists subA (Enabled) and subB (Disabled).
-	a.subsBody = subscriptionsJSON(t, map[string]string{subPastDue: "PastDue", subWarned: "Warned", subDeleted: "Deleted"})
-	a.lists = map[string]string{
-		subB: listJSON(t,
-			armCluster(t, subB, "rg", "disabled-running", "Succeeded", "Running", true),
-			armCluster(t, subB, "rg", "disabled-upgrading", "Upgrading", "Running", true),
-			armCluster(t, subB, "rg", "disabled-deleting", "Deleting", "Running", true)),
-		subPastDue: listJSON(t, armCluster(t, subPastDue, "rg", "pastdue-running", "Succeeded", "Running", true)),
-		subWarned: listJSON(t,
-			armCluster(t, subWarned, "rg", "warned-running", "Succeeded", "Running", true),
-			armCluster(t, subWarned, "rg", "warned-stopped", "Succeeded", "Stopped", true)),
-		// never served: listing it would fail the whole listing
-		subDeleted: `{"value": [`,
-	}
+	a.SetSubscriptionsBody(subscriptionsJSON(t, map[string]string{subPastDue: "PastDue", subWarned: "Warned", subDeleted: "Deleted"}))
+	a.SetList(subB, listJSON(t,
+		armCluster(t, subB, "rg", "disabled-running", "Succeeded", "Running", true),
+		armCluster(t, subB, "rg", "disabled-upgrading", "Upgrading", "Running", true),
+		armCluster(t, subB, "rg", "disabled-deleting", "Deleting", "Running", true)))
+	a.SetList(subPastDue, listJSON(t, armCluster(t, subPastDue, "rg", "pastdue-running", "Succeeded", "Running", true)))
+	a.SetList(subWarned, listJSON(t,
+		armCluster(t, subWarned, "rg", "warned-running", "Succeeded", "Running", true),
+		armCluster(t, subWarned, "rg", "warned-stopped", "Succeeded", "Stopped", true)))
+	a.SetList(subDeleted, `{"value": [`) // never served: listing it would fail the whole listing
 	env := newTestEnvWithOptions(t, Config{}, a.clientOptions(), nil)
 	ctx := context.Background()
 	cs, err := env.src.Clusters(ctx)
@@ -196,18 +193,16 @@ func TestSubscriptionStatesOverHTTP(t *testing.T) {
 		assert.Equal(t, want, have)
 	}
 	check(t, cs, want)
-	for _, s := range a.seen() {
+	for _, s := range a.Seen() {
 		assert.NotContains(t, s, subDeleted, "the Deleted subscription is never requested")
 	}
 
 	// The Disabled subscription now refuses POSTs, as ARM does: a cluster
 	// whose CA is cached keeps it, a new one is listed not ready.
-	a.mu.Lock()
-	a.readOnly = map[string]bool{subB: true}
-	a.lists[subB] = listJSON(t,
+	a.SetReadOnly(subB)
+	a.SetList(subB, listJSON(t,
 		armCluster(t, subB, "rg", "disabled-running", "Succeeded", "Running", true),
-		armCluster(t, subB, "rg", "disabled-new", "Succeeded", "Running", true))
-	a.mu.Unlock()
+		armCluster(t, subB, "rg", "disabled-new", "Succeeded", "Running", true)))
 	cs, err = env.src.Clusters(ctx)
 	require.NoError(t, err)
 	delete(want, "disabled-upgrading")

@@ -118,13 +118,13 @@ func TestIdentityOverHTTP(t *testing.T) {
 		return mc
 	}
 	a := newARMServer(t)
-	a.lists = map[string]string{subC: listJSON(t,
+	a.SetList(subC, listJSON(t,
 		variant("delegated", map[string]any{"managed": true, "enableAzureRBAC": true, "tenantID": strings.ToUpper(delegatedTenant)}),
 		variant("legacy", map[string]any{"managed": false, "clientAppID": legacyClientApp, "serverAppID": legacyServerApp, "tenantID": homeTenant}),
 		variant("no-tenant", map[string]any{"managed": true}),
 		variant("bad-tenant", map[string]any{"managed": true, "tenantID": "contoso.onmicrosoft.com"}),
 		variant("legacy-no-server", map[string]any{"managed": false, "tenantID": homeTenant}),
-	)}
+	))
 	const client = "80faf920-1908-4b52-b5ef-a8e7bedfc67a"
 	cfg := explicit(subA, subC)
 	cfg.Auth = AuthConfig{ClientID: client, TenantID: configTenant}
@@ -167,7 +167,7 @@ func TestIdentityOverHTTP(t *testing.T) {
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.NotReady.WithLabelValues(notReadyAAD)))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.Skipped.WithLabelValues(string(skipNoAAD))), "aks-sandbox-01 has local accounts only")
 	posts := 0
-	for _, s := range a.seen() {
+	for _, s := range a.Seen() {
 		if strings.HasPrefix(s, "POST ") {
 			posts++
 			assert.NotContains(t, s, "bad-tenant")

@@ -189,21 +189,18 @@ var ncCases = []ncCase{
 	{name: "list 500", cred: ncSecret, wantErr: "500", listStatus: http.StatusInternalServerError,
 		listBody: `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`},
 	{name: "listClusterUserCredential 403", cred: ncSecret, wantNotReady: "HTTP 403 AuthorizationFailed", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-		a.credStatus = http.StatusForbidden
-		a.credBody = `{"error":{"code":"AuthorizationFailed","message":"The client '` + ncClientID + `' does not have authorization to perform action 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action'."}}`
+		a.SetCredentials(http.StatusForbidden, `{"error":{"code":"AuthorizationFailed","message":"The client '`+ncClientID+`' does not have authorization to perform action 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action'."}}`)
 	}},
 	{name: "listClusterUserCredential 500", cred: ncFederated, wantNotReady: "HTTP 500", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-		a.credStatus = http.StatusInternalServerError
-		a.credBody = `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`
+		a.SetCredentials(http.StatusInternalServerError, `{"error":{"code":"InternalServerError","message":"An internal error occurred."}}`)
 	}},
 	{name: "kubeconfig that does not parse", cred: ncStatic, wantNotReady: "does not parse", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
-		a.credStatus = http.StatusOK
-		a.credBody = ncCredentialsBody(append(ncKubeconfig(t), []byte("\n  : [unbalanced "+ncKubeToken+"\n")...))
+		a.SetCredentials(http.StatusOK, ncCredentialsBody(append(ncKubeconfig(t), []byte("\n  : [unbalanced "+ncKubeToken+"\n")...)))
 	}},
 	{name: "kubeconfig without a CA", cred: ncStatic, wantNotReady: "no certificate-authority-data", setup: func(t *testing.T, a *armServer, e *fakeEntra) {
 		kc := ncKubeconfig(t)
 		kc = []byte(strings.Replace(string(kc), "certificate-authority-data:", "certificate-authority-data-x:", 1))
-		a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(kc)
+		a.SetCredentials(http.StatusOK, ncCredentialsBody(kc))
 	}},
 }
 
@@ -264,18 +261,11 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 // tc.listStatus when set, and listClusterUserCredential with the
 // kubeconfig full of credentials.
 func ncARMServer(t *testing.T, tc ncCase) *armServer {
-	a := &armServer{t: t}
-	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tc.listStatus != 0 && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/managedClusters") {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(tc.listStatus)
-			_, _ = w.Write([]byte(tc.listBody))
-			return
-		}
-		a.serve(w, r)
-	}))
-	t.Cleanup(a.srv.Close)
-	a.credStatus, a.credBody = http.StatusOK, ncCredentialsBody(ncKubeconfig(t))
+	a := newARMServer(t)
+	if tc.listStatus != 0 {
+		a.SetListAnswer(tc.listStatus, tc.listBody)
+	}
+	a.SetCredentials(http.StatusOK, ncCredentialsBody(ncKubeconfig(t)))
 	return a
 }
 
@@ -323,9 +313,7 @@ func ncListing(t *testing.T, tc ncCase, src *Source, a *armServer) []string {
 		}
 	}
 	// The authorization header carried the access token.
-	a.mu.Lock()
-	assert.Contains(t, a.authz, "Bearer "+ncAccessToken)
-	a.mu.Unlock()
+	assert.Contains(t, a.Authorizations(), "Bearer "+ncAccessToken)
 	return texts
 }
 
