@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -15,94 +12,18 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// What the fake STS expects and hands out to argocd-k8s-auth aws.
-const (
-	k8sAuthKeyID        = "AKIAEXAMPLE"
-	k8sAuthSecret       = "e2eK8sAuthSecretAccessKeyEXAMPLE0123456"
-	k8sAuthRegion       = "eu-west-1"
-	k8sAuthRoleARN      = "arn:aws:iam::111111111111:role/argocd"
-	k8sAuthAssumedKeyID = "ASIAE2EK8SAUTHEXAMPLE"
-	k8sAuthAssumedToken = "e2e-k8s-auth-session-token-7c1f"
-)
-
-// fakeSTS answers AssumeRole over TLS for the hosts of AWS STS, reached
-// through an HTTPS proxy (HTTPS_PROXY) that tunnels every CONNECT to it:
-// aws-sdk-go v1, which argocd-k8s-auth uses, has no endpoint override in
-// its environment, but it trusts AWS_CA_BUNDLE. Nothing leaves the machine.
-type fakeSTS struct {
-	sts    *httptest.Server
-	proxy  *connectProxy
-	caFile string
-
-	mu    sync.Mutex
-	calls []string // what STS was asked: Action and RoleArn, or why it was refused
-}
-
-func newFakeSTS(t *testing.T) *fakeSTS {
-	t.Helper()
-	f := &fakeSTS{}
-	hosts := []string{"sts.amazonaws.com", "sts." + k8sAuthRegion + ".amazonaws.com"}
-	f.sts, _, f.caFile = startHostTLS(t, "e2e-fake-sts-ca", hosts, http.HandlerFunc(f.serveSTS))
-	f.proxy = newSTSProxy(t, f.sts)
-	return f
-}
+// k8sAuthRegion is the region argocd-k8s-auth runs in.
+const k8sAuthRegion = "eu-west-1"
 
 // newSTSProxy is a connectProxy that tunnels the STS hosts to sts.
 func newSTSProxy(t *testing.T, sts *httptest.Server) *connectProxy {
 	t.Helper()
 	addr := sts.Listener.Addr().String()
 	return newConnectProxy(t, proxyRoute{"sts.amazonaws.com", addr}, proxyRoute{"sts.*.amazonaws.com", addr})
-}
-
-// serveSTS answers an AssumeRole signed with the static key, as STS's
-// query API does (form-encoded POST, XML answer).
-func (f *fakeSTS) serveSTS(w http.ResponseWriter, r *http.Request) {
-	_ = r.ParseForm()
-	action, role := r.PostForm.Get("Action"), r.PostForm.Get("RoleArn")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !strings.Contains(r.Header.Get("Authorization"), "Credential="+k8sAuthKeyID+"/") {
-		f.calls = append(f.calls, "unsigned "+action)
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = io.WriteString(w, `<ErrorResponse><Error><Type>Sender</Type><Code>InvalidClientTokenId</Code>`+
-			`<Message>The security token included in the request is invalid.</Message></Error></ErrorResponse>`)
-		return
-	}
-	f.calls = append(f.calls, action+" "+role+" on "+r.Host)
-	if r.Method != http.MethodPost || action != "AssumeRole" || role != k8sAuthRoleARN {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = fmt.Fprintf(w, `<ErrorResponse><Error><Type>Sender</Type><Code>InvalidAction</Code>`+
-			`<Message>fake STS: unexpected %s %s</Message></Error></ErrorResponse>`, action, role)
-		return
-	}
-	session := r.PostForm.Get("RoleSessionName")
-	w.Header().Set("Content-Type", "text/xml")
-	_, _ = fmt.Fprintf(w, `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
-  <AssumeRoleResult>
-    <AssumedRoleUser>
-      <Arn>arn:aws:sts::111111111111:assumed-role/argocd/%[1]s</Arn>
-      <AssumedRoleId>AROAE2EK8SAUTHEXAMPLE:%[1]s</AssumedRoleId>
-    </AssumedRoleUser>
-    <Credentials>
-      <AccessKeyId>%[2]s</AccessKeyId>
-      <SecretAccessKey>e2eAssumedSecretAccessKeyEXAMPLE012345</SecretAccessKey>
-      <SessionToken>%[3]s</SessionToken>
-      <Expiration>%[4]s</Expiration>
-    </Credentials>
-  </AssumeRoleResult>
-  <ResponseMetadata><RequestId>e2e-k8s-auth-1</RequestId></ResponseMetadata>
-</AssumeRoleResponse>`, session, k8sAuthAssumedKeyID, k8sAuthAssumedToken, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
-}
-
-func (f *fakeSTS) seen() (connects, calls []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.proxy.seen(), append([]string(nil), f.calls...)
 }
 
 // k8sAuthBinary is argocd-k8s-auth from bin/testbin; the test fails
@@ -123,27 +44,28 @@ func k8sAuthBinary(t *testing.T) string {
 
 // TestArgoCDK8sAuthBinary runs Argo CD's argocd-k8s-auth aws as Argo CD
 // runs it for a cluster Secret's awsAuthConfig with a roleARN: with static
-// keys in its environment it assumes the role at STS (the fake, through
-// the proxy) and prints an ExecCredential whose token is the presigned
-// GetCallerIdentity URL, signed with the assumed role's credentials.
+// keys in its environment it assumes the role at STS (the issuing fake,
+// through the proxy) and prints an ExecCredential whose token is the
+// presigned GetCallerIdentity URL, signed with the assumed role's
+// credentials: STS answers it with the assumed role.
 func TestArgoCDK8sAuthBinary(t *testing.T) {
 	bin := k8sAuthBinary(t)
-	f := newFakeSTS(t)
+	f := newIssuingSTS(t)
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "aws", "--cluster-name", "demo", "--role-arn", k8sAuthRoleARN)
+	cmd := exec.CommandContext(ctx, bin, "aws", "--cluster-name", "demo", "--role-arn", eksDeployerRole)
 	// a clean environment: no profile, shared files, proxy exceptions or
 	// instance metadata of the machine
 	cmd.Env = []string{"HOME=" + home,
-		"AWS_ACCESS_KEY_ID=" + k8sAuthKeyID, "AWS_SECRET_ACCESS_KEY=" + k8sAuthSecret, "AWS_REGION=" + k8sAuthRegion,
+		"AWS_ACCESS_KEY_ID=" + eksControllerKeyID, "AWS_SECRET_ACCESS_KEY=" + eksControllerSecret, "AWS_REGION=" + k8sAuthRegion,
 		"AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none"),
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_CA_BUNDLE=" + f.caFile, "HTTPS_PROXY=" + f.proxy.URL()}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err := cmd.Run()
-	connects, calls := f.seen()
+	connects, calls := f.proxy.seen(), f.seen()
 	if err != nil {
 		t.Fatalf("argocd-k8s-auth aws: %v after %v\nstdout: %s\nstderr: %s\nproxy: %q\nSTS: %q",
 			err, time.Since(start).Round(time.Millisecond), &stdout, &stderr, connects, calls)
@@ -167,16 +89,24 @@ func TestArgoCDK8sAuthBinary(t *testing.T) {
 	if left := time.Until(cred.Status.ExpirationTimestamp); left < 13*time.Minute || left > 14*time.Minute+time.Second {
 		t.Errorf("token expires in %v, want 14 minutes (the presigned URL's 15 minus one)", left)
 	}
-	checkPresigned(t, cred.Status.Token)
-	// one AssumeRole; GetCallerIdentity is presigned, never sent
-	if len(calls) != 1 || !strings.HasPrefix(calls[0], "AssumeRole "+k8sAuthRoleARN+" on ") {
-		t.Errorf("STS was asked %q, want one AssumeRole of %s", calls, k8sAuthRoleARN)
+	u := checkPresigned(t, cred.Status.Token)
+	// one AssumeRole by the static key's user; GetCallerIdentity is
+	// presigned, never sent by argocd-k8s-auth
+	if want := "AssumeRole " + eksDeployerRole + " by " + eksControllerARN; len(calls) != 1 || calls[0] != want {
+		t.Errorf("STS was asked %q, want %q", calls, want)
+	}
+	// what the apiserver's webhook does with the token: STS answers the
+	// presigned call with the assumed role
+	arn, err := f.callerIdentity(u, "demo")
+	if want := "arn:aws:sts::" + eksAccount + ":assumed-role/e2e-eks-deployer/"; err != nil || !strings.HasPrefix(arn, want) {
+		t.Errorf("GetCallerIdentity with the token: %q, %v; want %s…", arn, err, want)
 	}
 }
 
 // checkPresigned checks an EKS token: k8s-aws-v1. and a presigned STS
-// GetCallerIdentity URL signed with the assumed role's credentials.
-func checkPresigned(t *testing.T, token string) {
+// GetCallerIdentity URL signed with credentials the issuing STS handed
+// out. It returns the URL.
+func checkPresigned(t *testing.T, token string) *url.URL {
 	t.Helper()
 	const prefix = "k8s-aws-v1."
 	if !strings.HasPrefix(token, prefix) {
@@ -196,20 +126,22 @@ func checkPresigned(t *testing.T, token string) {
 	if u.Scheme != "https" || !strings.HasPrefix(u.Host, "sts.") || !strings.HasSuffix(u.Host, ".amazonaws.com") {
 		t.Errorf("presigned URL %s://%s, want https to an STS host", u.Scheme, u.Host)
 	}
-	for k, want := range map[string]string{"Action": "GetCallerIdentity", "Version": "2011-06-15",
-		"X-Amz-Algorithm": "AWS4-HMAC-SHA256", "X-Amz-Security-Token": k8sAuthAssumedToken} {
+	for k, want := range map[string]string{"Action": "GetCallerIdentity", "Version": "2011-06-15", "X-Amz-Algorithm": "AWS4-HMAC-SHA256"} {
 		if got := q.Get(k); got != want {
 			t.Errorf("presigned URL: %s=%q, want %q", k, got, want)
 		}
+	}
+	if tok := q.Get("X-Amz-Security-Token"); !strings.HasPrefix(tok, eksIssuedSessionPrefix) {
+		t.Errorf("presigned URL: X-Amz-Security-Token=%q, want a session token STS issued", tok)
 	}
 	// Argo CD presigns with 60 (nanoseconds: X-Amz-Expires=0); STS ignores
 	// it and aws-iam-authenticator accepts 0 to 60
 	if x, err := strconv.Atoi(q.Get("X-Amz-Expires")); err != nil || x < 0 || x > 60 {
 		t.Errorf("presigned URL: X-Amz-Expires=%q, want 0 to 60", q.Get("X-Amz-Expires"))
 	}
-	// signed with the assumed role's key, for STS, with the cluster's name
-	if c := q.Get("X-Amz-Credential"); !strings.HasPrefix(c, k8sAuthAssumedKeyID+"/") || !strings.HasSuffix(c, "/sts/aws4_request") {
-		t.Errorf("presigned URL: X-Amz-Credential=%q, want the assumed key %s for sts", c, k8sAuthAssumedKeyID)
+	// signed with an assumed role's key, for STS, with the cluster's name
+	if c := q.Get("X-Amz-Credential"); !strings.HasPrefix(c, "ASIAE2EEKS") || !strings.HasSuffix(c, "/sts/aws4_request") {
+		t.Errorf("presigned URL: X-Amz-Credential=%q, want an assumed key for sts", c)
 	}
 	if h := q.Get("X-Amz-SignedHeaders"); !strings.Contains(";"+h+";", ";x-k8s-aws-id;") {
 		t.Errorf("presigned URL: X-Amz-SignedHeaders=%q, want x-k8s-aws-id among them", h)
@@ -217,4 +149,5 @@ func checkPresigned(t *testing.T, token string) {
 	if q.Get("X-Amz-Signature") == "" {
 		t.Error("presigned URL has no X-Amz-Signature")
 	}
+	return u
 }
