@@ -69,7 +69,7 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 		}
 	}
 	t.Cleanup(e.cloudAuthn.trustEKS(sts.callerIdentity, eksPayments.Name, eksPlatform.Name))
-	t.Cleanup(e.cloudAuthn.trustEntra(&entra.key.PublicKey, map[aksIdentity]string{
+	t.Cleanup(e.cloudAuthn.trustEntra(entra.PublicKey(), map[aksIdentity]string{
 		{tenant: entraHomeTenant, serverApp: aksManagedServerApp}:      aksPayments.Name,
 		{tenant: entraLighthouseTenant, serverApp: aksLegacyServerApp}: aksSandbox.Name,
 	}))

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -71,62 +71,27 @@ func ncCredentialsBody(kubeconfig []byte) string {
 	return string(b)
 }
 
-// fakeEntra is a Microsoft Entra ID token endpoint (with its OpenID
-// discovery document) that checks the client secret or federated token
-// and hands out ncAccessToken, or fails as told.
+// fakeEntra is the shared fake of Microsoft Entra ID's token service
+// (internal/fake/azure), taking any client secret or federated token and
+// handing out ncAccessToken, or failing as told.
 type fakeEntra struct {
+	*fakeazure.Entra
 	srv *httptest.Server
-
-	mu       sync.Mutex
-	status   int // 0: success
-	body     string
-	received []string // client_secret and client_assertion values
 }
 
 func newFakeEntra(t *testing.T) *fakeEntra {
-	e := &fakeEntra{}
-	e.srv = httptest.NewTLSServer(http.HandlerFunc(e.serve))
-	t.Cleanup(e.srv.Close)
-	return e
+	e, err := fakeazure.NewEntra()
+	require.NoError(t, err)
+	e.AccessToken = ncAccessToken
+	f := &fakeEntra{Entra: e, srv: httptest.NewTLSServer(e)}
+	t.Cleanup(f.srv.Close)
+	e.Authority = f.srv.URL
+	return f
 }
 
-func (e *fakeEntra) serve(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	base := e.srv.URL + "/" + ncTenant
-	switch {
-	case strings.HasSuffix(r.URL.Path, "/.well-known/openid-configuration"):
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"token_endpoint": base + "/oauth2/v2.0/token", "authorization_endpoint": base + "/oauth2/v2.0/authorize",
-			"issuer": base + "/v2.0", "device_authorization_endpoint": base + "/oauth2/v2.0/devicecode",
-		})
-	case strings.HasSuffix(r.URL.Path, "/oauth2/v2.0/token"):
-		_ = r.ParseForm()
-		e.mu.Lock()
-		e.received = append(e.received, r.Form.Get("client_secret"), r.Form.Get("client_assertion"))
-		status, body := e.status, e.body
-		e.mu.Unlock()
-		if status != 0 {
-			w.WriteHeader(status)
-			_, _ = w.Write([]byte(body))
-			return
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599, "access_token": ncAccessToken})
-	default:
-		http.Error(w, `{"error":"not_found"}`, http.StatusNotFound)
-	}
-}
+func (e *fakeEntra) fail(status int, body string) { e.Fail(status, body) }
 
-func (e *fakeEntra) fail(status int, body string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.status, e.body = status, body
-}
-
-func (e *fakeEntra) got() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.received...)
-}
+func (e *fakeEntra) got() []string { return e.Received() }
 
 const (
 	ncTenant   = "72f988bf-0000-4e8b-a1d2-3c4b5a6f7e80"
