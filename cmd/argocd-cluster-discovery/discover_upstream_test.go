@@ -4,43 +4,27 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	fakeaws "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/aws"
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // TestDiscoverEKSThroughTheRealSDK wires an eks source from the
-// configuration file to an HTTP fake of the EKS API serving the upstream
-// fixtures, and prints what the plugin API would answer.
+// configuration file to the fake EKS API (internal/fake/aws) serving the
+// upstream fixtures, and prints what the plugin API would answer.
 func TestDiscoverEKSThroughTheRealSDK(t *testing.T) {
-	describe, err := os.ReadFile("../../testdata/fixtures/eks/eks-describe-cluster.json")
+	fake, err := fakeaws.New("../../testdata/fixtures/eks")
 	require.NoError(t, err)
-	var calls sync.Map
-	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Store(r.Method+" "+r.URL.Path, true)
-		assert.Contains(t, r.Header.Get("Authorization"), "AKIDEXAMPLE/", "signed with the configured credentials")
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case "/clusters":
-			_, _ = io.WriteString(w, `{"clusters":["payments-prod"]}`)
-		case "/clusters/payments-prod":
-			_, _ = w.Write(describe)
-		case "/": // the Resource Groups Tagging API (AWS JSON 1.1), tags read at every listing
-			assert.Equal(t, "ResourceGroupsTaggingAPI_20170126.GetResources", r.Header.Get("X-Amz-Target"))
-			w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-			_, _ = io.WriteString(w, `{"PaginationToken":"","ResourceTagMappingList":[{"ResourceARN":"arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod","Tags":[{"Key":"env","Value":"prod"}]}]}`)
-		default:
-			w.WriteHeader(http.StatusNotFound)
-		}
-	}))
 	defer fake.Close()
+	fake.KnownKeysOnly = true // signed with the configured credentials
+	fake.SetKey("AKIDEXAMPLE", "123456789012")
+	fake.Add("123456789012", "eu-west-1", fakeaws.Cluster{Name: "payments-prod", Tags: map[string]string{"env": "prod"}})
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -57,8 +41,8 @@ sources:
     eks:
       regions: [eu-west-1]
       accounts: [{id: "123456789012", argocdRoleARN: "arn:aws:iam::123456789012:role/argocd-deployer"}]
-      endpoint: `+fake.URL+`
-      taggingEndpoint: `+fake.URL+`
+      endpoint: `+fake.URL()+`
+      taggingEndpoint: `+fake.URL()+`
       maxAttempts: 1
 `), 0o600))
 	params, stdout, stderr := discoverParams(t, filepath.Join(dir, "config.yaml"))
@@ -70,8 +54,8 @@ sources:
 	assert.Equal(t, "eks", p["provider"])
 	assert.Equal(t, "aws-prod", p["source"])
 	assert.Equal(t, "eu-west-1", p["region"])
-	_, listed := calls.Load("GET /clusters")
-	assert.True(t, listed)
+	assert.Equal(t, 1, fake.Count("ListClusters"))
+	assert.Empty(t, fake.BadAuth())
 
 	stdout.Reset()
 	code := run(context.Background(), []string{"discover", "--config", filepath.Join(dir, "config.yaml"), "--secrets"}, stdout, stderr)
@@ -95,52 +79,18 @@ func discoverParams(t *testing.T, config string) ([]map[string]any, *bytes.Buffe
 	return out.Output.Parameters, &stdout, &stderr
 }
 
-// fakeRancher serves the upstream-shaped /v3 fixtures: the API root with
-// X-Api-Schemas, the schemas, two pages of clusters and the cacerts
-// setting, with the fixtures' absolute links pointing at the fake.
-func fakeRancher(t *testing.T, token string) *httptest.Server {
-	t.Helper()
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("../../testdata/fixtures/rancher", name))
-		require.NoError(t, err)
-		return b
-	}
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v3/settings/cacerts" && r.Header.Get("Authorization") != "Bearer "+token {
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = io.WriteString(w, `{"type":"error","status":"401","message":"must authenticate"}`)
-			return
-		}
-		serve := func(name string) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(bytes.ReplaceAll(read(name), []byte("https://rancher.example.com"), []byte(srv.URL)))
-		}
-		switch {
-		case r.URL.Path == "/v3":
-			w.Header().Set("X-Api-Schemas", srv.URL+"/v3/schemas")
-			_, _ = io.WriteString(w, `{"type":"apiRoot"}`)
-		case r.URL.Path == "/v3/schemas":
-			serve("rancher-schemas-min.json")
-		case r.URL.Path == "/v3/settings/cacerts":
-			serve("rancher-settings-cacerts.json")
-		case r.URL.Path == "/v3/clusters" && r.URL.Query().Get("marker") == "c-m-2x7kqz4b":
-			serve("rancher-clusters-page2.json")
-		case r.URL.Path == "/v3/clusters":
-			serve("rancher-clusters-page1.json")
-		default:
-			w.WriteHeader(http.StatusNotFound)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // TestDiscoverRancherThroughNorman wires a rancher source from the
-// configuration file to a fake Rancher serving the upstream fixtures.
+// configuration file to the fake Rancher (internal/fake/rancher), through
+// norman, two pages of clusters.
 func TestDiscoverRancherThroughNorman(t *testing.T) {
 	const token = "token-abcde:k8vq5x2m9lzt7wbr4c6nhp8sd2jfk4gqx9mt5vwl2rzc7b8nq4xsdh"
-	fake := fakeRancher(t, token)
+	fake, err := fakerancher.New("../../testdata/fixtures/rancher", token)
+	require.NoError(t, err)
+	defer fake.Close()
+	for _, c := range []fakerancher.Cluster{{ID: "c-m-00000001", Name: "prod-eu-west", State: "active"},
+		{ID: "c-m-00000002", Name: "staging-eks", State: "active"}, {ID: "c-m-00000003", Name: "edge-k3s-01", State: "active"}} {
+		fake.Set(c)
+	}
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("x"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rancher-token"), []byte(token+"\n"), 0o600))
@@ -150,9 +100,10 @@ sources:
   - name: rancher-eu
     provider: rancher
     rancher:
-      url: `+fake.URL+`
+      url: `+fake.URL()+`
       token: {file: rancher-token}
       namePrefix: eu-
+      pageLimit: 2
 secrets: {ownerID: fleet-a}
 `), 0o600))
 	params, stdout, stderr := discoverParams(t, filepath.Join(dir, "config.yaml"))
@@ -162,10 +113,11 @@ secrets: {ownerID: fleet-a}
 		assert.Equal(t, "rancher", p["provider"])
 	}
 	assert.Equal(t, []string{
-		"eu-edge-k3s-01 " + fake.URL + "/k8s/clusters/c-5tbxq",
-		"eu-prod-eu-west " + fake.URL + "/k8s/clusters/c-m-2x7kqz4b",
-		"eu-staging-eks " + fake.URL + "/k8s/clusters/c-7qgnz",
-	}, got, "clusters across both pages, the unavailable one too (degraded, still served); the local one is left out (includeLocal: false)")
+		"eu-edge-k3s-01 " + fake.Server("c-m-00000003"),
+		"eu-prod-eu-west " + fake.Server("c-m-00000001"),
+		"eu-staging-eks " + fake.Server("c-m-00000002"),
+	}, got, "clusters across both pages (pageLimit 2), sorted by name")
+	assert.Equal(t, 2, fake.Served(), "two pages")
 	assert.NotContains(t, stdout.String()+stderr.String(), "k8vq5x2m9", "the Rancher token is in no output")
 
 	stdout.Reset()

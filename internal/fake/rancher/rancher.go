@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -267,7 +268,9 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // collection renders the clusters matching the request's state and
-// internal filters, sorted by id, in one page.
+// internal filters, sorted by id, a page of them as norman pages: limit
+// clusters (default 1000) from the id marker on, with an absolute next
+// link carrying the query and partial when more follow.
 func (f *Fake) collection(r *http.Request) ([]byte, error) {
 	q := r.URL.Query()
 	ids := make([]string, 0, len(f.clusters))
@@ -275,7 +278,7 @@ func (f *Fake) collection(r *http.Request) ([]byte, error) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	data := []any{}
+	data, listed := []any{}, []string{}
 	for _, id := range ids {
 		c := f.clusters[id]
 		if s := q.Get("state"); s != "" && s != c.State {
@@ -307,16 +310,27 @@ func (f *Fake) collection(r *http.Request) ([]byte, error) {
 			return nil, err
 		}
 		data = append(data, obj)
+		listed = append(listed, c.ID)
 	}
-	limit := q.Get("limit")
-	if limit == "" {
-		limit = "1000"
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || limit < 1 {
+		limit = 1000
+	}
+	start := 0
+	if m := q.Get("marker"); m != "" {
+		start = sort.SearchStrings(listed, m)
+	}
+	end := min(start+limit, len(data))
+	pagination := map[string]any{"limit": limit, "total": len(data)}
+	if end < len(data) {
+		q.Set("marker", listed[end])
+		pagination["next"], pagination["partial"] = f.srv.URL+"/v3/clusters?"+q.Encode(), true
 	}
 	return json.Marshal(map[string]any{
 		"type": "collection", "resourceType": "cluster",
 		"links":      map[string]string{"self": f.srv.URL + "/v3/clusters"},
-		"pagination": map[string]any{"limit": json.Number(limit), "total": len(data)},
-		"data":       data,
+		"pagination": pagination,
+		"data":       data[start:end],
 	})
 }
 

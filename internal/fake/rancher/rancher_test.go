@@ -302,3 +302,55 @@ func (d *fakeDriver) removed(t *testing.T) {
 		t.Fatal("ACE of a removed cluster: no error")
 	}
 }
+
+// TestClusterPages: /v3/clusters pages as norman does: limit clusters
+// from the marker on, an absolute next link that carries the query and
+// the next id, partial while more follow; every cluster once.
+func TestClusterPages(t *testing.T) {
+	f, err := New(filepath.Join("..", "..", "..", "testdata", "fixtures", "rancher"), apiToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	for _, id := range []string{"c-3", "c-1", "c-2"} {
+		f.Set(Cluster{ID: id, Name: "n" + id, State: "active"})
+	}
+	d := &fakeDriver{t: t, f: f, http: &http.Client{Timeout: 10 * time.Second}}
+	var ids []string
+	link := f.URL() + "/v3/clusters?limit=2&state=active"
+	for pages := 0; link != ""; pages++ {
+		if pages == 3 {
+			t.Fatal("the pages do not end")
+		}
+		code, body := d.call(d.http, http.MethodGet, link, apiToken, nil)
+		var col struct {
+			Pagination struct {
+				Next    string `json:"next"`
+				Partial bool   `json:"partial"`
+				Total   int    `json:"total"`
+			} `json:"pagination"`
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		if code != http.StatusOK || json.Unmarshal(body, &col) != nil {
+			t.Fatalf("GET %s: %d %s", link, code, body)
+		}
+		for _, c := range col.Data {
+			ids = append(ids, c.ID)
+		}
+		if col.Pagination.Total != 3 || col.Pagination.Partial != (col.Pagination.Next != "") {
+			t.Errorf("pagination %+v", col.Pagination)
+		}
+		if n := col.Pagination.Next; n != "" && !strings.Contains(n, "state=active") {
+			t.Errorf("next link %s lost the filter", n)
+		}
+		link = col.Pagination.Next
+	}
+	if strings.Join(ids, ",") != "c-1,c-2,c-3" {
+		t.Errorf("listed %v, want c-1,c-2,c-3 once each", ids)
+	}
+	if f.Served() != 2 {
+		t.Errorf("%d pages served, want 2", f.Served())
+	}
+}
