@@ -244,7 +244,7 @@ func (c *cloudEnv) execSecrets(t *testing.T) map[string]corev1.Secret {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(e.binary, "discover", "--config", file, "--secrets")
-	cmd.Env = append(toolEnviron(), c.serviceEnv(empty)...)
+	cmd.Env = append(append(toolEnviron(), "KUBECONFIG="+e.kubeconfig), c.serviceEnv(empty)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -121,23 +121,15 @@ func (c *cloudEnv) start(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := c.serviceEnv(empty)
-	p, err := startProc("argocd-cluster-discovery (cloud)", filepath.Join(c.dir, "argocd-cluster-discovery.log"), env,
-		e.binary, "serve", "--config", filepath.Join(c.dir, "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.svc = p
-	if err := waitHTTP(p, "http://"+c.addr+"/healthz", 60*time.Second); err != nil {
-		t.Fatalf("the cloud deployment did not start: %v\n%s", err, p.tail(40))
-	}
+	c.svc = serve(t, serviceRun{name: "argocd-cluster-discovery-cloud", dir: c.dir, config: filepath.Join(c.dir, "config.yaml"),
+		env: c.serviceEnv(empty), healthz: c.addr}, func(p *proc) { c.svc = p })
 }
 
-// serviceEnv is the deployment's environment: static AWS keys, an App
-// Service managed identity, the ARM fake's CA; empty is an empty file.
+// serviceEnv is what the deployment adds to the suite's environment:
+// static AWS keys, an App Service managed identity, the ARM fake's CA;
+// empty is an empty file.
 func (c *cloudEnv) serviceEnv(empty string) []string {
 	return []string{
-		"KUBECONFIG=" + e.kubeconfig,
 		"AWS_ACCESS_KEY_ID=" + cloudAWSKeyID, "AWS_SECRET_ACCESS_KEY=" + cloudAWSSecret, "AWS_SESSION_TOKEN=",
 		"AWS_REGION=" + cloudAWSRegion, "AWS_PROFILE=", "AWS_EC2_METADATA_DISABLED=true",
 		"AWS_CONFIG_FILE=" + empty, "AWS_SHARED_CREDENTIALS_FILE=" + empty,

@@ -147,11 +147,7 @@ func (s *credService) restartWithFreshToken(t *testing.T, id string) corev1.Secr
 
 func (s *credService) start() {
 	s.t.Helper()
-	p, err := startProc("creds-service", filepath.Join(s.dir, "service.log"), []string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", s.config)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.proc = p
+	s.proc = serve(s.t, serviceRun{name: "service", dir: s.dir, config: s.config})
 	s.t.Cleanup(s.stop)
 }
 

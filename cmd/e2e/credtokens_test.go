@@ -114,10 +114,7 @@ func checkTwoInstallations(t *testing.T, s *credService) {
 	cfg = strings.Replace(cfg, "clusterTokens: perCluster, tokenTTL: 1h", "clusterTokens: perCluster, tokenTTL: 1h, tokenGracePeriod: 1s", 1)
 	path := filepath.Join(s.dir, "second.yaml")
 	writeFile(t, path, cfg)
-	p, err := startProc("creds-second", filepath.Join(s.dir, "second.log"), []string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := serve(t, serviceRun{name: "second", dir: s.dir, config: path})
 	defer p.stop()
 	poll(t, 60*time.Second, "the second installation's Secrets of the Rancher clusters", func() error {
 		list, err := e.kube.CoreV1().Secrets(otherNS).List(ctx, metav1.ListOptions{LabelSelector: "argocd-cluster-discovery.io/source=creds"})

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -178,15 +177,7 @@ func (x *env) startReplica(t *testing.T, name, addr, policy string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := startProc("replica-"+name, filepath.Join(x.dir, "replica-"+name+".log"),
-		[]string{"KUBECONFIG=" + x.kubeconfig}, x.binary, "serve", "--config", path, "--listen", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := waitHTTP(p, "http://"+addr+"/healthz", 60*time.Second); err != nil {
-		t.Fatalf("replica %s did not start: %v\n%s", name, err, p.tail(40))
-	}
-	return p
+	return serve(t, serviceRun{name: "replica-" + name, dir: x.dir, config: path, flags: []string{"--listen", addr}, healthz: addr})
 }
 
 // answerBytes is the body of the plugin answer for tenant acme at addr.

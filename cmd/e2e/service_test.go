@@ -147,17 +147,45 @@ func (x *env) startService(t *testing.T, policy string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := startProc("argocd-cluster-discovery", filepath.Join(x.dir, "argocd-cluster-discovery.log"),
-		[]string{"KUBECONFIG=" + x.kubeconfig}, x.binary, "serve", "--config", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x.mu.Lock()
-	x.service = p
-	x.mu.Unlock()
+	p := serve(t, serviceRun{name: "argocd-cluster-discovery", dir: x.dir, config: path}, func(p *proc) {
+		x.mu.Lock()
+		x.service = p
+		x.mu.Unlock()
+	})
 	if err := waitHTTP(p, "http://"+x.apiAddr+"/healthz", 60*time.Second); err != nil {
 		t.Fatalf("our service did not start: %v\n%s", err, p.tail(40))
 	}
+}
+
+// serviceRun is one run of our binary, `serve --config config`: its name,
+// its log (dir/<name>.log), what it adds to the suite's environment
+// (KUBECONFIG), its own flags, and the address whose /healthz says it is
+// up ("": not waited for).
+type serviceRun struct {
+	name, dir, config string
+	env, flags        []string
+	healthz           string
+}
+
+// serve starts our binary as run says, every scenario's instance alike:
+// each started proc is handed to keep (when given) before the wait, so
+// that a failed start can still be stopped and logged.
+func serve(t *testing.T, run serviceRun, keep ...func(*proc)) *proc {
+	t.Helper()
+	args := append([]string{"serve", "--config", run.config}, run.flags...)
+	p, err := startProc(run.name, filepath.Join(run.dir, run.name+".log"), append([]string{"KUBECONFIG=" + e.kubeconfig}, run.env...), e.binary, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keep {
+		k(p)
+	}
+	if run.healthz != "" {
+		if err := waitHTTP(p, "http://"+run.healthz+"/healthz", 60*time.Second); err != nil {
+			t.Fatalf("%s did not start: %v\n%s", run.name, err, p.tail(40))
+		}
+	}
+	return p
 }
 
 // stopService sends SIGTERM to our service and waits for it.

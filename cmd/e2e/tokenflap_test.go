@@ -165,11 +165,7 @@ secrets:
   leaderElection: {leaseName: acd-flap, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 300ms}
   kubeconfig: %s
 `, replicas[i].addr, f.URL(), flapNS, e.kubeconfig))
-		p, err := startProc(fmt.Sprintf("flap-%d", i), filepath.Join(dir, fmt.Sprintf("replica-%d.log", i)),
-			[]string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := serve(t, serviceRun{name: fmt.Sprintf("replica-%d", i), dir: dir, config: cfg})
 		replicas[i].proc = p
 		t.Cleanup(func() { replicas[i].freeze(false); p.stop() })
 	}

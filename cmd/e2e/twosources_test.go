@@ -34,13 +34,8 @@ func TestTwoSourcesOnOneRancherUser(t *testing.T) {
 	})
 	dir := t.TempDir()
 	cfg := writeTwoSourcesConfig(t, f, dir)
-	var err error
 	var p *proc
-	start := func() {
-		if p, err = startProc("two-sources", filepath.Join(dir, "service.log"), []string{"KUBECONFIG=" + e.kubeconfig}, e.binary, "serve", "--config", cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	start := func() { p = serve(t, serviceRun{name: "service", dir: dir, config: cfg}) }
 	start()
 	t.Cleanup(func() { p.stop() })
 	logs := func() string { return p.tail(40) }
