@@ -53,11 +53,11 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 	entra := newFakeEntra(t, pod)
 	stsAddr := sts.sts.Listener.Addr().String()
 	proxy := newConnectProxy(t,
-		proxyRoute{"sts.amazonaws.com", stsAddr},
-		proxyRoute{"sts.*.amazonaws.com", stsAddr},
-		proxyRoute{entraHost, entra.addr()},
-		proxyRoute{"*.gr7." + cloudAWSRegion + ".eks.amazonaws.com", c.front.addr()},
-		proxyRoute{"*.hcp.westeurope.azmk8s.io", c.front.addr()})
+		proxyRoute{Pattern: "sts.amazonaws.com", Addr: stsAddr},
+		proxyRoute{Pattern: "sts.*.amazonaws.com", Addr: stsAddr},
+		proxyRoute{Pattern: entraHost, Addr: entra.addr()},
+		proxyRoute{Pattern: "*.gr7." + cloudAWSRegion + ".eks.amazonaws.com", Addr: c.front.addr()},
+		proxyRoute{Pattern: "*.hcp.westeurope.azmk8s.io", Addr: c.front.addr()})
 	secrets, err := c.secrets()
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ const k8sAuthRegion = "eu-west-1"
 func newSTSProxy(t *testing.T, sts *httptest.Server) *connectProxy {
 	t.Helper()
 	addr := sts.Listener.Addr().String()
-	return newConnectProxy(t, proxyRoute{"sts.amazonaws.com", addr}, proxyRoute{"sts.*.amazonaws.com", addr})
+	return newConnectProxy(t, proxyRoute{Pattern: "sts.amazonaws.com", Addr: addr}, proxyRoute{Pattern: "sts.*.amazonaws.com", Addr: addr})
 }
 
 // k8sAuthBinary is argocd-k8s-auth from bin/testbin; the test fails
