@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -14,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,18 +23,6 @@ import (
 // eksClusterName is the cluster name the suite's kube-apiserver answers to
 // as an EKS cluster: the x-k8s-aws-id a token must be signed for.
 const eksClusterName = "e2e-eks"
-
-// issuedKey is an AWS access key the fake STS issued: what STS itself
-// knows when it checks a signature made with it.
-type issuedKey struct {
-	secret, sessionToken string
-	// arn is the identity GetCallerIdentity returns: an assumed role's
-	// arn:aws:sts::<account>:assumed-role/<role>/<session>, or a user's.
-	arn string
-}
-
-// keyLookup finds an access key the fake STS issued.
-type keyLookup func(accessKeyID string) (issuedKey, bool)
 
 // stsCaller sends a presigned GetCallerIdentity to STS with the header
 // x-k8s-aws-id: cluster, and returns the caller's ARN or STS's refusal.
@@ -293,46 +277,6 @@ func parseEKSToken(token string, now time.Time) (*url.URL, error) {
 	return u, nil
 }
 
-// verifyPresigned checks a presigned request as STS does: signed (SigV4,
-// in the query) with a key STS issued, with its session token, for the
-// host and the x-k8s-aws-id header it came with; it returns the key's
-// identity.
-func verifyPresigned(u *url.URL, host, cluster string, keys keyLookup) (string, *stsFault) {
-	q := u.Query()
-	cred := strings.Split(q.Get("X-Amz-Credential"), "/")
-	if len(cred) != 5 {
-		return "", faultf(http.StatusBadRequest, "AuthorizationQueryParametersError", "X-Amz-Credential=%q is not a SigV4 credential", q.Get("X-Amz-Credential"))
-	}
-	key, ok := keys(cred[0])
-	if !ok {
-		return "", faultf(http.StatusForbidden, "InvalidClientTokenId", "access key %s: not issued by STS", cred[0])
-	}
-	if q.Get("X-Amz-Security-Token") != key.sessionToken {
-		return "", faultf(http.StatusForbidden, "InvalidClientTokenId", "access key %s: wrong session token", cred[0])
-	}
-	headers := func(name string) string {
-		switch name {
-		case "host":
-			return host
-		case "x-k8s-aws-id":
-			return cluster
-		}
-		return ""
-	}
-	got := q.Get("X-Amz-Signature")
-	q.Del("X-Amz-Signature")
-	signed := strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
-	want := sigV4(http.MethodGet, "/", q, signed, headers, emptySHA256, q.Get("X-Amz-Date"), strings.Join(cred[1:], "/"), key.secret)
-	if !hmac.Equal([]byte(got), []byte(want)) {
-		return "", faultf(http.StatusForbidden, "SignatureDoesNotMatch",
-			"access key %s: signature does not match (another x-k8s-aws-id than %s, or another key)", cred[0], cluster)
-	}
-	return key.arn, nil
-}
-
-// emptySHA256 is the payload hash of a request without a body.
-var emptySHA256 = hashHex(nil)
-
 func isSTSHost(host string) bool {
 	return strings.HasPrefix(host, "sts.") && strings.HasSuffix(host, ".amazonaws.com") && !strings.Contains(host, ":")
 }
@@ -346,54 +290,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// sigV4 computes an AWS Signature Version 4: the canonical request of
-// method, path, query, the signed headers (values from header) and the
-// payload hash, signed for scope (date/region/service/aws4_request) at
-// amzDate with secret.
-func sigV4(method, path string, query url.Values, signed []string, header func(string) string,
-	payloadHash, amzDate, scope, secret string) string {
-	keys := make([]string, 0, len(query))
-	for k := range query {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var qs []string
-	for _, k := range keys {
-		vs := append([]string(nil), query[k]...)
-		sort.Strings(vs)
-		for _, v := range vs {
-			qs = append(qs, awsEscape(k)+"="+awsEscape(v))
-		}
-	}
-	var ch strings.Builder
-	for _, h := range signed {
-		ch.WriteString(h + ":" + strings.Join(strings.Fields(header(h)), " ") + "\n")
-	}
-	canonical := strings.Join([]string{method, path, strings.Join(qs, "&"), ch.String(), strings.Join(signed, ";"), payloadHash}, "\n")
-	sum := sha256.Sum256([]byte(canonical))
-	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(sum[:])
-	k := []byte("AWS4" + secret)
-	for _, part := range strings.Split(scope, "/") {
-		k = hmacSHA256(k, part)
-	}
-	return hex.EncodeToString(hmacSHA256(k, toSign))
-}
-
-func hmacSHA256(key []byte, data string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(data))
-	return m.Sum(nil)
-}
-
-// awsEscape is SigV4's URI encoding: every byte but A-Z a-z 0-9 - _ . ~.
-func awsEscape(s string) string {
-	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
-}
-
-// hashHex is the hex SHA-256 of b: SigV4's payload hash.
-func hashHex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

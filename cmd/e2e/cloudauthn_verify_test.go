@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	fakeaws "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/aws"
 )
 
 // TestVerifyEKSToken checks the webhook's token check, with the fake STS
@@ -20,13 +22,13 @@ import (
 // issued.
 func TestVerifyEKSToken(t *testing.T) {
 	const arn = "arn:aws:sts::111111111111:assumed-role/e2e-eks-deployer/s1"
-	issued := issuedKey{secret: "e2eVerifySecretAccessKeyEXAMPLE", sessionToken: "e2e-verify-session", arn: arn}
+	issued := fakeaws.Key{Secret: "e2eVerifySecretAccessKeyEXAMPLE", SessionToken: "e2e-verify-session", ARN: arn}
 	sts := newIssuingSTS(t)
-	sts.issue("ASIAE2EVERIFY", issued)
+	sts.Issue("ASIAE2EVERIFY", issued)
 	webhook := &cloudAuthn{}
 	webhook.trustEKS(sts.callerIdentity, eksClusterName)
 	now := time.Now()
-	ok := presignToken{key: "ASIAE2EVERIFY", secret: issued.secret, session: issued.sessionToken,
+	ok := presignToken{key: "ASIAE2EVERIFY", secret: issued.Secret, session: issued.SessionToken,
 		host: stsHost(k8sAuthRegion), region: k8sAuthRegion, cluster: eksClusterName, expires: "0", at: now}
 	for _, c := range []struct {
 		name string
@@ -89,7 +91,7 @@ func (p presignToken) token(t *testing.T) string {
 		req.Header.Set("x-k8s-aws-id", p.cluster)
 	}
 	creds := aws.Credentials{AccessKeyID: p.key, SecretAccessKey: p.secret, SessionToken: p.session}
-	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req, emptySHA256, "sts", p.region, p.at)
+	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req, fakeaws.PayloadHash(nil), "sts", p.region, p.at)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
-// Package aws is a fake of the AWS APIs the eks source calls, in their
-// wire shapes: EKS ListClusters and DescribeCluster (restJson1), the
-// Resource Groups Tagging API's GetResources (awsJson1_1) and STS
-// AssumeRole (awsQuery), from one HTTP server that tells accounts apart by
-// the SigV4 access key, regions by the credential scope and services by
-// its signing name. Answers are the upstream fixtures with a test's names
+// Package aws holds fakes of AWS for tests, in the wire shapes: an
+// issuing STS (sts.go) that verifies signatures with the keys it issued,
+// and a fake of the APIs the eks source calls: EKS ListClusters and
+// DescribeCluster (restJson1), the Resource Groups Tagging API's
+// GetResources (awsJson1_1) and STS AssumeRole (awsQuery), from one HTTP
+// server that tells accounts apart by the SigV4 access key, regions by the
+// credential scope and services by its signing name. Answers are the upstream fixtures with a test's names
 // and states. See README.md for what it models and what it does not.
 package aws
 
