@@ -27,6 +27,9 @@ func (d Duration) Std() time.Duration { return d.d }
 // IsZero reports whether the duration is unset (zero and no invalid text).
 func (d Duration) IsZero() bool { return d.d == 0 && d.bad == "" }
 
+// Parsed reports whether the text written, if any, was a duration.
+func (d Duration) Parsed() bool { return d.bad == "" }
+
 // String returns the duration as Go writes it.
 func (d Duration) String() string { return d.d.String() }
 

@@ -176,6 +176,32 @@ func ValidateSpread(path *field.Path, jitter float64, prefer Preference) field.E
 	return errs
 }
 
+// MinInterval and MinTimeout are the shortest listing interval and
+// listing timeout a source may have.
+const (
+	MinInterval = time.Second
+	MinTimeout  = time.Millisecond
+)
+
+// ValidateInterval and ValidateTimeout check a listing interval and a
+// listing timeout at path (inventory.interval, sources[i].timeout, in the
+// configuration file): the loader and New call them alike.
+func ValidateInterval(path *field.Path, d time.Duration) *field.Error {
+	return atLeast(path, d, MinInterval)
+}
+
+// ValidateTimeout: see ValidateInterval.
+func ValidateTimeout(path *field.Path, d time.Duration) *field.Error {
+	return atLeast(path, d, MinTimeout)
+}
+
+func atLeast(path *field.Path, d, minimum time.Duration) *field.Error {
+	if d < minimum {
+		return field.Invalid(path, d.String(), "must be at least "+minimum.String())
+	}
+	return nil
+}
+
 // New checks the specs and returns an inventory whose first snapshot has
 // every source unsynced. Nothing runs until Run or RefreshAll is called.
 func New(specs []SourceSpec, opts Options) (*Inventory, error) {
@@ -213,10 +239,12 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			return nil, fmt.Errorf("source %s: no provider", spec.Name)
 		case spec.Source == nil:
 			return nil, fmt.Errorf("source %s: no implementation", spec.Name)
-		case spec.Interval <= 0:
-			return nil, fmt.Errorf("source %s: interval must be positive", spec.Name)
-		case spec.Timeout <= 0:
-			return nil, fmt.Errorf("source %s: timeout must be positive", spec.Name)
+		}
+		at := field.NewPath("sources").Index(i)
+		for _, e := range []*field.Error{ValidateInterval(at.Child("interval"), spec.Interval), ValidateTimeout(at.Child("timeout"), spec.Timeout)} {
+			if e != nil {
+				return nil, fmt.Errorf("source %s: %w", spec.Name, e)
+			}
 		}
 		seen[spec.Name] = true
 		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, tracked: map[string]*Record{}}}

@@ -268,14 +268,22 @@ func TestNewRejectsBadSpecs(t *testing.T) {
 		{"duplicate", []SourceSpec{spec("a", ok), spec("a", ok)}, Options{}, "used twice"},
 		{"provider", []SourceSpec{{Name: "a", Source: ok, Interval: time.Second, Timeout: time.Second}}, Options{}, "no provider"},
 		{"no source", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Interval: time.Second, Timeout: time.Second}}, Options{}, "no implementation"},
-		{"interval", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Timeout: time.Second}}, Options{}, "interval"},
-		{"timeout", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Interval: time.Second}}, Options{}, "timeout"},
+		{"interval", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Timeout: time.Second}}, Options{},
+			`source a: sources[0].interval: Invalid value: "0s": must be at least 1s`},
+		{"interval below the loader's minimum", []SourceSpec{spec("a", ok), {Name: "b", Provider: sources.ProviderStatic, Source: ok, Interval: 500 * time.Millisecond, Timeout: time.Second}}, Options{},
+			`source b: sources[1].interval: Invalid value: "500ms": must be at least 1s`},
+		{"timeout", []SourceSpec{{Name: "a", Provider: sources.ProviderStatic, Source: ok, Interval: time.Second}}, Options{},
+			`source a: sources[0].timeout: Invalid value: "0s": must be at least 1ms`},
 		{"jitter", []SourceSpec{spec("a", ok)}, Options{Jitter: 1}, "jitter"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.specs, tc.opts)
 			require.Error(t, err)
+			if strings.HasPrefix(tc.want, "source ") {
+				assert.Equal(t, tc.want, err.Error(), "the loader's words (inventory.ValidateInterval, ValidateTimeout)")
+				return
+			}
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}

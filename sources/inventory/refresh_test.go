@@ -29,7 +29,7 @@ func TestRunLoopRefreshesSubscribesAndStops(t *testing.T) {
 		{clusters: []sources.Cluster{cluster("a"), cluster("b")}},
 	}}
 	sp := spec("s1", src)
-	sp.Interval = 20 * time.Millisecond
+	sp.Interval = MinInterval // the shortest the configuration allows
 	inv, err := New([]SourceSpec{sp}, Options{Jitter: -1})
 	require.NoError(t, err)
 	ch, unsubscribe := inv.Subscribe()

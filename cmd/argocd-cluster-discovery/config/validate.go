@@ -86,9 +86,30 @@ func (c *Config) validateServer(at *field.Path) field.ErrorList {
 func (c *Config) validateInventory(at *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	inv := &c.Inventory
-	errs = check(errs, inv.Interval.Validate(at.Child("interval"), time.Second, 0))
-	errs = check(errs, inv.Timeout.Validate(at.Child("timeout"), time.Millisecond, 0))
+	errs = append(errs, listing(at, inv.Interval, inv.Timeout, false)...)
 	return append(errs, inventory.ValidateSpread(at, inv.Jitter, inv.Prefer)...)
+}
+
+// listing checks an interval and a timeout as written at path: a value
+// that does not parse is this file's problem, the range the inventory's
+// (inventory.ValidateInterval, ValidateTimeout). With optional, an unset
+// value (a source that keeps the inventory's) is not checked.
+func listing(path *field.Path, interval, timeout sources.Duration, optional bool) field.ErrorList {
+	var errs field.ErrorList
+	for _, d := range []struct {
+		name  string
+		v     sources.Duration
+		check func(*field.Path, time.Duration) *field.Error
+	}{{"interval", interval, inventory.ValidateInterval}, {"timeout", timeout, inventory.ValidateTimeout}} {
+		switch at := path.Child(d.name); {
+		case optional && d.v.IsZero():
+		case !d.v.Parsed():
+			errs = check(errs, d.v.Validate(at, 0, 0))
+		default:
+			errs = check(errs, d.check(at, d.v.Std()))
+		}
+	}
+	return errs
 }
 
 func (c *Config) validateDeparture(at *field.Path) field.ErrorList {
@@ -128,12 +149,7 @@ func (c *Config) validateSources(at *field.Path) field.ErrorList {
 				names[s.Name] = i
 			}
 		}
-		if !s.Interval.IsZero() {
-			errs = check(errs, s.Interval.Validate(si.Child("interval"), time.Second, 0))
-		}
-		if !s.Timeout.IsZero() {
-			errs = check(errs, s.Timeout.Validate(si.Child("timeout"), time.Millisecond, 0))
-		}
+		errs = append(errs, listing(si, s.Interval, s.Timeout, true)...)
 		if s.Trust != "" && s.Trust != TrustClusterLabels {
 			errs = append(errs, field.NotSupported(si.Child("trust"), s.Trust, []string{TrustClusterLabels}))
 		}
