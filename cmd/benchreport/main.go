@@ -42,19 +42,22 @@ import (
 )
 
 type options struct {
-	out, binary             string
+	out, binary, report     string
 	benchtime, loadDuration string
 	loadClusters, loadConns int
 	count                   int
 	syncSizes               []int
-	e2e                     bool
+	e2e, suite              bool
 }
 
-// step is one measurement command; its stdout is kept in out/file.
+// step is one measurement command (go, unless cmd says otherwise); its
+// stdout is kept in out/file.
 type step struct {
 	file string
+	cmd  string
 	args []string
 	err  error
+	took time.Duration
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -68,28 +71,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	startLoad := loadAvg()
+	started, startLoad := time.Now(), loadAvg()
 	syncJSON, loadJSON := filepath.Join(o.out, "sync.json"), filepath.Join(o.out, "load.json")
 	for _, p := range []string{syncJSON, loadJSON} {
 		_ = os.Remove(p)
 	}
-	lines, outputs, failed := measure(plan(o, syncJSON, loadJSON), o.out, stderr)
+	steps := plan(o, syncJSON, loadJSON)
+	lines, outputs, failed := measure(steps, o.out, stderr)
 	var e2e *e2eFigure
 	if f, ok := parseE2E(outputs["e2e.txt"]); ok {
 		e2e = &f
 	}
 	rows := figures(lines, readRuns(syncJSON), readRuns(loadJSON), e2e, o)
-	fmt.Fprintf(stdout, "\n%s\n\n", machine(startLoad, loadAvg()))
-	fmt.Fprintln(stdout, "| figure | measured | target | verdict |")
-	fmt.Fprintln(stdout, "|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "| %s | %s | %s | %s |\n", r.figure, r.measured, r.target, r.verdict)
 		if r.verdict == verdictMissed || r.verdict == verdictNotMeasured {
 			failed = true
 		}
 	}
+	text := render(machine(startLoad, loadAvg()), rows, timings(steps, outputs, time.Since(started)), failed, o.out)
+	fmt.Fprint(stdout, text)
+	if o.report != "" {
+		if err := os.WriteFile(o.report, []byte(reportMarker+"\n\n# The last `make bench` report\n"+text), 0o644); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
 	if failed {
-		fmt.Fprintln(stdout, "\nFAIL: a figure missed its target, was not measured, or a measurement failed (raw outputs in "+o.out+")")
 		return 1
 	}
 	return 0
@@ -109,6 +116,8 @@ func parseFlags(args []string, stderr io.Writer) (options, bool) {
 	fs.IntVar(&o.loadClusters, "load-clusters", 10000, "fleet size of the load run")
 	fs.IntVar(&o.loadConns, "load-conns", 200, "connections of the load run")
 	fs.BoolVar(&o.e2e, "e2e", true, "run the e2e suite's first steps for time-to-Application")
+	fs.BoolVar(&o.suite, "suite", true, "time make test (the README's test command) after the figures")
+	fs.StringVar(&o.report, "report", "", "also write the report, as the docs cite it, to this file (make bench: "+reportFile+")")
 	if err := fs.Parse(args); err != nil {
 		return o, false
 	}
@@ -153,6 +162,9 @@ func plan(o options, syncJSON, loadJSON string) []*step {
 	if o.e2e {
 		steps = append(steps, &step{file: "e2e.txt", args: []string{"test", "-count=1", "-v", "-run", e2eSteps, "./cmd/e2e/"}})
 	}
+	if o.suite {
+		steps = append(steps, &step{file: suiteFile, cmd: "make", args: []string{"test"}})
+	}
 	return steps
 }
 
@@ -164,11 +176,17 @@ func measure(steps []*step, out string, stderr io.Writer) ([]benchLine, map[stri
 	outputs := map[string]string{}
 	failed := false
 	for _, s := range steps {
-		fmt.Fprintf(stderr, "benchreport: go %s\n", strings.Join(s.args, " "))
+		name := s.cmd
+		if name == "" {
+			name = "go"
+		}
+		fmt.Fprintf(stderr, "benchreport: %s %s\n", name, strings.Join(s.args, " "))
 		var buf bytes.Buffer
-		cmd := exec.Command("go", s.args...)
+		cmd := exec.Command(name, s.args...)
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(&buf, stderr), stderr
+		start := time.Now()
 		s.err = cmd.Run()
+		s.took = time.Since(start)
 		if s.err != nil {
 			failed = true
 			fmt.Fprintf(stderr, "benchreport: %s: %v\n", s.file, s.err)

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// reportFile is where make bench writes its report: the one place the
+// docs take a measured figure or a duration from.
+const reportFile = "cmd/benchreport/last-run.md"
+
+// reportMarker opens the report file: it is written by make bench, not by
+// hand (TestLastRunIsGenerated).
+const reportMarker = "<!-- written by make bench (cmd/benchreport -report); do not edit by hand -->"
+
+// suiteFile is the raw output of the make test step.
+const suiteFile = "suite.txt"
+
+// e2ePackage is the e2e suite's package, as go test's summary names it.
+const e2ePackage = "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e"
+
+// timing is one line of the report's "how long" table.
+type timing struct {
+	what, command string
+	took          time.Duration
+	failed        bool
+}
+
+// stepNames say what each step measures, by its output file.
+var stepNames = map[string]string{
+	"getparams.txt": "getparams benchmarks",
+	"sync.txt":      "cold sync and steady state (loadgen)",
+	"eks.txt":       "eks benchmark",
+	"aks.txt":       "aks benchmark",
+	"rancher.txt":   "rancher benchmark",
+	"load.txt":      "memory and load (loadgen)",
+	"e2e.txt":       "time-to-Application (the e2e suite's first steps, no race detector)",
+	suiteFile:       "`make test`, warm: lint, then every test with the race detector (the README's test command)",
+}
+
+// goTestOK is a package's summary line in go test's output.
+var goTestOK = regexp.MustCompile(`(?m)^ok\s+(\S+)\s+([0-9.]+)s`)
+
+// timings are how long each step of the run took, the e2e suite within
+// make test (from go test's own summary), and the whole run.
+func timings(steps []*step, outputs map[string]string, total time.Duration) []timing {
+	var out []timing
+	for _, s := range steps {
+		name := s.cmd
+		if name == "" {
+			name = "go"
+		}
+		out = append(out, timing{what: stepNames[s.file], command: name + " " + strings.Join(s.args, " "), took: s.took, failed: s.err != nil})
+		if s.file != suiteFile {
+			continue
+		}
+		for _, m := range goTestOK.FindAllStringSubmatch(outputs[s.file], -1) {
+			if m[1] == e2ePackage {
+				var secs float64
+				if _, err := fmt.Sscan(m[2], &secs); err == nil {
+					out = append(out, timing{what: "the e2e suite within it (`make e2e` runs the same)", command: "go test -race ./cmd/e2e/ (go test's own figure)",
+						took: time.Duration(secs * float64(time.Second))})
+				}
+			}
+		}
+	}
+	return append(out, timing{what: "this `make bench`, every step", command: "make bench", took: total})
+}
+
+// render writes the report: where it was measured, every figure next to
+// its target, and how long each part took.
+func render(machine string, rows []row, took []timing, failed bool, rawDir string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s\n\n", machine)
+	b.WriteString("| figure | measured | target | verdict |\n|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.figure, r.measured, r.target, r.verdict)
+	}
+	b.WriteString("\n## How long\n\n| what | command | took |\n|---|---|---|\n")
+	for _, t := range took {
+		d := t.took.Round(time.Second).String()
+		if t.failed {
+			d += " (**failed**)"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s |\n", t.what, t.command, d)
+	}
+	if failed {
+		fmt.Fprintf(&b, "\nFAIL: a figure missed its target, was not measured, or a measurement failed (raw outputs in %s)\n", rawDir)
+	}
+	return b.String()
+}
