@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/authn"
 )
 
 // cloudConnectCase is a Secret of the cloud deployment, as written or
@@ -68,12 +69,12 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 			hostCluster[strings.ToLower(u.Hostname())] = name
 		}
 	}
-	t.Cleanup(e.cloudAuthn.trustEKS(sts.callerIdentity, eksPayments.Name, eksPlatform.Name))
-	t.Cleanup(e.cloudAuthn.trustEntra(entra.PublicKey(), map[aksIdentity]string{
-		{tenant: entraHomeTenant, serverApp: aksManagedServerApp}:      aksPayments.Name,
-		{tenant: entraLighthouseTenant, serverApp: aksLegacyServerApp}: aksSandbox.Name,
+	t.Cleanup(e.cloudAuthn.TrustEKS(sts.callerIdentity, eksPayments.Name, eksPlatform.Name))
+	t.Cleanup(e.cloudAuthn.TrustEntra(entra.PublicKey(), map[authn.AKSIdentity]string{
+		{Tenant: entraHomeTenant, ServerApp: aksManagedServerApp}:      aksPayments.Name,
+		{Tenant: entraLighthouseTenant, ServerApp: aksLegacyServerApp}: aksSandbox.Name,
 	}))
-	t.Cleanup(e.cloudAuthn.routeBy(func(token string) (string, bool) {
+	t.Cleanup(e.cloudAuthn.RouteBy(func(token string) (string, bool) {
 		host, ok := c.front.hostOf(token)
 		cluster, known := hostCluster[host]
 		return cluster, ok && known
@@ -115,7 +116,7 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 	// the controller, under IRSA; its GetCallerIdentity goes to the
 	// regional STS (AWS_STS_REGIONAL_ENDPOINTS=regional)
 	irsaCaller := "arn:aws:sts::" + eksAccount + ":assumed-role/argocd-controller/"
-	gci := "GetCallerIdentity at " + stsHost(cloudAWSRegion) + " for "
+	gci := "GetCallerIdentity at " + authn.STSHost(cloudAWSRegion) + " for "
 	setEnv := func(k, v string) func(*testing.T, map[string]any) {
 		return func(t *testing.T, config map[string]any) {
 			env := mapAt(t, config, "execProviderConfig", "env")
@@ -192,14 +193,14 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 }
 
 func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secret, sts *issuingSTS, entra *fakeEntra, env []string) connectResult {
-	reviewed, assumed, issued := len(e.cloudAuthn.seen()), len(sts.seen()), len(entra.seen())
+	reviewed, assumed, issued := len(e.cloudAuthn.Seen()), len(sts.seen()), len(entra.seen())
 	u, err := url.Parse(string(s.Data["server"]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := front.served(u.Hostname())
 	r := argocdConnectWith(t, s, 0, env...)
-	reviews := e.cloudAuthn.seen()[reviewed:]
+	reviews := e.cloudAuthn.Seen()[reviewed:]
 	calls := slices.Concat(sts.seen()[assumed:], entra.seen()[issued:])
 	t.Logf("webhook: %q; STS and Entra: %q", reviews, calls)
 	switch {

@@ -11,7 +11,7 @@ import (
 // every request, its bearer token included, to the suite's kube-apiserver
 // (internal/fake/front). It remembers the host each token was sent to, so
 // that the webhook can judge a token as the cluster at that host would
-// (cloudAuthn.routeBy).
+// (authn.Webhook.RouteBy).
 type clusterFront struct {
 	*front.ClusterFront
 	caPEM []byte

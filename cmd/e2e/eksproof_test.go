@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/authn"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -29,7 +30,7 @@ import (
 func TestEKSSecretAuthenticates(t *testing.T) {
 	f := newConnectFixture(t)
 	sts := newIssuingSTS(t)
-	t.Cleanup(e.cloudAuthn.trustEKS(sts.callerIdentity, eksClusterName))
+	t.Cleanup(e.cloudAuthn.TrustEKS(sts.callerIdentity, eksClusterName))
 	bindEKSGroup(t, "e2e-eks:e2e-eks-deployer")
 	checkWebhookOnlyAfterOthers(t, f)
 
@@ -66,13 +67,13 @@ func eksCases() []eksCase {
 }
 
 func (c eksCase) run(t *testing.T, f connectFixture, sts *issuingSTS) {
-	reviewed, called := len(e.cloudAuthn.seen()), len(sts.seen())
+	reviewed, called := len(e.cloudAuthn.Seen()), len(sts.seen())
 	timeout := c.timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
 	r := argocdConnectWith(t, eksSecret(t, f, c.clusterName, c.role), timeout, sts.env(t)...)
-	reviews, calls := e.cloudAuthn.seen()[reviewed:], sts.seen()[called:]
+	reviews, calls := e.cloudAuthn.Seen()[reviewed:], sts.seen()[called:]
 	t.Logf("webhook: %q; STS: %q", reviews, calls)
 	switch {
 	case c.kind == "" && (!r.OK || r.Version != f.version):
@@ -150,22 +151,22 @@ func bindEKSGroup(t *testing.T, group string) {
 // unauthenticated.
 func checkWebhookOnlyAfterOthers(t *testing.T, f connectFixture) {
 	t.Helper()
-	before := len(e.cloudAuthn.seen())
+	before := len(e.cloudAuthn.Seen())
 	if _, err := e.kube.Discovery().ServerVersion(); err != nil {
 		t.Fatalf("admin certificate: %v", err)
 	}
 	if _, err := clientWithToken(t, f.token).Discovery().ServerGroups(); err != nil {
 		t.Fatalf("ServiceAccount token: %v", err)
 	}
-	if got := e.cloudAuthn.seen()[before:]; len(got) > 0 {
+	if got := e.cloudAuthn.Seen()[before:]; len(got) > 0 {
 		t.Errorf("the webhook was asked for the admin certificate or a ServiceAccount token: %q", got)
 	}
 	_, err := clientWithToken(t, "e2e-not-eks-"+randomHex(8)).Discovery().ServerGroups()
 	if !apierrors.IsUnauthorized(err) {
 		t.Errorf("an unknown token: %v, want unauthorized", err)
 	}
-	if got := e.cloudAuthn.seen()[before:]; len(got) != 1 || got[0] != "unauthenticated: "+errNotCloudToken.Error() {
-		t.Errorf("for an unknown token the webhook decided %q, want one %q", got, errNotCloudToken)
+	if got := e.cloudAuthn.Seen()[before:]; len(got) != 1 || got[0] != "unauthenticated: "+authn.ErrNotCloudToken.Error() {
+		t.Errorf("for an unknown token the webhook decided %q, want one %q", got, authn.ErrNotCloudToken)
 	}
 }
 

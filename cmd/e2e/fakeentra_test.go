@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/podidentity"
 )
 
 // The Entra ID of the AKS proof: the tenants, the Argo CD controller's
@@ -47,7 +48,7 @@ type fakeEntra struct {
 	caFile string
 	// pod is the issuer of the application's federated credential: the
 	// cluster where the controller runs
-	pod *podIdentity
+	pod *podidentity.Issuer
 }
 
 // entraResources lists, by tenant, the API applications with a service
@@ -57,14 +58,14 @@ var entraResources = map[string][]string{
 	entraLighthouseTenant: {aksManagedServerApp, aksLegacyServerApp},
 }
 
-func newFakeEntra(t *testing.T, pod *podIdentity) *fakeEntra {
+func newFakeEntra(t *testing.T, pod *podidentity.Issuer) *fakeEntra {
 	t.Helper()
 	e, err := fakeazure.NewEntra()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Authority, e.Tenants, e.ClientID, e.ObjectID = "https://"+entraHost, entraResources, cloudClientID, entraControllerOID
-	e.VerifyAssertion = func(assertion string) error { return pod.verify(assertion, entraSAAudience) }
+	e.VerifyAssertion = func(assertion string) error { return pod.Verify(assertion, entraSAAudience) }
 	f := &fakeEntra{Entra: e, pod: pod}
 	f.srv, _, f.caFile = startHostTLS(t, "e2e-fake-entra-ca", []string{entraHost}, e)
 	return f
@@ -84,7 +85,7 @@ func (f *fakeEntra) env(t *testing.T, proxy *connectProxy) []string {
 	assets := filepath.Dir(k8sAuthBinary(t))
 	return []string{"PATH=" + assets + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir(),
 		"AZURE_CLIENT_ID=" + cloudClientID, "AZURE_TENANT_ID=" + entraHomeTenant,
-		"AZURE_FEDERATED_TOKEN_FILE=" + f.pod.tokenFile(t, entraSAAudience), "AZURE_AUTHORITY_HOST=https://" + entraHost + "/",
+		"AZURE_FEDERATED_TOKEN_FILE=" + tokenFile(t, f.pod, entraSAAudience), "AZURE_AUTHORITY_HOST=https://" + entraHost + "/",
 		"AZURE_CLIENT_SECRET=", "AZURE_CLIENT_CERTIFICATE_PATH=",
 		"SSL_CERT_FILE=" + f.caFile, "SSL_CERT_DIR=" + t.TempDir(),
 		"HTTPS_PROXY=" + proxy.URL(), "https_proxy=" + proxy.URL(), "HTTP_PROXY=" + proxy.URL(), "http_proxy=" + proxy.URL(),

@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/authn"
 	fakeaws "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/aws"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/podidentity"
 )
 
 // The fake STS's accounts, keys and roles for the EKS proof.
@@ -64,7 +66,7 @@ type issuingSTS struct {
 	mu sync.Mutex
 	// pod is the OIDC provider of the controller's cluster (IRSA); nil:
 	// none trusted
-	pod *podIdentity
+	pod *podidentity.Issuer
 }
 
 func newIssuingSTS(t *testing.T) *issuingSTS {
@@ -75,7 +77,7 @@ func newIssuingSTS(t *testing.T) *issuingSTS {
 	s.Allow(false, eksForgottenRole)
 	s.VerifyWebIdentity = s.verifyWebIdentity
 	var caPEM []byte
-	s.sts, caPEM, s.caFile = startHostTLS(t, "e2e-fake-sts-ca", []string{"sts.amazonaws.com", stsHost(k8sAuthRegion)}, s.STS)
+	s.sts, caPEM, s.caFile = startHostTLS(t, "e2e-fake-sts-ca", []string{"sts.amazonaws.com", authn.STSHost(k8sAuthRegion)}, s.STS)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
 	addr := s.sts.Listener.Addr().String()
@@ -98,7 +100,7 @@ func (s *issuingSTS) seen() []string { return s.Seen() }
 
 func (s *issuingSTS) secrets() []string { return s.Secrets() }
 
-// callerIdentity is the webhook's stsCaller: it sends the presigned
+// callerIdentity is the webhook's authn.STSCaller: it sends the presigned
 // request to this STS at the URL's host with the header x-k8s-aws-id.
 func (s *issuingSTS) callerIdentity(presigned *url.URL, cluster string) (string, error) {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, presigned.String(), nil)
@@ -135,26 +137,26 @@ func (s *issuingSTS) verifyWebIdentity(token, role string) (string, *fakeaws.Fau
 	s.mu.Lock()
 	pod := s.pod
 	s.mu.Unlock()
-	if err := pod.verify(token, eksOIDCAudience); err != nil {
+	if err := pod.Verify(token, eksOIDCAudience); err != nil {
 		return "", fakeaws.Faultf(http.StatusBadRequest, "InvalidIdentityToken", "%v", err)
 	}
 	if role != eksIRSARole {
 		return "", fakeaws.Faultf(http.StatusForbidden, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity on %s", role)
 	}
-	return "web identity " + controllerSASubject, nil
+	return "web identity " + podidentity.ControllerSubject, nil
 }
 
 // irsaEnv is what EKS's pod identity webhook gives the Argo CD
 // controller's pod under IRSA (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,
 // AWS_STS_REGIONAL_ENDPOINTS=regional), with env's other settings and no
 // static keys: this STS trusts pod's issuer from now on.
-func (s *issuingSTS) irsaEnv(t *testing.T, pod *podIdentity) []string {
+func (s *issuingSTS) irsaEnv(t *testing.T, pod *podidentity.Issuer) []string {
 	t.Helper()
 	s.mu.Lock()
 	s.pod = pod
 	s.mu.Unlock()
 	return append(s.env(t), "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_STS_REGIONAL_ENDPOINTS=regional",
-		"AWS_ROLE_ARN="+eksIRSARole, "AWS_WEB_IDENTITY_TOKEN_FILE="+pod.tokenFile(t, eksOIDCAudience))
+		"AWS_ROLE_ARN="+eksIRSARole, "AWS_WEB_IDENTITY_TOKEN_FILE="+tokenFile(t, pod, eksOIDCAudience))
 }
 
 // randomHex is n random bytes in hex.

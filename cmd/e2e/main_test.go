@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/authn"
 	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
@@ -67,7 +68,7 @@ type env struct {
 	apiAddr    string // our service
 	controller *proc
 	// cloudAuthn is the apiserver's token webhook for EKS and AKS tokens
-	cloudAuthn *cloudAuthn
+	cloudAuthn *authn.Webhook
 
 	// lateSource: testLateSource added its source to the configuration
 	lateSource bool

@@ -1,19 +1,45 @@
-package e2e
+package authn_test
 
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"net/http"
-	"strings"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/authn"
 	fakeaws "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/aws"
 )
+
+// The EKS cluster, region and assumed role of the tests, and the key STS
+// issued for the role.
+const (
+	eksCluster = "e2e-eks"
+	region     = "eu-west-1"
+	roleARN    = "arn:aws:sts::111111111111:assumed-role/e2e-eks-deployer/s1"
+	keyID      = "ASIAE2EVERIFY"
+)
+
+var issued = fakeaws.Key{Secret: "e2eVerifySecretAccessKeyEXAMPLE", SessionToken: "e2e-verify-session", ARN: roleARN}
+
+// stsCaller asks s as STS answers a presigned GetCallerIdentity sent to
+// the URL's host: with the identity of a key s issued, if the signature
+// holds for that host and cluster.
+func stsCaller(s *fakeaws.STS) authn.STSCaller {
+	return func(u *url.URL, cluster string) (string, error) {
+		arn, fault := fakeaws.VerifyPresigned(u, u.Host, cluster, s.Lookup)
+		if fault != nil {
+			return "", fault
+		}
+		return arn, nil
+	}
+}
 
 // TestVerifyEKSToken checks the webhook's token check, with the fake STS
 // it sends tokens to, against tokens presigned by another SigV4
@@ -21,15 +47,13 @@ import (
 // GetCallerIdentity on an STS host, signed for its cluster with a key STS
 // issued.
 func TestVerifyEKSToken(t *testing.T) {
-	const arn = "arn:aws:sts::111111111111:assumed-role/e2e-eks-deployer/s1"
-	issued := fakeaws.Key{Secret: "e2eVerifySecretAccessKeyEXAMPLE", SessionToken: "e2e-verify-session", ARN: arn}
-	sts := newIssuingSTS(t)
-	sts.Issue("ASIAE2EVERIFY", issued)
-	webhook := &cloudAuthn{}
-	webhook.trustEKS(sts.callerIdentity, eksClusterName)
+	sts := fakeaws.NewSTS()
+	sts.Issue(keyID, issued)
+	webhook := &authn.Webhook{}
+	webhook.TrustEKS(stsCaller(sts), eksCluster)
 	now := time.Now()
-	ok := presignToken{key: "ASIAE2EVERIFY", secret: issued.Secret, session: issued.SessionToken,
-		host: stsHost(k8sAuthRegion), region: k8sAuthRegion, cluster: eksClusterName, expires: "0", at: now}
+	ok := presignToken{key: keyID, secret: issued.Secret, session: issued.SessionToken,
+		host: authn.STSHost(region), region: region, cluster: eksCluster, expires: "0", at: now}
 	for _, c := range []struct {
 		name string
 		edit func(*presignToken)
@@ -39,7 +63,7 @@ func TestVerifyEKSToken(t *testing.T) {
 		{name: "X-Amz-Expires 60: accepted", edit: func(p *presignToken) { p.expires = "60" }},
 		{name: "the global endpoint: accepted", edit: func(p *presignToken) { p.host, p.region = "sts.amazonaws.com", "us-east-1" }},
 		{name: "the global endpoint, signed for another region", edit: func(p *presignToken) { p.host = "sts.amazonaws.com" },
-			want: "signed for region " + k8sAuthRegion + ", sent to sts.amazonaws.com"},
+			want: "signed for region " + region + ", sent to sts.amazonaws.com"},
 		{name: "another cluster", edit: func(p *presignToken) { p.cluster = "other" }, want: "signature does not match"},
 		{name: "another secret", edit: func(p *presignToken) { p.secret += "x" }, want: "signature does not match"},
 		{name: "a key STS did not issue", edit: func(p *presignToken) { p.key = "ASIAE2EUNKNOWN" }, want: "not issued by STS"},
@@ -53,22 +77,19 @@ func TestVerifyEKSToken(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := ok
 			c.edit(&p)
-			user, _, err := webhook.review(p.token(t), now)
-			got := user.Username
-			switch {
-			case c.want == "" && (err != nil || got != arn):
-				t.Errorf("got %q, %v; want %s", got, err, arn)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Errorf("got %q, %v; want an error with %q", got, err, c.want)
+			user, _, err := webhook.Review(p.token(t), now)
+			if c.want == "" {
+				assert.NoError(t, err)
+				assert.Equal(t, roleARN, user.Username)
+			} else {
+				assert.ErrorContains(t, err, c.want, "user %q", user.Username)
 			}
 		})
 	}
-	if _, err := parseEKSToken("e2e-plain-token", now); !errors.Is(err, errNotEKS) {
-		t.Errorf("a plain token: %v, want %v", err, errNotEKS)
-	}
-	if _, _, err := (&cloudAuthn{}).review(ok.token(t), now); !errors.Is(err, errNoEKSCluster) {
-		t.Errorf("trusting no EKS cluster: %v, want %v", err, errNoEKSCluster)
-	}
+	_, err := authn.ParseEKSToken("e2e-plain-token", now)
+	assert.ErrorIs(t, err, authn.ErrNotEKS, "a plain token")
+	_, _, err = (&authn.Webhook{}).Review(ok.token(t), now)
+	assert.ErrorIs(t, err, authn.ErrNoEKSCluster, "trusting no EKS cluster")
 }
 
 // presignToken is a k8s-aws-v1. token made with aws-sdk-go-v2's signer.
@@ -77,23 +98,19 @@ type presignToken struct {
 	at                                                           time.Time
 }
 
-func (p presignToken) token(t *testing.T) string {
+func (p presignToken) token(t testing.TB) string {
 	t.Helper()
 	if p.action == "" {
 		p.action = "GetCallerIdentity"
 	}
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet,
 		"https://"+p.host+"/?Action="+p.action+"&Version=2011-06-15&X-Amz-Expires="+p.expires, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if p.cluster != "" {
 		req.Header.Set("x-k8s-aws-id", p.cluster)
 	}
 	creds := aws.Credentials{AccessKeyID: p.key, SecretAccessKey: p.secret, SessionToken: p.session}
 	signed, _, err := v4.NewSigner().PresignHTTP(context.Background(), creds, req, fakeaws.PayloadHash(nil), "sts", p.region, p.at)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return "k8s-aws-v1." + base64.RawURLEncoding.EncodeToString([]byte(signed))
 }
