@@ -5,12 +5,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 func TestFixturesOverHTTP(t *testing.T) {
@@ -210,4 +212,41 @@ func TestSubscriptionStatesOverHTTP(t *testing.T) {
 	want["disabled-new"] = got{sources.PhaseDegraded, "Disabled", false, "HTTP 409 ReadOnlyDisabledSubscription"}
 	check(t, cs, want)
 	assert.Equal(t, fixtureCAData(t), byName(cs, "disabled-running").CA.Data())
+}
+
+// TestEverySubscriptionGoneKeepsTheFleet: the identity that listed the
+// fleet loses every subscription (its Reader role removed everywhere):
+// ARM answers an empty subscription list, which is an error of the
+// listing, not an empty fleet, so the inventory keeps serving what it
+// served and counts no departure.
+func TestEverySubscriptionGoneKeepsTheFleet(t *testing.T) {
+	a := newARMServer(t)
+	a.SetList(subB, listJSON(t, armCluster(t, subB, "rg-legacy", "aks-legacy-weu", "Succeeded", "Running", true)))
+	cfg := Config{Auth: AuthConfig{ClientID: "80faf920-1908-4b52-b5ef-a8e7bedfc67a"}}
+	env := newTestEnvWithOptions(t, cfg, a.clientOptions(), nil)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "azure-prod", Provider: sources.ProviderAKS, Source: env.src,
+		Interval: time.Hour, Timeout: 30 * time.Second}}, inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(t.Context()))
+	before := inv.Snapshot()
+	require.NotEmpty(t, before.Clusters)
+
+	a.SetSubscriptions(nil, nil)
+	for range 3 {
+		err = inv.RefreshAll(t.Context())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no subscription is visible to the identity")
+	}
+	after := inv.Snapshot()
+	served := func(snap *inventory.Snapshot) []string {
+		var out []string
+		for _, c := range snap.Clusters {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	assert.Equal(t, served(before), served(after), "served as before: no listing confirmed a departure")
+	st := inv.Status()
+	require.Len(t, st.Sources, 1)
+	assert.Contains(t, st.Sources[0].LastError, "no subscription is visible")
 }

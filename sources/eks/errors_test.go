@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,4 +252,32 @@ func TestRedact(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, "nothing to hide", redact("nothing to hide"))
 	assert.Equal(t, "GET\nx-amz-security-token:<redacted>\nhost", redact("GET\nx-amz-security-token:FwoGZXIvYXdzEXAMPLE+/=\nhost"))
+}
+
+// TestRepeatedPageTokenInOneRegionFailsTheListing: a ListClusters page
+// that hands back the token of an earlier page, on the second page of
+// the second region, fails the whole listing: no partial fleet (the
+// names read before the loop) is ever returned as a complete one.
+func TestRepeatedPageTokenInOneRegionFailsTheListing(t *testing.T) {
+	f := newFake(t)
+	f.add(acctA, regionEU, names("c", 2)...)
+	f.add(acctA, regionUS, names("d", 3)...)
+	var calls atomic.Int32
+	f.Hook = func(r fakeReq) *fakeResp {
+		if r.Op != "ListClusters" || r.Region != regionUS {
+			return nil
+		}
+		if calls.Add(1) == 1 {
+			return &fakeResp{Status: http.StatusOK, Body: `{"clusters":["d-000"],"nextToken":"page-2"}`}
+		}
+		return &fakeResp{Status: http.StatusOK, Body: `{"clusters":["d-001"],"nextToken":"page-2"}`}
+	}
+	cfg := f.testConfig()
+	cfg.Regions = []string{regionEU, regionUS}
+	s, _ := f.newSource(t, cfg, nil)
+	got, err := s.Clusters(context.Background())
+	require.Error(t, err)
+	assert.Nil(t, got, "no partial listing")
+	assert.Contains(t, err.Error(), "region us-east-1: list clusters: nextToken of an earlier page returned again")
+	assert.Equal(t, int32(2), calls.Load(), "stopped at the repeated token")
 }

@@ -80,6 +80,8 @@ func TestRoleTagListing(t *testing.T) {
 		fakeCluster{Name: "own-role", Tags: map[string]string{"argocd-role-arn": "arn:aws-eusc:iam::" + acctA + ":role/argocd-own"}},
 		fakeCluster{Name: "other-account", Tags: map[string]string{"argocd-role-arn": "arn:aws-eusc:iam::" + acctB + ":role/argocd-own"}},
 		fakeCluster{Name: "untagged", Tags: map[string]string{"team": "x"}},
+		// the owner names a role of the right account that no rolePattern admits
+		fakeCluster{Name: "admin-role", Tags: map[string]string{"argocd-role-arn": "arn:aws-eusc:iam::" + acctA + ":role/admin"}},
 	)
 	cfg := f.testConfig()
 	cfg.Regions = []string{region}
@@ -93,7 +95,7 @@ func TestRoleTagListing(t *testing.T) {
 	for _, c := range got {
 		byName[c.Name] = c
 	}
-	require.Len(t, byName, 3)
+	require.Len(t, byName, 4)
 
 	own := byName["own-role"]
 	assert.True(t, own.Ready, own.NotReadyReason)
@@ -109,5 +111,40 @@ func TestRoleTagListing(t *testing.T) {
 	assert.False(t, other.Ready)
 	assert.Contains(t, other.NotReadyReason, "is a role of account "+acctB+", not "+acctA)
 	assert.Empty(t, other.Auth.AWS.RoleARN, "never the account's role")
-	assert.Equal(t, 1.0, counter(t, reg, "argocd_cluster_discovery_eks_clusters_not_ready", map[string]string{"reason": notReadyRole}))
+
+	admin := byName["admin-role"]
+	assert.False(t, admin.Ready, "a role no rolePattern admits is not used")
+	assert.Contains(t, admin.NotReadyReason, "rolePattern")
+	assert.Empty(t, admin.Auth.AWS.RoleARN, "neither the tag's role nor the account's")
+	assert.Equal(t, 2.0, counter(t, reg, "argocd_cluster_discovery_eks_clusters_not_ready", map[string]string{"reason": notReadyRole}))
+}
+
+// TestTenantTagIsTheOwners: a tenant tag is written by the cluster's
+// owner, so a listing through the SDK marks it as such, and the tenant
+// rules then refuse it unless a rule admits the cluster (the inventory
+// serves nothing a refused claim names).
+func TestTenantTagIsTheOwners(t *testing.T) {
+	const region = "eu-west-1"
+	f := newFake(t)
+	f.add(acctA, region,
+		fakeCluster{Name: "claims-acme", Tags: map[string]string{"tenant": "acme"}},
+		fakeCluster{Name: "no-tenant", Tags: map[string]string{"team": "x"}},
+	)
+	cfg := f.testConfig()
+	cfg.Regions = []string{region}
+	s, _ := f.newSource(t, cfg, nil)
+	got, err := s.Clusters(context.Background())
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	byName := map[string]sources.Cluster{}
+	for _, c := range got {
+		byName[c.Name] = c
+	}
+	claim := byName["claims-acme"]
+	assert.True(t, claim.TenantFromOwner, "the tag is the owner's")
+	assert.Contains(t, claim.ApplyTenantRule(nil, false), `tenant "acme" is the cluster owner's label or tag`)
+	assert.Contains(t, claim.ApplyTenantRule(map[string]sources.TenantRule{"acme": {Accounts: []string{acctB}}}, false),
+		"no rule secrets.tenants.acme admits this cluster", "a rule for another account")
+	assert.Empty(t, claim.ApplyTenantRule(map[string]sources.TenantRule{"acme": {Accounts: []string{acctA}}}, false), "a rule that admits it")
+	assert.False(t, byName["no-tenant"].TenantFromOwner)
 }
