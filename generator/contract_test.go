@@ -108,6 +108,11 @@ func TestContractHTTP(t *testing.T) {
 		{"token-unresolved-secret-ref", func() *http.Request {
 			return rawRequest("POST", GetParamsPath, []byte(`{}`), "Bearer $argocd-cluster-discovery-token:token")
 		}, 401},
+		// a value after "$" that is not a key name (a pasted secret): the
+		// 401 says Argo CD sent a literal reference, never the value
+		{"token-dollar-not-a-reference", func() *http.Request {
+			return rawRequest("POST", GetParamsPath, []byte(`{}`), "Bearer $Zm9vYmFy/c2VjcmV0+dmFsdWU=")
+		}, 401},
 	})
 }
 

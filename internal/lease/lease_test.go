@@ -88,3 +88,34 @@ type getLock struct {
 func (l *getLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	return nil, nil, l.getErr
 }
+
+// slowLock is a lock whose Update takes a while: it moves the clock.
+type slowLock struct {
+	lock
+	took time.Duration
+	now  *time.Time
+}
+
+func (l *slowLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	*l.now = l.now.Add(l.took)
+	return l.fail
+}
+
+// TestFenceCountsFromTheRenewsStart: a renew that takes 5 s of a 15 s
+// lease buys 15 s from when it was sent, not from its answer: another
+// candidate may have seen the renewed Lease from its start, so the fence
+// ends at start + 15 s, 10 s after the answer.
+func TestFenceCountsFromTheRenewsStart(t *testing.T) {
+	now := time.Unix(1000, 0)
+	f := &fence{now: func() time.Time { return now }}
+	l := &fencedLock{Interface: &slowLock{took: 5 * time.Second, now: &now}, fence: f, duration: 15 * time.Second}
+	ctx := context.WithValue(context.Background(), fenceKey{}, f)
+
+	sent := now
+	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{}))
+	require.Equal(t, sent.Add(5*time.Second), now, "the answer came 5 s later")
+	now = sent.Add(15*time.Second - time.Millisecond)
+	require.NoError(t, Check(ctx), "within 15 s of the renew's start")
+	now = sent.Add(15 * time.Second)
+	require.Error(t, Check(ctx), "15 s after the renew was sent, though only 10 s after its answer")
+}
