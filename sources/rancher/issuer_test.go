@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -15,15 +16,13 @@ import (
 // revokes what an earlier process of its deployment left once the Secret
 // holds the new one, and revokes a token on release.
 func TestSourceIssuesTokens(t *testing.T) {
-	f := newFakeTokens(t)
-	f.with(func(f *fakeTokens) {
-		f.tokens["token-left1"] = &fakeToken{Name: "token-left1", ClusterID: "c-m-aaaa", UserID: "u-b4qkhsnliz",
-			Description: "argocd-cluster-discovery owner=prod-a cluster=c-m-aaaa", TTL: 3600000, Created: f.clock.Now(), Derived: true}
-	})
+	f := newTokenRancher(t)
+	f.AddToken(fakerancher.Token{Name: "token-left1", ClusterID: "c-m-aaaa",
+		Description: "argocd-cluster-discovery owner=prod-a cluster=c-m-aaaa", TTL: time.Hour})
 	cfg := validConfig()
-	cfg.URL, cfg.Token, cfg.ClusterTokens, cfg.TokenTTL = f.srv.URL, sources.SecretRef{File: writeToken(t, t.TempDir(), testToken)},
+	cfg.URL, cfg.Token, cfg.ClusterTokens, cfg.TokenTTL = f.URL(), sources.SecretRef{File: writeToken(t, t.TempDir(), testToken)},
 		ClusterTokensPerCluster, sources.D(time.Hour)
-	src, err := newSource(cfg, sources.SourceOptions{Name: "rancher-a", OwnerID: "prod-a"}, f.srv.Client())
+	src, err := newSource(cfg, sources.SourceOptions{Name: "rancher-a", OwnerID: "prod-a"}, f.Client())
 	require.NoError(t, err)
 	var iss sources.TokenKeeper = src
 	_, err = iss.IssueToken(t.Context(), "c-m-aaaa")
@@ -41,10 +40,10 @@ func TestSourceIssuesTokens(t *testing.T) {
 	assert.NotEqual(t, a, b)
 	assert.Equal(t, 2, src.LiveTokens())
 	require.NoError(t, iss.SweepTokens(t.Context()))
-	assert.Empty(t, f.deleted(), "the earlier process's token stays until the Secret holds the new one")
+	assert.Empty(t, f.DeletedTokens(), "the earlier process's token stays until the Secret holds the new one")
 	iss.TokenWritten("c-m-aaaa", a)
 	require.NoError(t, iss.SweepTokens(t.Context()))
-	assert.Equal(t, []string{"token-left1"}, f.deleted())
+	assert.Equal(t, []string{"token-left1"}, f.DeletedTokens())
 
 	require.NoError(t, iss.ReleaseToken(t.Context(), "c-m-aaaa"))
 	assert.Equal(t, 1, src.LiveTokens())

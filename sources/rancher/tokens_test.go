@@ -1,13 +1,16 @@
 package rancher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,13 +19,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
 func TestTokenMintOncePerClusterUnderConcurrency(t *testing.T) {
-	f := newFakeTokens(t)
-	f.with(func(f *fakeTokens) { f.delay = 20 * time.Millisecond })
+	f := newTokenRancher(t)
+	f.SetMintDelay(20 * time.Millisecond)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	var wg sync.WaitGroup
 	got := make([][]string, 2)
@@ -58,9 +63,9 @@ func TestTokenMintOncePerClusterUnderConcurrency(t *testing.T) {
 }
 
 func TestTokenListingTokenAuthenticatesEveryRequest(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	rotated := "token-zzzzz:" + strings.Repeat("r", 54)
-	f.with(func(f *fakeTokens) { f.bearer = rotated })
+	f.SetAPIToken(rotated)
 	var current string
 	var mu sync.Mutex
 	m := newTestManager(t, f, time.Hour, func() (string, error) { mu.Lock(); defer mu.Unlock(); return current, nil })
@@ -79,7 +84,7 @@ func TestTokenListingTokenAuthenticatesEveryRequest(t *testing.T) {
 }
 
 func TestTokenRenewsAtTwoThirds(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	ctx := t.Context()
 	first, err := m.Token(ctx, "c-m-aaaa")
@@ -94,17 +99,17 @@ func TestTokenRenewsAtTwoThirds(t *testing.T) {
 	second, err := m.Token(ctx, "c-m-aaaa")
 	require.NoError(t, err)
 	assert.NotEqual(t, first, second, "a third left: renewed")
-	assert.Contains(t, f.names(), "token-00001", "the old one stays until the new one is in use")
+	assert.Contains(t, f.TokenNames(), "token-00001", "the old one stays until the new one is in use")
 	assert.Equal(t, 2, m.Live())
 
 	v, err = m.Token(ctx, "c-m-aaaa")
 	require.NoError(t, err)
 	assert.Equal(t, second, v)
-	assert.Empty(t, f.deleted(), "not revoked at the next call: only once the Secret holds the new one")
+	assert.Empty(t, f.DeletedTokens(), "not revoked at the next call: only once the Secret holds the new one")
 
 	t.Run("a failed renewal serves the current token until it expires", func(t *testing.T) {
 		f.clock.Step(2*time.Hour + time.Minute)
-		f.with(func(f *fakeTokens) { f.bearer = "nobody" })
+		f.SetAPIToken("") // the listing token is refused
 		v, err := m.Token(ctx, "c-m-aaaa")
 		require.NoError(t, err)
 		assert.Equal(t, second, v)
@@ -117,8 +122,8 @@ func TestTokenRenewsAtTwoThirds(t *testing.T) {
 }
 
 func TestTokenRenewalFollowsRanchersMaxTTL(t *testing.T) {
-	f := newFakeTokens(t)
-	f.with(func(f *fakeTokens) { f.maxTTL = 30 * time.Minute })
+	f := newTokenRancher(t)
+	f.SetMaxTTL(30 * time.Minute)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	first, err := m.Token(t.Context(), "c-m-aaaa")
 	require.NoError(t, err)
@@ -131,7 +136,7 @@ func TestTokenRenewalFollowsRanchersMaxTTL(t *testing.T) {
 }
 
 func TestTokenRelease(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	ctx := t.Context()
 	_, err := m.Token(ctx, "c-m-aaaa")
@@ -143,35 +148,35 @@ func TestTokenRelease(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, m.Release(ctx, "c-m-aaaa"))
-	assert.ElementsMatch(t, []string{"token-00001", "token-00002"}, f.deleted())
-	assert.Equal(t, []string{"token-00003", "token-abcde"}, f.names())
+	assert.ElementsMatch(t, []string{"token-00001", "token-00002"}, f.DeletedTokens())
+	assert.Equal(t, []string{"token-00003", "token-abcde"}, f.TokenNames())
 	assert.Equal(t, 1, m.Live())
 
 	require.NoError(t, m.Release(ctx, "c-m-aaaa"), "nothing left to release")
 	require.NoError(t, m.Release(ctx, "c-m-never"))
-	assert.Len(t, f.deleted(), 2)
+	assert.Len(t, f.DeletedTokens(), 2)
 
 	t.Run("a token already gone is released", func(t *testing.T) {
-		f.with(func(f *fakeTokens) { delete(f.tokens, "token-00003") })
+		f.DeleteToken("token-00003")
 		require.NoError(t, m.Release(ctx, "c-m-bbbb"))
 		assert.Zero(t, m.Live())
 	})
 	t.Run("a failed revocation is kept for the next release", func(t *testing.T) {
 		_, err := m.Token(ctx, "c-m-cccc")
 		require.NoError(t, err)
-		f.with(func(f *fakeTokens) { f.bearer = "nobody" })
+		f.SetAPIToken("") // the listing token is refused
 		err = m.Release(ctx, "c-m-cccc")
 		require.Error(t, err)
 		assert.Equal(t, opTokensDelete, upstream.OperationOf(err))
 		assert.Equal(t, 1, m.Live())
-		f.with(func(f *fakeTokens) { f.bearer = testToken })
+		f.SetAPIToken(testToken)
 		require.NoError(t, m.Release(ctx, "c-m-cccc"))
 		assert.Zero(t, m.Live())
 	})
 	t.Run("a cluster minted again after its release gets a new token", func(t *testing.T) {
 		_, err := m.Token(ctx, "c-m-aaaa")
 		require.NoError(t, err)
-		assert.Contains(t, f.names(), fmt.Sprintf("token-%05d", len(f.creates())))
+		assert.Contains(t, f.TokenNames(), fmt.Sprintf("token-%05d", len(f.creates())))
 	})
 }
 
@@ -224,15 +229,13 @@ func TestTokenErrorsAreClassified(t *testing.T) {
 			opTokensCreate, upstream.KindServer, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeTokens(t)
-			f.with(func(f *fakeTokens) {
-				f.intercept = func(w http.ResponseWriter, r *http.Request) bool {
-					if r.Method == http.MethodDelete {
-						return false
-					}
-					tc.answer(w, r)
-					return true
+			f := newTokenRancher(t)
+			f.Intercept(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+				if r.Method == http.MethodDelete {
+					return false
 				}
+				tc.answer(w, r)
+				return true
 			})
 			m := newTestManager(t, f, time.Hour, nil)
 			_, err := m.Token(t.Context(), "c-m-aaaa")
@@ -251,16 +254,14 @@ func TestTokenErrorsAreClassified(t *testing.T) {
 }
 
 func TestTokenErrorsOfEachOperation(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, time.Hour, nil)
 	_, err := m.Token(t.Context(), "c-m-aaaa")
 	require.NoError(t, err)
-	f.with(func(f *fakeTokens) {
-		f.intercept = func(w http.ResponseWriter, r *http.Request) bool {
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = w.Write([]byte(`{"message":"` + r.Header.Get("Authorization") + ` token-00001:` + secretMark + `"}`))
-			return true
-		}
+	f.Intercept(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"message":"` + r.Header.Get("Authorization") + ` token-00001:` + secretMark + `"}`))
+		return true
 	})
 	err = m.Release(t.Context(), "c-m-aaaa")
 	assert.Equal(t, upstream.KindServer, upstream.KindOf(err))
@@ -269,11 +270,9 @@ func TestTokenErrorsOfEachOperation(t *testing.T) {
 	err = m.Adopt(t.Context(), "", nil)
 	assert.Equal(t, upstream.KindServer, upstream.KindOf(err))
 	assert.Equal(t, opTokensList, upstream.OperationOf(err))
-	f.with(func(f *fakeTokens) {
-		f.intercept = func(w http.ResponseWriter, r *http.Request) bool {
-			_, _ = w.Write([]byte(`{"type":"token"}`))
-			return true
-		}
+	f.Intercept(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		_, _ = w.Write([]byte(`{"type":"token"}`))
+		return true
 	})
 	err = m.Adopt(t.Context(), "", nil)
 	assert.Equal(t, upstream.KindInvalidResponse, upstream.KindOf(err), "not a collection")
@@ -289,7 +288,7 @@ func TestTokenErrorsOfEachOperation(t *testing.T) {
 	assert.Equal(t, upstream.KindConfig, upstream.KindOf(err))
 	assert.Equal(t, opToken, upstream.OperationOf(err))
 
-	f.srv.Close()
+	f.Close()
 	_, err = m.Token(t.Context(), "c-m-bbbb")
 	assert.Equal(t, upstream.KindNetwork, upstream.KindOf(err))
 	assert.Equal(t, opTokensCreate, upstream.OperationOf(err))
@@ -311,4 +310,102 @@ func TestTokenManagerRefusesABadConfiguration(t *testing.T) {
 			require.Error(t, err)
 		})
 	}
+}
+
+// tokenRancher is the shared fake Rancher (internal/fake/rancher) as the
+// token tests use it: tokens on a fake clock, named token-00001, ... with
+// secrets carrying secretMark, the listing token (testToken) a login
+// token (current, not deletable with itself), every request recorded.
+type tokenRancher struct {
+	*fakerancher.Fake
+	clock *clocktesting.FakeClock
+}
+
+// secretMark is in every secret the fake mints; tests check it never
+// appears in errors or logs.
+const secretMark = "sEcReTmInTeD"
+
+func newTokenRancher(t testing.TB) *tokenRancher {
+	t.Helper()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 8, 21, 10, 0, 0, 0, time.UTC))
+	f, err := fakerancher.New(filepath.Join("..", "..", "testdata", "fixtures", "rancher"), testToken,
+		fakerancher.WithClock(clock), fakerancher.WithLoginAPIToken(), fakerancher.WithRecording(),
+		fakerancher.WithTokenNames(func(n int) (string, string) {
+			return fmt.Sprintf("token-%05d", n), fmt.Sprintf("%s%042d", secretMark, n)
+		}))
+	require.NoError(t, err)
+	t.Cleanup(f.Close)
+	return &tokenRancher{Fake: f, clock: clock}
+}
+
+// creates are the bodies of the POSTs to /v3/tokens, posts their
+// Authorization headers, requests "METHOD path" of every request.
+func (f *tokenRancher) creates() []map[string]any {
+	var out []map[string]any
+	for _, r := range f.Requests() {
+		if r.Method == http.MethodPost && r.Path == "/v3/tokens" {
+			var body map[string]any
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				body = map[string]any{"unreadable": string(r.Body)}
+			}
+			out = append(out, body)
+		}
+	}
+	return out
+}
+
+func (f *tokenRancher) posts() []string {
+	var out []string
+	for _, r := range f.Requests() {
+		if r.Method == http.MethodPost {
+			out = append(out, r.Authorization)
+		}
+	}
+	return out
+}
+
+func (f *tokenRancher) requests() []string {
+	var out []string
+	for _, r := range f.Requests() {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	return out
+}
+
+type testManager struct {
+	*tokenManager
+	logs *bytes.Buffer
+}
+
+func newTestManager(t *testing.T, f *tokenRancher, ttl time.Duration, listingToken func() (string, error)) testManager {
+	t.Helper()
+	if listingToken == nil {
+		listingToken = func() (string, error) { return testToken, nil }
+	}
+	logs := &bytes.Buffer{}
+	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	base, err := url.Parse(f.URL())
+	require.NoError(t, err)
+	m, err := newTokenManager(base, f.Client(), listingToken, "prod-a", ttl, f.clock.Now, logger)
+	require.NoError(t, err)
+	m.adopted = true // as after an Adopt with no Secrets (the Adopt tests call it)
+	return testManager{tokenManager: m, logs: logs}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// assertNoSecret checks that no secret (minted or listing) is in s.
+func assertNoSecret(t *testing.T, s string) {
+	t.Helper()
+	assert.NotContains(t, s, secretMark)
+	assert.NotContains(t, s, strings.SplitN(testToken, ":", 2)[1])
 }

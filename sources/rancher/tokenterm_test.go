@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
@@ -20,39 +21,40 @@ import (
 // replacement; other owners', other installations' and Rancher's own
 // tokens are never touched.
 func TestTokenAdoptTakesWhatSecretsHold(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	ctx := t.Context()
 	now := f.clock.Now()
 	mark := func(install, cluster string) string {
 		return marker{owner: "prod-a", install: install, cluster: cluster}.String()
 	}
-	f.with(func(f *fakeTokens) {
-		f.pageSize = 2
-		for _, tk := range []*fakeToken{
-			{Name: "token-held1", ClusterID: "c-m-aaaa", Description: mark("inst-1", "c-m-aaaa"), Created: now.Add(-time.Hour)},
-			{Name: "token-old01", ClusterID: "c-m-aaaa", Description: mark("inst-1", "c-m-aaaa"), Created: now.Add(-2 * time.Hour)},
-			{Name: "token-old02", ClusterID: "c-m-bbbb", Description: mark("", "c-m-bbbb"), Created: now},
-			{Name: "token-exp01", ClusterID: "c-m-cccc", Description: mark("inst-1", "c-m-cccc"), Created: now.Add(-4 * time.Hour)},
-			{Name: "token-inst2", ClusterID: "c-m-bbbb", Description: mark("inst-2", "c-m-bbbb"), Created: now},
-			{Name: "token-oth01", ClusterID: "c-m-aaaa", Description: "argocd-cluster-discovery owner=prod-b cluster=c-m-aaaa", Created: now},
-			{Name: "token-oth02", ClusterID: "c-m-bbbb", Description: mark("inst-1", "c-m-aaaa"), Created: now}, // scoped elsewhere
-			{Name: "token-kube1", ClusterID: "c-m-aaaa", Description: "Kubeconfig token", Created: now},
-		} {
-			tk.UserID, tk.Derived, tk.Secret = "u-b4qkhsnliz", true, secretMark+tk.Name
-			if tk.TTL = 10800000; tk.Name == "token-kube1" {
-				tk.TTL = 0
-			}
-			f.tokens[tk.Name] = tk
+	f.SetTokenPageSize(2)
+	f.SetLinkBase("http://rancher.example.com") // as Rancher behind a proxy may: next links on another host
+	for _, tk := range []fakerancher.Token{
+		{Name: "token-held1", ClusterID: "c-m-aaaa", Description: mark("inst-1", "c-m-aaaa"), Created: now.Add(-time.Hour)},
+		{Name: "token-old01", ClusterID: "c-m-aaaa", Description: mark("inst-1", "c-m-aaaa"), Created: now.Add(-2 * time.Hour)},
+		{Name: "token-old02", ClusterID: "c-m-bbbb", Description: mark("", "c-m-bbbb"), Created: now},
+		{Name: "token-exp01", ClusterID: "c-m-cccc", Description: mark("inst-1", "c-m-cccc"), Created: now.Add(-4 * time.Hour)},
+		{Name: "token-inst2", ClusterID: "c-m-bbbb", Description: mark("inst-2", "c-m-bbbb"), Created: now},
+		{Name: "token-oth01", ClusterID: "c-m-aaaa", Description: "argocd-cluster-discovery owner=prod-b cluster=c-m-aaaa", Created: now},
+		{Name: "token-oth02", ClusterID: "c-m-bbbb", Description: mark("inst-1", "c-m-aaaa"), Created: now}, // scoped elsewhere
+		{Name: "token-kube1", ClusterID: "c-m-aaaa", Description: "Kubeconfig token", Created: now},
+	} {
+		tk.Secret = secretMark + tk.Name
+		if tk.TTL = 3 * time.Hour; tk.Name == "token-kube1" {
+			tk.TTL = 0
 		}
-	})
+		f.AddToken(tk)
+	}
 	held := map[string]string{
 		"c-m-aaaa": "token-held1:" + secretMark + "token-held1",
 		"c-m-cccc": "token-exp01:" + secretMark + "token-exp01", // expired: not adopted
 		"c-m-dddd": "token-oth02:" + secretMark + "token-oth02", // another cluster's: not adopted
 	}
 	require.NoError(t, m.Adopt(ctx, "inst-1", held))
-	assert.Empty(t, f.deleted(), "nothing is revoked when a term begins")
+	assert.Equal(t, 5, strings.Count(strings.Join(f.requests(), "\n"), "GET /v3/tokens"),
+		"nine tokens, two a page, the next links on another host followed on Rancher's origin")
+	assert.Empty(t, f.DeletedTokens(), "nothing is revoked when a term begins")
 	assert.Equal(t, 1, m.Live())
 	v, err := m.Token(ctx, "c-m-aaaa")
 	require.NoError(t, err)
@@ -65,31 +67,29 @@ func TestTokenAdoptTakesWhatSecretsHold(t *testing.T) {
 	assert.Equal(t, "argocd-cluster-discovery owner=prod-a install=inst-1 cluster=c-m-cccc", f.creates()[0]["description"])
 
 	require.NoError(t, m.Sweep(ctx))
-	assert.Empty(t, f.deleted(), "within the grace period")
+	assert.Empty(t, f.DeletedTokens(), "within the grace period")
 	f.clock.Step(defaultTokenGrace)
 	require.NoError(t, m.Sweep(ctx))
-	assert.ElementsMatch(t, []string{"token-old01", "token-old02"}, f.deleted(),
+	assert.ElementsMatch(t, []string{"token-old01", "token-old02"}, f.DeletedTokens(),
 		"the orphans of clusters whose Secret holds its token, or that have none; c-m-cccc's replacement is not written yet")
 	m.Written("c-m-cccc", v)
 	require.NoError(t, m.Sweep(ctx))
-	assert.ElementsMatch(t, []string{"token-old01", "token-old02"}, f.deleted(), "a grace period after the replacement was written")
+	assert.ElementsMatch(t, []string{"token-old01", "token-old02"}, f.DeletedTokens(), "a grace period after the replacement was written")
 	f.clock.Step(defaultTokenGrace)
 	require.NoError(t, m.Sweep(ctx))
-	assert.ElementsMatch(t, []string{"token-old01", "token-old02", "token-exp01"}, f.deleted())
-	assert.Subset(t, f.names(), []string{"token-held1", "token-inst2", "token-oth01", "token-oth02", "token-kube1"})
+	assert.ElementsMatch(t, []string{"token-old01", "token-old02", "token-exp01"}, f.DeletedTokens())
+	assert.Subset(t, f.TokenNames(), []string{"token-held1", "token-inst2", "token-oth01", "token-oth02", "token-kube1"})
 	assertNoSecret(t, m.logs.String())
 
 	t.Run("a failed listing adopts nothing and hands out no token", func(t *testing.T) {
-		f.with(func(f *fakeTokens) {
-			f.intercept = func(w http.ResponseWriter, r *http.Request) bool {
-				if r.Method != http.MethodGet {
-					return false
-				}
-				w.WriteHeader(http.StatusServiceUnavailable)
-				return true
+		f.Intercept(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+			if r.Method != http.MethodGet {
+				return false
 			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return true
 		})
-		defer f.with(func(f *fakeTokens) { f.intercept = nil })
+		defer f.Intercept(nil)
 		err := m.Adopt(ctx, "inst-1", held)
 		require.Error(t, err)
 		assert.Equal(t, upstream.KindServer, upstream.KindOf(err))
@@ -104,7 +104,7 @@ func TestTokenAdoptTakesWhatSecretsHold(t *testing.T) {
 // predecessor stays live until the Secret holds the new one, and a grace
 // period more; under create-only (never written) it is never revoked.
 func TestTokenRenewalRevokesTheOldOnlyOnceWritten(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	ctx := t.Context()
 	first, err := m.Token(ctx, "c-m-aaaa")
@@ -117,14 +117,14 @@ func TestTokenRenewalRevokesTheOldOnlyOnceWritten(t *testing.T) {
 	m.Written("c-m-aaaa", first) // the write of the new one failed: the Secret holds the old
 	f.clock.Step(defaultTokenGrace)
 	require.NoError(t, m.Sweep(ctx))
-	assert.Empty(t, f.deleted(), "the Secret still holds the old token")
+	assert.Empty(t, f.DeletedTokens(), "the Secret still holds the old token")
 
 	m.Written("c-m-aaaa", second)
 	require.NoError(t, m.Sweep(ctx))
-	assert.Empty(t, f.deleted(), "written just now: within the grace period")
+	assert.Empty(t, f.DeletedTokens(), "written just now: within the grace period")
 	f.clock.Step(defaultTokenGrace)
 	require.NoError(t, m.Sweep(ctx))
-	assert.Equal(t, []string{"token-00001"}, f.deleted())
+	assert.Equal(t, []string{"token-00001"}, f.DeletedTokens())
 	assert.Equal(t, 1, m.Live())
 }
 
@@ -133,25 +133,23 @@ func TestTokenRenewalRevokesTheOldOnlyOnceWritten(t *testing.T) {
 // (its own and the unmarked ones of versions before 0.2.0) are revoked,
 // never the other source's live tokens.
 func TestTokenAdoptLeavesTheOtherSources(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	m.source = "rancher-eu"
 	now := f.clock.Now()
-	f.with(func(f *fakeTokens) {
-		for _, tk := range []*fakeToken{
-			{Name: "token-eu001", ClusterID: "c-m-aaaa", Description: marker{owner: "prod-a", source: "rancher-eu", cluster: "c-m-aaaa"}.String()},
-			{Name: "token-old01", ClusterID: "c-m-aaaa", Description: marker{owner: "prod-a", cluster: "c-m-aaaa"}.String()},
-			{Name: "token-us001", ClusterID: "c-m-aaaa", Description: marker{owner: "prod-a", source: "rancher-us", cluster: "c-m-aaaa"}.String()},
-		} {
-			tk.UserID, tk.Derived, tk.TTL, tk.Created = "u-b4qkhsnliz", true, 10800000, now
-			f.tokens[tk.Name] = tk
-		}
-	})
+	for _, tk := range []fakerancher.Token{
+		{Name: "token-eu001", ClusterID: "c-m-aaaa", Description: marker{owner: "prod-a", source: "rancher-eu", cluster: "c-m-aaaa"}.String()},
+		{Name: "token-old01", ClusterID: "c-m-aaaa", Description: marker{owner: "prod-a", cluster: "c-m-aaaa"}.String()},
+		{Name: "token-us001", ClusterID: "c-m-aaaa", Description: marker{owner: "prod-a", source: "rancher-us", cluster: "c-m-aaaa"}.String()},
+	} {
+		tk.TTL, tk.Created = 3*time.Hour, now
+		f.AddToken(tk)
+	}
 	require.NoError(t, m.Adopt(t.Context(), "inst-1", nil))
 	f.clock.Step(defaultTokenGrace)
 	require.NoError(t, m.Sweep(t.Context()))
-	assert.ElementsMatch(t, []string{"token-eu001", "token-old01"}, f.deleted())
-	assert.Contains(t, f.names(), "token-us001", "the other source's token is live")
+	assert.ElementsMatch(t, []string{"token-eu001", "token-old01"}, f.DeletedTokens())
+	assert.Contains(t, f.TokenNames(), "token-us001", "the other source's token is live")
 	_, err := m.Token(t.Context(), "c-m-bbbb")
 	require.NoError(t, err)
 	assert.Equal(t, "argocd-cluster-discovery owner=prod-a install=inst-1 source=rancher-eu cluster=c-m-bbbb", f.creates()[0]["description"])
@@ -160,21 +158,19 @@ func TestTokenAdoptLeavesTheOtherSources(t *testing.T) {
 // TestTokenRevokeAll: the uninstall hook revokes every token of this
 // installation's source, held or not, and nothing else.
 func TestTokenRevokeAll(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	require.NoError(t, m.Adopt(t.Context(), "inst-1", nil))
 	for _, c := range []string{"c-m-aaaa", "c-m-bbbb"} {
 		_, err := m.Token(t.Context(), c)
 		require.NoError(t, err)
 	}
-	f.with(func(f *fakeTokens) {
-		f.tokens["token-inst2"] = &fakeToken{Name: "token-inst2", ClusterID: "c-m-aaaa", UserID: "u-b4qkhsnliz", Derived: true,
-			Description: marker{owner: "prod-a", install: "inst-2", cluster: "c-m-aaaa"}.String(), TTL: 10800000, Created: f.clock.Now()}
-	})
+	f.AddToken(fakerancher.Token{Name: "token-inst2", ClusterID: "c-m-aaaa",
+		Description: marker{owner: "prod-a", install: "inst-2", cluster: "c-m-aaaa"}.String(), TTL: 3 * time.Hour})
 	n, err := m.RevokeAll(t.Context(), "inst-1")
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
-	assert.Equal(t, []string{"token-abcde", "token-inst2"}, f.names())
+	assert.Equal(t, []string{"token-abcde", "token-inst2"}, f.TokenNames())
 }
 
 func TestMarkerRoundTrip(t *testing.T) {
@@ -198,15 +194,15 @@ func TestMarkerRoundTrip(t *testing.T) {
 // term (B may have revoked it): a new term hands out what the Secret holds
 // (B's token) or a new one.
 func TestNewTermTakesTheTokensTheSecretsHold(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	s := &Source{issuer: &issuer{tokens: m.tokenManager}, mapper: &mapper{source: "r"}}
 	require.NoError(t, s.AdoptTokens(t.Context(), "inst-1", nil))
 	first, err := s.IssueToken(t.Context(), "c-m-aaaa")
 	require.NoError(t, err)
 	name, _, _ := strings.Cut(first, ":")
-	f.with(func(f *fakeTokens) { delete(f.tokens, name) }) // B revoked it ...
-	bs, err := m.mint(t.Context(), "c-m-aaaa", false)      // ... and wrote its own
+	f.DeleteToken(name)                               // B revoked it ...
+	bs, err := m.mint(t.Context(), "c-m-aaaa", false) // ... and wrote its own
 	require.NoError(t, err)
 	same, err := s.IssueToken(t.Context(), "c-m-aaaa")
 	require.NoError(t, err)
@@ -230,19 +226,17 @@ func TestNewTermTakesTheTokensTheSecretsHold(t *testing.T) {
 // nobody holds: the next Sweep lists the tokens and revokes it a grace
 // period later; the token the retry minted and the Secret holds stays.
 func TestTokenCreatedDespiteAnErrorIsRevoked(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	ctx := t.Context()
-	f.with(func(f *fakeTokens) {
-		f.intercept = func(w http.ResponseWriter, r *http.Request) bool {
-			if r.Method != http.MethodPost {
-				return false
-			}
-			f.create(httptest.NewRecorder(), r) // made, and the answer lost
-			f.intercept = nil
-			w.WriteHeader(http.StatusBadGateway)
-			return true
+	f.Intercept(func(w http.ResponseWriter, r *http.Request, fake http.Handler) bool {
+		if r.Method != http.MethodPost {
+			return false
 		}
+		fake.ServeHTTP(httptest.NewRecorder(), r) // made, and the answer lost
+		f.Intercept(nil)
+		w.WriteHeader(http.StatusBadGateway)
+		return true
 	})
 	_, err := m.Token(ctx, "c-m-aaaa")
 	require.Error(t, err)
@@ -250,10 +244,10 @@ func TestTokenCreatedDespiteAnErrorIsRevoked(t *testing.T) {
 	require.NoError(t, err)
 	m.Written("c-m-aaaa", v)
 	require.NoError(t, m.Sweep(ctx))
-	assert.Empty(t, f.deleted(), "within the grace period")
+	assert.Empty(t, f.DeletedTokens(), "within the grace period")
 	f.clock.Step(defaultTokenGrace)
 	require.NoError(t, m.Sweep(ctx))
-	assert.Equal(t, []string{"token-00001"}, f.deleted(), "the token whose answer was lost")
+	assert.Equal(t, []string{"token-00001"}, f.DeletedTokens(), "the token whose answer was lost")
 	assert.Equal(t, 1, m.Live())
 	n := len(f.requests())
 	require.NoError(t, m.Sweep(ctx))
@@ -265,7 +259,7 @@ func TestTokenCreatedDespiteAnErrorIsRevoked(t *testing.T) {
 // the renewal point (a new one would not reach the endpoint), until it
 // expires; once connected again it is renewed at once.
 func TestTokenOfADisconnectedEndpointIsNotRotated(t *testing.T) {
-	f := newFakeTokens(t)
+	f := newTokenRancher(t)
 	m := newTestManager(t, f, 3*time.Hour, nil)
 	ctx := t.Context()
 	first, err := m.Token(ctx, "c-m-aaaa")

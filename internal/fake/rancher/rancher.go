@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // fixtureHost and fixtureID are the base URL and cluster id the
@@ -65,13 +67,15 @@ type Condition struct {
 // use, in Rancher's shapes: the API root with X-Api-Schemas, the schemas,
 // the cacerts setting, the cluster collection (filtered by state and
 // internal as Rancher filters them), the tokens API
-// (tokens.go), the auth proxy /k8s/clusters/<id> and one
-// authorized cluster endpoint per ACE cluster, both forwarding to the
-// suite's kube-apiserver (proxy.go). Down makes every
-// request to Rancher a 500 (the authorized cluster endpoints still serve).
+// (tokens.go; a test's handles on them in tokencontrol.go), the auth proxy
+// /k8s/clusters/<id> and one authorized cluster endpoint per ACE cluster,
+// both forwarding to the suite's kube-apiserver (proxy.go). Down makes
+// every request to Rancher a 500 (the authorized cluster endpoints still
+// serve). What a unit test needs besides (a clock of its own, names it can
+// predict, paging, recorded requests, a hook that answers in the fake's
+// place) is in the options of New (options.go) and in requests.go.
 type Fake struct {
-	srv   *httptest.Server
-	token string // the API token: Bearer value of the listing credentials
+	srv *httptest.Server
 
 	schemas, cacerts, cluster []byte // fixtures, host rewritten
 
@@ -79,16 +83,22 @@ type Fake struct {
 	clusters map[string]Cluster
 	down     bool
 	served   int // cluster lists answered 200
+	// linkBase is the base URL of the pagination links ("": srv.URL).
+	linkBase string
 
 	tokenState
 	proxyState
+	requestState
 }
 
 // New starts a fake Rancher serving the fixtures of the directory fixtures
 // (testdata/fixtures/rancher) with no cluster; token is its API token, the
 // listing credential. Close stops it.
-func New(fixtures, token string) (*Fake, error) {
-	f := &Fake{token: token, clusters: map[string]Cluster{}}
+func New(fixtures, token string, opts ...Option) (*Fake, error) {
+	f := &Fake{clusters: map[string]Cluster{}}
+	for _, o := range opts {
+		o(f)
+	}
 	f.initTokens(token)
 	f.initProxy()
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
@@ -218,13 +228,51 @@ func writeUnauthorized(w http.ResponseWriter, message string) {
 	writeRancher(w, http.StatusUnauthorized, b)
 }
 
+// serve records the request (WithRecording), lets the hook answer it
+// (Intercept), else answers it as Rancher.
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	record, hook := f.record, f.hook
+	f.mu.Unlock()
+	if record {
+		f.recordRequest(r)
+	}
+	if hook != nil && hook(w, r, http.HandlerFunc(f.answer)) {
+		return
+	}
+	f.answer(w, r)
+}
+
+// answer answers a request as Rancher: the API's answers are made under
+// f.mu and written once it is released, a token creation's after the
+// mint delay (SetMintDelay).
+func (f *Fake) answer(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, proxyPrefix) {
 		f.serveProxy(w, r) // takes the lock only to authorize
 		return
 	}
+	rec := httptest.NewRecorder()
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.serveAPI(rec, r)
+	var delay time.Duration
+	if r.Method == http.MethodPost && r.URL.Path == "/v3/tokens" {
+		delay = f.mintDelay
+	}
+	f.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	maps.Copy(w.Header(), rec.Header())
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// serveAPI answers a request to /v3. Called with f.mu held.
+func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	writeJSON := func(code int, b []byte) { writeRancher(w, code, b) }
 	if f.down {
 		writeJSON(http.StatusInternalServerError, []byte(`{"type":"error","status":"500","code":"ServerError","message":"Internal error occurred: etcdserver: request timed out"}`))
@@ -235,15 +283,17 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		f.generateKubeconfig(w, r, id)
 		return
 	}
+	var caller *fakeToken
 	if r.URL.Path != "/v3/settings/cacerts" {
 		// /v3 is routed to no cluster: a cluster-scoped token is refused
-		if _, msg := f.authorize(r, "", false); msg != "" {
+		var msg string
+		if caller, msg = f.authorize(r, "", false); msg != "" {
 			writeUnauthorized(w, msg)
 			return
 		}
 	}
 	if r.URL.Path == "/v3/tokens" || strings.HasPrefix(r.URL.Path, "/v3/tokens/") {
-		f.serveTokens(w, r)
+		f.serveTokens(w, r, caller)
 		return
 	}
 	switch r.URL.Path {
@@ -324,7 +374,7 @@ func (f *Fake) collection(r *http.Request) ([]byte, error) {
 	pagination := map[string]any{"limit": limit, "total": len(data)}
 	if end < len(data) {
 		q.Set("marker", listed[end])
-		pagination["next"], pagination["partial"] = f.srv.URL+"/v3/clusters?"+q.Encode(), true
+		pagination["next"], pagination["partial"] = f.links()+"/v3/clusters?"+q.Encode(), true
 	}
 	return json.Marshal(map[string]any{
 		"type": "collection", "resourceType": "cluster",

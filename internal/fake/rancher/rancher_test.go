@@ -307,11 +307,7 @@ func (d *fakeDriver) removed(t *testing.T) {
 // from the marker on, an absolute next link that carries the query and
 // the next id, partial while more follow; every cluster once.
 func TestClusterPages(t *testing.T) {
-	f, err := New(filepath.Join("..", "..", "..", "testdata", "fixtures", "rancher"), apiToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
+	f := newTestRancher(t)
 	for _, id := range []string{"c-3", "c-1", "c-2"} {
 		f.Set(Cluster{ID: id, Name: "n" + id, State: "active"})
 	}

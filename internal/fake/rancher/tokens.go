@@ -8,8 +8,11 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // The fake's tokens are Rancher's tokens.management.cattle.io of one user,
@@ -38,13 +41,29 @@ type fakeToken struct {
 	// cluster's agent): done at creation while the agent is connected, else
 	// when it connects again. The endpoint accepts only synced tokens.
 	Synced bool
+	// Login is a login (session) token, not derived (WithLoginAPIToken).
+	Login bool
 }
 
 // tokenState is the fake's part that the tokens API keeps, under f.mu.
 type tokenState struct {
 	tokens           map[string]*fakeToken // by name; deleted ones are gone
+	apiToken         string                // the API token's name
+	clock            clock.PassiveClock    // WithClock; nil: the wall clock
 	skew             time.Duration         // AdvanceClock
 	created, deleted int                   // through the API
+	// deletedNames are the names of the tokens deleted through the API,
+	// in order.
+	deletedNames []string
+	// names and seq name the tokens the fake creates (WithTokenNames).
+	names func(n int) (name, secret string)
+	seq   int
+	// loginAPIToken: the API token is a login token (WithLoginAPIToken).
+	loginAPIToken bool
+	// pageSize is the most tokens a page of GET /v3/tokens holds (0: 1000).
+	pageSize int
+	// mintDelay is how long the answer to POST /v3/tokens waits.
+	mintDelay time.Duration
 	// createdFor counts the tokens created through the API, per clusterId
 	createdFor map[string]int
 	// maxTTL is Rancher's auth-token-max-ttl-minutes setting: a created
@@ -123,12 +142,29 @@ func (f *Fake) SetMaxTTL(d time.Duration) {
 // initTokens registers the API token, "token-xxxxx:<secret>".
 func (f *Fake) initTokens(apiToken string) {
 	f.tokens = map[string]*fakeToken{}
-	name, secret, _ := strings.Cut(apiToken, ":")
-	f.tokens[name] = &fakeToken{Name: name, Secret: secret, Description: "e2e API key", UserID: fakeUserID,
-		Created: time.Now()}
+	f.setAPIToken(apiToken)
 }
 
-func (f *Fake) now() time.Time { return time.Now().Add(f.skew) }
+// setAPIToken replaces the API token by apiToken ("": none). Called with
+// f.mu held (or before the fake serves).
+func (f *Fake) setAPIToken(apiToken string) {
+	delete(f.tokens, f.apiToken)
+	f.apiToken = ""
+	if apiToken == "" {
+		return
+	}
+	name, secret, _ := strings.Cut(apiToken, ":")
+	f.tokens[name] = &fakeToken{Name: name, Secret: secret, Description: "e2e API key", UserID: fakeUserID,
+		Created: f.now(), Login: f.loginAPIToken}
+	f.apiToken = name
+}
+
+func (f *Fake) now() time.Time {
+	if f.clock != nil {
+		return f.clock.Now().Add(f.skew)
+	}
+	return time.Now().Add(f.skew)
+}
 
 func (f *Fake) expired(t *fakeToken) bool {
 	return t.TTL > 0 && !f.now().Before(t.Created.Add(t.TTL))
@@ -235,28 +271,41 @@ func randomString(n int) string {
 	return string(b)
 }
 
+// nextName draws the name and secret of a new token: wrangler's random
+// ones, or WithTokenNames'. Called with f.mu held.
+func (f *Fake) nextName() (name, secret string) {
+	for {
+		if f.names == nil {
+			name, secret = "token-"+randomString(5), randomString(54)
+		} else {
+			f.seq++
+			name, secret = f.names(f.seq)
+		}
+		if f.tokens[name] == nil {
+			return name, secret
+		}
+	}
+}
+
 // newToken stores a new derived token of the fake's user. Called with
 // f.mu held.
 func (f *Fake) newToken(cluster, description string, ttl time.Duration) *fakeToken {
-	name := "token-" + randomString(5)
-	for f.tokens[name] != nil {
-		name = "token-" + randomString(5)
-	}
+	name, secret := f.nextName()
 	c, known := f.clusters[cluster]
-	t := &fakeToken{Name: name, Secret: randomString(54), ClusterID: cluster, Description: description,
+	t := &fakeToken{Name: name, Secret: secret, ClusterID: cluster, Description: description,
 		UserID: fakeUserID, TTL: ttl, Created: f.now(), Synced: known && !c.Disconnected}
 	f.tokens[name] = t
 	return t
 }
 
-// serveTokens serves /v3/tokens and /v3/tokens/<name>, the caller already
-// authorized. Called with f.mu held.
-func (f *Fake) serveTokens(w http.ResponseWriter, r *http.Request) {
+// serveTokens serves /v3/tokens and /v3/tokens/<name>, the caller (the
+// token the request carries) already authorized. Called with f.mu held.
+func (f *Fake) serveTokens(w http.ResponseWriter, r *http.Request, caller *fakeToken) {
 	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/v3/tokens"), "/")
 	t := f.tokens[name]
 	switch {
 	case name == "" && r.Method == http.MethodGet:
-		f.listTokens(w)
+		f.listTokens(w, r, caller)
 	case name == "" && r.Method == http.MethodPost:
 		f.createToken(w, r)
 	case name == "":
@@ -264,14 +313,20 @@ func (f *Fake) serveTokens(w http.ResponseWriter, r *http.Request) {
 	case t == nil:
 		writeAPIError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("tokens.management.cattle.io %q not found", name))
 	case r.Method == http.MethodGet:
-		b, _ := json.Marshal(f.renderToken(t))
+		b, _ := json.Marshal(f.renderToken(t, caller))
 		writeRancher(w, http.StatusOK, b)
+	case r.Method == http.MethodDelete && t == caller && t.Login:
+		writeAPIError(w, http.StatusBadRequest, "BadRequest", "Cannot delete token for current session. Use logout instead")
 	case r.Method == http.MethodDelete:
 		if f.onRevoke != nil {
 			f.onRevoke(t.Name + ":" + t.Secret)
 		}
 		delete(f.tokens, name)
+		if name == f.apiToken {
+			f.apiToken = ""
+		}
 		f.deleted++
+		f.deletedNames = append(f.deletedNames, name)
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		writeAPIError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "Method "+r.Method+" not supported")
@@ -315,80 +370,74 @@ func (f *Fake) createToken(w http.ResponseWriter, r *http.Request) {
 		f.createdFor = map[string]int{}
 	}
 	f.createdFor[in.ClusterID]++
-	obj := f.renderToken(t)
+	obj := f.renderToken(t, nil)
 	obj["token"] = t.Name + ":" + t.Secret
 	b, _ := json.Marshal(obj)
 	writeRancher(w, http.StatusCreated, b)
 }
 
 // listTokens answers the user's tokens, expired ones included, in the
-// collection envelope of /v3/clusters.
-func (f *Fake) listTokens(w http.ResponseWriter) {
+// collection envelope of /v3/clusters, sorted by name and paged as norman
+// pages: limit tokens (at most the page size, SetTokenPageSize; default
+// 1000) from the name marker on, with an absolute next link (SetLinkBase)
+// carrying the query, and partial while more follow. Rancher's tokens
+// handler (pkg/auth/tokens) writes every token in one answer: the paging
+// is for a client that must follow pages all the same.
+func (f *Fake) listTokens(w http.ResponseWriter, r *http.Request, caller *fakeToken) {
 	names := make([]string, 0, len(f.tokens))
 	for name := range f.tokens {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	data := make([]any, 0, len(names))
-	for _, name := range names {
-		data = append(data, f.renderToken(f.tokens[name]))
+	q := r.URL.Query()
+	limit := f.pageSize
+	if limit < 1 {
+		limit = 1000
+	}
+	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 {
+		limit = min(l, limit)
+	}
+	start := 0
+	if m := q.Get("marker"); m != "" {
+		start = sort.SearchStrings(names, m)
+	}
+	end := min(start+limit, len(names))
+	data := make([]any, 0, end-start)
+	for _, name := range names[start:end] {
+		data = append(data, f.renderToken(f.tokens[name], caller))
+	}
+	pagination := map[string]any{"limit": limit, "total": len(names)}
+	if end < len(names) {
+		q.Set("limit", strconv.Itoa(limit))
+		q.Set("marker", names[end])
+		pagination["next"], pagination["partial"] = f.links()+"/v3/tokens?"+q.Encode(), true
 	}
 	b, _ := json.Marshal(map[string]any{
 		"type": "collection", "resourceType": "token",
-		"links":      map[string]string{"self": f.srv.URL + "/v3/tokens"},
-		"pagination": map[string]any{"limit": 1000, "total": len(data)},
+		"links":      map[string]string{"self": f.links() + "/v3/tokens"},
+		"pagination": pagination,
 		"data":       data,
 	})
 	writeRancher(w, http.StatusOK, b)
 }
 
-// renderToken is the token object as /v3/tokens shows it, without its
-// bearer value.
-func (f *Fake) renderToken(t *fakeToken) map[string]any {
+// renderToken is the token object as /v3/tokens shows it to caller (nil:
+// the creator's answer), without its bearer value: current is a login
+// token shown to its own request, as Rancher shows it.
+func (f *Fake) renderToken(t, caller *fakeToken) map[string]any {
 	expiresAt := ""
 	if t.TTL > 0 {
 		expiresAt = t.Created.Add(t.TTL).UTC().Format(time.RFC3339)
 	}
-	self := f.srv.URL + "/v3/tokens/" + t.Name
+	self := f.links() + "/v3/tokens/" + t.Name
 	return map[string]any{
 		"type": "token", "baseType": "token", "id": t.Name, "name": t.Name, "uuid": "e2e-" + t.Name,
 		"authProvider": "local", "userId": t.UserID, "userPrincipal": "local://" + t.UserID,
-		"clusterId": t.ClusterID, "description": t.Description, "isDerived": true, "current": false, "enabled": true,
-		"ttl": t.TTL.Milliseconds(), "expiresAt": expiresAt, "expired": f.expired(t),
+		"clusterId": t.ClusterID, "description": t.Description, "isDerived": !t.Login, "current": t == caller && t.Login,
+		"enabled": true,
+		"ttl":     t.TTL.Milliseconds(), "expiresAt": expiresAt, "expired": f.expired(t),
 		"created": t.Created.UTC().Format(time.RFC3339), "createdTS": t.Created.UnixMilli(),
 		"labels": map[string]string{tokenLabel: t.UserID},
 		"links":  map[string]string{"self": self, "update": self, "remove": self},
 	}
-}
-
-// withTokenSchema adds the token schema to the schema collection, so that
-// norman's clientbase can create, list and delete tokens.
-func withTokenSchema(schemas []byte, base string) ([]byte, error) {
-	var col map[string]any
-	if err := json.Unmarshal(schemas, &col); err != nil {
-		return nil, err
-	}
-	data, _ := col["data"].([]any)
-	field := func(typ string, create bool) map[string]any {
-		return map[string]any{"type": typ, "create": create, "update": false}
-	}
-	str := func(create bool) map[string]any { return field("string", create) }
-	data = append(data, map[string]any{
-		"type": "schema", "id": "token", "pluralName": "tokens",
-		"links":             map[string]string{"self": base + "/v3/schemas/token", "collection": base + "/v3/tokens"},
-		"collectionMethods": []string{"GET", "POST"}, "resourceMethods": []string{"GET", "DELETE"},
-		"collectionFilters": map[string]any{}, "collectionActions": map[string]any{}, "resourceActions": map[string]any{},
-		"collectionFields": map[string]any{}, "actions": map[string]any{},
-		"resourceFields": map[string]any{
-			"name": str(false), "token": str(false), "userId": str(false), "expiresAt": str(false),
-			"clusterId": field("reference[cluster]", true), "description": str(true),
-			"ttl": field("int", true), "expired": field("boolean", false),
-		},
-		"version": map[string]string{"group": "management.cattle.io", "path": "/v3", "version": "v3"},
-	})
-	col["data"] = data
-	if p, ok := col["pagination"].(map[string]any); ok {
-		p["total"] = len(data)
-	}
-	return json.Marshal(col)
 }
