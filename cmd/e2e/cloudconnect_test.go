@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/authn"
 )
@@ -39,7 +39,7 @@ type cloudConnectCase struct {
 // secretsConnect proves that every EKS and AKS Secret the deployment
 // wrote authenticates through Argo CD's own code (argocd-cluster-check:
 // SecretToCluster, RESTConfig, which runs the real argocd-k8s-auth), at
-// the server and with the CA the Secret names (the clusterFront, reached
+// the server and with the CA the Secret names (the ClusterFront, reached
 // through the proxy), with credentials from the fake STS (IRSA, then
 // AssumeRole into the account's role or the cluster's own from its tag)
 // and the fake Entra ID (workload identity: the federated token exchanged
@@ -47,19 +47,19 @@ type cloudConnectCase struct {
 // apiserver plays the four clusters: its webhook judges a token as the
 // cluster at whose address it was presented would, and only as that one.
 // A wrong input fails as the cloud would make it fail.
-func (c *cloudEnv) secretsConnect(t *testing.T) {
-	pod := newPodIdentity(t, eksOIDCIssuer) // the controller runs on EKS
-	sts := newIssuingSTS(t)
-	sts.allow(cloudAccountRole, cloudPlatformRole)
-	entra := newFakeEntra(t, pod)
-	stsAddr := sts.sts.Listener.Addr().String()
-	proxy := newConnectProxy(t,
-		proxyRoute{Pattern: "sts.amazonaws.com", Addr: stsAddr},
-		proxyRoute{Pattern: "sts.*.amazonaws.com", Addr: stsAddr},
-		proxyRoute{Pattern: entraHost, Addr: entra.addr()},
-		proxyRoute{Pattern: "*.gr7." + cloudAWSRegion + ".eks.amazonaws.com", Addr: c.front.addr()},
-		proxyRoute{Pattern: "*.hcp.westeurope.azmk8s.io", Addr: c.front.addr()})
-	secrets, err := c.secrets()
+func secretsConnect(t *testing.T, c *CloudEnv) {
+	pod := NewPodIdentity(t, EKSOIDCIssuer) // the controller runs on EKS
+	sts := NewIssuingSTS(t)
+	sts.Allow(true, CloudAccountRole, cloudPlatformRole) // and remembers the keys it issues for them
+	entra := NewFakeEntra(t, pod)
+	stsAddr := sts.Server.Listener.Addr().String()
+	proxy := NewConnectProxy(t,
+		ProxyRoute{Pattern: "sts.amazonaws.com", Addr: stsAddr},
+		ProxyRoute{Pattern: "sts.*.amazonaws.com", Addr: stsAddr},
+		ProxyRoute{Pattern: EntraHost, Addr: entra.Addr()},
+		ProxyRoute{Pattern: "*.gr7." + CloudAWSRegion + ".eks.amazonaws.com", Addr: c.Front.Addr()},
+		ProxyRoute{Pattern: "*.hcp.westeurope.azmk8s.io", Addr: c.Front.Addr()})
+	secrets, err := c.Secrets()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,57 +69,57 @@ func (c *cloudEnv) secretsConnect(t *testing.T) {
 			hostCluster[strings.ToLower(u.Hostname())] = name
 		}
 	}
-	t.Cleanup(e.cloudAuthn.TrustEKS(sts.callerIdentity, eksPayments.Name, eksPlatform.Name))
-	t.Cleanup(e.cloudAuthn.TrustEntra(entra.PublicKey(), map[authn.AKSIdentity]string{
-		{Tenant: entraHomeTenant, ServerApp: aksManagedServerApp}:      aksPayments.Name,
-		{Tenant: entraLighthouseTenant, ServerApp: aksLegacyServerApp}: aksSandbox.Name,
+	t.Cleanup(e.CloudAuthn.TrustEKS(sts.CallerIdentity, eksPayments.Name, eksPlatform.Name))
+	t.Cleanup(e.CloudAuthn.TrustEntra(entra.PublicKey(), map[authn.AKSIdentity]string{
+		{Tenant: EntraHomeTenant, ServerApp: AKSManagedServerApp}:      aksPayments.Name,
+		{Tenant: EntraLighthouseTenant, ServerApp: AKSLegacyServerApp}: aksSandbox.Name,
 	}))
-	t.Cleanup(e.cloudAuthn.RouteBy(func(token string) (string, bool) {
-		host, ok := c.front.hostOf(token)
+	t.Cleanup(e.CloudAuthn.RouteBy(func(token string) (string, bool) {
+		host, ok := c.Front.HostOf(token)
 		cluster, known := hostCluster[host]
 		return cluster, ok && known
 	}))
 	// what Argo CD's controller pod has: what EKS's pod identity webhook
 	// injects for IRSA and what Azure's workload identity webhook injects;
 	// the proxy last, for both
-	env := append(sts.irsaEnv(t, pod), entra.env(t, proxy)...)
-	version, err := e.kube.Discovery().ServerVersion()
+	env := append(sts.IRSAEnv(t, pod), entra.Env(t, proxy)...)
+	version, err := e.Kube.Discovery().ServerVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	execSecrets := c.execSecrets(t)
-	for _, cc := range cloudConnectCases(otherCA(t)) {
+	execSecrets := execSecrets(t, c)
+	for _, cc := range cloudConnectCases(OtherCA(t)) {
 		t.Run(cc.name, func(t *testing.T) {
 			s, ok := secrets[cc.cluster]
 			if cc.exec {
 				s, ok = execSecrets[cc.cluster]
 			}
 			if !ok {
-				t.Fatalf("no Secret for %s among %v", cc.cluster, names(secrets))
+				t.Fatalf("no Secret for %s among %v", cc.cluster, Names(secrets))
 			}
-			r := cc.run(t, c.front, editConfig(t, &s, cc.edit), sts, entra, env)
+			r := cc.run(t, c.Front, EditConfig(t, &s, cc.edit), sts, entra, env)
 			if cc.kind == "" && r.Version != version.GitVersion {
 				t.Errorf("version %q, want the apiserver's %s", r.Version, version.GitVersion)
 			}
 		})
 	}
-	if refused := containsSubstring(proxy.seen(), "refused"); refused {
-		t.Errorf("the proxy was asked for other hosts: %q", proxy.seen())
+	if refused := ContainsSubstring(proxy.Seen(), "refused"); refused {
+		t.Errorf("the proxy was asked for other hosts: %q", proxy.Seen())
 	}
 }
 
 // cloudConnectCases are the Secrets as written, then one per credential
 // input with a wrong value; otherCA is a CA (base64 PEM) no cluster uses.
 func cloudConnectCases(otherCA string) []cloudConnectCase {
-	home, lighthouse := "tenant "+entraHomeTenant, "tenant "+entraLighthouseTenant
+	home, lighthouse := "tenant "+EntraHomeTenant, "tenant "+EntraLighthouseTenant
 	// the controller, under IRSA; its GetCallerIdentity goes to the
 	// regional STS (AWS_STS_REGIONAL_ENDPOINTS=regional)
-	irsaCaller := "arn:aws:sts::" + eksAccount + ":assumed-role/argocd-controller/"
-	gci := "GetCallerIdentity at " + authn.STSHost(cloudAWSRegion) + " for "
+	irsaCaller := "arn:aws:sts::" + EKSAccount + ":assumed-role/argocd-controller/"
+	gci := "GetCallerIdentity at " + authn.STSHost(CloudAWSRegion) + " for "
 	setEnv := func(k, v string) func(*testing.T, map[string]any) {
 		return func(t *testing.T, config map[string]any) {
-			env := mapAt(t, config, "execProviderConfig", "env")
+			env := MapAt(t, config, "execProviderConfig", "env")
 			if v == "" {
 				delete(env, k)
 			} else {
@@ -129,7 +129,7 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 	}
 	setArg := func(flag, value string) func(*testing.T, map[string]any) {
 		return func(t *testing.T, config map[string]any) {
-			args, _ := mapAt(t, config, "execProviderConfig")["args"].([]any)
+			args, _ := MapAt(t, config, "execProviderConfig")["args"].([]any)
 			for i := range args {
 				if args[i] == flag && i+1 < len(args) {
 					args[i+1] = value
@@ -141,48 +141,48 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 	}
 	set := func(value any, path ...string) func(*testing.T, map[string]any) {
 		return func(t *testing.T, config map[string]any) {
-			mapAt(t, config, path[:len(path)-1]...)[path[len(path)-1]] = value
+			MapAt(t, config, path[:len(path)-1]...)[path[len(path)-1]] = value
 		}
 	}
 	return []cloudConnectCase{
 		{name: "eks-payments as written: the account's role", cluster: eksPayments.Name,
-			decision: ":assumed-role/argocd-deployer/", cloudCall: "AssumeRole " + cloudAccountRole + " by " + irsaCaller},
+			decision: ":assumed-role/argocd-deployer/", cloudCall: "AssumeRole " + CloudAccountRole + " by " + irsaCaller},
 		{name: "eks-platform as written: its own role, from its tag", cluster: eksPlatform.Name,
-			decision: ":assumed-role/argocd-platform/", cloudCall: gci + eksPlatform.Name + ": arn:aws:sts::" + cloudAWSAccount + ":assumed-role/argocd-platform/"},
+			decision: ":assumed-role/argocd-platform/", cloudCall: gci + eksPlatform.Name + ": arn:aws:sts::" + CloudAWSAccount + ":assumed-role/argocd-platform/"},
 		{name: "aks-payments as written: AKS-managed Entra ID, its tenant", cluster: aksPayments.Name,
-			decision:  "(" + home + ", server application " + aksManagedServerApp + ")",
-			cloudCall: "token for " + aksManagedServerApp + " in " + entraHomeTenant},
+			decision:  "(" + home + ", server application " + AKSManagedServerApp + ")",
+			cloudCall: "token for " + AKSManagedServerApp + " in " + EntraHomeTenant},
 		{name: "aks-sandbox as written: legacy Entra ID, its server application, its Lighthouse tenant", cluster: aksSandbox.Name,
-			decision:  "(" + lighthouse + ", server application " + aksLegacyServerApp + ")",
-			cloudCall: "token for " + aksLegacyServerApp + " in " + entraLighthouseTenant},
+			decision:  "(" + lighthouse + ", server application " + AKSLegacyServerApp + ")",
+			cloudCall: "token for " + AKSLegacyServerApp + " in " + EntraLighthouseTenant},
 		{name: "eks-payments with eks-platform's clusterName: unauthorized", cluster: eksPayments.Name, kind: "unauthorized",
 			edit:     set(eksPlatform.Name, "awsAuthConfig", "clusterName"),
 			decision: "signature does not match", cloudCall: gci + eksPayments.Name + " refused: SignatureDoesNotMatch"},
 		{name: "aks-payments with another tenant: unauthorized", cluster: aksPayments.Name, kind: "unauthorized",
-			edit:      setEnv("AZURE_TENANT_ID", entraLighthouseTenant),
-			decision:  "no cluster of " + lighthouse + " accepts audience [" + aksManagedServerApp + "]",
-			cloudCall: "token for " + aksManagedServerApp + " in " + entraLighthouseTenant},
+			edit:      setEnv("AZURE_TENANT_ID", EntraLighthouseTenant),
+			decision:  "no cluster of " + lighthouse + " accepts audience [" + AKSManagedServerApp + "]",
+			cloudCall: "token for " + AKSManagedServerApp + " in " + EntraLighthouseTenant},
 		{name: "aks-payments with aks-sandbox's tenant and server application: unauthorized", cluster: aksPayments.Name, kind: "unauthorized",
 			edit: func(t *testing.T, config map[string]any) {
-				setEnv("AZURE_TENANT_ID", entraLighthouseTenant)(t, config)
-				setEnv("AAD_SERVER_APPLICATION_ID", aksLegacyServerApp)(t, config)
+				setEnv("AZURE_TENANT_ID", EntraLighthouseTenant)(t, config)
+				setEnv("AAD_SERVER_APPLICATION_ID", AKSLegacyServerApp)(t, config)
 			},
 			decision:  "presented at " + aksPayments.Name,
-			cloudCall: "token for " + aksLegacyServerApp + " in " + entraLighthouseTenant},
+			cloudCall: "token for " + AKSLegacyServerApp + " in " + EntraLighthouseTenant},
 		{name: "aks-sandbox with the AKS server application (the default): unauthorized", cluster: aksSandbox.Name, kind: "unauthorized",
 			edit:      setEnv("AAD_SERVER_APPLICATION_ID", ""),
-			decision:  "no cluster of " + lighthouse + " accepts audience [" + aksManagedServerApp + "]",
-			cloudCall: "token for " + aksManagedServerApp + " in " + entraLighthouseTenant},
+			decision:  "no cluster of " + lighthouse + " accepts audience [" + AKSManagedServerApp + "]",
+			cloudCall: "token for " + AKSManagedServerApp + " in " + EntraLighthouseTenant},
 		{name: "aks-sandbox without its tenant (the pod's): Entra refuses the token", cluster: aksSandbox.Name, kind: "other",
 			edit:      setEnv("AZURE_TENANT_ID", ""),
-			cloudCall: "refused " + aksLegacyServerApp + " in " + entraHomeTenant + ": AADSTS500011"},
+			cloudCall: "refused " + AKSLegacyServerApp + " in " + EntraHomeTenant + ": AADSTS500011"},
 		{name: "aks-payments with another client id: Entra refuses the token", cluster: aksPayments.Name, kind: "other",
 			edit:      setEnv("AZURE_CLIENT_ID", "00000000-0000-4000-8000-000000000001"),
-			cloudCall: "refused " + aksManagedServerApp + " in " + entraHomeTenant + ": AADSTS700016"},
+			cloudCall: "refused " + AKSManagedServerApp + " in " + EntraHomeTenant + ": AADSTS700016"},
 		{name: "eks-payments, auth mode exec: argocd-k8s-auth aws in an execProviderConfig, with AWS_REGION", cluster: eksPayments.Name, exec: true,
-			decision: ":assumed-role/argocd-deployer/", cloudCall: gci + eksPayments.Name + ": arn:aws:sts::" + cloudAWSAccount + ":assumed-role/argocd-deployer/"},
+			decision: ":assumed-role/argocd-deployer/", cloudCall: gci + eksPayments.Name + ": arn:aws:sts::" + CloudAWSAccount + ":assumed-role/argocd-deployer/"},
 		{name: "eks-platform, auth mode exec: its own role", cluster: eksPlatform.Name, exec: true,
-			decision: ":assumed-role/argocd-platform/", cloudCall: gci + eksPlatform.Name + ": arn:aws:sts::" + cloudAWSAccount + ":assumed-role/argocd-platform/"},
+			decision: ":assumed-role/argocd-platform/", cloudCall: gci + eksPlatform.Name + ": arn:aws:sts::" + CloudAWSAccount + ":assumed-role/argocd-platform/"},
 		{name: "eks-payments, auth mode exec, with eks-platform's --cluster-name: unauthorized", cluster: eksPayments.Name, exec: true,
 			kind: "unauthorized", edit: setArg("--cluster-name", eksPlatform.Name),
 			decision: "signature does not match", cloudCall: gci + eksPayments.Name + " refused: SignatureDoesNotMatch"},
@@ -192,16 +192,16 @@ func cloudConnectCases(otherCA string) []cloudConnectCase {
 	}
 }
 
-func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secret, sts *issuingSTS, entra *fakeEntra, env []string) connectResult {
-	reviewed, assumed, issued := len(e.cloudAuthn.Seen()), len(sts.seen()), len(entra.seen())
+func (cc cloudConnectCase) run(t *testing.T, front *ClusterFront, s *corev1.Secret, sts *IssuingSTS, entra *FakeEntra, env []string) ConnectResult {
+	reviewed, assumed, issued := len(e.CloudAuthn.Seen()), len(sts.Seen()), len(entra.Seen())
 	u, err := url.Parse(string(s.Data["server"]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := front.served(u.Hostname())
-	r := argocdConnectWith(t, s, 0, env...)
-	reviews := e.cloudAuthn.Seen()[reviewed:]
-	calls := slices.Concat(sts.seen()[assumed:], entra.seen()[issued:])
+	served := front.Served(u.Hostname())
+	r := ArgoCDConnectWith(t, s, 0, env...)
+	reviews := e.CloudAuthn.Seen()[reviewed:]
+	calls := slices.Concat(sts.Seen()[assumed:], entra.Seen()[issued:])
 	t.Logf("webhook: %q; STS and Entra: %q", reviews, calls)
 	switch {
 	case cc.kind == "" && !r.OK:
@@ -216,13 +216,13 @@ func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secr
 		}
 		return strings.HasPrefix(line, "unauthenticated: ") && strings.Contains(line, cc.decision)
 	}
-	if cc.decision != "" && !anyOf(reviews, decided) || cc.decision == "" && len(reviews) > 0 {
+	if cc.decision != "" && !AnyOf(reviews, decided) || cc.decision == "" && len(reviews) > 0 {
 		t.Errorf("the webhook decided %q, want %q (at %s)", reviews, cc.decision, cc.cluster)
 	}
-	if !containsSubstring(calls, cc.cloudCall) {
+	if !ContainsSubstring(calls, cc.cloudCall) {
 		t.Errorf("STS and Entra were asked %q, want %q", calls, cc.cloudCall)
 	}
-	if cc.decision != "" && front.served(u.Hostname()) == served {
+	if cc.decision != "" && front.Served(u.Hostname()) == served {
 		t.Errorf("no request reached %s", u.Hostname())
 	}
 	checkNoCredential(t, r.Output, sts)
@@ -232,20 +232,20 @@ func (cc cloudConnectCase) run(t *testing.T, front *clusterFront, s *corev1.Secr
 // execSecrets are the Secrets `discover --secrets` renders for the EKS
 // clusters with auth mode exec, by cluster: the deployment's
 // configuration and fakes, an execProviderConfig instead of awsAuthConfig.
-func (c *cloudEnv) execSecrets(t *testing.T) map[string]corev1.Secret {
+func execSecrets(t *testing.T, c *CloudEnv) map[string]corev1.Secret {
 	t.Helper()
 	// the deployment's configuration, its EKS source in auth mode exec
 	const ttl = "      describeTTL: 100ms\n"
-	config := strings.Replace(c.config(), ttl, ttl+"      auth: {mode: exec}\n", 1)
+	config := strings.Replace(c.Config(), ttl, ttl+"      auth: {mode: exec}\n", 1)
 	if !strings.Contains(config, "auth: {mode: exec}") {
 		t.Fatal("the cloud configuration has no EKS describeTTL line to add the auth mode after")
 	}
-	file, empty := filepath.Join(c.dir, "config-exec.yaml"), filepath.Join(c.dir, "aws-empty")
+	file, empty := filepath.Join(c.Dir, "config-exec.yaml"), filepath.Join(c.Dir, "aws-empty")
 	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(e.binary, "discover", "--config", file, "--secrets")
-	cmd.Env = append(append(toolEnviron(), "KUBECONFIG="+e.kubeconfig), c.serviceEnv(empty)...)
+	cmd := exec.Command(e.Binary, "discover", "--config", file, "--secrets")
+	cmd.Env = append(append(ToolEnviron(), "KUBECONFIG="+e.Kubeconfig), c.ServiceEnv(empty)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -269,8 +269,8 @@ func (c *cloudEnv) execSecrets(t *testing.T) map[string]corev1.Secret {
 		secrets[s.Annotations[clustersecret.AnnotationCluster]] = s
 	}
 	for _, name := range []string{eksPayments.Name, eksPlatform.Name} {
-		if cfg := string(secrets[name].Data["config"]); !strings.Contains(cfg, `"execProviderConfig"`) || !strings.Contains(cfg, `"AWS_REGION":"`+cloudAWSRegion+`"`) {
-			t.Fatalf("discover --secrets: %s's config %s, want an execProviderConfig with AWS_REGION %s", name, cfg, cloudAWSRegion)
+		if cfg := string(secrets[name].Data["config"]); !strings.Contains(cfg, `"execProviderConfig"`) || !strings.Contains(cfg, `"AWS_REGION":"`+CloudAWSRegion+`"`) {
+			t.Fatalf("discover --secrets: %s's config %s, want an execProviderConfig with AWS_REGION %s", name, cfg, CloudAWSRegion)
 		}
 	}
 	return secrets
@@ -278,56 +278,11 @@ func (c *cloudEnv) execSecrets(t *testing.T) map[string]corev1.Secret {
 
 // checkNoCredential fails when output holds a token a cluster accepts or
 // a secret STS issued.
-func checkNoCredential(t *testing.T, output string, sts *issuingSTS) {
+func checkNoCredential(t *testing.T, output string, sts *IssuingSTS) {
 	t.Helper()
-	for _, secret := range append([]string{"k8s-aws-v1.", "eyJ", eksIssuedSessionPrefix, eksControllerSecret}, sts.secrets()...) {
+	for _, secret := range append([]string{"k8s-aws-v1.", "eyJ", EKSIssuedSessionPrefix, EKSControllerSecret}, sts.Secrets()...) {
 		if strings.Contains(output, secret) {
 			t.Errorf("the tool's output holds a credential (%.12s…):\n%s", secret, output)
 		}
 	}
-}
-
-// anyOf says whether f holds for an element of list.
-func anyOf(list []string, f func(string) bool) bool {
-	for _, x := range list {
-		if f(x) {
-			return true
-		}
-	}
-	return false
-}
-
-// mapAt is the object at path in config; the test fails when there is
-// none.
-func mapAt(t *testing.T, config map[string]any, path ...string) map[string]any {
-	t.Helper()
-	m := config
-	for _, k := range path {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			t.Fatalf("config has no object at %s: %v", strings.Join(path, "."), config)
-		}
-		m = next
-	}
-	return m
-}
-
-// editConfig returns a copy of s with its config edited (nil: s).
-func editConfig(t *testing.T, s *corev1.Secret, edit func(t *testing.T, config map[string]any)) *corev1.Secret {
-	t.Helper()
-	if edit == nil {
-		return s
-	}
-	var config map[string]any
-	if err := json.Unmarshal(s.Data["config"], &config); err != nil {
-		t.Fatalf("Secret %s: config: %v", s.Name, err)
-	}
-	edit(t, config)
-	raw, err := json.Marshal(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := s.DeepCopy()
-	out.Data["config"] = raw
-	return out
 }

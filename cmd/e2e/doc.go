@@ -7,6 +7,11 @@
 // argocd-k8s-auth) proves the Secrets connect. Every scenario asserts on
 // Applications and Secrets in the API server.
 //
+// This package holds the scenarios only: TestMain, the Test functions, the
+// steps they run and their data. The harness they share is the package
+// fixture (cmd/e2e/fixture), the fakes of the upstreams are the packages
+// of internal/fake.
+//
 //	make e2e        # this suite alone, verbose
 //	make test       # every package, this one included
 //

@@ -5,83 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
 // The fleet. Rancher clusters are named by their display name; their
 // identity is their Rancher id, and their Secrets are named from both
-// (secretName).
+// (RancherSecret).
 var (
 	acmeProd    = fakerancher.Cluster{ID: "c-m-acme0001", Name: "acme-prod", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "prod"}}
 	acmeStaging = fakerancher.Cluster{ID: "c-m-acme0002", Name: "acme-staging", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "staging"}}
 	// acmeDev is being imported: never established, so pending, not served
-	acmeDev    = inState(fakerancher.Cluster{ID: "c-m-acme0003", Name: "acme-dev", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "dev"}}, "provisioning")
+	acmeDev    = InState(fakerancher.Cluster{ID: "c-m-acme0003", Name: "acme-dev", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "dev"}}, "provisioning")
 	globexProd = fakerancher.Cluster{ID: "c-m-glbx0001", Name: "globex-prod", State: "active", Labels: map[string]string{"tenant": "globex", "argocd-project": "globex", "env": "prod"}}
 	// acmeQA goes through the lifecycle scenarios; acmeQA2 is another
 	// cluster that Rancher shows under the same display name.
 	acmeQA  = fakerancher.Cluster{ID: "c-m-acme0004", Name: "acme-qa", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "qa"}}
 	acmeQA2 = fakerancher.Cluster{ID: "c-m-acme0099", Name: "acme-qa", State: "active", Labels: map[string]string{"tenant": "acme", "argocd-project": "acme", "env": "qa"}}
 )
-
-// inState returns c as Rancher shows it in a state: the state, and the
-// conditions, transitioning and transitioningMessage that Rancher's
-// controllers set for it (rancher/rancher pkg/schemas/status over
-// rancher/wrangler pkg/summary, as sources/rancher's package doc sums up;
-// the fixture is an established cluster: Waiting=True).
-func inState(c fakerancher.Cluster, state string) fakerancher.Cluster {
-	c.State, c.Conditions, c.Transitioning, c.Message, c.Removed = state, nil, "", "", ""
-	switch state {
-	case "active":
-	case "provisioning":
-		// created in Rancher, agent not deployed yet: Provisioned and
-		// Waiting Unknown (the first Unknown names the state), never a
-		// health check, so Waiting is not True
-		c.Conditions = []fakerancher.Condition{
-			{Type: "Provisioned", Status: "Unknown"},
-			{Type: "Waiting", Status: "Unknown", Message: "Waiting for API to be available"},
-			{Type: "AgentDeployed"}, {Type: "Updated"}, {Type: "Connected"}, {Type: "Ready"},
-		}
-		c.Message = "Waiting for API to be available"
-	case "updating":
-		// a hosted cluster's operator phase is updating: Updated Unknown
-		c.Conditions = []fakerancher.Condition{{Type: "Updated", Status: "Unknown"}}
-	case "unavailable":
-		// the agent disconnected: clusterconnected sets Connected False and
-		// Ready False, reason Disconnected
-		c.Conditions = []fakerancher.Condition{
-			{Type: "Connected", Status: "False"},
-			{Type: "Ready", Status: "False", Reason: "Disconnected", Message: "Cluster agent is not connected"},
-		}
-		c.Message = "Cluster agent is not connected"
-	case "error":
-		// the health check fails: healthsyncer sets Ready False with reason
-		// Error (norman's condition.Do)
-		msg := `cluster health check failed: Failed to communicate with API server during namespace check: Get "https://10.43.0.1:443/api/v1/namespaces/kube-system?timeout=45s": context deadline exceeded`
-		c.Conditions = []fakerancher.Condition{{Type: "Ready", Status: "False", Reason: "Error", Message: msg}}
-		c.Transitioning, c.Message = "error", msg
-	case "removing":
-		// deletionTimestamp set, finalizers remain
-		c.Removed = "2026-11-23T12:00:00Z"
-		c.Message = "waiting on controller.cattle.io/cluster-agent-controller-cleanup"
-	default:
-		panic("inState: no conditions known for state " + state)
-	}
-	return c
-}
-
-// secretName is the name of the Secret of a Rancher cluster: from its
-// display name and its identity.
-func secretName(c fakerancher.Cluster) string {
-	return clustersecret.SecretName("cluster", "rancher", c.Name, c.ID)
-}
 
 // onpremSecret is the static cluster's Secret: its identity is its name.
 var onpremSecret = clustersecret.SecretName("cluster", "onprem", "globex-onprem", "globex-onprem")
@@ -133,61 +81,61 @@ func TestEndToEnd(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	e.stopService(t)
+	e.StopService(t)
 	t.Logf("scenarios took %s", time.Since(start).Round(100*time.Millisecond))
 }
 
 func testStart(t *testing.T) {
 	for _, c := range []fakerancher.Cluster{acmeProd, acmeStaging, acmeDev, globexProd} {
-		e.rancher.Set(c)
+		e.Rancher.Set(c)
 	}
-	if err := e.writeStatic(onprem); err != nil {
+	if err := e.WriteStatic(onprem); err != nil {
 		t.Fatal(err)
 	}
 	// the other static sources list nothing yet
 	for _, src := range []string{"aws", "aws-prod", "fleet"} {
-		if err := e.writeSource(src); err != nil {
+		if err := e.WriteSource(src); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.apply("foreign-secrets.yaml"); err != nil {
+	if _, err := e.Apply("foreign-secrets.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	secrets, err := e.clusterSecrets()
+	secrets, err := e.ClusterSecrets()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range names(secrets) {
+	for _, n := range Names(secrets) {
 		foreign = append(foreign, secrets[n])
 	}
-	e.startService(t, "sync")
-	eventually(t, 30*time.Second, "/readyz", func() error { return getOK("http://" + e.apiAddr + "/readyz") })
+	e.StartService(t, "sync")
+	e.Eventually(t, 30*time.Second, "/readyz", func() error { return GetOK("http://" + e.APIAddr + "/readyz") })
 	want := map[string]string{
-		secretName(acmeProd):                 e.rancher.Server(acmeProd.ID),
-		secretName(acmeStaging):              e.rancher.Server(acmeStaging.ID),
-		secretName(globexProd):               e.rancher.Server(globexProd.ID),
+		RancherSecret(acmeProd):              e.Rancher.Server(acmeProd.ID),
+		RancherSecret(acmeStaging):           e.Rancher.Server(acmeStaging.ID),
+		RancherSecret(globexProd):            e.Rancher.Server(globexProd.ID),
 		onpremSecret:                         "https://globex-onprem.example.com",
 		"handmade-cluster":                   "https://handmade.example.com",
 		"cluster-agent-edge-1":               "https://argocd-agent-resource-proxy:9090?agentName=edge-1",
 		"cluster-rancher-acme-staging-other": "https://rancher.other.example.com/k8s/clusters/c-m-acme2",
 	}
-	eventually(t, 30*time.Second, "a Secret per established cluster, the provisioning one left out", func() error {
+	e.Eventually(t, 30*time.Second, "a Secret per established cluster, the provisioning one left out", func() error {
 		return secretServers(want)
 	})
 	// ours carry the identity and the phase
-	secrets, err = e.clusterSecrets()
+	secrets, err = e.ClusterSecrets()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []fakerancher.Cluster{acmeProd, acmeStaging, globexProd} {
-		s := secrets[secretName(c)]
+		s := secrets[RancherSecret(c)]
 		if id, phase, state := s.Annotations[clustersecret.AnnotationClusterID], s.Labels[clustersecret.LabelPhase], s.Labels[clustersecret.LabelState]; id != c.ID || phase != "ready" || state != "active" {
 			t.Errorf("Secret %s: cluster-id %q phase %q state %q, want %q ready active", s.Name, id, phase, state, c.ID)
 		}
 	}
 	// the cluster being imported is listed, pending, and not served
-	eventually(t, 10*time.Second, "/status lists acme-dev as unserved and pending", func() error {
-		doc, err := e.statusDoc()
+	e.Eventually(t, 10*time.Second, "/status lists acme-dev as unserved and pending", func() error {
+		doc, err := e.StatusDoc()
 		if err != nil {
 			return err
 		}
@@ -203,7 +151,7 @@ func testStart(t *testing.T) {
 // secretServers checks that exactly the cluster Secrets of want exist,
 // with those servers.
 func secretServers(want map[string]string) error {
-	secrets, err := e.clusterSecrets()
+	secrets, err := e.ClusterSecrets()
 	if err != nil {
 		return err
 	}
@@ -217,83 +165,53 @@ func secretServers(want map[string]string) error {
 	return nil
 }
 
-// appsAre checks the Applications of an ApplicationSet: names, project, and
-// a destination equal to the server of the cluster's Secret.
-func appsAre(appSet, project string, want map[string]string) error {
-	apps, err := e.apps(appSet)
-	if err != nil {
-		return err
-	}
-	if !slices.Equal(names(apps), names(want)) {
-		return fmt.Errorf("Applications of %s: %v, want %v", appSet, names(apps), names(want))
-	}
-	secrets, err := e.clusterSecrets()
-	if err != nil {
-		return err
-	}
-	for name, secret := range want {
-		a := apps[name]
-		if a.Project != project {
-			return fmt.Errorf("%s: project %q, want %q", name, a.Project, project)
-		}
-		s, ok := secrets[secret]
-		if !ok {
-			return fmt.Errorf("%s: its cluster's Secret %s is missing", name, secret)
-		}
-		if a.Server != string(s.Data["server"]) {
-			return fmt.Errorf("%s: destination.server %q, Secret %s has server %q", name, a.Server, secret, s.Data["server"])
-		}
-	}
-	return nil
-}
-
 var (
 	acmeApps = map[string]string{
-		"guestbook-acme-prod":    secretName(acmeProd),
-		"guestbook-acme-staging": secretName(acmeStaging),
+		"guestbook-acme-prod":    RancherSecret(acmeProd),
+		"guestbook-acme-staging": RancherSecret(acmeStaging),
 	}
 	globexApps = map[string]string{
-		"monitoring-globex-prod":   secretName(globexProd),
+		"monitoring-globex-prod":   RancherSecret(globexProd),
 		"monitoring-globex-onprem": onpremSecret,
 	}
 )
 
 func testPluginApplicationSet(t *testing.T) {
-	if _, err := e.apply("appset-acme-plugin.yaml"); err != nil {
+	if _, err := e.Apply("appset-acme-plugin.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "one Application per acme cluster", func() error {
-		return appsAre("acme-guestbook", "acme", acmeApps)
+	e.Eventually(t, 20*time.Second, "one Application per acme cluster", func() error {
+		return e.AppsAre("acme-guestbook", "acme", acmeApps)
 	})
 }
 
 func testClusterGenerator(t *testing.T) {
-	if _, err := e.apply("appset-globex-clusters.yaml"); err != nil {
+	if _, err := e.Apply("appset-globex-clusters.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "one Application per globex cluster Secret (Rancher and static)", func() error {
-		return appsAre("globex-monitoring", "globex", globexApps)
+	e.Eventually(t, 20*time.Second, "one Application per globex cluster Secret (Rancher and static)", func() error {
+		return e.AppsAre("globex-monitoring", "globex", globexApps)
 	})
 	// the project the Applications name is the tenant's AppProject
-	if _, err := e.dyn.Resource(gvrByKind["AppProject"]).Namespace(argoNS).Get(context.Background(), "globex", metav1.GetOptions{}); err != nil {
+	if _, err := e.Dyn.Resource(GVRByKind["AppProject"]).Namespace(ArgoNS).Get(context.Background(), "globex", metav1.GetOptions{}); err != nil {
 		t.Fatalf("AppProject globex: %v", err)
 	}
 }
 
 func testSelfRegistration(t *testing.T) {
-	active := inState(acmeDev, "active")
+	active := InState(acmeDev, "active")
 	t0 := time.Now()
-	e.rancher.Set(active)
+	e.Rancher.Set(active)
 	var toSecret, toApp time.Duration
-	eventually(t, interval+20*time.Second, "Secret and Application of the new cluster", func() error {
-		secrets, err := e.clusterSecrets()
+	e.Eventually(t, Interval+20*time.Second, "Secret and Application of the new cluster", func() error {
+		secrets, err := e.ClusterSecrets()
 		if err != nil {
 			return err
 		}
-		if _, ok := secrets[secretName(acmeDev)]; ok && toSecret == 0 {
+		if _, ok := secrets[RancherSecret(acmeDev)]; ok && toSecret == 0 {
 			toSecret = time.Since(t0)
 		}
-		apps, err := e.apps("acme-guestbook")
+		apps, err := e.Apps("acme-guestbook")
 		if err != nil {
 			return err
 		}
@@ -303,14 +221,14 @@ func testSelfRegistration(t *testing.T) {
 		toApp = time.Since(t0)
 		return nil
 	})
-	t.Logf("time-to-Secret: %.1fs, time-to-Application: %.1fs (refresh interval %s, trigger on)", toSecret.Seconds(), toApp.Seconds(), interval)
+	t.Logf("time-to-Secret: %.1fs, time-to-Application: %.1fs (refresh interval %s, trigger on)", toSecret.Seconds(), toApp.Seconds(), Interval)
 	fmt.Printf("time-to-Application: %.1fs\n", toApp.Seconds())
-	if limit := interval + 10*time.Second; toApp > limit {
+	if limit := Interval + 10*time.Second; toApp > limit {
 		t.Errorf("time-to-Application %s exceeds the target of %s (refresh interval + 10 s)", toApp.Round(100*time.Millisecond), limit)
 	}
-	acmeApps["guestbook-acme-dev"] = secretName(acmeDev)
-	eventually(t, 10*time.Second, "the new Application targets the new Secret's server", func() error {
-		return appsAre("acme-guestbook", "acme", acmeApps)
+	acmeApps["guestbook-acme-dev"] = RancherSecret(acmeDev)
+	e.Eventually(t, 10*time.Second, "the new Application targets the new Secret's server", func() error {
+		return e.AppsAre("acme-guestbook", "acme", acmeApps)
 	})
 }
 
@@ -319,7 +237,7 @@ func testForeignSecrets(t *testing.T) {
 		t.Fatalf("foreign Secrets recorded: %d, want 3", len(foreign))
 	}
 	for _, was := range foreign {
-		now, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), was.Name, metav1.GetOptions{})
+		now, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), was.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("%s: %v", was.Name, err)
 			continue

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/authn"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -28,9 +29,9 @@ import (
 // signature, for x-k8s-aws-id = the cluster's name, with the key STS
 // issued, and answers with the assumed role's identity.
 func TestEKSSecretAuthenticates(t *testing.T) {
-	f := newConnectFixture(t)
-	sts := newIssuingSTS(t)
-	t.Cleanup(e.cloudAuthn.TrustEKS(sts.callerIdentity, eksClusterName))
+	f := e.NewConnectFixture(t)
+	sts := NewIssuingSTS(t)
+	t.Cleanup(e.CloudAuthn.TrustEKS(sts.CallerIdentity, EKSClusterName))
 	bindEKSGroup(t, "e2e-eks:e2e-eks-deployer")
 	checkWebhookOnlyAfterOthers(t, f)
 
@@ -51,57 +52,57 @@ type eksCase struct {
 
 func eksCases() []eksCase {
 	return []eksCase{
-		{name: "the service's Secret: ok", clusterName: eksClusterName, role: eksDeployerRole,
-			decision: "authenticated arn:aws:sts::" + eksAccount + ":assumed-role/e2e-eks-deployer/"},
-		{name: "no roleARN: ok as the controller's own identity", clusterName: eksClusterName,
-			decision: "authenticated " + eksControllerARN},
-		{name: "another clusterName: unauthorized", clusterName: "e2e-eks-other", role: eksDeployerRole, kind: "unauthorized",
-			decision: "signature does not match (another x-k8s-aws-id than " + eksClusterName},
+		{name: "the service's Secret: ok", clusterName: EKSClusterName, role: EKSDeployerRole,
+			decision: "authenticated arn:aws:sts::" + EKSAccount + ":assumed-role/e2e-eks-deployer/"},
+		{name: "no roleARN: ok as the controller's own identity", clusterName: EKSClusterName,
+			decision: "authenticated " + EKSControllerARN},
+		{name: "another clusterName: unauthorized", clusterName: "e2e-eks-other", role: EKSDeployerRole, kind: "unauthorized",
+			decision: "signature does not match (another x-k8s-aws-id than " + EKSClusterName},
 		// argocd-k8s-auth retries AssumeRole every 5 s for a minute, then
 		// fails: the Secret fails (other) only after that minute
-		{name: "a role STS refuses: other, after argocd-k8s-auth's minute of retries", clusterName: eksClusterName,
-			role: eksRefusedRole, kind: "other", timeout: 80 * time.Second, output: "AccessDenied"},
-		{name: "signed with a key STS did not issue: unauthorized", clusterName: eksClusterName, role: eksForgottenRole,
+		{name: "a role STS refuses: other, after argocd-k8s-auth's minute of retries", clusterName: EKSClusterName,
+			role: EKSRefusedRole, kind: "other", timeout: 80 * time.Second, output: "AccessDenied"},
+		{name: "signed with a key STS did not issue: unauthorized", clusterName: EKSClusterName, role: EKSForgottenRole,
 			kind: "unauthorized", decision: "not issued by STS"},
 	}
 }
 
-func (c eksCase) run(t *testing.T, f connectFixture, sts *issuingSTS) {
-	reviewed, called := len(e.cloudAuthn.Seen()), len(sts.seen())
+func (c eksCase) run(t *testing.T, f ConnectFixture, sts *IssuingSTS) {
+	reviewed, called := len(e.CloudAuthn.Seen()), len(sts.Seen())
 	timeout := c.timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
-	r := argocdConnectWith(t, eksSecret(t, f, c.clusterName, c.role), timeout, sts.env(t)...)
-	reviews, calls := e.cloudAuthn.Seen()[reviewed:], sts.seen()[called:]
+	r := ArgoCDConnectWith(t, eksSecret(t, f, c.clusterName, c.role), timeout, sts.Env(t)...)
+	reviews, calls := e.CloudAuthn.Seen()[reviewed:], sts.Seen()[called:]
 	t.Logf("webhook: %q; STS: %q", reviews, calls)
 	switch {
-	case c.kind == "" && (!r.OK || r.Version != f.version):
-		t.Errorf("got %+v, want ok and version %s", r, f.version)
+	case c.kind == "" && (!r.OK || r.Version != f.Version):
+		t.Errorf("got %+v, want ok and version %s", r, f.Version)
 	case c.kind != "" && (r.OK || r.Kind != c.kind):
 		t.Errorf("got %+v, want not ok, kind %s", r, c.kind)
 	}
-	if c.decision != "" && !containsSubstring(reviews, c.decision) || c.decision == "" && len(reviews) > 0 {
+	if c.decision != "" && !ContainsSubstring(reviews, c.decision) || c.decision == "" && len(reviews) > 0 {
 		t.Errorf("the webhook decided %q, want %q", reviews, c.decision)
 	}
 	// the webhook asked STS, as aws-iam-authenticator does, for every
 	// token it did not refuse on its face; without
 	// AWS_STS_REGIONAL_ENDPOINTS, argocd-k8s-auth presigns for the global
 	// endpoint
-	if gci := "GetCallerIdentity at sts.amazonaws.com for " + eksClusterName; c.decision != "" && !containsSubstring(calls, gci) {
+	if gci := "GetCallerIdentity at sts.amazonaws.com for " + EKSClusterName; c.decision != "" && !ContainsSubstring(calls, gci) {
 		t.Errorf("STS was asked %q, want %q", calls, gci)
 	}
 	// each AssumeRole signed with the controller's key; none without a
 	// role (the webhook's GetCallerIdentity aside)
-	assumed := "AssumeRole " + c.role + " by " + eksControllerARN
-	if c.role != "" && (!containsSubstring(calls, assumed) || containsSubstring(calls, "unverified ")) ||
-		c.role == "" && containsSubstring(calls, "AssumeRole") {
+	assumed := "AssumeRole " + c.role + " by " + EKSControllerARN
+	if c.role != "" && (!ContainsSubstring(calls, assumed) || ContainsSubstring(calls, "unverified ")) ||
+		c.role == "" && ContainsSubstring(calls, "AssumeRole") {
 		t.Errorf("STS was asked %q, want %q", calls, assumed)
 	}
 	if c.output != "" && !strings.Contains(r.Output, c.output) {
 		t.Errorf("the tool's output lacks %q:\n%s", c.output, r.Output)
 	}
-	for _, secret := range []string{eksControllerSecret, "e2e-eks-session-"} {
+	for _, secret := range []string{EKSControllerSecret, "e2e-eks-session-"} {
 		if strings.Contains(r.Output, secret) {
 			t.Errorf("the tool's output holds a credential:\n%s", r.Output)
 		}
@@ -110,16 +111,16 @@ func (c eksCase) run(t *testing.T, f connectFixture, sts *issuingSTS) {
 
 // eksSecret is the Secret the service writes for an EKS cluster at the
 // suite's apiserver.
-func eksSecret(t *testing.T, f connectFixture, clusterName, role string) *corev1.Secret {
+func eksSecret(t *testing.T, f ConnectFixture, clusterName, role string) *corev1.Secret {
 	t.Helper()
-	ca, err := sources.ParsePEMCA(e.rest.CAData)
+	ca, err := sources.ParsePEMCA(e.Rest.CAData)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &sources.Cluster{Source: "eks", Provider: sources.ProviderEKS, Name: "e2e-eks", Server: f.server, CA: ca,
-		ID: "arn:aws:eks:" + k8sAuthRegion + ":" + eksAccount + ":cluster/" + clusterName, Region: k8sAuthRegion, Account: eksAccount,
-		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: clusterName, RoleARN: role, Region: k8sAuthRegion}}}
-	d, err := clustersecret.Build(c, &clustersecret.Options{Namespace: argoNS, OwnerID: ownerID, Prefix: "cluster"}, nil)
+	c := &sources.Cluster{Source: "eks", Provider: sources.ProviderEKS, Name: "e2e-eks", Server: f.Server, CA: ca,
+		ID: "arn:aws:eks:" + K8sAuthRegion + ":" + EKSAccount + ":cluster/" + clusterName, Region: K8sAuthRegion, Account: EKSAccount,
+		Auth: sources.Auth{Kind: sources.AuthAWS, AWS: &sources.AWSAuth{ClusterName: clusterName, RoleARN: role, Region: K8sAuthRegion}}}
+	d, err := clustersecret.Build(c, &clustersecret.Options{Namespace: ArgoNS, OwnerID: OwnerID, Prefix: "cluster"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,11 +137,11 @@ func bindEKSGroup(t *testing.T, group string) {
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-eks-view"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: group}}}
-	if _, err := e.kube.RbacV1().ClusterRoleBindings().Create(context.Background(), crb, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Kube.RbacV1().ClusterRoleBindings().Create(context.Background(), crb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+		_ = e.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
 	})
 }
 
@@ -149,38 +150,34 @@ func bindEKSGroup(t *testing.T, group string) {
 // own authenticators fail: not for the admin certificate nor a
 // ServiceAccount token; for an unknown token, which it leaves
 // unauthenticated.
-func checkWebhookOnlyAfterOthers(t *testing.T, f connectFixture) {
+func checkWebhookOnlyAfterOthers(t *testing.T, f ConnectFixture) {
 	t.Helper()
-	before := len(e.cloudAuthn.Seen())
-	if _, err := e.kube.Discovery().ServerVersion(); err != nil {
+	before := len(e.CloudAuthn.Seen())
+	if _, err := e.Kube.Discovery().ServerVersion(); err != nil {
 		t.Fatalf("admin certificate: %v", err)
 	}
-	if _, err := clientWithToken(t, f.token).Discovery().ServerGroups(); err != nil {
+	if _, err := clientWithToken(t, f.Token).Discovery().ServerGroups(); err != nil {
 		t.Fatalf("ServiceAccount token: %v", err)
 	}
-	if got := e.cloudAuthn.Seen()[before:]; len(got) > 0 {
+	if got := e.CloudAuthn.Seen()[before:]; len(got) > 0 {
 		t.Errorf("the webhook was asked for the admin certificate or a ServiceAccount token: %q", got)
 	}
-	_, err := clientWithToken(t, "e2e-not-eks-"+randomHex(8)).Discovery().ServerGroups()
+	_, err := clientWithToken(t, "e2e-not-eks-"+RandomHex(8)).Discovery().ServerGroups()
 	if !apierrors.IsUnauthorized(err) {
 		t.Errorf("an unknown token: %v, want unauthorized", err)
 	}
-	if got := e.cloudAuthn.Seen()[before:]; len(got) != 1 || got[0] != "unauthenticated: "+authn.ErrNotCloudToken.Error() {
+	if got := e.CloudAuthn.Seen()[before:]; len(got) != 1 || got[0] != "unauthenticated: "+authn.ErrNotCloudToken.Error() {
 		t.Errorf("for an unknown token the webhook decided %q, want one %q", got, authn.ErrNotCloudToken)
 	}
 }
 
 func clientWithToken(t *testing.T, token string) kubernetes.Interface {
 	t.Helper()
-	cfg := rest.AnonymousClientConfig(e.rest)
+	cfg := rest.AnonymousClientConfig(e.Rest)
 	cfg.BearerToken = token
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func containsSubstring(list []string, s string) bool {
-	return anyOf(list, func(x string) bool { return strings.Contains(x, s) })
 }

@@ -5,47 +5,46 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
 )
 
 // testMassDrop: the fleet source lists 2 of its 4 served clusters. Half of
 // them at once is a mass drop (above departure.maxFraction): the 2 missing
-// clusters keep their Applications and Secrets through steadyListings
+// clusters keep their Applications and Secrets through SteadyListings
 // listings (phase absent), /status shows 2 held departures; with the
 // kubernetes ledger no count of listings releases it (heldListings
 // neither): it is confirmed once an operator acknowledges it on the
 // ClusterProfiles.
 func testMassDrop(t *testing.T) {
-	if err := e.writeSource("fleet", stores...); err != nil {
+	if err := e.WriteSource("fleet", stores...); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range stores {
-		globexApps["monitoring-"+c.Name] = staticSecret("fleet", c)
+		globexApps["monitoring-"+c.Name] = StaticSecret("fleet", c)
 	}
 	was := settledFleet(t)
 	missing := stores[2:]
 	held := massDropHeld(missing)
-	n0 := writeSourceAt(t, "fleet", stores[:2]...)
+	n0 := e.WriteSourceAt(t, "fleet", stores[:2]...)
 	t.Run("held: the missing clusters keep their Applications and Secrets", func(t *testing.T) {
-		through(t, "fleet", n0, steadyListings, sameFleet(was), held)
+		e.Through(t, "fleet", n0, SteadyListings, e.SameFleet(was), held)
 	})
 	if t.Failed() {
 		t.FailNow()
 	}
 	t.Run("past heldListings still held: only an acknowledgement confirms a held drop", func(t *testing.T) {
-		through(t, "fleet", n0, departureHeldListings+2, sameFleet(was), held)
+		e.Through(t, "fleet", n0, DepartureHeldListings+2, e.SameFleet(was), held)
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -59,22 +58,22 @@ func testMassDrop(t *testing.T) {
 		for _, c := range missing {
 			delete(globexApps, "monitoring-"+c.Name)
 		}
-		eventually(t, 2*interval+10*time.Second, "their Applications go", func() error {
-			return appsAre("globex-monitoring", "globex", globexApps)
+		e.Eventually(t, 2*Interval+10*time.Second, "their Applications go", func() error {
+			return e.AppsAre("globex-monitoring", "globex", globexApps)
 		})
-		eventually(t, 2*interval+10*time.Second, "their Secrets are pruned", func() error {
-			secrets, err := e.clusterSecrets()
+		e.Eventually(t, 2*Interval+10*time.Second, "their Secrets are pruned", func() error {
+			secrets, err := e.ClusterSecrets()
 			if err != nil {
 				return err
 			}
 			for _, c := range missing {
-				if _, ok := secrets[staticSecret("fleet", c)]; ok {
-					return fmt.Errorf("Secret %s still there", staticSecret("fleet", c))
+				if _, ok := secrets[StaticSecret("fleet", c)]; ok {
+					return fmt.Errorf("Secret %s still there", StaticSecret("fleet", c))
 				}
 			}
 			return nil
 		})
-		doc, err := e.statusDoc()
+		doc, err := e.StatusDoc()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +95,7 @@ func testMassDrop(t *testing.T) {
 func acknowledgeDepartures(t *testing.T, source string) int {
 	t.Helper()
 	ctx := context.Background()
-	res := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS)
+	res := e.Dyn.Resource(clusterprofile.Resource).Namespace(ArgoNS)
 	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=" + source + "," + clusterprofile.LabelPhase + "=absent"})
 	if err != nil {
 		t.Fatal(err)
@@ -114,9 +113,9 @@ func acknowledgeDepartures(t *testing.T, source string) int {
 // /status shows their 2 held departures (4 served, 2 absent), and so does
 // the metric; they stay in the plugin answer and on their Secrets with
 // phase absent.
-func massDropHeld(missing []staticCluster) func() error {
+func massDropHeld(missing []StaticCluster) func() error {
 	return func() error {
-		st, err := e.status()
+		st, err := e.Status()
 		if err != nil {
 			return err
 		}
@@ -124,16 +123,16 @@ func massDropHeld(missing []staticCluster) func() error {
 			return fmt.Errorf("/status fleet: %+v, want 2 held departures, 4 served, 2 absent", f)
 		}
 		var errs []error
-		if n, err := e.metric("argocd_cluster_discovery_source_departures_held", `{source="fleet"}`); err != nil || n != 2 {
+		if n, err := e.Metric("argocd_cluster_discovery_source_departures_held", `{source="fleet"}`); err != nil || n != 2 {
 			errs = append(errs, fmt.Errorf("metric source_departures_held{source=fleet}: %v (%v), want 2", n, err)) //nolint:errorlint // err may be nil
 		}
-		secrets, err := e.clusterSecrets()
+		secrets, err := e.ClusterSecrets()
 		if err != nil {
 			return err
 		}
 		for _, c := range missing {
-			errs = append(errs, served("globex", c.Name, "fleet", c.Server, "absent")())
-			if p := secrets[staticSecret("fleet", c)].Labels[clustersecret.LabelPhase]; p != "absent" {
+			errs = append(errs, e.Served("globex", c.Name, "fleet", c.Server, "absent")())
+			if p := secrets[StaticSecret("fleet", c)].Labels[clustersecret.LabelPhase]; p != "absent" {
 				errs = append(errs, fmt.Errorf("Secret of %s: phase %q, want absent", c.Name, p))
 			}
 		}
@@ -154,20 +153,20 @@ const lateSource = "late"
 // ledger after a restart, listed or not: testOutageRestart.)
 func testLateSource(t *testing.T) {
 	was := settledFleet(t)
-	e.stopService(t)
-	stopped, err := fleetNow()
+	e.StopService(t)
+	stopped, err := e.FleetNow()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.lateSource = true
+	e.AddedSources = append(e.AddedSources, lateSource)
 	path, content := restartWithLateSource(t)
-	unwritten := secretsUnwritten(stopped)
-	same := sameFleet(was)
+	unwritten := e.SecretsUnwritten(stopped)
+	same := e.SameFleet(was)
 	t.Run("late has not listed: 503 for every answer, nothing removed, no Secret written", func(t *testing.T) {
-		n0 := e.rancher.Served()
-		through(t, "rancher", n0, steadyListings, func() error { return errors.Join(same(), unwritten()) }, allAnswers503)
-		eventually(t, 20*time.Second, "the ApplicationSet shows the 503", func() error {
-			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
+		n0 := e.Rancher.Served()
+		e.Through(t, "rancher", n0, SteadyListings, func() error { return errors.Join(same(), unwritten()) }, allAnswers503)
+		e.Eventually(t, 20*time.Second, "the ApplicationSet shows the 503", func() error {
+			s, msg, err := e.Condition("acme-guestbook", "ErrorOccurred")
 			if err != nil {
 				return err
 			}
@@ -176,7 +175,7 @@ func testLateSource(t *testing.T) {
 			}
 			return nil
 		})
-		_, msg, _ := e.condition("acme-guestbook", "ErrorOccurred")
+		_, msg, _ := e.Condition("acme-guestbook", "ErrorOccurred")
 		t.Logf("ApplicationSet condition: %s", msg)
 		if err := errors.Join(same(), unwritten()); err != nil {
 			t.Fatal(err)
@@ -187,12 +186,12 @@ func testLateSource(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("late lists: 200 again, nothing was removed", func(t *testing.T) {
-		eventually(t, interval+10*time.Second, "the plugin answers 200", func() error {
-			_, err := e.params(map[string]string{"tenant": "acme"})
+		e.Eventually(t, Interval+10*time.Second, "the plugin answers 200", func() error {
+			_, err := e.Params(map[string]string{"tenant": "acme"})
 			return err
 		})
-		eventually(t, interval+10*time.Second, "the ApplicationSet error clears without waiting for Argo CD's 3-minute retry", func() error {
-			s, msg, err := e.condition("acme-guestbook", "ErrorOccurred")
+		e.Eventually(t, Interval+10*time.Second, "the ApplicationSet error clears without waiting for Argo CD's 3-minute retry", func() error {
+			s, msg, err := e.Condition("acme-guestbook", "ErrorOccurred")
 			if err != nil {
 				return err
 			}
@@ -202,12 +201,12 @@ func testLateSource(t *testing.T) {
 			return nil
 		})
 		// the annotation was still set by the failed reconcile: set again
-		if n, err := e.metric("argocd_cluster_discovery_appset_refresh_patches_total", `{outcome="repatched"}`); err != nil || n < 1 {
+		if n, err := e.Metric("argocd_cluster_discovery_appset_refresh_patches_total", `{outcome="repatched"}`); err != nil || n < 1 {
 			t.Errorf("repatched refreshes: %v (%v)", n, err)
 		}
-		n0 := listingsOf(t, lateSource)
-		through(t, lateSource, n0, 2, same, func() error {
-			_, err := e.params(map[string]string{"tenant": "acme"})
+		n0 := e.ListingsOf(t, lateSource)
+		e.Through(t, lateSource, n0, 2, same, func() error {
+			_, err := e.Params(map[string]string{"tenant": "acme"})
 			return err
 		})
 	})
@@ -219,8 +218,8 @@ func testLateSource(t *testing.T) {
 // cluster).
 func restartWithLateSource(t *testing.T) (string, []byte) {
 	t.Helper()
-	path := e.sourceFile(lateSource)
-	content, err := json.Marshal(map[string]any{"clusters": []staticCluster{}})
+	path := e.SourceFile(lateSource)
+	content, err := json.Marshal(map[string]any{"clusters": []StaticCluster{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +237,7 @@ func restartWithLateSource(t *testing.T) (string, []byte) {
 		_, err = w.Write(content)
 		fed <- errors.Join(err, w.Close())
 	}()
-	e.startService(t, "sync")
+	e.StartService(t, "sync")
 	select {
 	case err := <-fed:
 		if err != nil {
@@ -252,53 +251,7 @@ func restartWithLateSource(t *testing.T) (string, []byte) {
 
 // allAnswers503 checks that every plugin answer, whatever it selects, is a
 // 503 naming late, and that /status shows late not synced.
-func allAnswers503() error { return answers503(lateSource)() }
-
-// answers503 returns a check that every plugin answer, whatever it
-// selects, is a 503 naming source, and that /status shows source not
-// synced.
-func answers503(source string) func() error {
-	return func() error {
-		var errs []error
-		for _, in := range []map[string]string{{"tenant": "acme"}, {"tenant": "globex"}, nil, {"source": "rancher"}} {
-			_, err := e.params(in)
-			if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), source) {
-				errs = append(errs, fmt.Errorf("getparams %v: %v, want 503 naming %s", in, err, source)) //nolint:errorlint // err may be nil
-			}
-		}
-		st, err := e.status()
-		if err != nil {
-			return err
-		}
-		if a := st[source]; a.Synced {
-			errs = append(errs, fmt.Errorf("%s synced: %+v", source, a))
-		}
-		return errors.Join(errs...)
-	}
-}
-
-// secretsUnwritten returns a check that nothing was written or deleted:
-// every cluster Secret as it was when the previous process stopped
-// (stopped), to the resourceVersion.
-func secretsUnwritten(stopped *fleet) func() error {
-	return func() error {
-		secrets, err := e.clusterSecrets()
-		if err != nil {
-			return err
-		}
-		if !maps.EqualFunc(secrets, stopped.secrets, func(a, b corev1.Secret) bool { return a.ResourceVersion == b.ResourceVersion }) {
-			var got, want []string
-			for _, n := range names(secrets) {
-				got = append(got, n+"@"+secrets[n].ResourceVersion)
-			}
-			for _, n := range names(stopped.secrets) {
-				want = append(want, n+"@"+stopped.secrets[n].ResourceVersion)
-			}
-			return fmt.Errorf("cluster Secrets %v, were %v", got, want)
-		}
-		return nil
-	}
-}
+func allAnswers503() error { return e.Answers503(lateSource)() }
 
 // refillLateSource brings late's file back: the blocked listing gets
 // its content from the FIFO, the next ones read a regular file again.

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 )
 
@@ -20,10 +21,10 @@ import (
 // lists it; no Application or Secret changes, none is created.
 func testDuplicate(t *testing.T) {
 	was := settledFleet(t)
-	dup := staticCluster{Name: acmeProd.Name, Server: e.rancher.Server(acmeProd.ID), Tenant: "acme", Project: "acme"}
+	dup := StaticCluster{Name: acmeProd.Name, Server: e.Rancher.Server(acmeProd.ID), Tenant: "acme", Project: "acme"}
 	duplicate := func(want bool) func() error {
 		return func() error {
-			doc, err := e.statusDoc()
+			doc, err := e.StatusDoc()
 			if err != nil {
 				return err
 			}
@@ -48,12 +49,12 @@ func testDuplicate(t *testing.T) {
 		}
 	}
 	t.Run("listed by onprem with Rancher's proxy URL: served once, from Rancher", func(t *testing.T) {
-		n0 := writeSourceAt(t, "onprem", globexOnprem, dup)
-		through(t, "onprem", n0, steadyListings, sameFleet(was), func() error {
-			return errors.Join(served("acme", acmeProd.Name, "rancher", e.rancher.Server(acmeProd.ID), "ready")(), duplicate(true)())
+		n0 := e.WriteSourceAt(t, "onprem", globexOnprem, dup)
+		e.Through(t, "onprem", n0, SteadyListings, e.SameFleet(was), func() error {
+			return errors.Join(e.Served("acme", acmeProd.Name, "rancher", e.Rancher.Server(acmeProd.ID), "ready")(), duplicate(true)())
 		})
-		if _, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), staticSecret("onprem", dup), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("Secret %s of the duplicate: %v, want not found", staticSecret("onprem", dup), err)
+		if _, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), StaticSecret("onprem", dup), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Secret %s of the duplicate: %v, want not found", StaticSecret("onprem", dup), err)
 		}
 	})
 	if t.Failed() {
@@ -62,10 +63,10 @@ func testDuplicate(t *testing.T) {
 	t.Run("onprem no longer lists it: nothing changes", func(t *testing.T) {
 		// onprem's listing of it departs like any other: the duplicate is
 		// reported until that departure is confirmed
-		n0 := writeSourceAt(t, "onprem", globexOnprem)
-		through(t, "onprem", n0, departureListings+1, sameFleet(was), served("acme", acmeProd.Name, "rancher", e.rancher.Server(acmeProd.ID), "ready"))
-		eventually(t, 2*interval, "no duplicate left", duplicate(false))
-		if err := sameFleet(was)(); err != nil {
+		n0 := e.WriteSourceAt(t, "onprem", globexOnprem)
+		e.Through(t, "onprem", n0, DepartureListings+1, e.SameFleet(was), e.Served("acme", acmeProd.Name, "rancher", e.Rancher.Server(acmeProd.ID), "ready"))
+		e.Eventually(t, 2*Interval, "no duplicate left", duplicate(false))
+		if err := e.SameFleet(was)(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -77,11 +78,11 @@ func testDuplicate(t *testing.T) {
 func testForeignClash(t *testing.T) {
 	was := settledFleet(t)
 	ours := onpremSecret
-	if _, ok := was.secrets[ours]; !ok {
+	if _, ok := was.Secrets[ours]; !ok {
 		t.Fatalf("no Secret %s", ours)
 	}
-	f, err := e.kube.CoreV1().Secrets(argoNS).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "handmade-globex-onprem", Namespace: argoNS,
+	f, err := e.Kube.CoreV1().Secrets(ArgoNS).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "handmade-globex-onprem", Namespace: ArgoNS,
 			Labels: map[string]string{clustersecret.LabelSecretType: "cluster"}},
 		StringData: map[string]string{"name": "globex-onprem-by-hand", "server": globexOnprem.Server,
 			"config": `{"tlsClientConfig":{"insecure":false}}`},
@@ -91,12 +92,12 @@ func testForeignClash(t *testing.T) {
 	}
 	defer func() {
 		// the suite's own clean-up: later scenarios count the cluster Secrets
-		if err := e.kube.CoreV1().Secrets(argoNS).Delete(context.Background(), f.Name, metav1.DeleteOptions{}); err != nil {
+		if err := e.Kube.CoreV1().Secrets(ArgoNS).Delete(context.Background(), f.Name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("delete %s: %v", f.Name, err)
 		}
 	}()
 	untouched := func() error {
-		now, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), f.Name, metav1.GetOptions{})
+		now, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), f.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -107,7 +108,7 @@ func testForeignClash(t *testing.T) {
 		return nil
 	}
 	clash := func() error {
-		doc, err := e.statusDoc()
+		doc, err := e.StatusDoc()
 		if err != nil {
 			return err
 		}
@@ -118,23 +119,23 @@ func testForeignClash(t *testing.T) {
 		}
 		return fmt.Errorf("/status secrets.clashes %+v: no clash of %s with %s by server", doc.Secrets.Clashes, globexOnprem.Name, f.Name)
 	}
-	n0 := listingsOf(t, "onprem")
-	same := sameFleet(was, "secret:"+f.Name)
-	through(t, "onprem", n0, steadyListings, func() error { return errors.Join(same(), untouched()) }, clash)
-	t.Logf("%d listings with the foreign Secret %s: ours (%s) and its Application unchanged, the clash reported", steadyListings, f.Name, ours)
+	n0 := e.ListingsOf(t, "onprem")
+	same := e.SameFleet(was, "secret:"+f.Name)
+	e.Through(t, "onprem", n0, SteadyListings, func() error { return errors.Join(same(), untouched()) }, clash)
+	t.Logf("%d listings with the foreign Secret %s: ours (%s) and its Application unchanged, the clash reported", SteadyListings, f.Name, ours)
 }
 
 // testRename: a static cluster with a fixed id changes its name. Its one
 // Secret is updated in place: the same object, the new name in its data; no
 // second Secret for its server.
 func testRename(t *testing.T) {
-	secret := staticSecret("onprem", labA)
-	if err := e.writeSource("onprem", globexOnprem, labA); err != nil {
+	secret := StaticSecret("onprem", labA)
+	if err := e.WriteSource("onprem", globexOnprem, labA); err != nil {
 		t.Fatal(err)
 	}
 	var before corev1.Secret
-	eventually(t, 2*interval+10*time.Second, "the Secret of lab-a", func() error {
-		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), secret, metav1.GetOptions{})
+	e.Eventually(t, 2*Interval+10*time.Second, "the Secret of lab-a", func() error {
+		s, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), secret, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -146,7 +147,7 @@ func testRename(t *testing.T) {
 	})
 	was := settledFleet(t)
 	renamedInPlace := func() error {
-		secrets, err := e.clusterSecrets()
+		secrets, err := e.ClusterSecrets()
 		if err != nil {
 			return err
 		}
@@ -170,12 +171,12 @@ func testRename(t *testing.T) {
 		}
 		return nil
 	}
-	n0 := writeSourceAt(t, "onprem", globexOnprem, labB)
-	through(t, "onprem", n0, steadyListings, sameFleet(was, "secret:"+secret), func() error {
-		return errors.Join(renamedInPlace(), served("", labB.Name, "onprem", labB.Server, "ready")())
+	n0 := e.WriteSourceAt(t, "onprem", globexOnprem, labB)
+	e.Through(t, "onprem", n0, SteadyListings, e.SameFleet(was, "secret:"+secret), func() error {
+		return errors.Join(renamedInPlace(), e.Served("", labB.Name, "onprem", labB.Server, "ready")())
 	})
-	if _, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), staticSecret("onprem", labB), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a Secret under the new name's hash %s: %v, want not found", staticSecret("onprem", labB), err)
+	if _, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), StaticSecret("onprem", labB), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Secret under the new name's hash %s: %v, want not found", StaticSecret("onprem", labB), err)
 	}
 }
 
@@ -183,25 +184,25 @@ func testRename(t *testing.T) {
 // source-cluster names are both aws-prod-eu: two Secrets, each with its own
 // server, neither overwritten by the other.
 func testNameCollision(t *testing.T) {
-	sa, sb := staticSecret("aws", awsProdEU), staticSecret("aws-prod", awsEU)
+	sa, sb := StaticSecret("aws", awsProdEU), StaticSecret("aws-prod", awsEU)
 	if sa == sb {
 		t.Fatalf("one Secret name %s for both clusters", sa)
 	}
 	t.Logf("Secrets %s (aws prod-eu) and %s (aws-prod eu)", sa, sb)
-	if err := errors.Join(e.writeSource("aws", awsProdEU), e.writeSource("aws-prod", awsEU)); err != nil {
+	if err := errors.Join(e.WriteSource("aws", awsProdEU), e.WriteSource("aws-prod", awsEU)); err != nil {
 		t.Fatal(err)
 	}
 	globexApps["monitoring-prod-eu"] = sa
 	globexApps["monitoring-eu"] = sb
 	both := func() error {
-		secrets, err := e.clusterSecrets()
+		secrets, err := e.ClusterSecrets()
 		if err != nil {
 			return err
 		}
 		var errs []error
 		for _, w := range []struct {
 			secret, source string
-			c              staticCluster
+			c              StaticCluster
 		}{{sa, "aws", awsProdEU}, {sb, "aws-prod", awsEU}} {
 			s, ok := secrets[w.secret]
 			switch {
@@ -214,8 +215,8 @@ func testNameCollision(t *testing.T) {
 		}
 		return errors.Join(errs...)
 	}
-	eventually(t, 2*interval+10*time.Second, "two Secrets, each with its own server", both)
+	e.Eventually(t, 2*Interval+10*time.Second, "two Secrets, each with its own server", both)
 	was := settledFleet(t)
-	n0 := listingsOf(t, "aws-prod")
-	through(t, "aws-prod", n0, steadyListings, sameFleet(was), both)
+	n0 := e.ListingsOf(t, "aws-prod")
+	e.Through(t, "aws-prod", n0, SteadyListings, e.SameFleet(was), both)
 }

@@ -5,42 +5,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 )
-
-// k8sAuthRegion is the region argocd-k8s-auth runs in.
-const k8sAuthRegion = "eu-west-1"
-
-// newSTSProxy is a connectProxy that tunnels the STS hosts to sts.
-func newSTSProxy(t *testing.T, sts *httptest.Server) *connectProxy {
-	t.Helper()
-	addr := sts.Listener.Addr().String()
-	return newConnectProxy(t, proxyRoute{Pattern: "sts.amazonaws.com", Addr: addr}, proxyRoute{Pattern: "sts.*.amazonaws.com", Addr: addr})
-}
-
-// k8sAuthBinary is argocd-k8s-auth from bin/testbin; the test fails
-// without it.
-func k8sAuthBinary(t *testing.T) string {
-	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(e.root, "bin", "testbin")
-	}
-	bin := filepath.Join(assets, "argocd-k8s-auth")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("argocd-k8s-auth not found in %s (%v): run `make testbin` or `.ci/testbin argocd`, which build it offline "+
-			"from the Go module proxy", assets, err)
-	}
-	return bin
-}
 
 // TestArgoCDK8sAuthBinary runs Argo CD's argocd-k8s-auth aws as Argo CD
 // runs it for a cluster Secret's awsAuthConfig with a roleARN: with static
@@ -49,23 +23,23 @@ func k8sAuthBinary(t *testing.T) string {
 // presigned GetCallerIdentity URL, signed with the assumed role's
 // credentials: STS answers it with the assumed role.
 func TestArgoCDK8sAuthBinary(t *testing.T) {
-	bin := k8sAuthBinary(t)
-	f := newIssuingSTS(t)
+	bin := K8sAuthBinary(t)
+	f := NewIssuingSTS(t)
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "aws", "--cluster-name", "demo", "--role-arn", eksDeployerRole)
+	cmd := exec.CommandContext(ctx, bin, "aws", "--cluster-name", "demo", "--role-arn", EKSDeployerRole)
 	// a clean environment: no profile, shared files, proxy exceptions or
 	// instance metadata of the machine
 	cmd.Env = []string{"HOME=" + home,
-		"AWS_ACCESS_KEY_ID=" + eksControllerKeyID, "AWS_SECRET_ACCESS_KEY=" + eksControllerSecret, "AWS_REGION=" + k8sAuthRegion,
+		"AWS_ACCESS_KEY_ID=" + EKSControllerKeyID, "AWS_SECRET_ACCESS_KEY=" + EKSControllerSecret, "AWS_REGION=" + K8sAuthRegion,
 		"AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none"),
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_CA_BUNDLE=" + f.caFile, "HTTPS_PROXY=" + f.proxy.URL()}
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CA_BUNDLE=" + f.CAFile, "HTTPS_PROXY=" + f.Proxy.URL()}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err := cmd.Run()
-	connects, calls := f.proxy.seen(), f.seen()
+	connects, calls := f.Proxy.Seen(), f.Seen()
 	if err != nil {
 		t.Fatalf("argocd-k8s-auth aws: %v after %v\nstdout: %s\nstderr: %s\nproxy: %q\nSTS: %q",
 			err, time.Since(start).Round(time.Millisecond), &stdout, &stderr, connects, calls)
@@ -92,13 +66,13 @@ func TestArgoCDK8sAuthBinary(t *testing.T) {
 	u := checkPresigned(t, cred.Status.Token)
 	// one AssumeRole by the static key's user; GetCallerIdentity is
 	// presigned, never sent by argocd-k8s-auth
-	if want := "AssumeRole " + eksDeployerRole + " by " + eksControllerARN; len(calls) != 1 || calls[0] != want {
+	if want := "AssumeRole " + EKSDeployerRole + " by " + EKSControllerARN; len(calls) != 1 || calls[0] != want {
 		t.Errorf("STS was asked %q, want %q", calls, want)
 	}
 	// what the apiserver's webhook does with the token: STS answers the
 	// presigned call with the assumed role
-	arn, err := f.callerIdentity(u, "demo")
-	if want := "arn:aws:sts::" + eksAccount + ":assumed-role/e2e-eks-deployer/"; err != nil || !strings.HasPrefix(arn, want) {
+	arn, err := f.CallerIdentity(u, "demo")
+	if want := "arn:aws:sts::" + EKSAccount + ":assumed-role/e2e-eks-deployer/"; err != nil || !strings.HasPrefix(arn, want) {
 		t.Errorf("GetCallerIdentity with the token: %q, %v; want %s…", arn, err, want)
 	}
 }
@@ -131,7 +105,7 @@ func checkPresigned(t *testing.T, token string) *url.URL {
 			t.Errorf("presigned URL: %s=%q, want %q", k, got, want)
 		}
 	}
-	if tok := q.Get("X-Amz-Security-Token"); !strings.HasPrefix(tok, eksIssuedSessionPrefix) {
+	if tok := q.Get("X-Amz-Security-Token"); !strings.HasPrefix(tok, EKSIssuedSessionPrefix) {
 		t.Errorf("presigned URL: X-Amz-Security-Token=%q, want a session token STS issued", tok)
 	}
 	// Argo CD presigns with 60 (nanoseconds: X-Amz-Expires=0); STS ignores

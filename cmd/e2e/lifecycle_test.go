@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
@@ -20,15 +21,15 @@ import (
 // destination, the same Secret content but for the phase and state labels.
 type steady struct {
 	c      fakerancher.Cluster
-	app    app
+	app    App
 	secret *corev1.Secret
 }
 
 func established(t *testing.T, c fakerancher.Cluster) *steady {
 	t.Helper()
 	st := &steady{c: c}
-	eventually(t, 10*time.Second, c.Name+" served ready, with its Application and Secret", func() error {
-		apps, err := e.apps("acme-guestbook")
+	e.Eventually(t, 10*time.Second, c.Name+" served ready, with its Application and Secret", func() error {
+		apps, err := e.Apps("acme-guestbook")
 		if err != nil {
 			return err
 		}
@@ -36,7 +37,7 @@ func established(t *testing.T, c fakerancher.Cluster) *steady {
 		if !ok {
 			return fmt.Errorf("no Application guestbook-%s", c.Name)
 		}
-		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), secretName(c), metav1.GetOptions{})
+		s, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), RancherSecret(c), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -51,7 +52,7 @@ func established(t *testing.T, c fakerancher.Cluster) *steady {
 
 // check returns why the cluster's Application or Secret is not as it was.
 func (st *steady) check() error {
-	apps, err := e.apps("acme-guestbook")
+	apps, err := e.Apps("acme-guestbook")
 	if err != nil {
 		return err
 	}
@@ -62,25 +63,25 @@ func (st *steady) check() error {
 	case a != st.app:
 		return fmt.Errorf("Application %s changed: %+v, was %+v", st.app.Name, a, st.app)
 	}
-	s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+	s, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("Secret %s: %w", st.secret.Name, err)
 	}
-	return sameSecret(s, st.secret)
+	return SameSecret(s, st.secret)
 }
 
 // shows returns a check that the cluster is served with phase and state:
 // in the plugin answer and on its Secret's labels.
 func (st *steady) shows(phase, state string) func() error {
 	return func() error {
-		ps, err := e.params(map[string]string{"tenant": "acme"})
+		ps, err := e.Params(map[string]string{"tenant": "acme"})
 		if err != nil {
 			return err
 		}
-		if p := ps[st.c.Name]; p.Phase != phase || p.State != state || p.Server != e.rancher.Server(st.c.ID) {
-			return fmt.Errorf("plugin answer for %s: %+v, want phase %q state %q server %s", st.c.Name, p, phase, state, e.rancher.Server(st.c.ID))
+		if p := ps[st.c.Name]; p.Phase != phase || p.State != state || p.Server != e.Rancher.Server(st.c.ID) {
+			return fmt.Errorf("plugin answer for %s: %+v, want phase %q state %q server %s", st.c.Name, p, phase, state, e.Rancher.Server(st.c.ID))
 		}
-		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+		s, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -96,15 +97,15 @@ func (st *steady) shows(phase, state string) func() error {
 // (st.check, fatal at once), and that want holds from the second listing on.
 func (st *steady) stays(t *testing.T, n0, listings int, want func() error) {
 	t.Helper()
-	deadline := time.Now().Add(time.Duration(listings+3) * interval * 2)
+	deadline := time.Now().Add(time.Duration(listings+3) * Interval * 2)
 	for {
-		n := e.rancher.Served()
+		n := e.Rancher.Served()
 		if err := st.check(); err != nil {
-			t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.logs())
+			t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.Logs())
 		}
-		if n >= n0+e.settleListings() {
+		if n >= n0+e.SettleListings() {
 			if err := want(); err != nil {
-				t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.logs())
+				t.Fatalf("after %d listing(s): %v\n%s", n-n0, err, e.Logs())
 			}
 		}
 		if n > n0+listings {
@@ -119,12 +120,12 @@ func (st *steady) stays(t *testing.T, n0, listings int, want func() error) {
 
 // noSecretFor checks that no cluster Secret carries c's identity.
 func noSecretFor(c fakerancher.Cluster) error {
-	secrets, err := e.clusterSecrets()
+	secrets, err := e.ClusterSecrets()
 	if err != nil {
 		return err
 	}
 	for n, s := range secrets {
-		if s.Annotations[clustersecret.AnnotationClusterID] == c.ID || n == secretName(c) {
+		if s.Annotations[clustersecret.AnnotationClusterID] == c.ID || n == RancherSecret(c) {
 			return fmt.Errorf("Secret %s was written for %s (%s)", n, c.Name, c.ID)
 		}
 	}
@@ -135,7 +136,7 @@ func noSecretFor(c fakerancher.Cluster) error {
 // name, kept by the rancher source (keep), or no conflict on it (!keep).
 func conflictKept(name string, keep bool) func() error {
 	return func() error {
-		doc, err := e.statusDoc()
+		doc, err := e.StatusDoc()
 		if err != nil {
 			return err
 		}
@@ -160,25 +161,25 @@ func conflictKept(name string, keep bool) func() error {
 
 // testLifecycle takes an established Rancher cluster through the states
 // Rancher shows for a cluster that has not left, then through a newcomer
-// with its display name: through each, for steadyListings listings, its
+// with its display name: through each, for SteadyListings listings, its
 // Application keeps its UID and its Secret its content (but for the phase
 // and state labels). Then it truly leaves: removing, then gone from
 // Rancher; its Application and Secret go once the departure is confirmed,
 // not before.
 func testLifecycle(t *testing.T) {
 	start := time.Now()
-	e.rancher.Change([]fakerancher.Cluster{acmeQA})
-	acmeApps["guestbook-acme-qa"] = secretName(acmeQA)
-	eventually(t, 2*interval+20*time.Second, "acme-qa established: its Secret and Application", func() error {
-		return appsAre("acme-guestbook", "acme", acmeApps)
+	e.Rancher.Change([]fakerancher.Cluster{acmeQA})
+	acmeApps["guestbook-acme-qa"] = RancherSecret(acmeQA)
+	e.Eventually(t, 2*Interval+20*time.Second, "acme-qa established: its Secret and Application", func() error {
+		return e.AppsAre("acme-guestbook", "acme", acmeApps)
 	})
 	st := established(t, acmeQA)
 	lifecycleStates(t, st)
 	t.Run("the newcomer leaves: the established cluster stays", func(t *testing.T) {
-		n0 := e.rancher.Change(nil, acmeQA2.ID)
-		// the newcomer's own departure is confirmed after departureListings
-		st.stays(t, n0, departureListings, func() error { return noSecretFor(acmeQA2) })
-		eventually(t, 2*interval, "no conflict left on acme-qa", conflictKept("acme-qa", false))
+		n0 := e.Rancher.Change(nil, acmeQA2.ID)
+		// the newcomer's own departure is confirmed after DepartureListings
+		st.stays(t, n0, DepartureListings, func() error { return noSecretFor(acmeQA2) })
+		e.Eventually(t, 2*Interval, "no conflict left on acme-qa", conflictKept("acme-qa", false))
 		if err := errors.Join(st.check(), st.shows("ready", "active")()); err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +195,7 @@ func testLifecycle(t *testing.T) {
 
 // lifecycleStates takes the established cluster of st through the states
 // Rancher shows for a cluster that has not left, then through a newcomer
-// with its display name, each for steadyListings listings; it stops the
+// with its display name, each for SteadyListings listings; it stops the
 // test at the first that fails.
 func lifecycleStates(t *testing.T, st *steady) {
 	for _, step := range []struct {
@@ -204,30 +205,30 @@ func lifecycleStates(t *testing.T, st *steady) {
 		also         func() error
 	}{
 		{name: "updating: its hosted update runs (Updated Unknown)",
-			set: []fakerancher.Cluster{inState(acmeQA, "updating")}, phase: "degraded", state: "updating"},
+			set: []fakerancher.Cluster{InState(acmeQA, "updating")}, phase: "degraded", state: "updating"},
 		{name: "unavailable: its agent disconnected (Connected False, Ready False Disconnected)",
-			set: []fakerancher.Cluster{inState(acmeQA, "unavailable")}, phase: "degraded", state: "unavailable"},
+			set: []fakerancher.Cluster{InState(acmeQA, "unavailable")}, phase: "degraded", state: "unavailable"},
 		{name: "error: its health check fails (Ready False, reason Error)",
-			set: []fakerancher.Cluster{inState(acmeQA, "error")}, phase: "degraded", state: "error"},
+			set: []fakerancher.Cluster{InState(acmeQA, "error")}, phase: "degraded", state: "error"},
 		{name: "a new cluster with its display name: the established one keeps the name",
 			set: []fakerancher.Cluster{acmeQA, acmeQA2}, phase: "ready", state: "active",
 			also: func() error {
 				if err := noSecretFor(acmeQA2); err != nil {
 					return err
 				}
-				if err := appsAre("acme-guestbook", "acme", acmeApps); err != nil {
+				if err := e.AppsAre("acme-guestbook", "acme", acmeApps); err != nil {
 					return err
 				}
 				return conflictKept("acme-qa", true)()
 			}},
 	} {
 		ok := t.Run(step.name, func(t *testing.T) {
-			n0 := e.rancher.Change(step.set)
+			n0 := e.Rancher.Change(step.set)
 			want := st.shows(step.phase, step.state)
 			if step.also != nil {
 				want = func() error { return errors.Join(st.shows(step.phase, step.state)(), step.also()) }
 			}
-			st.stays(t, n0, steadyListings, want)
+			st.stays(t, n0, SteadyListings, want)
 		})
 		if !ok {
 			t.FailNow()
@@ -241,19 +242,19 @@ func lifecycleStates(t *testing.T, st *steady) {
 // then go; /status lists the departure.
 func trueRemoval(t *testing.T, st *steady) {
 	left := time.Now()
-	n0 := e.rancher.Change([]fakerancher.Cluster{inState(acmeQA, "removing")})
+	n0 := e.Rancher.Change([]fakerancher.Cluster{InState(acmeQA, "removing")})
 	removed := false
 	phases := map[string]bool{}
-	untilConfirmed(t, n0, acmeQA.Name, func() error {
+	e.UntilConfirmed(t, n0, acmeQA.Name, func() error {
 		// Rancher's finalizers are done after two listings
-		if !removed && e.rancher.Served() >= n0+2 {
-			e.rancher.Change(nil, acmeQA.ID)
+		if !removed && e.Rancher.Served() >= n0+2 {
+			e.Rancher.Change(nil, acmeQA.ID)
 			removed = true
 		}
 		if err := st.check(); err != nil {
 			return err
 		}
-		s, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+		s, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -264,11 +265,11 @@ func trueRemoval(t *testing.T, st *steady) {
 		t.Fatal("the cluster was never removed from Rancher")
 	}
 	delete(acmeApps, "guestbook-acme-qa")
-	eventually(t, 2*interval+10*time.Second, "its Application goes", func() error {
-		return appsAre("acme-guestbook", "acme", acmeApps)
+	e.Eventually(t, 2*Interval+10*time.Second, "its Application goes", func() error {
+		return e.AppsAre("acme-guestbook", "acme", acmeApps)
 	})
-	eventually(t, 2*interval+10*time.Second, "its Secret is pruned", func() error {
-		_, err := e.kube.CoreV1().Secrets(argoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
+	e.Eventually(t, 2*Interval+10*time.Second, "its Secret is pruned", func() error {
+		_, err := e.Kube.CoreV1().Secrets(ArgoNS).Get(context.Background(), st.secret.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -277,17 +278,17 @@ func trueRemoval(t *testing.T, st *steady) {
 		}
 		return errors.New("still there")
 	})
-	t.Logf("acme-qa's Application and Secret removed %.1fs after it began removing (phases seen on its Secret: %v)", time.Since(left).Seconds(), names(phases))
+	t.Logf("acme-qa's Application and Secret removed %.1fs after it began removing (phases seen on its Secret: %v)", time.Since(left).Seconds(), Names(phases))
 	switch {
 	case phases["leaving"]:
-	case e.rolling.Load():
+	case e.Rolling.Load():
 		// two listings a moment apart across a leader change can pass
 		// before the new leader writes the phase: liveness, not safety
-		t.Logf("the Secret did not show phase leaving across the restarts (phases seen: %v)", names(phases))
+		t.Logf("the Secret did not show phase leaving across the restarts (phases seen: %v)", Names(phases))
 	default:
-		t.Errorf("the Secret never showed phase leaving while Rancher removed the cluster (phases seen: %v)", names(phases))
+		t.Errorf("the Secret never showed phase leaving while Rancher removed the cluster (phases seen: %v)", Names(phases))
 	}
-	if err := departedListed(acmeQA); err != nil {
+	if err := e.DepartedListed(acmeQA); err != nil {
 		t.Error(err)
 	}
 }

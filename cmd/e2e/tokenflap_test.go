@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
@@ -21,7 +22,7 @@ const flapNS = "argocd-tokenflap"
 // flapReplica is one replica of TestTokensSurviveLeaderFlaps.
 type flapReplica struct {
 	addr string
-	proc *proc
+	proc *Proc
 }
 
 // freeze stops the replica's process as a frozen node would (SIGSTOP), or
@@ -31,7 +32,7 @@ func (r *flapReplica) freeze(stop bool) {
 	if stop {
 		sig = syscall.SIGSTOP
 	}
-	_ = syscall.Kill(-r.proc.cmd.Process.Pid, sig)
+	_ = syscall.Kill(-r.proc.Cmd.Process.Pid, sig)
 }
 
 // TestTokensSurviveLeaderFlaps: two replicas, per-cluster tokens that
@@ -44,23 +45,23 @@ func (r *flapReplica) freeze(stop bool) {
 // revoked or let expire; and once the grace periods have passed, each
 // cluster has one live token.
 func TestTokensSurviveLeaderFlaps(t *testing.T) {
-	f := newKubeRancher(t)
+	f := e.NewKubeRancher(t)
 	f.Set(fakerancher.Cluster{ID: "c-flap1", Name: "proxied", State: "active"})
 	f.Set(fakerancher.Cluster{ID: "c-flap2", Name: "direct", State: "active", ACE: true})
 	f.SetMaxTTL(12 * time.Second)
 	revokedHeld := watchRevocations(t, f, flapNS)
 	replicas := startFlapReplicas(t, f)
-	logs := func() string { return replicas[0].proc.tail(30) + "\n" + replicas[1].proc.tail(30) }
+	logs := func() string { return replicas[0].proc.Tail(30) + "\n" + replicas[1].proc.Tail(30) }
 	leader := func() int {
 		for i, r := range replicas {
-			if leads(r.addr) {
+			if Leads(r.addr) {
 				return i
 			}
 		}
 		return -1
 	}
 	var a int
-	poll(t, 60*time.Second, "a leader", func() error {
+	Poll(t, 60*time.Second, "a leader", func() error {
 		if a = leader(); a < 0 {
 			return fmt.Errorf("no leader yet")
 		}
@@ -68,14 +69,14 @@ func TestTokensSurviveLeaderFlaps(t *testing.T) {
 	}, logs)
 	connects := func(what string) {
 		t.Helper()
-		poll(t, 40*time.Second, what, func() error { return flapSecretsConnect(t, f) }, logs)
+		Poll(t, 40*time.Second, what, func() error { return flapSecretsConnect(t, f) }, logs)
 	}
 	connects("the first leader's Secrets connect")
 	b := 1 - a
 	for _, step := range []struct{ frozen, next int }{{a, b}, {b, a}, {a, b}} {
 		replicas[step.frozen].freeze(true)
-		poll(t, 30*time.Second, "the other replica takes over", func() error {
-			if !leads(replicas[step.next].addr) {
+		Poll(t, 30*time.Second, "the other replica takes over", func() error {
+			if !Leads(replicas[step.next].addr) {
 				return fmt.Errorf("replica %d does not lead yet", step.next)
 			}
 			return nil
@@ -84,7 +85,7 @@ func TestTokensSurviveLeaderFlaps(t *testing.T) {
 		replicas[step.frozen].freeze(false)
 		connects(fmt.Sprintf("every Secret connects after replica %d took over from %d", step.next, step.frozen))
 	}
-	poll(t, 20*time.Second, "one live token per cluster once the grace periods have passed", func() error {
+	Poll(t, 20*time.Second, "one live token per cluster once the grace periods have passed", func() error {
 		if got := f.LiveTokensByCluster(); got["c-flap1"] != 1 || got["c-flap2"] != 1 {
 			return fmt.Errorf("live tokens %v", got)
 		}
@@ -106,12 +107,12 @@ func watchRevocations(t *testing.T, f *fakerancher.Fake, namespace string) func(
 	var mu sync.Mutex
 	var held []string
 	f.OnRevoke(func(bearer string) {
-		list, err := e.kube.CoreV1().Secrets(namespace).List(context.Background(), metav1.ListOptions{})
+		list, err := e.Kube.CoreV1().Secrets(namespace).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return
 		}
 		for i := range list.Items {
-			if bearerToken(&list.Items[i]) == bearer {
+			if BearerToken(&list.Items[i]) == bearer {
 				mu.Lock()
 				held = append(held, string(list.Items[i].Data["name"]))
 				mu.Unlock()
@@ -130,25 +131,25 @@ func watchRevocations(t *testing.T, f *fakerancher.Fake, namespace string) func(
 func startFlapReplicas(t *testing.T, f *fakerancher.Fake) []*flapReplica {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flapNS}},
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flapNS}},
 		metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.kube.CoreV1().Secrets(flapNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = e.Kube.CoreV1().Secrets(flapNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "token"), pluginToken+"\n")
-	writeFile(t, filepath.Join(dir, "rancher-token"), rancherTok+"\n")
+	WriteFile(t, filepath.Join(dir, "token"), PluginToken+"\n")
+	WriteFile(t, filepath.Join(dir, "rancher-token"), RancherToken+"\n")
 	replicas := make([]*flapReplica, 2)
 	for i := range replicas {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
 		replicas[i] = &flapReplica{addr: fmt.Sprintf("127.0.0.1:%d", port)}
 		cfg := filepath.Join(dir, fmt.Sprintf("config-%d.yaml", i))
-		writeFile(t, cfg, fmt.Sprintf(`log: {level: debug}
+		WriteFile(t, cfg, fmt.Sprintf(`log: {level: debug}
 server: {listen: %q, tokens: [{file: token}], shutdownTimeout: 2s}
 inventory: {interval: 1s, timeout: 5s}
 sources:
@@ -164,10 +165,10 @@ secrets:
   resync: 2s
   leaderElection: {leaseName: acd-flap, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 300ms}
   kubeconfig: %s
-`, replicas[i].addr, f.URL(), flapNS, e.kubeconfig))
-		p := serve(t, serviceRun{name: fmt.Sprintf("replica-%d", i), dir: dir, config: cfg})
+`, replicas[i].addr, f.URL(), flapNS, e.Kubeconfig))
+		p := e.Serve(t, ServiceRun{Name: fmt.Sprintf("replica-%d", i), Dir: dir, Config: cfg})
 		replicas[i].proc = p
-		t.Cleanup(func() { replicas[i].freeze(false); p.stop() })
+		t.Cleanup(func() { replicas[i].freeze(false); p.Stop() })
 	}
 	return replicas
 }
@@ -175,7 +176,7 @@ secrets:
 // flapSecretsConnect checks that both clusters have a Secret and Argo CD
 // connects through each.
 func flapSecretsConnect(t *testing.T, f *fakerancher.Fake) error {
-	list, err := e.kube.CoreV1().Secrets(flapNS).List(context.Background(), metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
+	list, err := e.Kube.CoreV1().Secrets(flapNS).List(context.Background(), metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func flapSecretsConnect(t *testing.T, f *fakerancher.Fake) error {
 		return fmt.Errorf("%d Secrets", len(list.Items))
 	}
 	for i := range list.Items {
-		if r := argocdConnect(t, &list.Items[i]); !r.OK {
+		if r := ArgoCDConnect(t, &list.Items[i]); !r.OK {
 			return fmt.Errorf("%s: %s (live tokens %v)", list.Items[i].Data["name"], r.Kind, f.LiveTokensByCluster())
 		}
 	}

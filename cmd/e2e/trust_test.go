@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
@@ -19,10 +20,10 @@ func testClaimedTenant(t *testing.T) {
 	was := settledFleet(t)
 	claimer := fakerancher.Cluster{ID: "c-m-umbr0001", Name: "umbrella-prod", State: "active",
 		Labels: map[string]string{"tenant": "umbrella", "argocd-project": "acme", "env": "prod"}}
-	n0 := e.rancher.Change([]fakerancher.Cluster{claimer})
-	defer e.rancher.Remove(claimer.ID)
+	n0 := e.Rancher.Change([]fakerancher.Cluster{claimer})
+	defer e.Rancher.Remove(claimer.ID)
 	check := func() error {
-		doc, err := e.statusDoc()
+		doc, err := e.StatusDoc()
 		if err != nil {
 			return err
 		}
@@ -37,7 +38,7 @@ func testClaimedTenant(t *testing.T) {
 		}
 		var errs []error
 		for _, tenant := range []string{"acme", "umbrella"} {
-			ps, err := e.params(map[string]string{"tenant": tenant})
+			ps, err := e.Params(map[string]string{"tenant": tenant})
 			if err != nil {
 				return err
 			}
@@ -45,15 +46,15 @@ func testClaimedTenant(t *testing.T) {
 				errs = append(errs, fmt.Errorf("the answer for tenant %s lists %s", tenant, claimer.Name))
 			}
 		}
-		secrets, err := e.clusterSecrets()
+		secrets, err := e.ClusterSecrets()
 		if err != nil {
 			return err
 		}
-		if _, ok := secrets[secretName(claimer)]; ok {
+		if _, ok := secrets[RancherSecret(claimer)]; ok {
 			errs = append(errs, fmt.Errorf("a Secret for %s", claimer.Name))
 		}
 		return errors.Join(errs...)
 	}
-	eventually(t, interval+10*time.Second, "the claim refused", check)
-	through(t, "rancher", n0, steadyListings, sameFleet(was), check)
+	e.Eventually(t, Interval+10*time.Second, "the claim refused", check)
+	e.Through(t, "rancher", n0, SteadyListings, e.SameFleet(was), check)
 }

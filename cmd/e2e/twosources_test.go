@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 )
 
@@ -22,34 +23,34 @@ const twoSourcesNS = "argocd-two-sources"
 // cluster and keep each other's: after a restart both Secrets still hold
 // their working tokens, nothing is minted or revoked.
 func TestTwoSourcesOnOneRancherUser(t *testing.T) {
-	f := newKubeRancher(t)
+	f := e.NewKubeRancher(t)
 	f.Set(fakerancher.Cluster{ID: "c-two1", Name: "shared", State: "active"})
 	ctx := context.Background()
-	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twoSourcesNS}},
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twoSourcesNS}},
 		metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.kube.CoreV1().Secrets(twoSourcesNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = e.Kube.CoreV1().Secrets(twoSourcesNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
 	dir := t.TempDir()
 	cfg := writeTwoSourcesConfig(t, f, dir)
-	var p *proc
-	start := func() { p = serve(t, serviceRun{name: "service", dir: dir, config: cfg}) }
+	var p *Proc
+	start := func() { p = e.Serve(t, ServiceRun{Name: "service", Dir: dir, Config: cfg}) }
 	start()
-	t.Cleanup(func() { p.stop() })
-	logs := func() string { return p.tail(40) }
+	t.Cleanup(func() { p.Stop() })
+	logs := func() string { return p.Tail(40) }
 	connect := func() (map[string]string, error) { return twoSourcesConnect(t) }
 	var before map[string]string
-	poll(t, 60*time.Second, "a Secret per source, each with its own working token", func() (err error) {
+	Poll(t, 60*time.Second, "a Secret per source, each with its own working token", func() (err error) {
 		before, err = connect()
 		return err
 	}, logs)
 	created, deleted := f.TokensCreated(), f.TokensDeleted()
-	p.stop()
+	p.Stop()
 	start()
-	poll(t, 60*time.Second, "both sources adopted their tokens", func() error {
-		if n := strings.Count(p.tail(400), "adopted the rancher tokens our Secrets hold"); n < 2 {
+	Poll(t, 60*time.Second, "both sources adopted their tokens", func() error {
+		if n := strings.Count(p.Tail(400), "adopted the rancher tokens our Secrets hold"); n < 2 {
 			return fmt.Errorf("%d sources adopted", n)
 		}
 		return nil
@@ -74,15 +75,15 @@ func TestTwoSourcesOnOneRancherUser(t *testing.T) {
 // TestTwoSourcesOnOneRancherUser into dir and returns its path.
 func writeTwoSourcesConfig(t *testing.T, f *fakerancher.Fake, dir string) string {
 	t.Helper()
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "token"), pluginToken+"\n")
-	writeFile(t, filepath.Join(dir, "rancher-token"), rancherTok+"\n")
+	WriteFile(t, filepath.Join(dir, "token"), PluginToken+"\n")
+	WriteFile(t, filepath.Join(dir, "rancher-token"), RancherToken+"\n")
 	other := strings.Replace(f.URL(), "127.0.0.1", "localhost", 1) // the same Rancher, another address
 	cfg := filepath.Join(dir, "config.yaml")
-	writeFile(t, cfg, fmt.Sprintf(`log: {level: debug}
+	WriteFile(t, cfg, fmt.Sprintf(`log: {level: debug}
 server: {listen: "127.0.0.1:%d", tokens: [{file: token}], shutdownTimeout: 2s}
 inventory: {interval: 1s, timeout: 5s}
 sources:
@@ -100,14 +101,14 @@ secrets:
   resync: 2s
   leaderElection: {enabled: false}
   kubeconfig: %s
-`, port, f.URL(), other, twoSourcesNS, e.kubeconfig))
+`, port, f.URL(), other, twoSourcesNS, e.Kubeconfig))
 	return cfg
 }
 
 // twoSourcesConnect checks that each source has a Secret that Argo CD
 // connects with, each with its own token, and returns the tokens by source.
 func twoSourcesConnect(t *testing.T) (map[string]string, error) {
-	list, err := e.kube.CoreV1().Secrets(twoSourcesNS).List(context.Background(), metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
+	list, err := e.Kube.CoreV1().Secrets(twoSourcesNS).List(context.Background(), metav1.ListOptions{LabelSelector: "argocd.argoproj.io/secret-type=cluster"})
 	if err != nil {
 		return nil, err
 	}
@@ -117,10 +118,10 @@ func twoSourcesConnect(t *testing.T) (map[string]string, error) {
 	tokens := map[string]string{}
 	for i := range list.Items {
 		s := &list.Items[i]
-		if r := argocdConnect(t, s); !r.OK {
+		if r := ArgoCDConnect(t, s); !r.OK {
 			return nil, fmt.Errorf("%s: %s", s.Data["name"], r.Kind)
 		}
-		tokens[s.Labels["argocd-cluster-discovery.io/source"]] = bearerToken(s)
+		tokens[s.Labels["argocd-cluster-discovery.io/source"]] = BearerToken(s)
 	}
 	if tokens["left"] == tokens["right"] {
 		return nil, fmt.Errorf("the two sources share a token")

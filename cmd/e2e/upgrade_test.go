@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
 )
 
@@ -24,24 +25,24 @@ import (
 // nothing was recreated.
 func testUpgradeFromNoLedger(t *testing.T) {
 	was := settledFleet(t)
-	e.stopService(t)
-	stopped, err := fleetNow()
+	e.StopService(t)
+	stopped, err := e.FleetNow()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dropLedger(t)
-	gone, n0 := e.rancher.ListNothing()
+	gone, n0 := e.Rancher.ListNothing()
 	back := false
 	t.Cleanup(func() {
 		if !back {
-			e.rancher.Change(gone)
+			e.Rancher.Change(gone)
 		}
 	})
-	e.startService(t, currentPolicy)
+	e.StartService(t, currentPolicy)
 	t.Run("the first listing lacks every cluster our Secrets name: 503, nothing removed, nothing written", func(t *testing.T) {
-		through(t, "rancher", n0, steadyListings, func() error { return errors.Join(sameFleet(was)(), secretsUnwritten(stopped)()) },
-			answers503("rancher"))
-		st, err := e.status()
+		e.Through(t, "rancher", n0, SteadyListings, func() error { return errors.Join(e.SameFleet(was)(), e.SecretsUnwritten(stopped)()) },
+			e.Answers503("rancher"))
+		st, err := e.Status()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,15 +53,15 @@ func testUpgradeFromNoLedger(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	e.rancher.Change(gone)
+	e.Rancher.Change(gone)
 	back = true
 	t.Run("access back: 200 again, every Application and Secret as before", func(t *testing.T) {
-		eventually(t, interval+10*time.Second, "the plugin answers 200", func() error {
-			_, err := e.params(map[string]string{"tenant": "acme"})
+		e.Eventually(t, Interval+10*time.Second, "the plugin answers 200", func() error {
+			_, err := e.Params(map[string]string{"tenant": "acme"})
 			return err
 		})
-		holds(t, 2*interval, "nothing recreated", sameFleet(was))
-		list, err := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS).List(context.Background(),
+		e.Holds(t, 2*Interval, "nothing recreated", e.SameFleet(was))
+		list, err := e.Dyn.Resource(clusterprofile.Resource).Namespace(ArgoNS).List(context.Background(),
 			metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=rancher"})
 		if err != nil {
 			t.Fatal(err)
@@ -77,15 +78,15 @@ func testUpgradeFromNoLedger(t *testing.T) {
 func dropLedger(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	sel := metav1.ListOptions{LabelSelector: clusterprofile.LabelManager + "=" + clusterprofile.Manager + "," + clusterprofile.LabelOwner + "=" + ownerID}
-	if err := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+	sel := metav1.ListOptions{LabelSelector: clusterprofile.LabelManager + "=" + clusterprofile.Manager + "," + clusterprofile.LabelOwner + "=" + OwnerID}
+	if err := e.Dyn.Resource(clusterprofile.Resource).Namespace(ArgoNS).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.kube.CoreV1().ConfigMaps(argoNS).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+	if err := e.Kube.CoreV1().ConfigMaps(ArgoNS).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the ledger is gone", func() error {
-		list, err := e.dyn.Resource(clusterprofile.Resource).Namespace(argoNS).List(ctx, sel)
+	e.Eventually(t, 10*time.Second, "the ledger is gone", func() error {
+		list, err := e.Dyn.Resource(clusterprofile.Resource).Namespace(ArgoNS).List(ctx, sel)
 		if err != nil {
 			return err
 		}
