@@ -4,8 +4,12 @@ package rancher
 // cluster's authorized cluster endpoint, and what its owner may choose.
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -132,4 +136,90 @@ func TestToClusterACEAuto(t *testing.T) {
 			cluster: func(c *Cluster) { label("true")(c); c.LocalClusterAuthEndpoint.Enabled = false },
 			want:    withLabel("true", viaACE(proxySrv, "", noACE))},
 	})
+}
+
+// TestListingNeverSendsToAnOwnersACEHost: through norman's client and a
+// whole listing, clusters whose owners point the authorized endpoint at a
+// loopback address, an in-cluster name, Rancher itself, a host that only
+// ends like an allowed domain, or a host nobody allowed are not ready, and
+// none of them gets that host as its server; the cluster with an allowed
+// host does.
+func TestListingNeverSendsToAnOwnersACEHost(t *testing.T) {
+	f := newFake(t, false)
+	f.addFixtureClusters()
+	// the address Argo CD reaches Rancher at, under the allowed domain
+	const secretURL = "https://rancher.k8s.example.com"
+	hosts := map[string]string{ // cluster name → the fqdn its owner wrote
+		"loopback":     "127.0.0.1:6443",
+		"in-cluster":   "kubernetes.default.svc.cluster.local", // under an allowed wildcard
+		"rancher":      "rancher.k8s.example.com",
+		"lookalike":    "evilk8s.example.com",
+		"not-allowed":  "ace.attacker.example.net",
+		"prod-eu-west": "prod-eu-west.k8s.example.com",
+	}
+	var base map[string]any
+	f.edit("c-m-2x7kqz4b", func(c map[string]any) { base = c })
+	for name, fqdn := range hosts {
+		if name == "prod-eu-west" {
+			continue
+		}
+		c := map[string]any{}
+		b, err := json.Marshal(base)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &c))
+		c["id"], c["name"] = "c-m-"+name, name
+		c["localClusterAuthEndpoint"].(map[string]any)["fqdn"] = fqdn
+		f.put(c)
+	}
+	cfg := config(t, f)
+	cfg.ACE, cfg.ACEAllowedHosts, cfg.SecretURL = ACEOn, []string{"*.k8s.example.com", "*.cluster.local"}, secretURL
+	s := newTestSource(t, "rancher-a", cfg, testOptions{})
+	got, err := s.Clusters(t.Context())
+	require.NoError(t, err)
+	listed := byName(got)
+	for name, fqdn := range hosts {
+		c, ok := listed[name]
+		require.True(t, ok, name)
+		if name == "prod-eu-west" {
+			assert.True(t, c.Ready, c.NotReadyReason)
+			assert.Equal(t, "https://"+fqdn, c.Server)
+			continue
+		}
+		assert.False(t, c.Ready, "%s: the owner's host %s", name, fqdn)
+		assert.Contains(t, c.NotReadyReason, "authorized cluster endpoint fqdn", name)
+		assert.Equal(t, secretURL+"/k8s/clusters/c-m-"+name, c.Server, "%s: Rancher's proxy, never the owner's host", name)
+	}
+}
+
+// TestListingKeepsOwnersWordsNarrow: through a whole listing, what a
+// cluster's owner writes in Rancher narrows what the cluster gets and
+// never chooses for it: its tenant label is marked as the owner's (the
+// tenant rules refuse it unless a rule admits the cluster), and its
+// namespaces annotation keeps only namespaces of the source's own.
+func TestListingKeepsOwnersWordsNarrow(t *testing.T) {
+	f := newFake(t, false)
+	f.addFixtureClusters()
+	f.edit("c-m-2x7kqz4b", func(c map[string]any) {
+		c["labels"].(map[string]any)["tenant"] = "acme"
+		annotations, _ := c["annotations"].(map[string]any)
+		if annotations == nil {
+			annotations = map[string]any{}
+			c["annotations"] = annotations
+		}
+		annotations["argocd-namespaces"] = "apps, kube-system, other-team"
+	})
+	cfg := config(t, f)
+	cfg.Namespaces = []string{"apps", "jobs"}
+	s := newTestSource(t, "rancher-a", cfg, testOptions{})
+	got, err := s.Clusters(t.Context())
+	require.NoError(t, err)
+	prod, ok := byName(got)["prod-eu-west"]
+	require.True(t, ok)
+
+	assert.Equal(t, []string{"apps"}, prod.Namespaces, "the owner's annotation narrows the source's namespaces, never widens them")
+	assert.Equal(t, "acme", prod.Tenant)
+	assert.True(t, prod.TenantFromOwner, "the tenant label is the owner's")
+	assert.Contains(t, prod.ApplyTenantRule(nil, false), `tenant "acme" is the cluster owner's label or tag`)
+	assert.Empty(t, prod.ApplyTenantRule(map[string]sources.TenantRule{"acme": {Sources: []string{"rancher-a"}}}, false),
+		"a rule for this source admits it")
 }
