@@ -2,7 +2,9 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +194,141 @@ func TestFollowerAnswersAsTheLeader(t *testing.T) {
 		require.Eventually(t, func() bool { return follower.Snapshot().Version >= 1 && sameContent(want, follower.Snapshot()) },
 			5*time.Second, time.Millisecond, "step %d: the follower shows what the leader shows", i+1)
 		assert.Equal(t, want.Clusters, follower.Snapshot().Clusters, "step %d", i+1)
+	}
+}
+
+// advance moves the clock by d at once (the time between two listings).
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestGracePeriodSurvivesARestart: the grace period runs from when the
+// cluster was first seen missing, as the ledger remembers it: a restart
+// neither ends it early (the listings are enough, the minute is not) nor
+// starts it again.
+func TestGracePeriodSurvivesARestart(t *testing.T) {
+	ready := sources.PhaseReady
+	src := &listings{}
+	p := newProcess(t, Departure{AfterListings: 2, GracePeriod: time.Minute, MaxFraction: 1}, src)
+	src.set(inPhase("x", ready), inPhase("y", ready))
+	p.list()
+	src.set(inPhase("y", ready))
+	assert.Equal(t, sources.PhaseAbsent, served(p.list())["x"], "missed 1: the grace period starts")
+	p.clk.advance(40 * time.Second)
+	p.restart()
+	assert.Equal(t, sources.PhaseAbsent, served(p.inv.Snapshot())["x"])
+	snap := p.list()
+	assert.Equal(t, sources.PhaseAbsent, served(snap)["x"], "missed 2, but under a minute since it went missing: still served")
+	assert.False(t, snap.HasDeparted("s1", "id-x"))
+	p.clk.advance(20 * time.Second) // a minute since it went missing, 20 s since the restart
+	snap = p.list()
+	assert.NotContains(t, served(snap), "x", "the grace period counted from before the restart is over")
+	assert.True(t, snap.HasDeparted("s1", "id-x"))
+}
+
+// TestBreakerHoldSurvivesARestart: departures the breaker held stay held
+// across a restart: served, and counted as held, until acknowledged (or,
+// without acknowledgements, until heldListings listings in all).
+func TestBreakerHoldSurvivesARestart(t *testing.T) {
+	rule := Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 4, MaxDeletions: 2, MaxDeletionsPercent: 10}
+	var fleet, remaining []sources.Cluster
+	for i := range 20 {
+		c := inPhase(fmt.Sprintf("c%02d", i), sources.PhaseReady)
+		fleet = append(fleet, c)
+		if i < 5 {
+			c.Phase = sources.PhaseLeaving // deleted upstream: seen leaving, never a mass drop
+		}
+		remaining = append(remaining, c)
+	}
+	for _, tc := range []struct {
+		name   string
+		acks   bool
+		served []int // after each listing once restarted
+	}{
+		{name: "with acknowledgements: held until acknowledged", acks: true, served: []int{20, 20, 20, 20}},
+		{name: "without: heldListings in all, counting the listings before the restart", served: []int{20, 15}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			acked := false
+			ledger, src := NewMemory(), &listings{}
+			start := func() *Inventory {
+				t.Helper()
+				opts := Options{Departure: rule, Ledger: ledger, Registerer: prometheus.NewRegistry()}
+				if tc.acks {
+					opts.Acknowledged = func(string, string) bool { mu.Lock(); defer mu.Unlock(); return acked }
+				}
+				inv, err := New([]SourceSpec{spec("s1", src)}, opts)
+				require.NoError(t, err)
+				require.True(t, inv.load(context.Background()))
+				return inv
+			}
+			inv := start()
+			src.set(fleet...)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			src.set(remaining...)
+			for range 2 { // the second confirms 5 departures at once: over the breaker's 2
+				require.NoError(t, inv.RefreshAll(context.Background()))
+			}
+			require.Len(t, inv.Snapshot().Clusters, 20, "the breaker held them")
+
+			inv = start()
+			snap := inv.Snapshot()
+			require.Len(t, snap.Clusters, 20, "a restart serves what the breaker held")
+			st, _ := snap.Source("s1")
+			assert.Equal(t, 5, st.HeldDepartures, "and counts them as held")
+			for i, want := range tc.served {
+				require.NoError(t, inv.RefreshAll(context.Background()))
+				require.Len(t, inv.Snapshot().Clusters, want, "listing %d after the restart", i+1)
+			}
+			if !tc.acks {
+				return
+			}
+			st, _ = inv.Snapshot().Source("s1")
+			assert.Equal(t, 5, st.HeldDepartures, "far past heldListings: acknowledgements decide")
+			mu.Lock()
+			acked = true
+			mu.Unlock()
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			assert.Len(t, inv.Snapshot().Clusters, 15, "acknowledged: confirmed")
+		})
+	}
+}
+
+// TestNameHolderKeepsItsNameAfterARestart: the name a cluster was served
+// under is in the ledger; after a restart an older cluster renamed onto it
+// is still the newcomer, also while the holder's source fails and is
+// served from its last complete listing.
+func TestNameHolderKeepsItsNameAfterARestart(t *testing.T) {
+	for _, holderFailing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("the holder's source failing: %v", holderFailing), func(t *testing.T) {
+			s1, s2 := &listings{}, &listings{}
+			p := newProcess(t, Departure{}, s1, s2)
+			older := inPhase("a", sources.PhaseReady)
+			s1.set(older)
+			s2.set()
+			p.list()
+			s2.set(inPhase("b", sources.PhaseReady))
+			require.Equal(t, []string{"a", "b"}, names(p.list()), "a established first, then b")
+
+			p.restart()
+			if holderFailing {
+				s2.mu.Lock()
+				s2.err = errors.New("rancher: 503")
+				s2.mu.Unlock()
+			}
+			renamed := older
+			renamed.Name = "b" // the older cluster renamed onto the name b holds
+			s1.set(renamed)
+			err := p.inv.RefreshAll(context.Background())
+			assert.Equal(t, holderFailing, err != nil)
+			snap := p.inv.Snapshot()
+			require.Len(t, snap.Clusters, 1)
+			assert.Equal(t, "s2", snap.Clusters[0].Source, "the holder keeps its name")
+			assert.Equal(t, "https://b.example.com", snap.Clusters[0].Server)
+			assert.Equal(t, []Conflict{{Name: "b", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
+		})
 	}
 }

@@ -181,3 +181,59 @@ func TestAnotherSpellingOfAServer(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoEstablishedClustersOnOneServer: when one of two established
+// clusters comes to list exactly the other's server, they are one cluster
+// (one Argo CD cluster per server): only the one established first is
+// served, whichever of them moved and whatever their names, and the other
+// is reported a duplicate by server.
+func TestTwoEstablishedClustersOnOneServer(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		twoSources bool
+		firstMoves bool // the one established first takes the other's server
+	}{
+		{name: "the later one moves onto the earlier's server"},
+		{name: "the earlier one moves onto the later's server", firstMoves: true},
+		{name: "listed by two sources", twoSources: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s1, s2 := &listings{}, &listings{}
+			inv := newLifecycleInventory(t, Departure{}, time.Second, s1, s2)
+			first, later := inPhase("z-first", sources.PhaseReady), inPhase("a-later", sources.PhaseReady) // by name, later ranks first
+			laterSource := "s1"
+			if tc.twoSources {
+				laterSource = "s2"
+			}
+			list := func(withLater bool) {
+				t.Helper()
+				one, two := []sources.Cluster{first}, []sources.Cluster{}
+				switch {
+				case withLater && tc.twoSources:
+					two = append(two, later)
+				case withLater:
+					one = append(one, later)
+				}
+				s1.set(one...)
+				s2.set(two...)
+				require.NoError(t, inv.RefreshAll(context.Background()))
+			}
+			list(false)
+			list(true)
+			require.Equal(t, []string{"a-later", "z-first"}, names(inv.Snapshot()), "two clusters, both established")
+
+			if tc.firstMoves {
+				first.Server = "https://a-later.example.com"
+			} else {
+				later.Server = "https://z-first.example.com"
+			}
+			list(true)
+			snap := inv.Snapshot()
+			assert.Equal(t, []string{"z-first"}, names(snap), "one server, one cluster: the one established first")
+			assert.Equal(t, []Duplicate{{Name: "a-later", Source: laterSource, KeptName: "z-first", KeptSource: "s1", Reason: "server"}},
+				snap.Duplicates)
+			assert.True(t, snap.Present("a-later"), "a duplicate is not gone")
+			assert.Empty(t, snap.Conflicts)
+		})
+	}
+}

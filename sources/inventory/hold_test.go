@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -259,6 +261,65 @@ func TestDepartureBreaker(t *testing.T) {
 				mu.Unlock()
 				require.NoError(t, inv.RefreshAll(context.Background()))
 				assert.Len(t, inv.Snapshot().Clusters, 20-tc.gone, "acknowledged: confirmed at once")
+			}
+		})
+	}
+}
+
+// TestOneAccountOutOfSightIsHeld: one account of ten out of sight is far
+// below maxFraction, yet its cluster is held, not departed after
+// afterListings: without acknowledgements it waits heldListings listings.
+// A cluster gone while its account is still covered (in whatever case) is
+// an ordinary departure.
+func TestOneAccountOutOfSightIsHeld(t *testing.T) {
+	rule := Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 5}
+	var fleet []sources.Cluster
+	for i := range 10 {
+		c := inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady)
+		c.Account = fmt.Sprintf("subscription-%d", i) // one cluster an account
+		fleet = append(fleet, c)
+	}
+	covered := func(skip string) []string {
+		var out []string
+		for _, c := range fleet {
+			if c.Account != skip {
+				out = append(out, strings.ToUpper(c.Account))
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		accounts []string
+		held     int
+		departAt int // the listing after which c3 is no longer served
+	}{
+		{"its account out of sight: held for heldListings", covered("subscription-3"), 1, rule.HeldListings},
+		{"its account still covered: deleted, departs after afterListings", covered(""), 0, rule.AfterListings},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &accountListings{}
+			inv, err := New([]SourceSpec{spec("s1", src)}, Options{Departure: rule, Registerer: prometheus.NewRegistry()})
+			require.NoError(t, err)
+			answer := func(cs []sources.Cluster, accounts []string) {
+				src.mu.Lock()
+				defer src.mu.Unlock()
+				src.next, src.accounts = cs, accounts
+			}
+			answer(fleet, covered(""))
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			answer(slices.Delete(slices.Clone(fleet), 3, 4), tc.accounts) // c3 missing
+			for i := 1; i <= tc.departAt; i++ {
+				require.NoError(t, inv.RefreshAll(context.Background()))
+				snap := inv.Snapshot()
+				if i < tc.departAt {
+					require.Contains(t, names(snap), "c3", "listing %d", i)
+					st, _ := snap.Source("s1")
+					assert.Equal(t, tc.held, st.HeldDepartures, "listing %d", i)
+					continue
+				}
+				assert.NotContains(t, names(snap), "c3", "listing %d: confirmed", i)
+				assert.Len(t, snap.Clusters, 9)
 			}
 		})
 	}

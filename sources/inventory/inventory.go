@@ -183,14 +183,15 @@ const (
 	MinTimeout  = time.Millisecond
 )
 
-// ValidateInterval and ValidateTimeout check a listing interval and a
-// listing timeout at path (inventory.interval, sources[i].timeout, in the
-// configuration file): the loader and New call them alike.
+// ValidateInterval checks a listing interval at path (inventory.interval
+// or sources[i].interval, in the configuration file): the loader and New
+// call it alike.
 func ValidateInterval(path *field.Path, d time.Duration) *field.Error {
 	return atLeast(path, d, MinInterval)
 }
 
-// ValidateTimeout: see ValidateInterval.
+// ValidateTimeout checks a listing timeout at path, as ValidateInterval
+// does an interval.
 func ValidateTimeout(path *field.Path, d time.Duration) *field.Error {
 	return atLeast(path, d, MinTimeout)
 }

@@ -118,3 +118,129 @@ func TestUpgradeIntoAnEmptyLedger(t *testing.T) {
 		assert.True(t, inv.Snapshot().Synced())
 	})
 }
+
+// TestSoleSeededClusterMissing: a source that served one cluster before
+// the ledger, whose first listing into it lacks that cluster, lacks all it
+// served: the listing is refused and the source stays unsynced. Listed in
+// any phase, leaving included, it is not lacking.
+func TestSoleSeededClusterMissing(t *testing.T) {
+	only := inPhase("only", sources.PhaseReady)
+	for _, tc := range []struct {
+		name    string
+		listing []sources.Cluster
+		refused bool
+	}{
+		{"listed empty: refused", nil, true},
+		{"listed leaving: taken", []sources.Cluster{inPhase("only", sources.PhaseLeaving)}, false},
+		{"listed: taken", []sources.Cluster{only}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, seed := &listings{}, &seeded{}
+			seed.set(only.ID)
+			inv, err := New([]SourceSpec{spec("s1", src)}, Options{Registerer: prometheus.NewRegistry(), Ledger: NewMemory(), Seed: seed.seed})
+			require.NoError(t, err)
+			require.True(t, inv.load(context.Background()))
+			src.set(tc.listing...)
+			err = inv.RefreshAll(context.Background())
+			if !tc.refused {
+				require.NoError(t, err)
+				assert.True(t, inv.Snapshot().Synced())
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "lacks 1 of the 1 clusters served before it (id-only)")
+			st, _ := inv.Snapshot().Source("s1")
+			assert.False(t, st.Synced, "unsynced: the answer is a 503")
+			src.set(only)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			assert.Equal(t, []string{"only"}, names(inv.Snapshot()), "taken once it is listed again")
+		})
+	}
+}
+
+// seededSources is Options.Seed over several sources: the identities each
+// one's cluster Secrets name, and the sources it was asked about.
+type seededSources struct {
+	mu    sync.Mutex
+	ids   map[string][]string
+	asked map[string]int
+}
+
+func (s *seededSources) seed(_ context.Context, source string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked[source]++
+	return s.ids[source], nil
+}
+
+func (s *seededSources) askedAbout(source string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked[source]
+}
+
+// TestSeedIsCheckedPerSource: each source's first listing into the ledger
+// is checked against its own clusters served before: the one whose
+// listing lacks a mass of them stays unsynced (and the answer a 503), the
+// others sync. A source the ledger has not listed yet, configured beside
+// one it has, is still checked; the other no longer is.
+func TestSeedIsCheckedPerSource(t *testing.T) {
+	fleet := func(prefix string) ([]sources.Cluster, []string) {
+		var cs []sources.Cluster
+		var ids []string
+		for i := range 4 {
+			c := inPhase(fmt.Sprintf("%s%d", prefix, i), sources.PhaseReady)
+			cs, ids = append(cs, c), append(ids, c.ID)
+		}
+		return cs, ids
+	}
+	fleet1, ids1 := fleet("a")
+	fleet2, ids2 := fleet("b")
+	seed := &seededSources{ids: map[string][]string{"s1": ids1, "s2": ids2}, asked: map[string]int{}}
+	start := func(ledger Ledger, specs ...SourceSpec) *Inventory {
+		t.Helper()
+		inv, err := New(specs, Options{Departure: Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 4},
+			Registerer: prometheus.NewRegistry(), Ledger: ledger, Seed: seed.seed})
+		require.NoError(t, err)
+		require.True(t, inv.load(context.Background()))
+		return inv
+	}
+
+	t.Run("into an empty ledger: the source lacking its clusters stays unsynced", func(t *testing.T) {
+		s1, s2 := &listings{}, &listings{}
+		inv := start(NewMemory(), spec("s1", s1), spec("s2", s2))
+		s1.set(fleet1...)
+		s2.set(fleet2[:1]...) // one of its four: a role that lost most of its rights
+		err := inv.RefreshAll(context.Background())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "source s2: list clusters: the first listing into the ledger lacks 3 of the 4 clusters")
+		snap := inv.Snapshot()
+		st1, _ := snap.Source("s1")
+		st2, _ := snap.Source("s2")
+		assert.True(t, st1.Synced)
+		assert.False(t, st2.Synced)
+		assert.False(t, snap.Synced(), "the answer is a 503 while one source is unsynced")
+	})
+	t.Run("a source new to the ledger beside one it holds", func(t *testing.T) {
+		s1, s2, ledger := &listings{}, &listings{}, NewMemory()
+		inv := start(ledger, spec("s1", s1))
+		s1.set(fleet1...)
+		require.NoError(t, inv.RefreshAll(context.Background()), "the ledger holds s1's listing only")
+		asked := seed.askedAbout("s1")
+		inv = start(ledger, spec("s1", s1), spec("s2", s2)) // s2 configured beside it
+		s1.set()                                            // from now on a held drop, not a refusal
+		s2.set()                                            // 200 []
+		err := inv.RefreshAll(context.Background())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "source s2: list clusters: the first listing into the ledger lacks 4 of the 4 clusters")
+		assert.NotContains(t, err.Error(), "source s1")
+		assert.Equal(t, asked, seed.askedAbout("s1"), "s1 is in the ledger: its Secrets are not read")
+		snap := inv.Snapshot()
+		assert.Len(t, snap.Clusters, 4, "s1's clusters held")
+		st2, _ := snap.Source("s2")
+		assert.False(t, st2.Synced)
+		s2.set(fleet2...)
+		require.NoError(t, inv.RefreshAll(context.Background()))
+		assert.True(t, inv.Snapshot().Synced(), "s2's clusters listed again: taken")
+	})
+}

@@ -1,0 +1,150 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// unreadable is a Ledger whose Load fails a number of times (an API server
+// not answering yet) before it reads the memory behind it.
+type unreadable struct {
+	*Memory
+	mu       sync.Mutex
+	failures int // Loads still to fail
+	loads    int
+	loaded   bool // a Load succeeded
+}
+
+func (u *unreadable) Load(ctx context.Context) (Book, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.loads++
+	if u.failures > 0 {
+		u.failures--
+		return Book{}, errors.New("clusterprofiles: the server is currently unable to handle the request")
+	}
+	b, err := u.Memory.Load(ctx)
+	u.loaded = err == nil
+	return b, err
+}
+
+// state returns how many Loads were tried and whether one succeeded.
+func (u *unreadable) state() (loads int, loaded bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.loads, u.loaded
+}
+
+// watchedSource lists the clusters it is given and counts its listings,
+// and those made before the ledger was loaded.
+type watchedSource struct {
+	listings
+	ledger       *unreadable
+	calls, early int
+}
+
+func (w *watchedSource) Clusters(ctx context.Context) ([]sources.Cluster, error) {
+	_, loaded := w.ledger.state()
+	w.mu.Lock()
+	w.calls++
+	if !loaded {
+		w.early++
+	}
+	w.mu.Unlock()
+	return w.listings.Clusters(ctx)
+}
+
+func (w *watchedSource) counts() (calls, early int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls, w.early
+}
+
+// TestNoListingBeforeTheLedgerIsLoaded: a leader that cannot read the
+// ledger does not list (it would forget the drop the ledger holds): it
+// tries again with a growing wait, lists only once the ledger is loaded,
+// and the held drop is still held; shut down while it waits, it returns
+// without listing. The bubble's fake clock runs the waits.
+func TestNoListingBeforeTheLedgerIsLoaded(t *testing.T) {
+	rule := Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 6}
+	for _, tc := range []struct {
+		name     string
+		failures int           // failed Loads before one succeeds
+		cancelAt time.Duration // shut down this long after the start, while waiting; 0: never
+	}{
+		{name: "two failed loads, then the book: the drop is still held", failures: 2},
+		{name: "shut down while waiting to load again", failures: 1 << 20, cancelAt: 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ledger := &unreadable{Memory: NewMemory(), failures: tc.failures}
+				src := &watchedSource{ledger: ledger}
+				heldDropIn(t, ledger.Memory, rule, src)
+
+				inv, err := New([]SourceSpec{spec("s1", src)}, Options{Departure: rule, Ledger: ledger})
+				require.NoError(t, err)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); inv.Run(ctx) }()
+				defer func() { cancel(); <-done }()
+
+				synctest.Wait()
+				calls, early := src.counts()
+				require.Zero(t, calls, "the first Load failed: no listing")
+				require.Zero(t, early)
+				if tc.cancelAt > 0 {
+					time.Sleep(tc.cancelAt) // the bubble's clock: one more failed Load
+					synctest.Wait()
+					cancel()
+					<-done
+					loads, _ := ledger.state()
+					assert.Equal(t, 2, loads)
+					calls, _ = src.counts()
+					assert.Zero(t, calls, "Run returned without listing")
+					return
+				}
+				time.Sleep(3 * time.Second) // the waits: 1 s, then 2 s
+				synctest.Wait()
+				loads, loaded := ledger.state()
+				require.True(t, loaded)
+				assert.Equal(t, tc.failures+1, loads)
+				calls, early = src.counts()
+				assert.Equal(t, 1, calls, "one listing, after the load")
+				assert.Zero(t, early, "no listing before the ledger was loaded")
+				snap := inv.Snapshot()
+				assert.Len(t, snap.Clusters, 8, "the held drop is still served")
+				st, _ := snap.Source("s1")
+				assert.Equal(t, 8, st.HeldDepartures, "and still held")
+			})
+		})
+	}
+}
+
+// heldDropIn has a previous leader leave ledger holding a held drop of
+// src's eight clusters (listed once, then missing from one listing), and
+// leaves src answering without them.
+func heldDropIn(t *testing.T, ledger *Memory, rule Departure, src *watchedSource) {
+	t.Helper()
+	var fleet []sources.Cluster
+	for i := range 8 {
+		fleet = append(fleet, inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady))
+	}
+	previous, err := New([]SourceSpec{spec("s1", &src.listings)}, Options{Departure: rule, Ledger: ledger})
+	require.NoError(t, err)
+	src.set(fleet...)
+	require.NoError(t, previous.RefreshAll(context.Background()))
+	src.set() // the token lost its rights
+	require.NoError(t, previous.RefreshAll(context.Background()))
+	st, _ := previous.Snapshot().Source("s1")
+	require.Equal(t, 8, st.HeldDepartures)
+}
