@@ -28,7 +28,10 @@ const Coalesce = 100 * time.Millisecond
 // ClusterProfiles and on the ConfigMap of the source records: the first
 // book once both have synced, then one after each burst of changes. The
 // informers keep each object's record and nothing else. An object whose
-// record cannot be read is left out and logged. A burst that changed no
+// record cannot be read is logged and makes the book incomplete: no book
+// is delivered (the follower keeps answering from its last one, or not at
+// all) until the object is readable again or deleted, as the leader's
+// Load refuses it too. A burst that changed no
 // record (the status writes after a save) delivers no book. The informer
 // watches the objects' metadata only: the record is an annotation, and
 // neither the spec nor the status is decoded.
@@ -118,7 +121,7 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (invento
 			continue
 		}
 		if p.err != nil {
-			logger.Error("clusterprofile left out of the answer: its record cannot be read", "error", p.err.Error())
+			logger.Error("clusterprofile record cannot be read: no new answer until it is fixed or the object deleted", "error", p.err.Error())
 			continue
 		}
 		b.Clusters = append(b.Clusters, p.record)

@@ -37,7 +37,6 @@ func TestMain(m *testing.M) { testenv.Main(m, filepath.Join("..", "..", ".."), &
 // failAfter set, every write past that count fails as a dead process's
 // would: it never reaches the server.
 type counter struct {
-	rt        http.RoundTripper
 	writes    atomic.Int64
 	lists     atomic.Int64
 	failAfter atomic.Int64
@@ -55,7 +54,15 @@ func (c *counter) profileReads() []string {
 	return slices.Clone(c.reads)
 }
 
-func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+// counted is one client's transport, counted by a counter shared by every
+// client of a test's ledgers (each client has its own: no transport is
+// written while another's requests are in flight).
+type counted struct {
+	*counter
+	rt http.RoundTripper
+}
+
+func (c counted) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+Resource.Resource) {
 		c.mu.Lock()
 		c.reads = append(c.reads, r.Header.Get("Accept"))
@@ -93,7 +100,7 @@ func newCluster(t *testing.T) *cluster {
 	c := &cluster{ns: ns, admin: admin, adminDy: adminDy, counter: &counter{}}
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = 500, 1000
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { c.counter.rt = rt; return c.counter }
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return counted{counter: c.counter, rt: rt} }
 	c.cfg = cfg
 	return c
 }
