@@ -69,8 +69,8 @@ func TestLastRunIsGenerated(t *testing.T) {
 
 func TestTimingsAndRender(t *testing.T) {
 	steps := []*step{
-		{file: "getparams.txt", args: []string{"test", "./generator"}, took: 61 * time.Second},
-		{file: suiteFile, cmd: "make", args: []string{"test"}, took: 13 * time.Minute},
+		{file: "getparams.txt", args: []string{"test", "./generator"}, took: 61 * time.Second, ran: true},
+		{file: suiteFile, cmd: "make", args: []string{"test"}, took: 13 * time.Minute, ran: true},
 	}
 	outputs := map[string]string{suiteFile: "ok  \tgithub.com/argocd-cluster-discovery/argocd-cluster-discovery/generator\t4.9s\n" +
 		"ok  \t" + e2ePackage + "\t590.412s\n"}
@@ -92,7 +92,15 @@ Measured here.
 | this `+"`make bench`"+`, every step | `+"`make bench`"+` | 20m0s |
 `, got)
 	steps[1].err = assert.AnError
-	assert.Contains(t, render("m", nil, timings(steps, nil, time.Minute), true, "bin/bench"), "| 13m0s (**failed**) |\n")
+	failed := render("m", nil, timings(steps, nil, time.Minute), true, "bin/bench")
+	assert.Contains(t, failed, "| `make test` | 13m0s (**failed**) |\n")
+	assert.Contains(t, failed, "(go test's own figure)` | 0s (**failed**) |\n", "no e2e figure from a failed make test")
+
+	// written before make test runs (make test checks this report)
+	steps[1].ran, steps[1].err = false, nil
+	pending := render("m", nil, timings(steps, nil, time.Minute), false, "bin/bench")
+	assert.Contains(t, pending, "| `make test` | pending (running when this report was written) |\n")
+	assert.Contains(t, pending, "(go test's own figure)` | pending (running when this report was written) |\n")
 }
 
 // timingPhrase is a duration stated in prose: "about 7 minutes",
