@@ -160,8 +160,11 @@ func plan(o options, syncJSON, loadJSON string) []*step {
 	bench := func(file, pkg, pattern, benchtime string) *step {
 		return &step{file: file, args: []string{"test", "-run", "^$", "-bench", pattern, "-benchmem", "-benchtime", benchtime, "./" + pkg}}
 	}
+	// loadgen waits this long for the answer and the Secrets: its patience,
+	// not a target (the targets are the rows; a cold start at 10,000 takes
+	// minutes on two shared cores)
 	loadgen := func(file string, args ...string) *step {
-		return &step{file: file, args: append([]string{"run", "./cmd/loadgen", "-binary", o.binary}, args...)}
+		return &step{file: file, args: append([]string{"run", "./cmd/loadgen", "-binary", o.binary, "-ready-timeout", "8m", "-sync-timeout", "8m"}, args...)}
 	}
 	var sizes []string
 	for _, n := range o.syncSizes {
