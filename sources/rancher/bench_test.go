@@ -10,13 +10,13 @@ import (
 func BenchmarkListClusters(b *testing.B) {
 	const n = 10000
 	f := newFake(b, false)
-	f.generate(n)
+	f.Generate(n)
 	cfg := config(b, f)
 	s := newTestSource(b, "rancher-a", cfg, testOptions{})
 	if _, err := s.Clusters(b.Context()); err != nil { // builds the client
 		b.Fatal(err)
 	}
-	f.seen()
+	f.TakeRequests()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -29,6 +29,6 @@ func BenchmarkListClusters(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(len(f.seen()))/float64(b.N), "requests/listing")
+	b.ReportMetric(float64(len(f.TakeRequests()))/float64(b.N), "requests/listing")
 	b.ReportMetric(n, "clusters/listing")
 }

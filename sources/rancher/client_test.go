@@ -24,8 +24,8 @@ import (
 func TestTLS(t *testing.T) {
 	t.Run("caFile trusts the fake and is the caData", func(t *testing.T) {
 		f := newFake(t, true)
-		f.useFixturePages()
-		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
+		f.ServeFixturePages(true)
+		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.Certificate().Raw})
 		cfg := config(t, f)
 		cfg.CAFile = filepath.Join(t.TempDir(), "ca.pem")
 		require.NoError(t, os.WriteFile(cfg.CAFile, certPEM, 0o600))
@@ -37,22 +37,22 @@ func TestTLS(t *testing.T) {
 			assert.Equal(t, base64.StdEncoding.EncodeToString(certPEM), c.CA.Data())
 			assert.True(t, strings.HasPrefix(c.Server, "https://127.0.0.1:"), c.Server)
 		}
-		assert.Zero(t, paths(f.seen())["/v3/settings/cacerts"], "caFile replaces the cacerts setting")
+		assert.Zero(t, paths(f.TakeRequests())["/v3/settings/cacerts"], "caFile replaces the cacerts setting")
 	})
 	t.Run("without caFile the cacerts setting is the caData", func(t *testing.T) {
 		f := newFake(t, true)
-		f.useFixturePages()
-		s := newTestSource(t, "rancher-a", config(t, f), testOptions{HTTPClient: f.srv.Client()})
+		f.ServeFixturePages(true)
+		s := newTestSource(t, "rancher-a", config(t, f), testOptions{HTTPClient: f.Client()})
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
 		require.Len(t, got, 3)
-		assert.Equal(t, b64(f.cacerts), got[0].CA.Data())
+		assert.Equal(t, b64(f.CACerts()), got[0].CA.Data())
 	})
 	t.Run("empty cacerts gives no caData", func(t *testing.T) {
 		f := newFake(t, true)
-		f.useFixturePages()
-		f.setCACerts("")
-		s := newTestSource(t, "rancher-a", config(t, f), testOptions{HTTPClient: f.srv.Client()})
+		f.ServeFixturePages(true)
+		f.SetCACerts("")
+		s := newTestSource(t, "rancher-a", config(t, f), testOptions{HTTPClient: f.Client()})
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
 		for _, c := range got {
@@ -62,7 +62,7 @@ func TestTLS(t *testing.T) {
 	})
 	t.Run("untrusted certificate", func(t *testing.T) {
 		f := newFake(t, true)
-		f.useFixturePages()
+		f.ServeFixturePages(true)
 		s := newTestSource(t, "rancher-a", config(t, f), testOptions{})
 		_, err := s.Clusters(t.Context())
 		require.Error(t, err)
@@ -73,25 +73,25 @@ func TestTLS(t *testing.T) {
 
 func TestTokenRotation(t *testing.T) {
 	f := newFake(t, false)
-	f.useFixturePages()
+	f.ServeFixturePages(true)
 	cfg := config(t, f)
 	s := newTestSource(t, "rancher-a", cfg, testOptions{})
 	_, err := s.Clusters(t.Context())
 	require.NoError(t, err)
-	f.seen()
+	f.TakeRequests()
 
 	const rotated = "token-fghij:rotatedrotatedrotatedrotatedrotatedrotatedrotated"
 	require.NoError(t, os.WriteFile(cfg.Token.File, []byte(rotated+"\n"), 0o600))
-	f.setTokens(rotated)
+	f.SetAPIToken(rotated)
 	got, err := s.Clusters(t.Context())
 	require.NoError(t, err)
 	assert.Len(t, got, 3)
-	reqs := f.seen()
+	reqs := f.TakeRequests()
 	assert.Equal(t, map[string]int{"/v3": 1, "/v3/schemas": 1, "/v3/settings/cacerts": 1, "/v3/clusters": 2}, paths(reqs),
 		"the client is rebuilt for the new token")
 	for _, r := range reqs {
 		if r.Path != "/v3/settings/cacerts" {
-			assert.Equal(t, "Bearer "+rotated, r.Auth, r.Path)
+			assert.Equal(t, "Bearer "+rotated, r.Authorization, r.Path)
 		}
 	}
 }
@@ -106,27 +106,27 @@ func TestLinksStayOnTheConfiguredServer(t *testing.T) {
 
 	t.Run("next and schema links on another host are requested on the configured one", func(t *testing.T) {
 		f := newFake(t, false)
-		f.setLinkBase(other.URL)
-		f.useFixturePages() // next: <other>/v3/clusters?limit=2&marker=c-m-2x7kqz4b
+		f.SetLinkBase(other.URL)
+		f.ServeFixturePages(true) // next: <other>/v3/clusters?limit=2&marker=c-m-2x7kqz4b
 		s := newTestSource(t, "rancher-a", config(t, f), testOptions{})
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
 		assert.Len(t, got, 3)
 		assert.Zero(t, elsewhere.Load(), "no request, so no token, went to the other host")
-		assert.Equal(t, 2, paths(f.seen())["/v3/clusters"])
+		assert.Equal(t, 2, paths(f.TakeRequests())["/v3/clusters"])
 	})
 	t.Run("a plain http link from an https server is requested over https", func(t *testing.T) {
 		f := newFake(t, true)
-		f.setLinkBase(strings.Replace(f.srv.URL, "https://", "http://", 1))
-		f.useFixturePages()
-		s := newTestSource(t, "rancher-a", config(t, f), testOptions{HTTPClient: f.srv.Client()})
+		f.SetLinkBase(strings.Replace(f.URL(), "https://", "http://", 1))
+		f.ServeFixturePages(true)
+		s := newTestSource(t, "rancher-a", config(t, f), testOptions{HTTPClient: f.Client()})
 		_, err := s.Clusters(t.Context())
 		require.NoError(t, err)
 	})
 	t.Run("a redirect to another host is refused", func(t *testing.T) {
 		f := newFake(t, false)
-		f.useFixturePages()
-		f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+		f.ServeFixturePages(true)
+		f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 			if page != 2 {
 				return false
 			}
@@ -149,7 +149,7 @@ func TestRequestsPerListing(t *testing.T) {
 	for _, tc := range []struct{ n, limit int }{{25, 10}, {30, 10}, {7, 1000}, {0, 1000}} {
 		t.Run(fmt.Sprintf("%d clusters by %d", tc.n, tc.limit), func(t *testing.T) {
 			f := newFake(t, false)
-			f.generate(tc.n)
+			f.Generate(tc.n)
 			cfg := config(t, f)
 			cfg.PageLimit = tc.limit
 			s := newTestSource(t, "rancher-a", cfg, testOptions{})
@@ -158,12 +158,12 @@ func TestRequestsPerListing(t *testing.T) {
 			got, err := s.Clusters(t.Context())
 			require.NoError(t, err)
 			require.Len(t, got, tc.n)
-			assert.Equal(t, map[string]int{"/v3": 1, "/v3/schemas": 1, "/v3/settings/cacerts": 1, "/v3/clusters": pages}, paths(f.seen()))
+			assert.Equal(t, map[string]int{"/v3": 1, "/v3/schemas": 1, "/v3/settings/cacerts": 1, "/v3/clusters": pages}, paths(f.TakeRequests()))
 
 			got, err = s.Clusters(t.Context())
 			require.NoError(t, err)
 			require.Len(t, got, tc.n)
-			assert.Equal(t, map[string]int{"/v3/settings/cacerts": 1, "/v3/clusters": pages}, paths(f.seen()),
+			assert.Equal(t, map[string]int{"/v3/settings/cacerts": 1, "/v3/clusters": pages}, paths(f.TakeRequests()),
 				"the client is reused while the token is unchanged")
 		})
 	}

@@ -2,12 +2,9 @@ package rancher
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
@@ -27,113 +25,22 @@ const (
 	aksSub  = "0b1f6471-1bf0-4dda-aec3-cb9272f09590"
 )
 
-// azureCredential is an Azure cloud credential as GET /v3/cloudcredentials
-// returns it: azurecredentialConfig without clientSecret (a password field
-// Rancher never returns).
-func azureCredential(base, id, name, sub string) map[string]any {
-	c := credential(base, id, name, "azure")
-	c["azurecredentialConfig"] = map[string]any{
-		"clientId": "5f3a1c2e-7d4b-4e8a-9c6f-1b2d3e4f5a6b", "environment": "AzurePublicCloud",
-		"subscriptionId": sub, "tenantId": "72f988bf-86f1-41af-91ab-2d7cd011db47",
-		"type": "/v3/schemas/azureCredentialConfig",
-	}
-	return c
-}
-
-// amazonCredential is an Amazon EC2 cloud credential (secretKey is never
-// returned).
-func amazonCredential(base, id, name string) map[string]any {
-	c := credential(base, id, name, "amazonec2")
-	c["amazonec2credentialConfig"] = map[string]any{"accessKey": "AKIAIOSFODNN7EXAMPLE", "defaultRegion": "us-east-1",
-		"type": "/v3/schemas/amazonec2CredentialConfig"}
-	return c
-}
-
-func credential(base, id, name, driver string) map[string]any {
-	self := base + "/v3/cloudCredentials/" + id
-	return map[string]any{
-		"annotations": map[string]string{"field.cattle.io/creatorId": "user-x7k2p", "provisioning.cattle.io/driver": driver},
-		"baseType":    "cloudCredential", "created": "2025-11-03T09:12:44Z", "createdTS": 1762161164000,
-		"creatorId": "user-x7k2p", "description": "", "id": id, "labels": map[string]string{"cattle.io/creator": "norman"},
-		"links": map[string]string{"remove": self, "self": self, "update": self},
-		"name":  name, "type": "cloudCredential", "uuid": "9a4f5e0c-3b1d-4c7e-8f2a-6d5b4c3a2e1f",
-	}
-}
-
-// addCredentials adds cloud credentials to the fake.
-func (f *fakeRancher) addCredentials(creds ...map[string]any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.creds == nil {
-		f.creds = map[string][]byte{}
-	}
-	for _, c := range creds {
-		raw, err := json.Marshal(c)
-		require.NoError(f.t, err)
-		f.creds[c["id"].(string)] = raw
-	}
-}
-
 // threeCredentials adds an Amazon credential and two Azure ones; with a
 // limit of 2, the one hostedAKS names is on the second page.
 func (f *fakeRancher) threeCredentials() {
-	f.addCredentials(
-		amazonCredential(f.srv.URL, "cattle-global-data:cc-9vb2x", "aws-prod"),
-		azureCredential(f.srv.URL, "cattle-global-data:cc-k2m4p", "azure-shared", "11111111-2222-3333-4444-555555555555"),
-		azureCredential(f.srv.URL, aksCred, "azure-payments", aksSub),
+	f.PutCloudCredentials(
+		fakerancher.CloudCredential{ID: "cattle-global-data:cc-9vb2x", Name: "aws-prod", Driver: "amazonec2"},
+		fakerancher.CloudCredential{ID: "cattle-global-data:cc-k2m4p", Name: "azure-shared", Driver: "azure",
+			SubscriptionID: "11111111-2222-3333-4444-555555555555"},
+		fakerancher.CloudCredential{ID: aksCred, Name: "azure-payments", Driver: "azure", SubscriptionID: aksSub},
 	)
-}
-
-// serveCloudCredentials pages the credentials as norman does: sorted by id,
-// limit and marker, absolute links carrying every query parameter.
-func (f *fakeRancher) serveCloudCredentials(w http.ResponseWriter, r *http.Request, base string) {
-	q := r.URL.Query()
-	f.mu.Lock()
-	ids := make([]string, 0, len(f.creds))
-	for id := range f.creds {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	data := make([]json.RawMessage, 0, len(ids))
-	for _, id := range ids {
-		data = append(data, f.creds[id])
-	}
-	f.mu.Unlock()
-	limit := 1000
-	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 {
-		limit = l
-	}
-	start := 0
-	if m := q.Get("marker"); m != "" {
-		start = sort.SearchStrings(ids, m)
-	}
-	end := min(start+limit, len(ids))
-	link := func(m string) string {
-		v := url.Values{}
-		for k, vs := range q {
-			v[k] = vs
-		}
-		v.Set("marker", m)
-		return base + "/v3/cloudcredentials?" + v.Encode()
-	}
-	pagination := map[string]any{"limit": limit, "total": len(ids)}
-	if end < len(ids) {
-		pagination["next"], pagination["partial"] = link(ids[end]), true
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "collection", "resourceType": "cloudCredential", "actions": map[string]string{},
-		"createTypes": map[string]string{"cloudCredential": base + "/v3/cloudcredentials"},
-		"links":       map[string]string{"self": base + "/v3/cloudcredentials"},
-		"sort":        map[string]any{"order": "asc", "reverse": base + "/v3/cloudcredentials?order=desc"},
-		"pagination":  pagination, "data": data[start:end],
-	})
 }
 
 // aksSource is a source over the fixture clusters and hostedAKS, in pages
 // of 2, with its logs in logs.
 func aksSource(t *testing.T, f *fakeRancher, logs *testlog.Buffer, edit func(*Config)) *Source {
 	t.Helper()
-	f.addFixtureClusters()
+	f.PutFixtureClusters()
 	f.putRaw([]byte(hostedAKS))
 	cfg := config(t, f)
 	cfg.PageLimit = 2
@@ -172,17 +79,17 @@ func TestHostedAKSCloudIDIsTheAKSSources(t *testing.T) {
 	assert.Equal(t, aksSub, aks.Labels[LabelAKSSubscription])
 	assert.Equal(t, "westeurope", aks.Region)
 
-	var credReqs []seenRequest
-	for _, r := range f.seen() {
+	var credReqs []fakerancher.Request
+	for _, r := range f.TakeRequests() {
 		if r.Path == "/v3/cloudcredentials" {
 			credReqs = append(credReqs, r)
 		}
 	}
 	require.Len(t, credReqs, 2, "two pages")
-	assert.Equal(t, "limit=2", credReqs[0].Query)
-	assert.Equal(t, "limit=2&marker="+url.QueryEscape(aksCred), credReqs[1].Query)
+	assert.Equal(t, "limit=2", credReqs[0].RawQuery)
+	assert.Equal(t, "limit=2&marker="+url.QueryEscape(aksCred), credReqs[1].RawQuery)
 	for _, r := range credReqs {
-		assert.Equal(t, "Bearer "+testToken, r.Auth)
+		assert.Equal(t, "Bearer "+testToken, r.Authorization)
 	}
 	assert.Equal(t, 2.0, testutil.ToFloat64(s.metrics.APIRequests.WithLabelValues(opCloudCredentials, upstream.Outcome)))
 	assert.NotContains(t, logs.String(), "cloud credential")
@@ -223,7 +130,8 @@ func TestCloudCredentialsBestEffort(t *testing.T) {
 			if tc.creds {
 				f.threeCredentials()
 			} else {
-				f.addCredentials(azureCredential(f.srv.URL, "cattle-global-data:cc-k2m4p", "azure-shared", aksSub))
+				f.PutCloudCredentials(fakerancher.CloudCredential{ID: "cattle-global-data:cc-k2m4p", Name: "azure-shared",
+					Driver: "azure", SubscriptionID: aksSub})
 			}
 			var logs testlog.Buffer
 			s := aksSource(t, f, &logs, nil)
@@ -231,7 +139,7 @@ func TestCloudCredentialsBestEffort(t *testing.T) {
 				require.NotEmpty(t, listAKS(t, s).CloudID)
 			}
 			if tc.status != 0 {
-				f.answer("/v3/cloudcredentials", tc.status, tc.body)
+				f.Answer("/v3/cloudcredentials", tc.status, tc.body)
 			}
 			aks := listAKS(t, s)
 			if tc.want == "" {
@@ -261,9 +169,9 @@ func TestNoCloudCredentialsRequest(t *testing.T) {
 		name  string
 		setup func(f *fakeRancher, cfg *Config)
 	}{
-		{name: "no hosted AKS cluster", setup: func(f *fakeRancher, _ *Config) { f.addFixtureClusters() }},
+		{name: "no hosted AKS cluster", setup: func(f *fakeRancher, _ *Config) { f.PutFixtureClusters() }},
 		{name: "the hosted AKS cluster is filtered out", setup: func(f *fakeRancher, cfg *Config) {
-			f.addFixtureClusters()
+			f.PutFixtureClusters()
 			f.putRaw([]byte(hostedAKS))
 			cfg.ExcludeNameRegex = "^aks-"
 		}},
@@ -280,7 +188,7 @@ func TestNoCloudCredentialsRequest(t *testing.T) {
 			got, err := s.Clusters(t.Context())
 			require.NoError(t, err)
 			require.NotEmpty(t, got)
-			assert.NotContains(t, paths(f.seen()), "/v3/cloudcredentials")
+			assert.NotContains(t, paths(f.TakeRequests()), "/v3/cloudcredentials")
 		})
 	}
 }
@@ -294,8 +202,7 @@ func TestCloudCredentialsCancelled(t *testing.T) {
 	s := aksSource(t, f, &logs, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	f.mu.Lock()
-	f.pathHook = func(_ http.ResponseWriter, r *http.Request) bool {
+	f.Intercept(func(_ http.ResponseWriter, r *http.Request, _ http.Handler) bool {
 		if r.URL.Path != "/v3/cloudcredentials" {
 			return false
 		}
@@ -305,8 +212,7 @@ func TestCloudCredentialsCancelled(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 		return true
-	}
-	f.mu.Unlock()
+	})
 	_, err := s.Clusters(ctx)
 	require.Error(t, err)
 	assert.Equal(t, upstream.KindCanceled, upstream.KindOf(err))

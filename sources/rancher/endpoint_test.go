@@ -146,7 +146,7 @@ func TestToClusterACEAuto(t *testing.T) {
 // host does.
 func TestListingNeverSendsToAnOwnersACEHost(t *testing.T) {
 	f := newFake(t, false)
-	f.addFixtureClusters()
+	f.PutFixtureClusters()
 	// the address Argo CD reaches Rancher at, under the allowed domain
 	const secretURL = "https://rancher.k8s.example.com"
 	hosts := map[string]string{ // cluster name → the fqdn its owner wrote
@@ -198,7 +198,7 @@ func TestListingNeverSendsToAnOwnersACEHost(t *testing.T) {
 // namespaces annotation keeps only namespaces of the source's own.
 func TestListingKeepsOwnersWordsNarrow(t *testing.T) {
 	f := newFake(t, false)
-	f.addFixtureClusters()
+	f.PutFixtureClusters()
 	f.edit("c-m-2x7kqz4b", func(c map[string]any) {
 		c["labels"].(map[string]any)["tenant"] = "acme"
 		annotations, _ := c["annotations"].(map[string]any)

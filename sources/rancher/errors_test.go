@@ -35,7 +35,7 @@ func TestBadCA(t *testing.T) {
 	require.ErrorContains(t, err, "no PEM certificate")
 
 	// A CA file that breaks after start fails the listing.
-	f.useFixturePages()
+	f.ServeFixturePages(true)
 	cfg.CAFile = ""
 	s := newTestSource(t, "rancher-a", cfg, testOptions{})
 	s.cfg.CAFile = filepath.Join(t.TempDir(), "missing.pem")
@@ -45,7 +45,7 @@ func TestBadCA(t *testing.T) {
 
 	// A cacerts setting that is not PEM makes proxied clusters not ready.
 	s.cfg.CAFile = ""
-	f.setCACerts("not a pem")
+	f.SetCACerts("not a pem")
 	got, err := s.Clusters(t.Context())
 	require.NoError(t, err)
 	for _, c := range got {
@@ -56,7 +56,7 @@ func TestBadCA(t *testing.T) {
 
 func TestPageErrorKeepsPreviousListing(t *testing.T) {
 	f := newFake(t, false)
-	f.addFixtureClusters()
+	f.PutFixtureClusters()
 	cfg := config(t, f)
 	cfg.PageLimit = 1
 	s := newTestSource(t, "rancher-a", cfg, testOptions{})
@@ -68,7 +68,7 @@ func TestPageErrorKeepsPreviousListing(t *testing.T) {
 	before := inv.Snapshot()
 	require.Len(t, before.Clusters, 3)
 
-	f.setHook(func(w http.ResponseWriter, _ *http.Request, page int) bool {
+	f.InterceptPages(func(w http.ResponseWriter, _ *http.Request, page int) bool {
 		if page != 2 {
 			return false
 		}
@@ -105,16 +105,16 @@ func TestTokenRejected(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, false)
-			f.useFixturePages()
-			f.setTokens("token-other:xyz")
+			f.ServeFixturePages(true)
+			f.SetAPIToken("token-other:xyz")
 			cfg := config(t, f)
 			if tc.env {
 				t.Setenv("RANCHER_TEST_TOKEN", testToken)
 				cfg.Token = sources.SecretRef{Env: "RANCHER_TEST_TOKEN"}
 			}
 			if tc.status == http.StatusForbidden {
-				f.setTokens(testToken)
-				f.setHook(func(w http.ResponseWriter, _ *http.Request, _ int) bool {
+				f.SetAPIToken(testToken)
+				f.InterceptPages(func(w http.ResponseWriter, _ *http.Request, _ int) bool {
 					w.WriteHeader(http.StatusForbidden)
 					_, _ = w.Write([]byte(`{"type":"error","status":"403","message":"clusters.management.cattle.io is forbidden"}`))
 					return true
@@ -125,7 +125,7 @@ func TestTokenRejected(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, got)
 			msg := err.Error()
-			assert.Contains(t, msg, f.srv.URL)
+			assert.Contains(t, msg, f.URL())
 			assert.Contains(t, msg, cfg.Token.String())
 			assert.Contains(t, msg, fmt.Sprint(tc.status))
 			assert.NotContains(t, msg, testToken)
@@ -142,7 +142,7 @@ func TestTokenRejected(t *testing.T) {
 		_, err := s.Clusters(t.Context())
 		require.ErrorContains(t, err, "token file:"+cfg.Token.File+": no such file or directory")
 		assert.Equal(t, 1.0, errCount(t, s, upstream.KindConfig, opToken))
-		assert.Empty(t, f.seen(), "nothing is sent without a token")
+		assert.Empty(t, f.TakeRequests(), "nothing is sent without a token")
 	})
 }
 
@@ -160,8 +160,8 @@ func TestMalformedAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, false)
-			f.useFixturePages()
-			f.setHook(func(w http.ResponseWriter, _ *http.Request, page int) bool {
+			f.ServeFixturePages(true)
+			f.InterceptPages(func(w http.ResponseWriter, _ *http.Request, page int) bool {
 				if page != 2 {
 					return false
 				}
@@ -182,15 +182,15 @@ func TestMalformedAnswers(t *testing.T) {
 
 func TestPaginationLoops(t *testing.T) {
 	f := newFake(t, false)
-	f.generate(3)
+	f.Generate(3)
 	cfg := config(t, f)
 	cfg.PageLimit = 1
-	f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+	f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 		if page != 2 {
 			return false
 		}
 		// Page 2 links back to itself, as norman does for an unknown marker.
-		fmt.Fprintf(w, `{"type":"collection","pagination":{"next":%q},"data":[{"id":"c-m-00000001","state":"active"}]}`, f.srv.URL+r.URL.RequestURI())
+		fmt.Fprintf(w, `{"type":"collection","pagination":{"next":%q},"data":[{"id":"c-m-00000001","state":"active"}]}`, f.URL()+r.URL.RequestURI())
 		return true
 	})
 	s := newTestSource(t, "rancher-a", cfg, testOptions{})
@@ -198,7 +198,7 @@ func TestPaginationLoops(t *testing.T) {
 	require.ErrorContains(t, err, "earlier page")
 	assert.Equal(t, 1.0, errCount(t, s, upstream.KindInvalidResponse, opClusters))
 
-	f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+	f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 		if page != 2 {
 			return false
 		}
@@ -211,11 +211,11 @@ func TestPaginationLoops(t *testing.T) {
 
 func TestCancelWhileRancherHangs(t *testing.T) {
 	f := newFake(t, false)
-	f.useFixturePages()
+	f.ServeFixturePages(true)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	var hung atomic.Bool
-	f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+	f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 		if page != 2 {
 			return false
 		}
@@ -267,8 +267,8 @@ func TestCancelWhileRancherHangs(t *testing.T) {
 
 func TestNoPartialResult(t *testing.T) {
 	f := newFake(t, false)
-	f.useFixturePages()
-	f.setHook(func(w http.ResponseWriter, _ *http.Request, page int) bool {
+	f.ServeFixturePages(true)
+	f.InterceptPages(func(w http.ResponseWriter, _ *http.Request, page int) bool {
 		if page == 2 {
 			panic(http.ErrAbortHandler) // the connection drops mid-listing
 		}
@@ -300,7 +300,7 @@ var failures = []struct {
 		}},
 	{name: "token rejected", kind: upstream.KindAuth, op: opAPIRoot, msg: "get /v3: rancher ",
 		setup: func(_ *testing.T, f *fakeRancher, _ *Config) context.Context {
-			f.setTokens("token-other:xyz")
+			f.SetAPIToken("token-other:xyz")
 			return nil
 		}},
 	{name: "not a Rancher server", path: "/v3", status: http.StatusOK, body: "{}",
@@ -336,10 +336,10 @@ func TestFailuresCarryKindAndOperation(t *testing.T) {
 	for _, tc := range failures {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, tc.tls)
-			f.useFixturePages()
+			f.ServeFixturePages(true)
 			cfg := config(t, f)
 			if tc.path != "" {
-				f.answer(tc.path, tc.status, tc.body)
+				f.Answer(tc.path, tc.status, tc.body)
 			}
 			ctx := t.Context()
 			if tc.setup != nil {

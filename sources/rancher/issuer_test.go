@@ -56,7 +56,7 @@ func TestSourceIssuesTokens(t *testing.T) {
 // through the proxy never waits (Rancher itself checks the token there).
 func TestListingHoldsRotationOfDisconnectedEndpoints(t *testing.T) {
 	f := newFake(t, false)
-	f.generate(3)
+	f.Generate(3)
 	f.edit("c-m-00000000", func(c map[string]any) {
 		c["localClusterAuthEndpoint"] = map[string]any{"enabled": true, "fqdn": "ace0.k8s.example.com"}
 		setCondition(c, "Connected", "False")

@@ -3,6 +3,8 @@ package rancher
 import (
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"unsafe"
@@ -23,7 +25,9 @@ func fixtureCluster(t *testing.T, id string) Cluster {
 	t.Helper()
 	for _, name := range []string{"rancher-clusters-page1.json", "rancher-clusters-page2.json"} {
 		var col clusterCollection
-		require.NoError(t, json.Unmarshal(fixture(t, name, fixtureHost), &col))
+		b, err := os.ReadFile(filepath.Join(fixturesDir, name))
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &col))
 		for _, c := range col.Data {
 			if c.ID == id {
 				return c

@@ -18,7 +18,7 @@ import (
 func TestMetricsOfTwoSources(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	f := newFake(t, false)
-	f.useFixturePages()
+	f.ServeFixturePages(true)
 	for _, name := range []string{"a", "b"} {
 		newTestSource(t, name, config(t, f), testOptions{Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": name}, reg)})
 	}
@@ -64,12 +64,12 @@ argocd_cluster_discovery_rancher_clusters{phase="ready",source="c"} 2
 func TestSharedMetricNames(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	f := newFake(t, false)
-	f.useFixturePages() // four clusters, one of them local
-	f.setCACerts("not a pem")
+	f.ServeFixturePages(true) // four clusters, one of them local
+	f.SetCACerts("not a pem")
 	s := newTestSource(t, "rancher-a", config(t, f), testOptions{Registerer: reg})
 	_, err := s.Clusters(t.Context())
 	require.NoError(t, err)
-	f.setHook(func(w http.ResponseWriter, _ *http.Request, page int) bool {
+	f.InterceptPages(func(w http.ResponseWriter, _ *http.Request, page int) bool {
 		if page != 2 {
 			return false
 		}

@@ -61,10 +61,10 @@ type noCredentialCase struct {
 var noCredentialCases = []noCredentialCase{
 	{name: "success", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {}},
 	{name: "401", wantErr: "rejected the token", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
-		f.setTokens("token-other:xyz")
+		f.SetAPIToken("token-other:xyz")
 	}},
 	{name: "403 on a page", wantErr: "rejected the token", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
-		f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+		f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 			w.WriteHeader(http.StatusForbidden)
 			// An answer that quotes the request's token.
 			_, _ = fmt.Fprintf(w, `{"type":"error","status":"403","message":"token %s may not list clusters"}`, r.Header.Get("Authorization"))
@@ -72,7 +72,7 @@ var noCredentialCases = []noCredentialCase{
 		})
 	}},
 	{name: "500 on page 2", wantErr: "500 Internal Server Error", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
-		f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+		f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 			if page != 2 {
 				return false
 			}
@@ -81,7 +81,7 @@ var noCredentialCases = []noCredentialCase{
 		})
 	}},
 	{name: "malformed JSON", wantErr: "malformed JSON", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
-		f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+		f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 			if page != 2 {
 				return false
 			}
@@ -90,7 +90,7 @@ var noCredentialCases = []noCredentialCase{
 		})
 	}},
 	{name: "unexpected JSON", wantErr: "unexpected JSON", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
-		f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+		f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 			_, _ = w.Write([]byte(`{"type":"collection","data":[{"id":"c-1","labels":"` + r.Header.Get("Authorization") + `"}]}`))
 			return true
 		})
@@ -102,7 +102,7 @@ var noCredentialCases = []noCredentialCase{
 	{name: "request timeout", wantErr: "no answer within requestTimeout", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) })
-		f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+		f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 			if page != 2 {
 				return false
 			}
@@ -115,8 +115,8 @@ var noCredentialCases = []noCredentialCase{
 		cfg.RequestTimeout = sources.D(200 * time.Millisecond)
 	}},
 	{name: "links with the token as userinfo on another host", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
-		u := strings.Replace(f.srv.URL, "127.0.0.1", "rancher.elsewhere.example", 1)
-		f.setLinkBase(strings.Replace(u, "://", "://"+noCredToken+"@", 1))
+		u := strings.Replace(f.URL(), "127.0.0.1", "rancher.elsewhere.example", 1)
+		f.SetLinkBase(strings.Replace(u, "://", "://"+noCredToken+"@", 1))
 	}},
 	{name: "token with whitespace", wantErr: "whitespace", setup: func(t *testing.T, f *fakeRancher, cfg *Config) {
 		require.NoError(t, os.WriteFile(cfg.Token.File, []byte(noCredToken+" "+noCredSecret+"\n"), 0o600))
@@ -135,11 +135,11 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 
 func checkNoCredential(t *testing.T, tc noCredentialCase) {
 	f := newFake(t, tc.tls)
-	f.setTokens(noCredToken)
-	f.generate(5)
+	f.SetAPIToken(noCredToken)
+	f.Generate(5)
 	var logs testlog.Buffer
 	reg := prometheus.NewRegistry()
-	cfg := Config{URL: f.srv.URL, PageLimit: 2, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}}
+	cfg := Config{URL: f.URL(), PageLimit: 2, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}}
 	opts := testOptions{
 		Logger:     slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": "rancher-a"}, reg),
@@ -170,7 +170,7 @@ func checkNoCredential(t *testing.T, tc noCredentialCase) {
 		// A rotated token rebuilds the client, which is logged.
 		const rotated = "token-rotat:RotatedRancherSecretq2w9e4r5t6y8u1i3o0pzxcvbnm"
 		require.NoError(t, os.WriteFile(cfg.Token.File, []byte(rotated+"\n"), 0o600))
-		f.setTokens(rotated)
+		f.SetAPIToken(rotated)
 		_, err = s.Clusters(t.Context())
 		require.NoError(t, err)
 		assert.NotContains(t, logs.String(), rotated)
@@ -216,11 +216,11 @@ func listTwice(t *testing.T, s *Source, wantErr string) []string {
 // rather than the request timeout, leaves no token either.
 func TestNoCredentialListingDeadline(t *testing.T) {
 	f := newFake(t, false)
-	f.setTokens(noCredToken)
-	f.generate(3)
+	f.SetAPIToken(noCredToken)
+	f.Generate(3)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	f.setHook(func(w http.ResponseWriter, r *http.Request, page int) bool {
+	f.InterceptPages(func(w http.ResponseWriter, r *http.Request, page int) bool {
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -228,7 +228,7 @@ func TestNoCredentialListingDeadline(t *testing.T) {
 		return true
 	})
 	var logs testlog.Buffer
-	s := newTestSource(t, "rancher-a", Config{URL: f.srv.URL, Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}},
+	s := newTestSource(t, "rancher-a", Config{URL: f.URL(), Token: sources.SecretRef{File: writeToken(t, t.TempDir(), noCredToken)}},
 		testOptions{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()

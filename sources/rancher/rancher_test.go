@@ -75,7 +75,7 @@ func errCount(t testing.TB, s *Source, kind upstream.Kind, op string) float64 {
 
 func TestFixturePages(t *testing.T) {
 	f := newFake(t, false)
-	f.useFixturePages()
+	f.ServeFixturePages(true)
 	s := newTestSource(t, "rancher-a", config(t, f), testOptions{})
 
 	got, err := s.Clusters(t.Context())
@@ -84,20 +84,20 @@ func TestFixturePages(t *testing.T) {
 	// and listed.
 	assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west"}, names(got))
 
-	reqs := f.seen()
+	reqs := f.TakeRequests()
 	assert.Equal(t, map[string]int{"/v3": 1, "/v3/schemas": 1, "/v3/settings/cacerts": 1, "/v3/clusters": 2}, paths(reqs))
 	for _, r := range reqs {
-		if r.Path == "/v3/clusters" && !strings.Contains(r.Query, "marker") {
-			assert.Equal(t, "internal=false&limit=1000", r.Query, "server-side filters: never the state")
+		if r.Path == "/v3/clusters" && !strings.Contains(r.RawQuery, "marker") {
+			assert.Equal(t, "internal=false&limit=1000", r.RawQuery, "server-side filters: never the state")
 		}
 		if r.Path != "/v3/settings/cacerts" {
-			assert.Equal(t, "Bearer "+testToken, r.Auth)
+			assert.Equal(t, "Bearer "+testToken, r.Authorization)
 		}
 	}
 
 	prod := byName(got)["prod-eu-west"]
-	assert.Equal(t, f.srv.URL+"/k8s/clusters/c-m-2x7kqz4b", prod.Server, "auth proxy, never apiEndpoint")
-	assert.Equal(t, b64(f.cacerts), prod.CA.Data())
+	assert.Equal(t, f.URL()+"/k8s/clusters/c-m-2x7kqz4b", prod.Server, "auth proxy, never apiEndpoint")
+	assert.Equal(t, b64(f.CACerts()), prod.CA.Data())
 	require.NoError(t, sources.ValidateCAData(prod.CA.Data()))
 	assert.True(t, prod.Ready)
 	assert.Equal(t, "v1.31.7+rke2r1", prod.KubernetesVersion)
@@ -117,7 +117,7 @@ func TestFixturePages(t *testing.T) {
 	assert.Equal(t, "eu-west-1", eks.Region)
 	assert.Equal(t, "210987654321", eks.Account)
 	assert.Equal(t, "staging-eks", eks.Labels[LabelEKSName])
-	assert.Equal(t, f.srv.URL+"/k8s/clusters/c-7qgnz", eks.Server, "the proxy, not the EKS apiEndpoint")
+	assert.Equal(t, f.URL()+"/k8s/clusters/c-7qgnz", eks.Server, "the proxy, not the EKS apiEndpoint")
 	assert.Equal(t, sources.PhaseReady, eks.Phase)
 
 	edge := byName(got)["edge-k3s-01"]
@@ -134,14 +134,14 @@ func TestFixturePages(t *testing.T) {
 
 func TestManyPages(t *testing.T) {
 	f := newFake(t, false)
-	f.generate(25)
+	f.Generate(25)
 	cfg := config(t, f)
 	cfg.PageLimit = 10
 	s := newTestSource(t, "rancher-a", cfg, testOptions{})
 	got, err := s.Clusters(t.Context())
 	require.NoError(t, err)
 	require.Len(t, got, 25)
-	assert.Equal(t, 3, paths(f.seen())["/v3/clusters"])
+	assert.Equal(t, 3, paths(f.TakeRequests())["/v3/clusters"])
 	assert.Equal(t, 3.0, testutil.ToFloat64(s.metrics.pages))
 	assert.Equal(t, 25.0, testutil.ToFloat64(s.metrics.Upstream.WithLabelValues("active")))
 	seen := map[string]bool{}
@@ -154,7 +154,7 @@ func TestManyPages(t *testing.T) {
 
 func TestClustersComeAndGo(t *testing.T) {
 	f := newFake(t, false)
-	f.addFixtureClusters()
+	f.PutFixtureClusters()
 	s := newTestSource(t, "rancher-a", config(t, f), testOptions{})
 	got, err := s.Clusters(t.Context())
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func TestClustersComeAndGo(t *testing.T) {
 		got, err := s.Clusters(t.Context())
 		require.NoError(t, err)
 		assert.ElementsMatch(t, []string{"edge-k3s-01", "staging-eks", "prod-eu-west-renamed", "edge-new"}, names(got))
-		assert.Equal(t, f.srv.URL+"/k8s/clusters/c-m-newcomer", byName(got)["edge-new"].Server)
+		assert.Equal(t, f.URL()+"/k8s/clusters/c-m-newcomer", byName(got)["edge-new"].Server)
 		assert.Equal(t, sources.PhasePending, byName(got)["edge-new"].Phase)
 	})
 	t.Run("a cluster leaves when Rancher no longer lists it", func(t *testing.T) {
@@ -214,7 +214,7 @@ func TestClustersComeAndGo(t *testing.T) {
 // never a reason not to render it.
 func TestEveryStateIsListed(t *testing.T) {
 	f := newFake(t, false)
-	f.generate(1) // c-m-00000000, active, established and healthy
+	f.Generate(1) // c-m-00000000, active, established and healthy
 	type want struct {
 		id, state string
 		phase     sources.Phase
@@ -289,7 +289,7 @@ argocd_cluster_discovery_rancher_clusters{phase="ready"} 1
 
 func TestACE(t *testing.T) {
 	f := newFake(t, false)
-	f.addFixtureClusters()
+	f.PutFixtureClusters()
 	aceCA := ""
 	f.edit("c-m-2x7kqz4b", func(c map[string]any) {
 		aceCA = c["localClusterAuthEndpoint"].(map[string]any)["caCerts"].(string)
@@ -303,16 +303,16 @@ func TestACE(t *testing.T) {
 		eksReady  bool
 		eksServer string
 	}{
-		{name: "off", ace: ACEOff, prodSrv: f.srv.URL + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.cacerts), eksReady: true},
+		{name: "off", ace: ACEOff, prodSrv: f.URL() + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.CACerts()), eksReady: true},
 		{name: "on", ace: ACEOn, prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: false},
 		{name: "on, cluster opts out", ace: ACEOn, label: map[string]string{defaultACELabel: "false"},
 			prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: true},
 		{name: "auto: hosted EKS without an endpoint keeps the proxy", ace: ACEAuto,
 			prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: true,
-			eksServer: f.srv.URL + "/k8s/clusters/c-7qgnz"},
+			eksServer: f.URL() + "/k8s/clusters/c-7qgnz"},
 		{name: "off, cluster opts in: the owner's label cannot widen, the proxy", ace: ACEOff, label: map[string]string{defaultACELabel: "true"},
-			prodSrv: f.srv.URL + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.cacerts), eksReady: true,
-			eksServer: f.srv.URL + "/k8s/clusters/c-7qgnz"},
+			prodSrv: f.URL() + "/k8s/clusters/c-m-2x7kqz4b", prodCA: b64(f.CACerts()), eksReady: true,
+			eksServer: f.URL() + "/k8s/clusters/c-7qgnz"},
 		{name: "auto, cluster opts in without an endpoint", ace: ACEAuto, label: map[string]string{defaultACELabel: "true"},
 			prodSrv: "https://prod-eu-west.k8s.example.com", prodCA: b64(aceCA), eksReady: false},
 	} {
@@ -346,8 +346,8 @@ func TestACE(t *testing.T) {
 
 func TestTwoRancherServers(t *testing.T) {
 	eu, us := newFake(t, false), newFake(t, false)
-	eu.addFixtureClusters()
-	us.addFixtureClusters() // the same ids and display names
+	eu.PutFixtureClusters()
+	us.PutFixtureClusters() // the same ids and display names
 	run := func(t *testing.T, prefixes [2]string) *inventory.Snapshot {
 		var specs []inventory.SourceSpec
 		for i, f := range []*fakeRancher{eu, us} {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -328,7 +327,7 @@ const secretMark = "sEcReTmInTeD"
 func newTokenRancher(t testing.TB) *tokenRancher {
 	t.Helper()
 	clock := clocktesting.NewFakeClock(time.Date(2026, 8, 21, 10, 0, 0, 0, time.UTC))
-	f, err := fakerancher.New(filepath.Join("..", "..", "testdata", "fixtures", "rancher"), testToken,
+	f, err := fakerancher.New(fixturesDir, testToken,
 		fakerancher.WithClock(clock), fakerancher.WithLoginAPIToken(), fakerancher.WithRecording(),
 		fakerancher.WithTokenNames(func(n int) (string, string) {
 			return fmt.Sprintf("token-%05d", n), fmt.Sprintf("%s%042d", secretMark, n)

@@ -1,14 +1,14 @@
 package rancher
 
 import (
+	"crypto/x509"
 	"net/http"
-	"strings"
 
 	"k8s.io/utils/clock"
 )
 
-// The options of New and the settings of the fake's links: what a unit
-// test sets that the end-to-end suite leaves at Rancher's defaults.
+// The options of New: what a unit test sets that the end-to-end suite
+// leaves at Rancher's defaults.
 
 // Option configures a fake at New.
 type Option func(*Fake)
@@ -47,23 +47,16 @@ func WithRecording() Option {
 	return func(f *Fake) { f.record = true }
 }
 
-// Client is an http.Client for the fake's server.
+// WithTLS serves the fake over HTTPS with httptest's certificate
+// (Certificate), as a Rancher whose certificate chains to a private CA:
+// Client trusts it, a client that does not fails its handshake (not
+// logged). The cacerts setting stays the fixture's (SetCACerts).
+func WithTLS() Option {
+	return func(f *Fake) { f.tls = true }
+}
+
+// Client is an http.Client for the fake's server (trusting it, WithTLS).
 func (f *Fake) Client() *http.Client { return f.srv.Client() }
 
-// SetLinkBase makes the pagination next links of /v3/clusters and the
-// links of /v3/tokens' answers start with base instead of the fake's URL,
-// as Rancher writes them behind a proxy when its server-url names another
-// host; "" restores the fake's URL.
-func (f *Fake) SetLinkBase(base string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.linkBase = strings.TrimSuffix(base, "/")
-}
-
-// links is the base of the pagination links. Called with f.mu held.
-func (f *Fake) links() string {
-	if f.linkBase != "" {
-		return f.linkBase
-	}
-	return f.srv.URL
-}
+// Certificate is the server's certificate, WithTLS; nil without.
+func (f *Fake) Certificate() *x509.Certificate { return f.srv.Certificate() }

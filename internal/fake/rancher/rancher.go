@@ -8,13 +8,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,62 +28,38 @@ const (
 	fixtureName = "prod-eu-west"
 )
 
-// Cluster is what a test says about a Rancher cluster; the rest of
-// the object comes from the single-cluster fixture (an established, active
-// cluster: every condition True, Waiting included).
-type Cluster struct {
-	ID, Name, State string
-	Labels          map[string]string
-	// Conditions replace the fixture's conditions of the same type (a
-	// condition with an empty Status removes that type), as Rancher's
-	// controllers set them for State (see rancherState).
-	Conditions []Condition
-	// Transitioning and Message are Rancher's transitioning (no, yes,
-	// error; default: no when active, else yes) and transitioningMessage.
-	Transitioning, Message string
-	// Removed is metadata.removed (the deletion timestamp), "" when unset.
-	Removed string
-	// ACE enables the cluster's authorized cluster endpoint: its own TLS
-	// listener (see ACE), shown in localClusterAuthEndpoint. Without it
-	// the endpoint is shown disabled.
-	ACE bool
-	// ACEFQDN, when set, is an authorized cluster endpoint its owner
-	// enabled with this fqdn (and no listener behind it): what the owner of
-	// a cluster can write in Rancher.
-	ACEFQDN string
-	// Disconnected is a cluster whose agent is not connected: the proxy
-	// answers 500 "cluster agent disconnected" after a short wait. Its
-	// authorized cluster endpoint, which bypasses the agent, still serves.
-	Disconnected bool
-}
-
-// Condition is one of a cluster's status.conditions, as /v3 shows
-// them (flattened to the top level).
-type Condition struct {
-	Type, Status, Reason, Message string
-}
-
 // Fake serves the parts of Rancher that the service and Argo CD
 // use, in Rancher's shapes: the API root with X-Api-Schemas, the schemas,
-// the cacerts setting, the cluster collection (filtered by state and
-// internal as Rancher filters them), the tokens API
-// (tokens.go; a test's handles on them in tokencontrol.go), the auth proxy
-// /k8s/clusters/<id> and one authorized cluster endpoint per ACE cluster,
-// both forwarding to the suite's kube-apiserver (proxy.go). Down makes
-// every request to Rancher a 500 (the authorized cluster endpoints still
-// serve). What a unit test needs besides (a clock of its own, names it can
-// predict, paging, recorded requests, a hook that answers in the fake's
-// place) is in the options of New (options.go) and in requests.go.
+// the cacerts setting (settings.go), the cluster collection (clusters.go;
+// raw objects in rawclusters.go), filtered by state and internal as
+// Rancher filters them and paged as norman pages (paging.go), the cloud
+// credentials (cloudcredentials.go), the tokens API (tokens.go; a test's
+// handles on them in tokencontrol.go), the auth proxy /k8s/clusters/<id>
+// and one authorized cluster endpoint per ACE cluster, both forwarding to
+// the suite's kube-apiserver (proxy.go). Down makes every request to
+// Rancher a 500 (the authorized cluster endpoints still serve). What a
+// unit test needs besides (a clock of its own, names it can predict, TLS,
+// recorded requests, hooks and canned answers in the fake's place) is in
+// the options of New (options.go) and in requests.go.
 type Fake struct {
 	srv *httptest.Server
 
 	schemas, cacerts, cluster []byte // fixtures, host rewritten
+	// pages are the recorded cluster pages by marker (ServeFixturePages),
+	// recorded their clusters (PutFixtureClusters), clusterRaw the
+	// single-cluster fixture as a raw cluster (Generate): host rewritten.
+	pages      map[string][]byte
+	recorded   []Cluster
+	clusterRaw Cluster
+	tls        bool // WithTLS
 
-	mu       sync.Mutex
-	clusters map[string]Cluster
-	down     bool
-	served   int // cluster lists answered 200
-	// linkBase is the base URL of the pagination links ("": srv.URL).
+	mu           sync.Mutex
+	clusters     map[string]Cluster
+	creds        map[string]CloudCredential
+	down         bool
+	fixturePages bool // ServeFixturePages
+	served       int  // cluster lists answered 200
+	// linkBase is the base URL of the links the fake writes ("": srv.URL).
 	linkBase string
 
 	tokenState
@@ -95,15 +71,23 @@ type Fake struct {
 // (testdata/fixtures/rancher) with no cluster; token is its API token, the
 // listing credential. Close stops it.
 func New(fixtures, token string, opts ...Option) (*Fake, error) {
-	f := &Fake{clusters: map[string]Cluster{}}
+	f := &Fake{clusters: map[string]Cluster{}, creds: map[string]CloudCredential{}}
 	for _, o := range opts {
 		o(f)
 	}
 	f.initTokens(token)
 	f.initProxy()
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	if f.tls {
+		f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes of clients that do not trust it
+		f.srv.StartTLS()
+	} else {
+		f.srv.Start()
+	}
+	var page1, page2 []byte
 	for name, dst := range map[string]*[]byte{"rancher-schemas-min.json": &f.schemas,
-		"rancher-settings-cacerts.json": &f.cacerts, "rancher-cluster-single.json": &f.cluster} {
+		"rancher-settings-cacerts.json": &f.cacerts, "rancher-cluster-single.json": &f.cluster,
+		"rancher-clusters-page1.json": &page1, "rancher-clusters-page2.json": &page2} {
 		b, err := os.ReadFile(filepath.Join(fixtures, name))
 		if err != nil {
 			f.srv.Close()
@@ -112,7 +96,10 @@ func New(fixtures, token string, opts ...Option) (*Fake, error) {
 		*dst = bytes.ReplaceAll(b, []byte(fixtureHost), []byte(f.srv.URL))
 	}
 	var err error
-	if f.schemas, err = withTokenSchema(f.schemas, f.srv.URL); err != nil {
+	if f.schemas, err = withTokenSchema(f.schemas, f.srv.URL); err == nil {
+		err = f.loadRecorded(page1, page2)
+	}
+	if err != nil {
 		f.srv.Close()
 		return nil, fmt.Errorf("rancher fixture: %w", err)
 	}
@@ -137,13 +124,18 @@ func (f *Fake) Close() {
 }
 
 // Set adds or replaces a cluster.
-func (f *Fake) Set(c Cluster) {
+func (f *Fake) Set(c Cluster) { f.set(c) }
+
+// set adds or replaces clusters, described or raw.
+func (f *Fake) set(cs ...Cluster) {
 	f.mu.Lock()
-	f.clusters[c.ID] = c
-	if !c.Disconnected { // the agent syncs the cluster's tokens to its endpoint
-		for _, t := range f.tokens {
-			if t.ClusterID == c.ID {
-				t.Synced = true
+	for _, c := range cs {
+		f.clusters[c.ID] = c
+		if !c.Disconnected { // the agent syncs the cluster's tokens to its endpoint
+			for _, t := range f.tokens {
+				if t.ClusterID == c.ID {
+					t.Synced = true
+				}
 			}
 		}
 	}
@@ -229,7 +221,7 @@ func writeUnauthorized(w http.ResponseWriter, message string) {
 }
 
 // serve records the request (WithRecording), lets the hook answer it
-// (Intercept), else answers it as Rancher.
+// (Intercept), then a canned answer (Answer), else answers it as Rancher.
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	record, hook := f.record, f.hook
@@ -240,15 +232,26 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	if hook != nil && hook(w, r, http.HandlerFunc(f.answer)) {
 		return
 	}
+	f.mu.Lock()
+	canned, ok := f.answers[r.URL.Path]
+	f.mu.Unlock()
+	if ok {
+		writeRancher(w, canned.status, []byte(canned.body))
+		return
+	}
 	f.answer(w, r)
 }
 
 // answer answers a request as Rancher: the API's answers are made under
 // f.mu and written once it is released, a token creation's after the
-// mint delay (SetMintDelay).
+// mint delay (SetMintDelay); a page of clusters the page hook may answer
+// first (InterceptPages).
 func (f *Fake) answer(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, proxyPrefix) {
 		f.serveProxy(w, r) // takes the lock only to authorize
+		return
+	}
+	if f.hookPage(w, r) {
 		return
 	}
 	rec := httptest.NewRecorder()
@@ -298,129 +301,17 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/v3":
-		w.Header().Set("X-Api-Schemas", f.srv.URL+"/v3/schemas")
-		writeJSON(http.StatusOK, []byte(`{"type":"apiRoot","links":{"self":"`+f.srv.URL+`/v3"}}`))
+		w.Header().Set("X-Api-Schemas", f.links()+"/v3/schemas")
+		writeJSON(http.StatusOK, f.root())
 	case "/v3/schemas":
-		writeJSON(http.StatusOK, f.schemas)
+		writeJSON(http.StatusOK, f.onLinkBase(f.schemas))
 	case "/v3/settings/cacerts":
 		writeJSON(http.StatusOK, f.cacerts)
 	case "/v3/clusters":
-		b, err := f.collection(r)
-		if err != nil {
-			writeJSON(http.StatusInternalServerError, []byte(`{"type":"error","status":"500","message":"fake: `+err.Error()+`"}`))
-			return
-		}
-		f.served++
-		writeJSON(http.StatusOK, b)
+		f.serveClusters(w, r)
+	case "/v3/cloudcredentials":
+		f.serveCloudCredentials(w, r)
 	default:
 		writeJSON(http.StatusNotFound, []byte(`{"type":"error","status":"404","code":"NotFound","message":"not found"}`))
 	}
-}
-
-// collection renders the clusters matching the request's state and
-// internal filters, sorted by id, a page of them as norman pages: limit
-// clusters (default 1000) from the id marker on, with an absolute next
-// link carrying the query and partial when more follow.
-func (f *Fake) collection(r *http.Request) ([]byte, error) {
-	q := r.URL.Query()
-	ids := make([]string, 0, len(f.clusters))
-	for id := range f.clusters {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	data, listed := []any{}, []string{}
-	for _, id := range ids {
-		c := f.clusters[id]
-		if s := q.Get("state"); s != "" && s != c.State {
-			continue
-		}
-		if q.Get("internal") == "true" {
-			continue // no cluster of ours is Rancher's own
-		}
-		raw := strings.NewReplacer(fixtureID, c.ID, fixtureName, c.Name).Replace(string(f.cluster))
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(raw), &obj); err != nil {
-			return nil, err
-		}
-		obj["state"] = c.State
-		obj["transitioning"] = map[bool]string{true: "no", false: "yes"}[c.State == "active"]
-		if c.Transitioning != "" {
-			obj["transitioning"] = c.Transitioning
-		}
-		obj["transitioningMessage"] = c.Message
-		if c.Removed != "" {
-			obj["removed"] = c.Removed
-		}
-		if len(c.Conditions) > 0 {
-			obj["conditions"] = withConditions(obj["conditions"], c.Conditions)
-		}
-		obj["labels"] = c.Labels
-		obj["uuid"] = "e2e-" + c.ID
-		if err := f.renderACE(obj, c); err != nil {
-			return nil, err
-		}
-		data = append(data, obj)
-		listed = append(listed, c.ID)
-	}
-	limit, err := strconv.Atoi(q.Get("limit"))
-	if err != nil || limit < 1 {
-		limit = 1000
-	}
-	start := 0
-	if m := q.Get("marker"); m != "" {
-		start = sort.SearchStrings(listed, m)
-	}
-	end := min(start+limit, len(data))
-	pagination := map[string]any{"limit": limit, "total": len(data)}
-	if end < len(data) {
-		q.Set("marker", listed[end])
-		pagination["next"], pagination["partial"] = f.links()+"/v3/clusters?"+q.Encode(), true
-	}
-	return json.Marshal(map[string]any{
-		"type": "collection", "resourceType": "cluster",
-		"links":      map[string]string{"self": f.srv.URL + "/v3/clusters"},
-		"pagination": pagination,
-		"data":       data[start:end],
-	})
-}
-
-// withConditions returns the fixture's conditions with those of the same
-// type replaced by set (removed when set's Status is empty), and set's
-// other types appended.
-func withConditions(fixture any, set []Condition) []any {
-	list, _ := fixture.([]any)
-	byType := map[string]Condition{}
-	for _, c := range set {
-		byType[c.Type] = c
-	}
-	out := make([]any, 0, len(list)+len(set))
-	done := map[string]bool{}
-	render := func(c Condition) map[string]any {
-		m := map[string]any{"type": c.Type, "status": c.Status, "lastUpdateTime": "2026-11-23T12:00:00Z"}
-		if c.Reason != "" {
-			m["reason"] = c.Reason
-		}
-		if c.Message != "" {
-			m["message"] = c.Message
-		}
-		return m
-	}
-	for _, x := range list {
-		m, _ := x.(map[string]any)
-		typ, _ := m["type"].(string)
-		c, ok := byType[typ]
-		switch {
-		case !ok:
-			out = append(out, x)
-		case c.Status != "":
-			out = append(out, render(c))
-		}
-		done[typ] = true
-	}
-	for _, c := range set {
-		if !done[c.Type] && c.Status != "" {
-			out = append(out, render(c))
-		}
-	}
-	return out
 }

@@ -39,12 +39,88 @@ func (f *Fake) Intercept(h Hook) {
 	f.hook = h
 }
 
-// requestState is the fake's part that the recording and the hook keep,
-// under f.mu.
+// requestState is the fake's part that the recording, the hooks and the
+// canned answers keep, under f.mu.
 type requestState struct {
 	record   bool // WithRecording
 	requests []Request
 	hook     Hook
+	pageHook PageHook
+	answers  map[string]cannedAnswer // by path
+}
+
+// cannedAnswer is what Answer makes the fake answer.
+type cannedAnswer struct {
+	status int
+	body   string
+}
+
+// PageHook may answer a page of GET /v3/clusters in the fake's place: page
+// is its number, counting from 1 as a client following the next links
+// counts them (1 + the marker's place / the limit; in ServeFixturePages
+// mode, 2 with a marker). It returns true when it answered, false to let
+// the fake answer. It runs without the fake's lock, on the request's
+// goroutine: it may block until the request ends, or panic with
+// http.ErrAbortHandler to cut the connection mid-listing.
+type PageHook func(w http.ResponseWriter, r *http.Request, page int) bool
+
+// InterceptPages sets the hook that sees every GET /v3/clusters the fake
+// would answer: after Intercept and Answer, authenticated, while Rancher
+// is not down (SetDown); w's Content-Type is JSON already. nil removes it.
+func (f *Fake) InterceptPages(h PageHook) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pageHook = h
+}
+
+// hookPage lets the page hook answer r, and reports whether it did.
+func (f *Fake) hookPage(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet || r.URL.Path != "/v3/clusters" {
+		return false
+	}
+	f.mu.Lock()
+	h, n := f.pageHook, 0
+	if h != nil && !f.down {
+		if _, msg := f.authorize(r, "", false); msg == "" {
+			n = f.pageNumber(r)
+		}
+	}
+	f.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return h(w, r, n)
+}
+
+// pageNumber is the number of the page of clusters r asks for. Called
+// with f.mu held.
+func (f *Fake) pageNumber(r *http.Request) int {
+	q := r.URL.Query()
+	if f.fixturePages {
+		if q.Get("marker") != "" {
+			return 2
+		}
+		return 1
+	}
+	return pageOf(f.listed(q), q, defaultLimit, maxLimit, "").number()
+}
+
+// Answer makes the fake answer every request for path (any method) with
+// status and body, JSON, as a proxy in front of Rancher or a broken
+// Rancher would: after Intercept's hook, before authentication, without
+// the X-Api-Schemas header even on /v3. Status 0 removes path's answer.
+func (f *Fake) Answer(path string, status int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if status == 0 {
+		delete(f.answers, path)
+		return
+	}
+	if f.answers == nil {
+		f.answers = map[string]cannedAnswer{}
+	}
+	f.answers[path] = cannedAnswer{status: status, body: body}
 }
 
 // Requests returns the requests received so far, oldest first, if the
@@ -53,6 +129,17 @@ func (f *Fake) Requests() []Request {
 	f.mu.Lock()
 	reqs := slices.Clone(f.requests)
 	f.mu.Unlock()
+	return reqs
+}
+
+// TakeRequests returns the requests received since the last TakeRequests
+// (since New the first time), oldest first, if the fake was made
+// WithRecording, and forgets them: Requests then holds only later ones.
+func (f *Fake) TakeRequests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	reqs := f.requests
+	f.requests = nil
 	return reqs
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -378,47 +377,30 @@ func (f *Fake) createToken(w http.ResponseWriter, r *http.Request) {
 
 // listTokens answers the user's tokens, expired ones included, in the
 // collection envelope of /v3/clusters, sorted by name and paged as norman
-// pages: limit tokens (at most the page size, SetTokenPageSize; default
-// 1000) from the name marker on, with an absolute next link (SetLinkBase)
-// carrying the query, and partial while more follow. Rancher's tokens
-// handler (pkg/auth/tokens) writes every token in one answer: the paging
-// is for a client that must follow pages all the same.
+// pages (paging.go): limit tokens, at most the page size
+// (SetTokenPageSize; default 1000), from the name marker on, with an
+// absolute next link (SetLinkBase) carrying the query and the limit, and
+// partial while more follow. Rancher's tokens handler (pkg/auth/tokens)
+// writes every token in one answer: the paging is for a client that must
+// follow pages all the same.
 func (f *Fake) listTokens(w http.ResponseWriter, r *http.Request, caller *fakeToken) {
 	names := make([]string, 0, len(f.tokens))
 	for name := range f.tokens {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	q := r.URL.Query()
-	limit := f.pageSize
-	if limit < 1 {
-		limit = 1000
+	size := f.pageSize
+	if size < 1 {
+		size = defaultLimit
 	}
-	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 {
-		limit = min(l, limit)
+	self := f.links() + "/v3/tokens"
+	p := pageOf(names, r.URL.Query(), size, size, self)
+	data := make([][]byte, 0, p.end-p.start)
+	for _, name := range names[p.start:p.end] {
+		b, _ := json.Marshal(f.renderToken(f.tokens[name], caller)) // strings, numbers, booleans: no error
+		data = append(data, b)
 	}
-	start := 0
-	if m := q.Get("marker"); m != "" {
-		start = sort.SearchStrings(names, m)
-	}
-	end := min(start+limit, len(names))
-	data := make([]any, 0, end-start)
-	for _, name := range names[start:end] {
-		data = append(data, f.renderToken(f.tokens[name], caller))
-	}
-	pagination := map[string]any{"limit": limit, "total": len(names)}
-	if end < len(names) {
-		q.Set("limit", strconv.Itoa(limit))
-		q.Set("marker", names[end])
-		pagination["next"], pagination["partial"] = f.links()+"/v3/tokens?"+q.Encode(), true
-	}
-	b, _ := json.Marshal(map[string]any{
-		"type": "collection", "resourceType": "token",
-		"links":      map[string]string{"self": f.links() + "/v3/tokens"},
-		"pagination": pagination,
-		"data":       data,
-	})
-	writeRancher(w, http.StatusOK, b)
+	writeRancher(w, http.StatusOK, collectionJSON("token", self, p.pagination, data))
 }
 
 // renderToken is the token object as /v3/tokens shows it to caller (nil:
