@@ -60,6 +60,19 @@ func (f *fakeKube) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// writeFakeKubeconfig writes a kubeconfig in dir for the API server at
+// url, and returns its path.
+func writeFakeKubeconfig(t *testing.T, dir, url string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["fake"] = &clientcmdapi.Cluster{Server: url}
+	kc.Contexts["fake"] = &clientcmdapi.Context{Cluster: "fake"}
+	kc.CurrentContext = "fake"
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
 func (f *fakeKube) count(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -76,12 +89,7 @@ func TestOneCacheOfClusterSecrets(t *testing.T) {
 	srv := httptest.NewServer(fk)
 	defer srv.Close()
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["fake"] = &clientcmdapi.Cluster{Server: srv.URL}
-	kc.Contexts["fake"] = &clientcmdapi.Context{Cluster: "fake"}
-	kc.CurrentContext = "fake"
-	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
+	kubeconfig := writeFakeKubeconfig(t, dir, srv.URL)
 	cfg, err := config.Parse([]byte(`server: {tokens: [{env: T}]}
 sources: [{name: one, provider: static, static: {clusters: [{name: a, server: "https://a.example.com"}]}}]
 secrets: {enabled: true, ownerID: fleet-a, namespace: argo, kubeconfig: `+kubeconfig+`, leaderElection: {enabled: false}}

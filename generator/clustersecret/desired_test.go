@@ -173,3 +173,32 @@ func TestDesiredRender(t *testing.T) {
 	_, err = compact.Render(noToken)
 	require.ErrorContains(t, err, "changed since the plan")
 }
+
+// TestBuildNeverPropagatesReservedLabels protects the reserved labels from
+// a cluster's owner: labels an owner wrote upstream under our keys (pin,
+// owner, source) or Argo CD's (secret-type, managed-by, any
+// argocd.argoproj.io/ key) never reach the Secret, nor its list of
+// propagated labels (whose keys a later update would remove or keep as
+// upstream says); a cluster label of the owner's own still does. An owner
+// cannot pin the Secret against pruning: once its countdown is reached,
+// it is deleted.
+func TestBuildNeverPropagatesReservedLabels(t *testing.T) {
+	c := cl("a", func(c *sources.Cluster) {
+		c.Labels = map[string]string{
+			LabelPin: "true", LabelSource: "elsewhere", LabelManagedBy: "x", LabelSecretType: "repository",
+			"argocd.argoproj.io/foo": "bar", "team": "payments",
+		}
+	})
+	d, err := Build(&c, opts(), noToken)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		LabelSecretType: "cluster", LabelManagedBy: ManagedByValue, LabelOwner: owner, LabelSource: "fleet", LabelPhase: "ready",
+		"team": "payments", "tenant": "acme", "provider": "static", "region": "eu-west-1",
+	}, d.Secret.Labels, "the owner's reserved labels are left out")
+	assert.Equal(t, "provider,region,team,tenant", d.Secret.Annotations[AnnotationLabels], "and not listed as propagated")
+
+	reached := current(t, c, countdownAt(t0.Add(-time.Hour), 2, t0.Add(-time.Minute)))
+	ch := Plan(Input{Current: records(reached), Snapshot: snapshot(nil), Listings: map[string]time.Time{"fleet": t0},
+		OwnerID: owner, Policy: PolicySync, Now: t0, Prune: PruneOptions{AfterListings: 3, MaxDeletions: 5}})
+	assert.Equal(t, []string{sn("a")}, names(ch.Delete), "not pinned by its owner's label")
+}
