@@ -126,6 +126,27 @@ func TestPlanCountdown(t *testing.T) {
 	})
 }
 
+// TestRestartedCountdownWaitsForTheFirstListing: a countdown a process
+// left one listing from its end is not completed by a new process whose
+// source has not listed yet (the reconciler does not even pass before
+// every source has listed; this holds at the plan too): the Secret is
+// kept, its countdown untouched, and the reason is said.
+func TestRestartedCountdownWaitsForTheFirstListing(t *testing.T) {
+	listing1 := t0.Add(-time.Minute)
+	runPlan(t, []planCase{
+		{name: "countdown at its end, source not listed since the restart", policy: PolicySync,
+			states:   []inventory.SourceState{{Name: "fleet"}},
+			listings: map[string]time.Time{"fleet": t0},
+			current:  []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Hour), 2, listing1))},
+			want:     planWant{pending: []string{sn("gone") + ":2/3:source has not completed a listing"}, unchanged: 1}},
+		{name: "the same once the source has listed: deleted", policy: PolicySync,
+			states:   []inventory.SourceState{{Name: "fleet", Synced: true}},
+			listings: map[string]time.Time{"fleet": t0},
+			current:  []corev1.Secret{current(t, cl("gone"), countdownAt(t0.Add(-time.Hour), 2, listing1))},
+			want:     planWant{delete: []string{sn("gone")}}},
+	})
+}
+
 // TestPlanListedKept: a cluster listed in any form keeps its Secret, and
 // one back during the countdown clears it.
 func TestPlanListedKept(t *testing.T) {
