@@ -2,6 +2,7 @@ package clusterprofile
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"hash/fnv"
 	"log/slog"
@@ -56,7 +57,7 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 	meta := metadatainformer.NewFilteredSharedInformerFactory(l.meta, 0, l.opts.Namespace,
 		func(o *metav1.ListOptions) { o.LabelSelector = l.selector() })
 	profiles := meta.ForResource(Resource).Informer()
-	_ = profiles.SetTransform(compact)
+	_ = profiles.SetTransform(l.compact)
 	_, _ = profiles.AddEventHandler(handler)
 	core := informers.NewSharedInformerFactoryWithOptions(l.core, 0, informers.WithNamespace(l.opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -206,16 +207,25 @@ func (p *profile) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-// compact turns a ClusterProfile's metadata into its profile.
-func compact(obj any) (any, error) {
+// compact turns a ClusterProfile's metadata into its profile. A record
+// this process wrote (or loaded) is taken from what it wrote, not decoded
+// again (see written).
+func (l *Ledger) compact(obj any) (any, error) {
 	u, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
 	p := &profile{ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), ResourceVersion: u.GetResourceVersion()},
 		source: u.GetLabels()[LabelSource]}
-	p.record, p.err = recordOf(u)
 	a := u.GetAnnotations()
+	if raw, ok := a[AnnotationRecord]; !ok {
+		p.record, p.err = recordOf(u)
+	} else if r, ok := l.written.get(sha256.Sum256([]byte(raw))); ok {
+		p.record = r
+		p.record.Acknowledged = a[AnnotationAcknowledge] == "true"
+	} else {
+		p.record, p.err = recordOf(u)
+	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(u.GetName() + "\x00" + p.source + "\x00" + a[AnnotationRecord] + "\x00" + a[AnnotationAcknowledge]))
 	p.digest = h.Sum64()

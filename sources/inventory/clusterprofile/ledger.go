@@ -46,6 +46,9 @@ type Ledger struct {
 	// until the first Load.
 	known   map[string]*stored
 	sources []byte
+
+	// written shares the leader's records with its own feed
+	written written
 }
 
 // stored is what we know to be stored of one ClusterProfile.
@@ -86,6 +89,7 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 		}
 		b.Clusters = append(b.Clusters, r)
 		known[identity(r.Source, r.ID)] = l.storedOf(obj, &r)
+		l.written.put(identity(r.Source, r.ID), sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord])), r)
 	}
 	srcs, raw, err := l.loadSources(ctx)
 	if err != nil {
@@ -288,6 +292,7 @@ func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool) []error
 	for i, id := range gone {
 		if deleted[i] {
 			delete(l.known, id)
+			l.written.forget(id)
 		}
 	}
 	return errs
@@ -372,6 +377,7 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 		}
 		s.meta = sha256.Sum256(d.meta)
 	}
+	l.written.put(d.id, d.record, *r)
 	return d, created, nil
 }
 

@@ -1,6 +1,7 @@
 package clusterprofile
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -48,6 +49,8 @@ type desired struct {
 	meta     []byte
 	status   []byte
 	marks    marks // of the status's conditions
+	// record is the digest of the record annotation (see written)
+	record [sha256.Size]byte
 }
 
 // desiredObject builds the ClusterProfile of r in namespace ns, named name.
@@ -84,7 +87,7 @@ func desiredObject(o *Options, name string, r *inventory.Record, prev *marks, no
 	if err != nil {
 		return nil, fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
 	}
-	return &desired{id: identity(r.Source, r.ID), object: obj, meta: meta, status: status, marks: m}, nil
+	return &desired{id: identity(r.Source, r.ID), object: obj, meta: meta, status: status, marks: m, record: sha256.Sum256(rec)}, nil
 }
 
 // annotationsOf is what we declare of the annotations: the record, and,

@@ -1,0 +1,117 @@
+package clusterprofile
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
+)
+
+// The leader's feed shares the records it wrote instead of decoding a
+// second copy of each; a follower, and an object edited by someone else,
+// are decoded.
+
+// watchOn starts l's own feed and returns the books it delivers.
+func watchOn(t *testing.T, l *Ledger) <-chan inventory.Book {
+	t.Helper()
+	books := make(chan inventory.Book, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Watch(ctx, func(b inventory.Book) { books <- b }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return books
+}
+
+// nextBook waits for a book that satisfies ok.
+func nextBook(t *testing.T, books <-chan inventory.Book, ok func(inventory.Book) bool) inventory.Book {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case b := <-books:
+			if ok(b) {
+				return b
+			}
+		case <-deadline:
+			t.Fatal("no such book delivered")
+		}
+	}
+}
+
+func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	leader := c.ledger(t, "owner-1")
+	fleet := ledgertest.Fleet(3)
+	require.NoError(t, leader.Save(ctx, fleet))
+	rendering := map[string]any{} // by ID: the saved book's rendering pointers
+	for _, r := range fleet.Clusters {
+		if r.Rendering != nil {
+			rendering[r.ID] = r.Rendering
+		}
+	}
+	complete := func(b inventory.Book) bool { return len(b.Clusters) == len(fleet.Clusters) }
+
+	own := nextBook(t, watchOn(t, leader), complete)
+	follower := nextBook(t, c.watch(t), complete)
+	for i, r := range own.Clusters {
+		f := follower.Clusters[i]
+		assert.Equal(t, f, r, "the shared record is the decoded one")
+		if r.Rendering != nil {
+			assert.Same(t, rendering[r.ID], r.Rendering, "%s: the leader's feed decoded a second copy", r.ID)
+			assert.NotSame(t, rendering[r.ID], f.Rendering, "%s: a follower shares nothing with the leader", r.ID)
+		}
+	}
+
+	t.Run("an object edited by someone else is decoded", func(t *testing.T) {
+		l := c.ledger(t, "owner-1")
+		b := ledgertest.Fleet(3)
+		require.NoError(t, l.Save(ctx, b))
+		books := watchOn(t, l)
+		nextBook(t, books, complete)
+		edited := b.Clusters[1]
+		require.NotNil(t, edited.Rendering)
+		edited.Missed = 7
+		for _, name := range c.profileNames(t) {
+			have, err := recordOf(c.profile(t, name))
+			require.NoError(t, err)
+			if have.ID == edited.ID {
+				c.setRecord(t, name, string(mustJSON(t, edited)))
+			}
+		}
+		got := nextBook(t, books, func(b inventory.Book) bool { return complete(b) && b.Clusters[1].Missed == 7 })
+		assert.Equal(t, *edited.Rendering, *got.Clusters[1].Rendering)
+		assert.NotSame(t, edited.Rendering, got.Clusters[1].Rendering, "an edit nobody here wrote is decoded")
+	})
+
+	t.Run("what a save replaces or deletes is forgotten", func(t *testing.T) {
+		l := c.ledger(t, "owner-1")
+		for range 3 {
+			b := ledgertest.Fleet(3)
+			b.Clusters[0].Missed++ // a changed record each time
+			require.NoError(t, l.Save(ctx, b))
+		}
+		l.written.mu.RLock()
+		assert.Len(t, l.written.bySum, 4, "one record per object, however many saves")
+		l.written.mu.RUnlock()
+		require.NoError(t, l.Save(ctx, ledgertest.Fleet(1)))
+		l.written.mu.RLock()
+		defer l.written.mu.RUnlock()
+		assert.Len(t, l.written.bySum, 2)
+		assert.Len(t, l.written.byID, 2)
+	})
+}
+
+// profile reads the ClusterProfile name of the cluster's namespace.
+func (c *cluster) profile(t *testing.T, name string) metav1.Object {
+	t.Helper()
+	obj, err := c.adminDy.Resource(Resource).Namespace(c.ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return obj
+}
