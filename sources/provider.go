@@ -75,6 +75,10 @@ type SourceOptions struct {
 	// it finds them again after a restart and never touches another
 	// deployment's.
 	OwnerID string
+	// TokenBindings finds the token Secrets operators bind to clusters
+	// (see BoundToken); nil when the service has no Kubernetes API, and a
+	// source that needs it then fails its listings.
+	TokenBindings TokenBindings
 }
 
 // Kind is what a provider's upstream is to the clusters it lists.

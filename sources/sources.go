@@ -62,6 +62,7 @@ const (
 	ProviderRancher Provider = "rancher"
 	ProviderEKS     Provider = "eks"
 	ProviderAKS     Provider = "aks"
+	ProviderARO     Provider = "aro"
 )
 
 // Cluster is one discovered Kubernetes cluster: everything the plugin
@@ -198,7 +199,7 @@ func (p Phase) OrReady() Phase {
 // Sources, Accounts, ResourceGroups, FleetWorkspaces and Names say what
 // proves a cluster belongs to the tenant when its owner claims the tenant
 // in a label or tag: the source that lists it, its AWS account or Azure
-// subscription, its Azure resource group (AKS), its Rancher fleet
+// subscription, its Azure resource group (AKS, ARO), its Rancher fleet
 // workspace, its name (path.Match patterns). Each one set must match, and
 // one at least of the first four must be set: a name only narrows (a
 // Rancher cluster's owner may rename it).
@@ -228,7 +229,7 @@ func (r TenantRule) Admits(c *Cluster) bool {
 	if len(r.Accounts) > 0 && !in(r.Accounts, c.Account) {
 		return false
 	}
-	if len(r.ResourceGroups) > 0 && (c.Provider != ProviderAKS || !in(r.ResourceGroups, c.Group)) {
+	if len(r.ResourceGroups) > 0 && (c.Provider != ProviderAKS && c.Provider != ProviderARO || !in(r.ResourceGroups, c.Group)) {
 		return false
 	}
 	if len(r.FleetWorkspaces) > 0 && (c.Provider != ProviderRancher || !in(r.FleetWorkspaces, c.Group)) {

@@ -23,6 +23,7 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/tokenbindings"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -45,6 +46,14 @@ func kubeConfig(cfg config.Secrets) (*rest.Config, error) {
 	c.ContentType = runtime.ContentTypeProtobuf
 	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return c, nil
+}
+
+// tokenBindings finds the token Secrets operators bind to clusters in
+// Argo CD's namespace, where the Secret writer reads them; its client is
+// made when a source first asks, so a configuration with no such source
+// never needs the Kubernetes API.
+func tokenBindings(cfg *config.Config) *tokenbindings.Lister {
+	return tokenbindings.New(func() (*rest.Config, error) { return kubeConfig(cfg.Secrets) }, cfg.Secrets.Namespace)
 }
 
 func kubeConfigAt(path string) (*rest.Config, error) {

@@ -88,7 +88,8 @@ func checkSource(cfg *config.Config, i int, withCreds bool) []error {
 			errs = append(errs, e)
 		}
 	}
-	src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: slog.New(slog.DiscardHandler), OwnerID: cfg.Secrets.OwnerID})
+	src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: slog.New(slog.DiscardHandler), OwnerID: cfg.Secrets.OwnerID,
+		TokenBindings: tokenBindings(cfg)})
 	if err != nil {
 		return append(errs, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err))
 	}
