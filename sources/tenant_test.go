@@ -51,6 +51,11 @@ func TestTenantFromTheOwner(t *testing.T) {
 		}), wantProject: "wayne"},
 		{name: "an AKS cluster in another resource group", c: cluster(func(c *Cluster) { c.Tenant, c.Provider, c.Group = "wayne", ProviderAKS, "rg-other" }),
 			why: `tenant "wayne" is the cluster owner's label or tag, and no rule secrets.tenants.wayne admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
+		{name: "an ARO cluster in the tenant's resource group (case-insensitive)", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Provider, c.Group = "wayne", ProviderARO, "RG-WAYNE"
+		}), wantProject: "wayne"},
+		{name: "an ARO cluster in another resource group", c: cluster(func(c *Cluster) { c.Tenant, c.Provider, c.Group = "wayne", ProviderARO, "rg-other" }),
+			why: `tenant "wayne" is the cluster owner's label or tag, and no rule secrets.tenants.wayne admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
 		{name: "a Rancher cluster whose fleet workspace has the resource group's name", c: cluster(func(c *Cluster) {
 			c.Tenant, c.Provider, c.Group = "wayne", ProviderRancher, "rg-wayne"
 		}), why: `tenant "wayne" is the cluster owner's label or tag, and no rule secrets.tenants.wayne admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
