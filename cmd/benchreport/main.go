@@ -9,7 +9,9 @@
 //     against a real kube-apiserver, from the process's start to the last
 //     Secret written, and the requests the apiserver counted over five
 //     passes with nothing to change (cmd/loadgen -secrets; needs
-//     KUBEBUILDER_ASSETS);
+//     KUBEBUILDER_ASSETS), and, for reference, the apiserver's ceiling: the
+//     same writes by an unthrottled client with no watchers on a fresh
+//     kube-apiserver (loadgen -ceiling);
 //   - the upstream calls of a steady-state refresh of each cloud source
 //     (eks, aks, rancher benchmarks);
 //   - the built binary's RSS at 10,000 clusters with a distinct CA each, at
@@ -173,8 +175,10 @@ func plan(o options, syncJSON, loadJSON string) []*step {
 	steps := []*step{
 		withCount(bench("getparams.txt", "generator", "^BenchmarkGetParams$", o.benchtime), o.count),
 		// the cold sync and steady state: resync 2s so that five passes
-		// come within seconds; every other setting is the binary's default
-		loadgen("sync.txt", "-secrets", "-clusters", strings.Join(sizes, ","), "-duration", "0",
+		// come within seconds; every other setting is the binary's default.
+		// -ceiling: first, the same writes by an ideal client (the
+		// apiserver's ceiling, for reference)
+		loadgen("sync.txt", "-secrets", "-ceiling", "-clusters", strings.Join(sizes, ","), "-duration", "0",
 			"-resync", "2s", "-steady-passes", fmt.Sprint(steadyPasses), "-settle", "3s", "-json", syncJSON),
 		bench("eks.txt", "sources/eks", "^BenchmarkClusters$/^clusters=2000$/^latency=0s$/^steady$", o.benchtime),
 		bench("aks.txt", "sources/aks", "^BenchmarkRefresh$/^steady$", o.benchtime),

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,13 +70,7 @@ BenchmarkListClusters-2   100   1000000 ns/op
 `
 	lines, err := parseBench(strings.NewReader(out))
 	require.NoError(t, err)
-	var syncRuns []loadRun
-	require.NoError(t, json.Unmarshal([]byte(`[
-	  {"clusters": 2000, "logLines": 40, "foreignLogLines": 0, "readyAfterNs": 27000000000,
-	   "sync": {"secrets": 2000, "coldSyncNs": 8400000000, "ledgerNs": 27000000000, "steadyPasses": 5, "steadyRequests": {"WATCH secrets": 1}}},
-	  {"clusters": 10000, "logLines": 40, "foreignLogLines": 1, "readyAfterNs": 51000000000, "firstForeignLogLine": "I1123 12:00:00.000000 1 request.go] Waited",
-	   "sync": {"secrets": 10000, "coldSyncNs": 49000000000, "ledgerNs": 55000000000, "steadyPasses": 5, "steadyRequests": {"LIST secrets": 5}}}]`), &syncRuns))
-	sync := map[int]*loadRun{2000: &syncRuns[0], 10000: &syncRuns[1]}
+	sync := syncFixture(t)
 	load := &loadRun{Clusters: 10000, PeakRSS: 90 << 20, StartupPeakRSS: 120 << 20, LogLines: 10}
 	load.Load = &struct {
 		Requests int64 `json:"requests"`
@@ -91,31 +86,33 @@ BenchmarkListClusters-2   100   1000000 ns/op
 		got[r.figure] = r.verdict
 	}
 	for figure, want := range map[string]string{
-		"getparams at 10,000 clusters vs pre-encoded bytes":                                                                     verdictNotMeasured, // no 10,000-cluster line
-		"throughput at 100 clusters vs pre-encoded bytes":                                                                       verdictOK,          // 95000/120000 = 0.79x
-		"cold sync, shipped binary, 2,000 Secrets (real kube-apiserver)":                                                        verdictOK,
-		"cold sync, shipped binary, 10,000 Secrets (real kube-apiserver)":                                                       verdictOK,
-		"steady state at 2,000 Secrets, 5 passes with nothing to change (apiserver's count)":                                    verdictOK, // a WATCH is neither
-		"steady state at 10,000 Secrets, 5 passes with nothing to change (apiserver's count)":                                   verdictMissed,
-		"eks: upstream calls per steady refresh (2,000 clusters, 4 regions)":                                                    verdictOK,
-		"aks: upstream calls per steady refresh (500 clusters, 5 subscriptions)":                                                verdictMissed,      // credential reads
-		"rancher: requests per listing (10,000 clusters, warm client)":                                                          verdictNotMeasured, // no metrics: never read as 0
-		"RSS at 10,000 clusters, distinct CA each, Secrets, refresh trigger and ClusterProfile ledger on (the leader), at rest": verdictOK,
-		"cold start, shipped binary, 2,000 clusters: ClusterProfiles and their status written":                                  verdictMissed, // 27 s > 15 s
-		"cold start, shipped binary, 10,000 clusters: ClusterProfiles and their status written":                                 verdictOK,
-		"RSS at 10,000 clusters, a follower replica at rest":                                                                    verdictOK,
-		"load on a follower at 10,000 clusters (200 connections) vs the leader's":                                               verdictMissed, // 500 vs 1000 requests/s
-		"getparams on a follower vs pre-encoded bytes":                                                                          verdictNotMeasured,
-		"answer difference between two replicas after a change":                                                                 verdictNotMeasured,
-		"RSS at 10,000 clusters, start-up peak (first listing, cold sync) vs at rest":                                           verdictMissed, // 120/70 = 1.71x
-		"RSS at 10,000 clusters, peak under 200 connections for 10s":                                                            verdictMissed,
-		"load at 10,000 clusters (200 connections, 10s): errors, goroutine growth":                                              verdictOK,
-		"log lines outside the configured format (JSON), every run of the binary":                                               verdictMissed,
-		"time-to-Application (new cluster → Application, e2e, no race detector)":                                                verdictNotMeasured,
+		"getparams at 10,000 clusters vs pre-encoded bytes":                                                                                                  verdictNotMeasured, // no 10,000-cluster line
+		"throughput at 100 clusters vs pre-encoded bytes":                                                                                                    verdictOK,          // 95000/120000 = 0.79x
+		"cold sync, shipped binary, 2,000 Secrets (real kube-apiserver)":                                                                                     verdictOK,
+		"cold sync, shipped binary, 10,000 Secrets (real kube-apiserver)":                                                                                    verdictOK,
+		"steady state at 2,000 Secrets, 5 passes with nothing to change (apiserver's count)":                                                                 verdictOK, // a WATCH is neither
+		"steady state at 10,000 Secrets, 5 passes with nothing to change (apiserver's count)":                                                                verdictMissed,
+		"eks: upstream calls per steady refresh (2,000 clusters, 4 regions)":                                                                                 verdictOK,
+		"aks: upstream calls per steady refresh (500 clusters, 5 subscriptions)":                                                                             verdictMissed,      // credential reads
+		"rancher: requests per listing (10,000 clusters, warm client)":                                                                                       verdictNotMeasured, // no metrics: never read as 0
+		"RSS at 10,000 clusters, distinct CA each, Secrets, refresh trigger and ClusterProfile ledger on (the leader), at rest":                              verdictOK,
+		"cold start, shipped binary, 2,000 clusters: ClusterProfiles and their status written":                                                               verdictMissed, // 27 s > 15 s
+		"cold start, shipped binary, 10,000 clusters: ClusterProfiles and their status written":                                                              verdictOK,
+		"apiserver ceiling on this machine, 2,000 clusters: the same writes (Secret, ClusterProfile, its status) by an unthrottled client with no watchers":  verdictReference, // never ok: not a target of ours
+		"apiserver ceiling on this machine, 10,000 clusters: the same writes (Secret, ClusterProfile, its status) by an unthrottled client with no watchers": verdictReference,
+		"RSS at 10,000 clusters, a follower replica at rest":                                                                                                 verdictOK,
+		"load on a follower at 10,000 clusters (200 connections) vs the leader's":                                                                            verdictMissed, // 500 vs 1000 requests/s
+		"getparams on a follower vs pre-encoded bytes":                                                                                                       verdictNotMeasured,
+		"answer difference between two replicas after a change":                                                                                              verdictNotMeasured,
+		"RSS at 10,000 clusters, start-up peak (first listing, cold sync) vs at rest":                                                                        verdictMissed, // 120/70 = 1.71x
+		"RSS at 10,000 clusters, peak under 200 connections for 10s":                                                                                         verdictMissed,
+		"load at 10,000 clusters (200 connections, 10s): errors, goroutine growth":                                                                           verdictOK,
+		"log lines outside the configured format (JSON), every run of the binary":                                                                            verdictMissed,
+		"time-to-Application (new cluster → Application, e2e, no race detector)":                                                                             verdictNotMeasured,
 	} {
 		assert.Equal(t, want, got[figure], figure)
 	}
-	assert.Len(t, rows, 21, "one row per figure")
+	assert.Len(t, rows, 23, "one row per figure")
 
 	t.Run("nothing measured: every row says so and none is ok", func(t *testing.T) {
 		for _, r := range figures(nil, nil, nil, nil, o) {
@@ -129,6 +126,75 @@ BenchmarkListClusters-2   100   1000000 ns/op
 		rows = figures(nil, nil, nil, &e2eFigure{ToApplication: 13 * time.Second, Refresh: 2 * time.Second}, o)
 		assert.Equal(t, verdictMissed, rows[len(rows)-1].verdict)
 	})
+}
+
+// TestCeilingRows: the apiserver's ceiling is a reference row right after
+// each cold start's, measured from the sync run's JSON, not measured
+// without it, and never a verdict on the cold start.
+func TestCeilingRows(t *testing.T) {
+	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000, 10000}, e2e: true}
+	sync := syncFixture(t)
+	rows := figures(nil, sync, nil, nil, o)
+	byFigure := map[string]row{}
+	for _, r := range rows {
+		byFigure[r.figure] = r
+	}
+	const ceiling2k = "apiserver ceiling on this machine, 2,000 clusters: the same writes (Secret, ClusterProfile, its status) by an unthrottled client with no watchers"
+	const ceiling10k = "apiserver ceiling on this machine, 10,000 clusters: the same writes (Secret, ClusterProfile, its status) by an unthrottled client with no watchers"
+	for _, tc := range []struct {
+		name, figure, after string
+		want                row
+	}{
+		{name: "within the target", figure: ceiling2k,
+			after: "cold start, shipped binary, 2,000 clusters: ClusterProfiles and their status written",
+			want: row{ceiling2k, "14.1 s (Secrets 2.4 s, ClusterProfiles 4.7 s, status 7.0 s)",
+				"the cold start's target (≤ 15s)", verdictReference}},
+		{name: "above the target", figure: ceiling10k,
+			after: "cold start, shipped binary, 10,000 clusters: ClusterProfiles and their status written",
+			want: row{ceiling10k, "70.2 s (Secrets 11.8 s, ClusterProfiles 23.4 s, status 35.0 s); the target is below what this machine's apiserver can do",
+				"the cold start's target (≤ 1m0s)", verdictReference}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, byFigure[tc.figure])
+			at := slices.IndexFunc(rows, func(r row) bool { return r.figure == tc.figure })
+			require.Positive(t, at)
+			assert.Equal(t, tc.after, rows[at-1].figure, "right after the cold start's row")
+		})
+	}
+	assert.Equal(t, verdictMissed, byFigure["cold start, shipped binary, 2,000 clusters: ClusterProfiles and their status written"].verdict,
+		"the cold start is judged against its target, whatever the ceiling")
+
+	for _, tc := range []struct {
+		name string
+		runs map[int]*loadRun
+		why  string
+	}{
+		{name: "a sync run without a ceiling", runs: map[int]*loadRun{2000: {Clusters: 2000, Sync: sync[2000].Sync}},
+			why: "not measured: the sync run measured no ceiling (loadgen -ceiling)"},
+		{name: "no sync run", runs: nil, why: "not measured: the sync run failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := figures(nil, tc.runs, nil, nil, o)
+			at := slices.IndexFunc(rows, func(r row) bool { return r.figure == ceiling2k })
+			require.GreaterOrEqual(t, at, 0)
+			assert.Equal(t, row{ceiling2k, tc.why, "the cold start's target (≤ 15s)", verdictNotMeasured}, rows[at])
+		})
+	}
+}
+
+// syncFixture is the sync run's JSON (cmd/loadgen -secrets -ceiling) at
+// 2,000 and 10,000 clusters, by fleet size.
+func syncFixture(t *testing.T) map[int]*loadRun {
+	t.Helper()
+	var syncRuns []loadRun
+	require.NoError(t, json.Unmarshal([]byte(`[
+	  {"clusters": 2000, "logLines": 40, "foreignLogLines": 0, "readyAfterNs": 27000000000,
+	   "sync": {"secrets": 2000, "coldSyncNs": 8400000000, "ledgerNs": 27000000000, "steadyPasses": 5, "steadyRequests": {"WATCH secrets": 1}},
+	   "ceiling": {"workers": 16, "secretsNs": 2400000000, "createsNs": 4700000000, "statusNs": 7000000000, "totalNs": 14100000000, "writes": 6000}},
+	  {"clusters": 10000, "logLines": 40, "foreignLogLines": 1, "readyAfterNs": 51000000000, "firstForeignLogLine": "I1123 12:00:00.000000 1 request.go] Waited",
+	   "sync": {"secrets": 10000, "coldSyncNs": 49000000000, "ledgerNs": 55000000000, "steadyPasses": 5, "steadyRequests": {"LIST secrets": 5}},
+	   "ceiling": {"workers": 16, "secretsNs": 11800000000, "createsNs": 23400000000, "statusNs": 35000000000, "totalNs": 70200000000, "writes": 30000}}]`), &syncRuns))
+	return map[int]*loadRun{2000: &syncRuns[0], 10000: &syncRuns[1]}
 }
 
 func TestMedianOfRuns(t *testing.T) {
@@ -149,4 +215,31 @@ func TestMedianOfRuns(t *testing.T) {
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Fatalf("median of an even count: %v", m)
 	}
+}
+
+// TestRSSRowsSayWhatRSSIsMadeOf: the leader's and the follower's RSS at
+// rest carry the binary's pages and the heap in use when loadgen read
+// them, and only then.
+func TestRSSRowsSayWhatRSSIsMadeOf(t *testing.T) {
+	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000}, e2e: true}
+	measured := func(load *loadRun) map[string]string {
+		out := map[string]string{}
+		for _, r := range figures(nil, nil, map[int]*loadRun{10000: load}, nil, o) {
+			out[r.figure] = r.measured
+		}
+		return out
+	}
+	const leader = "RSS at 10,000 clusters, distinct CA each, Secrets, refresh trigger and ClusterProfile ledger on (the leader), at rest"
+	const follower = "RSS at 10,000 clusters, a follower replica at rest"
+	load := &loadRun{Clusters: 10000}
+	require.NoError(t, json.Unmarshal([]byte(`{"load": {"requests": 10}, "before": {"rssBytes": 121000000, "rssFileBytes": 42672947, "heapInUseBytes": 67108864},
+	  "follower": {"rest": {"rssBytes": 113246208, "rssFileBytes": 42672947, "heapInUseBytes": 61761536}, "requests": 5}}`), load))
+	got := measured(load)
+	assert.Equal(t, "115.4 MiB (of it the binary's pages 40.7 MiB; heap in use 64.0 MiB)", got[leader])
+	assert.Equal(t, "108.0 MiB (of it the binary's pages 40.7 MiB; heap in use 58.9 MiB)", got[follower])
+
+	load.Before.RSSFile, load.Follower.Rest.HeapInUse = 0, 0
+	got = measured(load)
+	assert.Equal(t, "115.4 MiB", got[leader], "no breakdown without the binary's pages")
+	assert.Equal(t, "108.0 MiB", got[follower], "no breakdown without the heap")
 }

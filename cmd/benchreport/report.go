@@ -34,7 +34,7 @@ type timing struct {
 // stepNames say what each step measures, by its output file.
 var stepNames = map[string]string{
 	"getparams.txt": "getparams benchmarks",
-	"sync.txt":      "cold sync and steady state (loadgen)",
+	"sync.txt":      "apiserver ceiling, cold sync and steady state (loadgen)",
 	"eks.txt":       "eks benchmark",
 	"aks.txt":       "aks benchmark",
 	"rancher.txt":   "rancher benchmark",

@@ -90,14 +90,10 @@ func kinds(ins []*input) []string {
 	return out
 }
 
-// writeService writes the clusters files, the token and the configuration
-// into dir and returns the configuration's path.
-// extra is appended to the configuration (the secrets sections).
-func writeService(dir string, cs []cluster, listen, token string, distinctCA bool, extra string) (string, error) {
-	caData, err := newCAs(len(cs), distinctCA)
-	if err != nil {
-		return "", err
-	}
+// writeService writes the clusters files (caData by cluster, see newCAs),
+// the token and the configuration into dir and returns the configuration's
+// path. extra is appended to the configuration (the secrets sections).
+func writeService(dir string, cs []cluster, caData []string, listen, token, extra string) (string, error) {
 	for _, src := range sourceNames {
 		if err := writeClusters(filepath.Join(dir, src+".yaml"), cs, src, caData); err != nil {
 			return "", err

@@ -9,7 +9,10 @@
 // selectors, a source). It reports throughput, p50/p99 latency, errors
 // (non-200, transport, answers that differ from the verified one), and the
 // service's goroutines, RSS and heap in use before the load, during it and
-// after an idle pause.
+// after an idle pause. With -secrets -ceiling it first times, on a fresh
+// kube-apiserver and etcd, the service's cold-start writes (each cluster's
+// Secret, ClusterProfile and its status) made by an unthrottled client with
+// no watchers: the apiserver's ceiling on this machine.
 //
 // It exits non-zero when any request failed, or when the service has more
 // goroutines after the idle pause than before the load (beyond
@@ -57,6 +60,9 @@ type options struct {
 	resync       time.Duration
 	steadyPasses int
 	syncTimeout  time.Duration
+	// ceiling, with secrets, first times the service's cold-start writes
+	// by an ideal client on a kube-apiserver of their own (ceiling.go).
+	ceiling bool
 }
 
 func main() {
@@ -135,6 +141,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.BoolVar(&o.secrets, "secrets", false, "run against a real kube-apiserver and etcd (envtest, from KUBEBUILDER_ASSETS) with cluster Secrets and the ApplicationSet refresh trigger on: reports the cold sync and the requests of -steady-passes passes")
 	fs.DurationVar(&o.resync, "resync", 0, "with -secrets: secrets.resync of the service (0: its default, 5m)")
 	fs.IntVar(&o.steadyPasses, "steady-passes", 0, "with -secrets: reconcile passes with nothing to change to count the apiserver's requests over (set -resync so that they come)")
+	fs.BoolVar(&o.ceiling, "ceiling", false, "with -secrets: first time the service's cold-start writes (each cluster's Secret, ClusterProfile and its status) by an unthrottled client with no watchers, on a fresh kube-apiserver and etcd: the apiserver's ceiling")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 5*time.Minute, "with -secrets: how long the cold sync may take")
 	ca := fs.String("ca", "distinct", "CA certificates of the fleet: distinct (one per cluster, as EKS and AKS have) or shared (one for all)")
 	if err := fs.Parse(args); err != nil {
@@ -165,6 +172,10 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 			return o, false
 		}
 	}
+	if o.ceiling && !o.secrets {
+		fmt.Fprintln(stderr, "-ceiling needs -secrets")
+		return o, false
+	}
 	if o.steadyPasses > 0 && (!o.secrets || o.resync <= 0) {
 		fmt.Fprintln(stderr, "-steady-passes needs -secrets and a -resync")
 		return o, false
@@ -175,6 +186,16 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	ctx := context.Background()
 	cs := fleet(n)
+	caData, err := newCAs(n, o.distinctCA)
+	if err != nil {
+		return nil, fmt.Errorf("fleet CAs: %w", err)
+	}
+	var ceiling *ceilingResult
+	if o.ceiling {
+		if ceiling, err = measureCeiling(ctx, o.kubeAssets, filepath.Join(dir, "ceiling"), cs, caData, log); err != nil {
+			return nil, err
+		}
+	}
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -187,7 +208,7 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 		defer ks.stop()
 	}
 	kube, sw, lw := ks.kube, ks.secrets, ks.ledger
-	cfg, err := writeService(dir, cs, addr, token, o.distinctCA, ks.extra)
+	cfg, err := writeService(dir, cs, caData, addr, token, ks.extra)
 	if err != nil {
 		return nil, fmt.Errorf("write fleet: %w", err)
 	}
@@ -206,7 +227,7 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if err := svc.waitReady(o.readyTimeout); err != nil {
 		return nil, err
 	}
-	r := &result{Clusters: n, Connections: o.conns, Duration: o.duration, ReadyAfter: time.Since(started)}
+	r := &result{Clusters: n, Connections: o.conns, Duration: o.duration, ReadyAfter: time.Since(started), Ceiling: ceiling}
 	if o.secrets {
 		if r.Sync, err = waitColdSync(o, n, sw, lw, svc, started, log); err != nil {
 			return nil, err

@@ -32,6 +32,9 @@ type result struct {
 	ByKind              []kindStats   `json:"byInput"`
 	// Sync is the cluster Secrets' figures, with -secrets.
 	Sync *syncResult `json:"sync,omitempty"`
+	// Ceiling is the apiserver's ceiling, with -secrets -ceiling: the
+	// service's cold-start writes by an ideal client.
+	Ceiling *ceilingResult `json:"ceiling,omitempty"`
 	// Follower is a second replica's figures, with -secrets: it answers
 	// from the ledger the first one (the leader) wrote.
 	Follower *followerResult `json:"follower,omitempty"`
@@ -108,6 +111,11 @@ func report(w io.Writer, r *result) {
 	}()
 	if sr := r.Sync; sr != nil {
 		fmt.Fprintf(w, "\n== %d clusters, cluster Secrets on a real kube-apiserver\n", r.Clusters)
+		if c := r.Ceiling; c != nil {
+			fmt.Fprintf(w, "  ceiling       %d writes in %s by an unthrottled client (%d workers, no watchers, fresh apiserver): %d Secrets %s, %d ClusterProfiles %s, %d status applies %s\n",
+				c.Writes, c.Total.Round(time.Millisecond), c.Workers, r.Clusters, c.Secrets.Round(time.Millisecond),
+				r.Clusters, c.Creates.Round(time.Millisecond), r.Clusters, c.Status.Round(time.Millisecond))
+		}
 		fmt.Fprintf(w, "  cold sync     %d Secrets in %s from the start\n", sr.Secrets, sr.ColdSync.Round(time.Millisecond))
 		fmt.Fprintf(w, "  ledger        %d ClusterProfiles with their status in %s from the start\n", sr.Secrets, sr.Ledger.Round(time.Millisecond))
 		if sr.SteadyPasses > 0 {
