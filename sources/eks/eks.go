@@ -39,7 +39,7 @@
 //
 // Sources: the ClusterStatus values of aws-sdk-go-v2 service/eks
 // types/enums.go (v1.105.4; "can be expanded in the future"), and their
-// meanings in /work/shared/apis/cluster-states.md section 2. A failed
+// meanings in the project's cluster-states notes (section 2). A failed
 // update leaves a cluster ACTIVE, not FAILED. Phase says nothing about
 // Ready: a cluster without an endpoint or certificate authority yet (before
 // ACTIVE) is listed not ready, with the reason.

@@ -5,6 +5,7 @@ package config
 import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aks"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aro"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/eks"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/rancher"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
@@ -20,5 +21,6 @@ func Providers() *sources.Registry {
 		rancher.Provider{},
 		eks.Provider{},
 		aks.Provider{},
+		aro.Provider{},
 	)
 }

@@ -138,8 +138,8 @@ func TestParseInvalidDurations(t *testing.T) {
 func TestParseInvalidProviders(t *testing.T) {
 	src := func(body string) string { return tokensOnly + "sources:\n  - name: one\n" + body }
 	checkProblems(t, []problem{
-		{name: "provider unknown", yaml: src("    provider: gke\n"), wantErr: []string{`sources[0].provider: Unsupported value: "gke": supported values: "aks", "eks", "rancher", "static"`}, wantCount: 1},
-		{name: "provider missing", yaml: src(""), wantErr: []string{"sources[0].provider: Required value: one of aks, eks, rancher, static"}, wantCount: 1},
+		{name: "provider unknown", yaml: src("    provider: gke\n"), wantErr: []string{`sources[0].provider: Unsupported value: "gke": supported values: "aks", "aro", "eks", "rancher", "static"`}, wantCount: 1},
+		{name: "provider missing", yaml: src(""), wantErr: []string{"sources[0].provider: Required value: one of aks, aro, eks, rancher, static"}, wantCount: 1},
 		{
 			name:      "provider wrong case",
 			yaml:      src("    provider: Static\n    static: {file: a.yaml}\n"),

@@ -1,6 +1,7 @@
 // Package azure is a fake Azure Resource Manager for tests, in ARM's wire
 // shapes: the subscription list, the AKS managed clusters of a
-// subscription (paged by nextLink), listClusterUserCredential, and an App
+// subscription (paged by nextLink), listClusterUserCredential, the Azure
+// Red Hat OpenShift clusters of a subscription (aro.go), and an App
 // Service managed identity endpoint that hands out the ARM token. Answers
 // are the upstream fixtures of testdata/fixtures/aks with a test's names
 // and states. See README.md for what it models and what it does not.
@@ -80,6 +81,8 @@ type ARM struct {
 	credBody   string
 	credCA     []byte
 	readOnly   map[string]bool
+	// aro is the Azure Red Hat OpenShift model (aro.go)
+	aro aroState
 	// auth
 	token, miHeader string
 	// what was asked

@@ -51,6 +51,10 @@ func (a *ARM) serve(w http.ResponseWriter, r *http.Request) {
 	if len(parts) > 1 && parts[0] == "subscriptions" {
 		sub = strings.ToLower(parts[1])
 	}
+	if isARO(parts) {
+		a.serveARO(w, r, parts)
+		return
+	}
 	isList := r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/providers/Microsoft.ContainerService/managedClusters")
 	switch {
 	case isList && a.throttle > 0:

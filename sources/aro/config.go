@@ -1,0 +1,400 @@
+package aro
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// Config is the aro section of a source. The service calls Default, then
+// SetDirectory, then Validate (which reports every problem at once, each
+// with its full path), then NewSource. sources/aro/README.md describes
+// every key for users.
+type Config struct {
+	// TenantID and ClientID select the identity this service uses to call
+	// Azure Resource Manager, as for the aks provider: workload identity
+	// first (AZURE_FEDERATED_TOKEN_FILE from the webhook), then managed
+	// identity with ClientID, then the default chain (environment, managed
+	// identity, Azure CLI). Both may be left empty when the environment
+	// provides them. The identity needs Reader only.
+	TenantID string `json:"tenantID,omitempty"`
+	ClientID string `json:"clientID,omitempty"`
+	// Cloud is AzurePublic (default), AzureChina or AzureGovernment.
+	Cloud string `json:"cloud,omitempty"`
+	// ARMEndpoint overrides the cloud's Resource Manager endpoint (Azure
+	// Stack, or a test server). It must be https.
+	ARMEndpoint string `json:"armEndpoint,omitempty"`
+
+	// Subscriptions to list, by id. Empty means every subscription the
+	// identity can see, except Deleted ones (see the package doc).
+	Subscriptions []string `json:"subscriptions,omitempty"`
+	// ResourceGroups, when set, keeps only clusters in these resource
+	// groups (names compared case-insensitively, as Azure does). Each
+	// subscription is still listed with one paged call.
+	ResourceGroups []string `json:"resourceGroups,omitempty"`
+	// IncludeTags keeps only clusters carrying every one of these tags;
+	// ExcludeTags drops clusters carrying any of them. Tag keys match
+	// case-insensitively (as in Azure), values exactly; the value "*"
+	// matches any value.
+	IncludeTags map[string]string `json:"includeTags,omitempty"`
+	ExcludeTags map[string]string `json:"excludeTags,omitempty"`
+	// LabelTags lists the tag keys copied to labels (empty: every tag);
+	// IgnoreTags lists tag keys never copied. Keys are case-insensitive.
+	LabelTags  []string `json:"labelTags,omitempty"`
+	IgnoreTags []string `json:"ignoreTags,omitempty"`
+	// TenantTag, ProjectTag and NamespacesTag name the tags that scope a
+	// cluster in Argo CD. Defaults: tenant, argocd-project,
+	// argocd-namespaces (as for AKS and EKS).
+	TenantTag     string `json:"tenantTag,omitempty"`
+	ProjectTag    string `json:"projectTag,omitempty"`
+	NamespacesTag string `json:"namespacesTag,omitempty"`
+	// PrivateEndpoints decides what happens to clusters whose API server
+	// visibility is Private.
+	PrivateEndpoints PrivateEndpoints `json:"privateEndpoints,omitzero"`
+
+	// Concurrency bounds the subscriptions listed at once. Default 8.
+	Concurrency int `json:"concurrency,omitempty"`
+	// NamePrefix is put before every cluster name (for example "aro-").
+	NamePrefix string `json:"namePrefix,omitempty"`
+	// NameTemplate renders the rest of the name (Go text/template) from
+	// .Name, .ResourceGroup, .Subscription, .Location and .Tags, with the
+	// function lower. Default "{{.Name}}". The prefix and the rendering
+	// are made a DNS label (see dnsLabel): an ARM name may hold '_', '.',
+	// '(' and ')' and 90 characters.
+	NameTemplate string `json:"nameTemplate,omitempty"`
+
+	// Auth is how Argo CD authenticates to the clusters: bearerToken (the
+	// default, and the only mode for now), a token Secret bound to each
+	// cluster by an operator (sources.BoundToken).
+	Auth string `json:"auth,omitempty"`
+	// ManagedDomains are the API host suffixes of managed-domain clusters,
+	// whose API certificate is publicly trusted: no caData. Default
+	// [".aroapp.io"].
+	ManagedDomains []string `json:"managedDomains,omitempty"`
+	// CustomDomainCA is the CA of custom-domain clusters by domain: a key
+	// matches an API host equal to it or ending in "."+key, the longest
+	// key first. ARM exposes no CA for these clusters.
+	CustomDomainCA map[string]CARef `json:"customDomainCA,omitempty"`
+	// DefaultCA is the CA of custom-domain clusters no CustomDomainCA key
+	// matches. Without it such a cluster is listed not ready.
+	DefaultCA CARef `json:"defaultCA,omitzero"`
+}
+
+// PrivateEndpoints is the policy for clusters with a Private API server.
+type PrivateEndpoints struct {
+	// Policy is include (default: the cluster is listed; Argo CD must
+	// reach its VNet, for example through ProxyURL) or exclude.
+	Policy PrivatePolicy `json:"policy,omitempty"`
+	// ProxyURL, when set, is the proxy Argo CD uses for private clusters
+	// (proxyUrl in the cluster Secret): http, https or socks5, without
+	// user info.
+	ProxyURL string `json:"proxyUrl,omitempty"`
+}
+
+// PrivatePolicy says how private clusters are served.
+type PrivatePolicy string
+
+// The private cluster policies.
+const (
+	PrivateInclude PrivatePolicy = "include"
+	PrivateExclude PrivatePolicy = "exclude"
+)
+
+// AuthBearerToken is the auth mode of a cluster reached with a bearer token
+// from a Secret an operator binds to it.
+const AuthBearerToken = string(sources.AuthBearerToken)
+
+// CARef is a CA bundle given in the configuration: CAData, base64 of a PEM
+// bundle (as caData of an Argo CD cluster Secret and of a static cluster),
+// or CAFile, the path of a PEM bundle, read at start-up and again at each
+// listing (so that a mounted ConfigMap's update is taken).
+type CARef struct {
+	CAData string `json:"caData,omitempty"`
+	CAFile string `json:"caFile,omitempty"`
+}
+
+// IsZero reports whether no CA is given.
+func (r CARef) IsZero() bool { return r.CAData == "" && r.CAFile == "" }
+
+const (
+	defaultCloud         = "AzurePublic"
+	defaultTenantTag     = "tenant"
+	defaultProjectTag    = "argocd-project"
+	defaultNamespacesTag = "argocd-namespaces"
+	defaultConcurrency   = 8
+	maxConcurrency       = 64
+	defaultNameTemplate  = "{{.Name}}"
+	maxNamePrefix        = 40
+)
+
+// defaultManagedDomains is the public cloud's zone of managed domains
+// (ARO-RP pkg/util/dns: a domain is managed when it is one label under the
+// resource provider's zone, <location>.aroapp.io in the public cloud).
+var defaultManagedDomains = []string{".aroapp.io"}
+
+// Default fills every unset field with its default.
+func (c *Config) Default() {
+	orDefault(&c.Cloud, defaultCloud)
+	orDefault(&c.TenantTag, defaultTenantTag)
+	orDefault(&c.ProjectTag, defaultProjectTag)
+	orDefault(&c.NamespacesTag, defaultNamespacesTag)
+	orDefault(&c.PrivateEndpoints.Policy, PrivateInclude)
+	orDefault(&c.Concurrency, defaultConcurrency)
+	orDefault(&c.NameTemplate, defaultNameTemplate)
+	orDefault(&c.Auth, AuthBearerToken)
+	if c.ManagedDomains == nil {
+		c.ManagedDomains = slices.Clone(defaultManagedDomains)
+	}
+}
+
+// orDefault sets *p to v when *p is the zero value.
+func orDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// SetDirectory makes the relative caFile paths relative to dir, the
+// configuration file's directory.
+func (c *Config) SetDirectory(dir string) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	c.DefaultCA.CAFile = abs(c.DefaultCA.CAFile)
+	for k, r := range c.CustomDomainCA {
+		r.CAFile = abs(r.CAFile)
+		c.CustomDomainCA[k] = r
+	}
+}
+
+var guidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+var (
+	cloudNames      = []string{"AzurePublic", "AzureChina", "AzureGovernment"}
+	privatePolicies = []PrivatePolicy{PrivateInclude, PrivateExclude}
+	authModes       = []string{AuthBearerToken}
+)
+
+// clouds maps Cloud to the SDK's cloud configuration.
+var clouds = map[string]cloud.Configuration{
+	"AzurePublic":     cloud.AzurePublic,
+	"AzureChina":      cloud.AzureChina,
+	"AzureGovernment": cloud.AzureGovernment,
+}
+
+// Validate returns every problem of the section, assuming Default was
+// applied, each with its full path under path. It changes nothing and
+// reads no file (NewSource reads the CA files).
+func (c *Config) Validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, c.validateIdentity(path)...)
+	errs = append(errs, c.validateSelection(path)...)
+	errs = append(errs, c.validateListing(path)...)
+	return append(errs, c.validateTrust(path)...)
+}
+
+// validateIdentity checks how the service reaches Azure.
+func (c *Config) validateIdentity(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = appendGUID(errs, path.Child("tenantID"), c.TenantID)
+	errs = appendGUID(errs, path.Child("clientID"), c.ClientID)
+	if _, ok := clouds[c.Cloud]; !ok {
+		errs = append(errs, field.NotSupported(path.Child("cloud"), c.Cloud, cloudNames))
+	}
+	if c.ARMEndpoint != "" && !isHTTPSURL(c.ARMEndpoint) {
+		errs = append(errs, field.Invalid(path.Child("armEndpoint"), redactURL(c.ARMEndpoint), "must be an https URL without user info"))
+	}
+	return errs
+}
+
+// validateSelection checks which subscriptions and clusters are listed
+// and which tags are read.
+func (c *Config) validateSelection(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]int{}
+	for i, s := range c.Subscriptions {
+		p := path.Child("subscriptions").Index(i)
+		if !guidRE.MatchString(s) {
+			errs = append(errs, field.Invalid(p, s, "not a subscription id (a GUID)"))
+			continue
+		}
+		if j, dup := seen[strings.ToLower(s)]; dup {
+			e := field.Duplicate(p, s)
+			e.Detail = "repeats " + path.Child("subscriptions").Index(j).String()
+			errs = append(errs, e)
+		}
+		seen[strings.ToLower(s)] = i
+	}
+	for i, rg := range c.ResourceGroups {
+		if strings.TrimSpace(rg) == "" || strings.Contains(rg, "/") {
+			errs = append(errs, field.Invalid(path.Child("resourceGroups").Index(i), rg, "not a resource group name"))
+		}
+	}
+	for _, key := range []struct {
+		name string
+		list []string
+	}{{"labelTags", c.LabelTags}, {"ignoreTags", c.IgnoreTags}} {
+		for i, s := range key.list {
+			if strings.TrimSpace(s) == "" {
+				errs = append(errs, field.Invalid(path.Child(key.name).Index(i), s, "empty tag key"))
+			}
+		}
+	}
+	if _, ok := c.IncludeTags[""]; ok {
+		errs = append(errs, field.Invalid(path.Child("includeTags"), "", "empty tag key"))
+	}
+	if _, ok := c.ExcludeTags[""]; ok {
+		errs = append(errs, field.Invalid(path.Child("excludeTags"), "", "empty tag key"))
+	}
+	if !slices.Contains(privatePolicies, c.PrivateEndpoints.Policy) {
+		errs = append(errs, field.NotSupported(path.Child("privateEndpoints", "policy"), c.PrivateEndpoints.Policy, privatePolicies))
+	}
+	if u := c.PrivateEndpoints.ProxyURL; u != "" {
+		if err := sources.ValidateProxyURL(u); err != nil {
+			errs = append(errs, field.Invalid(path.Child("privateEndpoints", "proxyUrl"), redactURL(u), err.Error()))
+		}
+	}
+	return errs
+}
+
+// validateListing checks the concurrency, the names and the auth mode.
+func (c *Config) validateListing(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
+		errs = append(errs, field.Invalid(path.Child("concurrency"), c.Concurrency, fmt.Sprintf("must be between 1 and %d", maxConcurrency)))
+	}
+	if !prefixRE.MatchString(c.NamePrefix) || len(c.NamePrefix) > maxNamePrefix {
+		errs = append(errs, field.Invalid(path.Child("namePrefix"), c.NamePrefix,
+			fmt.Sprintf("must be lower-case letters, digits and '-', starting with a letter or digit, at most %d characters", maxNamePrefix)))
+	}
+	if _, err := parseNameTemplate(c.NameTemplate); err != nil {
+		errs = append(errs, field.Invalid(path.Child("nameTemplate"), c.NameTemplate, err.Error()))
+	}
+	if !slices.Contains(authModes, c.Auth) {
+		errs = append(errs, field.NotSupported(path.Child("auth"), c.Auth, authModes))
+	}
+	return errs
+}
+
+// prefixRE is a name prefix: the start of a DNS label.
+var prefixRE = regexp.MustCompile(`^([a-z0-9][-a-z0-9]*)?$`)
+
+// validateTrust checks the managed domains and the configured CAs. A
+// caData that does not parse is reported here; a caFile is read by
+// NewSource.
+func (c *Config) validateTrust(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(c.ManagedDomains) == 0 {
+		errs = append(errs, field.Required(path.Child("managedDomains"), `at least one suffix, e.g. ".aroapp.io"`))
+	}
+	for i, d := range c.ManagedDomains {
+		if !isDomain(strings.TrimPrefix(d, ".")) {
+			errs = append(errs, field.Invalid(path.Child("managedDomains").Index(i), d, `not a domain suffix such as ".aroapp.io"`))
+		}
+	}
+	seen := map[string]string{}
+	for _, k := range sortedKeys(c.CustomDomainCA) {
+		p := path.Child("customDomainCA").Key(k)
+		norm := domainKey(k)
+		switch other, dup := seen[norm]; {
+		case !isDomain(norm):
+			errs = append(errs, field.Invalid(p, k, "not a domain such as ocp.example.com"))
+		case dup:
+			e := field.Duplicate(p, k)
+			e.Detail = "repeats " + path.Child("customDomainCA").Key(other).String() + " (domains compare case-insensitively)"
+			errs = append(errs, e)
+		}
+		seen[norm] = k
+		errs = append(errs, c.CustomDomainCA[k].validate(p)...)
+	}
+	if !c.DefaultCA.IsZero() {
+		errs = append(errs, c.DefaultCA.validate(path.Child("defaultCA"))...)
+	}
+	return errs
+}
+
+// validate checks a CA reference: exactly one of caData and caFile, and a
+// caData that is base64 of a PEM bundle. No error quotes caData.
+func (r CARef) validate(path *field.Path) field.ErrorList {
+	switch {
+	case r.CAData != "" && r.CAFile != "":
+		return field.ErrorList{field.Invalid(path, field.OmitValueType{}, "set caData or caFile, not both")}
+	case r.CAData == "" && r.CAFile == "":
+		return field.ErrorList{field.Required(path, "caData or caFile")}
+	case r.CAData != "":
+		if _, err := sources.ParseCAData(r.CAData); err != nil {
+			return field.ErrorList{field.Invalid(path.Child("caData"), field.OmitValueType{}, err.Error())}
+		}
+	}
+	return nil
+}
+
+// domainKey is the form of a domain that matching uses: lower case, no
+// leading or trailing dot.
+func domainKey(d string) string { return strings.Trim(strings.ToLower(strings.TrimSpace(d)), ".") }
+
+func isDomain(d string) bool {
+	return d != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(d))) == 0
+}
+
+func appendGUID(errs field.ErrorList, path *field.Path, v string) field.ErrorList {
+	if v != "" && !guidRE.MatchString(v) {
+		errs = append(errs, field.Invalid(path, v, "not a GUID"))
+	}
+	return errs
+}
+
+func isHTTPSURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil
+}
+
+// redactURL is s for an error message: its password hidden, or nothing of
+// it when it does not parse.
+func redactURL(s string) any {
+	u, err := url.Parse(s)
+	if err != nil {
+		return field.OmitValueType{}
+	}
+	return u.Redacted()
+}
+
+// nameData is what NameTemplate sees.
+type nameData struct {
+	Name          string
+	ResourceGroup string
+	Subscription  string
+	Location      string
+	Tags          map[string]string
+}
+
+func parseNameTemplate(s string) (*template.Template, error) {
+	t, err := template.New("name").Option("missingkey=zero").
+		Funcs(template.FuncMap{"lower": strings.ToLower}).Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	// Render once so that unknown fields fail at start-up; a missing tag
+	// renders empty.
+	var b bytes.Buffer
+	sample := nameData{Name: "n", ResourceGroup: "rg", Subscription: "s", Location: "l", Tags: map[string]string{}}
+	if err := t.Execute(&b, sample); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
