@@ -32,7 +32,7 @@ func TestEveryExampleValuesFileHasACase(t *testing.T) {
 	for _, f := range files {
 		assert.Contains(t, tested, filepath.Base(f), "add a case for %s", f)
 	}
-	for _, p := range []string{"static", "rancher", "eks", "aks"} {
+	for _, p := range []string{"static", "rancher", "eks", "aks", "aro"} {
 		assert.Contains(t, tested, "values-"+p+".yaml", "an example for every provider")
 	}
 }
@@ -63,7 +63,7 @@ func TestTemplateRendersEveryObject(t *testing.T) {
 			if c.values == "values-static.yaml" {
 				want["Secret"]++ // credentials from values
 			}
-			if c.values == "values-rancher.yaml" || c.values == "values-aks.yaml" {
+			if c.values == "values-rancher.yaml" || c.values == "values-aks.yaml" || c.values == "values-aro.yaml" {
 				want["NetworkPolicy"] = 1
 			}
 			if c.values == "values-rancher.yaml" || c.values == "values-eks.yaml" {

@@ -34,6 +34,7 @@ var cases = []chartCase{
 	{name: "rancher", values: "values-rancher.yaml", ns: "rancher-discovery", argocdNS: "rancher-argocd"},
 	{name: "eks", values: "values-eks.yaml", ns: "eks-argocd", argocdNS: "eks-argocd"},
 	{name: "aks", values: "values-aks.yaml", ns: "aks-discovery", argocdNS: "aks-argocd"},
+	{name: "aro", values: "values-aro.yaml", ns: "aro-argocd", argocdNS: "aro-argocd"},
 	{name: "quickstart", values: "values-quickstart.yaml", ns: "quickstart-argocd", argocdNS: "quickstart-argocd"},
 }
 
