@@ -47,17 +47,13 @@ type loadRun struct {
 	} `json:"load"`
 	Before, After memory
 	ReadyAfter    int64 `json:"readyAfterNs"`
-	Follower      *struct {
-		Rest       memory  `json:"rest"`
-		Requests   int64   `json:"requests"`
-		Throughput float64 `json:"requestsPerSecond"`
-		Errors     int64   `json:"errors"`
-	} `json:"follower"`
-	PeakRSS         float64 `json:"peakRSSBytes"`
-	StartupPeakRSS  float64 `json:"startupPeakRSSBytes"`
-	LogLines        int     `json:"logLines"`
-	ForeignLogLines int     `json:"foreignLogLines"`
-	FirstForeign    string  `json:"firstForeignLogLine"`
+	// Follower is the second replica's figures (replicas.go).
+	Follower        *followerRun `json:"follower"`
+	PeakRSS         float64      `json:"peakRSSBytes"`
+	StartupPeakRSS  float64      `json:"startupPeakRSSBytes"`
+	LogLines        int          `json:"logLines"`
+	ForeignLogLines int          `json:"foreignLogLines"`
+	FirstForeign    string       `json:"firstForeignLogLine"`
 	Sync            *struct {
 		Secrets        int                `json:"secrets"`
 		ColdSync       int64              `json:"coldSyncNs"`
@@ -266,35 +262,6 @@ func sourceRows(lines []benchLine) []row {
 			fmt.Sprintf("≤ %g (a page of 1,000 each + cacerts)", want), judge(reqs <= want)})
 	}
 	return rows
-}
-
-// replicaRows are the figures of the second replica loadgen starts once
-// the leader wrote the ledger (the load run's): its RSS at rest, and the
-// same load as the leader's, compared with the leader's throughput.
-func replicaRows(l *loadRun, o options) []row {
-	n := thousands(o.loadClusters)
-	rss := "RSS at " + n + " clusters, a follower replica at rest"
-	load := fmt.Sprintf("load on a follower at %s clusters (%d connections) vs the leader's", n, o.loadConns)
-	rows := []row{
-		notMeasured("getparams on a follower vs pre-encoded bytes", "≤ 1.2x",
-			"the pre-encoded comparison runs in-process; a follower answers through the same handler and cache (the row above)"),
-		notMeasured("answer difference between two replicas after a change", "≤ 2 s (watch latency)",
-			"loadgen makes no change upstream; the e2e suite's replica scenario logs it"),
-	}
-	if l == nil || l.Follower == nil {
-		return append([]row{notMeasured(rss, "≤ 60 MiB", "the load run failed"), notMeasured(load, "≥ 0.83x (at most 1.2x slower)", "the load run failed")}, rows...)
-	}
-	f := l.Follower
-	rest := mib(f.Rest.RSS)
-	out := []row{{rss, fmt.Sprintf("%.1f MiB%s", rest, f.Rest.parts()), "≤ 60 MiB", judge(rest > 0 && rest <= 60)}}
-	if f.Requests > 0 && l.Throughput > 0 {
-		ratio := f.Throughput / l.Throughput
-		out = append(out, row{load, fmt.Sprintf("%.2fx (%.0f vs %.0f requests/s, %d errors)", ratio, f.Throughput, l.Throughput, f.Errors),
-			"≥ 0.83x (at most 1.2x slower)", judge(ratio >= 1/1.2 && f.Errors == 0)})
-	} else {
-		out = append(out, notMeasured(load, "≥ 0.83x (at most 1.2x slower)", "no load on the follower"))
-	}
-	return append(out, rows...)
 }
 
 // loadRows are the built binary under load, with the configuration's

@@ -18,6 +18,10 @@
 //     rest, at start-up and under load, with the configuration's defaults
 //     (Secrets and the refresh trigger on), and the lines it logged outside
 //     the configured format;
+//   - a follower replica on the same ledger: its RSS at rest, the leader's
+//     load on it, the same load on its answers served as pre-encoded bytes
+//     by a bare server in loadgen, and how far apart the two replicas
+//     answer with a cluster added upstream;
 //   - time-to-Application, from the first steps of the e2e suite run here
 //     (without the race detector).
 //

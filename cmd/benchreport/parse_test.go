@@ -243,3 +243,63 @@ func TestRSSRowsSayWhatRSSIsMadeOf(t *testing.T) {
 	assert.Equal(t, "115.4 MiB", got[leader], "no breakdown without the binary's pages")
 	assert.Equal(t, "108.0 MiB", got[follower], "no breakdown without the heap")
 }
+
+// TestReplicaRows: the follower against its answers pre-encoded, and the
+// two replicas after a change, are measured rows from the load run's JSON,
+// judged against their targets, and not measured when the run lacks them.
+func TestReplicaRows(t *testing.T) {
+	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000}, e2e: true}
+	const follower = `"rest": {"rssBytes": 52428800}, "requests": 34670, "requestsPerSecond": 3467, "errors": 0`
+	const preEncoded = `"preEncodedRequests": 37100, "preEncodedRequestsPerSecond": 3710, "preEncodedErrors": 0`
+	const change = `"change": {"cluster": "tenant-00-dev-010000", "leaderNs": 41250000000, "followerNs": 41262000000, "differenceNs": 12000000, "resolutionNs": 21000000}`
+	for _, tc := range []struct {
+		name             string
+		json             string // the load run's; "" for none
+		preEncoded, diff row
+	}{
+		{name: "both within their targets", json: `{"follower": {` + follower + `, ` + preEncoded + `, ` + change + `}}`,
+			preEncoded: row{preEncodedFigure, "1.07x (3467 requests/s from the follower vs 3710 from its answers pre-encoded, 200 connections, 10s each, the same inputs; the pre-encoded server runs in loadgen's process)", "≤ 1.2x", verdictOK},
+			diff:       row{changeFigure, "12 ms (the leader showed it 41.2 s after the change, the follower 12 ms after the leader; each time within 21 ms)", "≤ 2 s (watch latency)", verdictOK}},
+		{name: "both missed, the follower first",
+			json: `{"follower": {` + follower + `, "preEncodedRequests": 50000, "preEncodedRequestsPerSecond": 5000,
+			  "change": {"leaderNs": 5000000000, "followerNs": 2500000000, "differenceNs": 2500000000, "resolutionNs": 20000000}}}`,
+			preEncoded: row{preEncodedFigure, "1.44x (3467 requests/s from the follower vs 5000 from its answers pre-encoded, 200 connections, 10s each, the same inputs; the pre-encoded server runs in loadgen's process)", "≤ 1.2x", verdictMissed},
+			diff:       row{changeFigure, "2500 ms (the leader showed it 5.0 s after the change, the follower 2500 ms before the leader; each time within 20 ms)", "≤ 2 s (watch latency)", verdictMissed}},
+		{name: "errors under the pre-encoded load, a change not seen",
+			json: `{"follower": {` + follower + `, "preEncodedRequests": 100, "preEncodedRequestsPerSecond": 10, "preEncodedErrors": 3, "preEncodedError": "under load: {}: status 404",
+			  "change": {"cluster": "x", "error": "the follower: not in the answer 1m30s after the change (4000 answers) | context deadline exceeded"}}}`,
+			preEncoded: notMeasured(preEncodedFigure, "≤ 1.2x", "3 errors from the pre-encoded server (under load: {}: status 404)"),
+			diff:       notMeasured(changeFigure, "≤ 2 s (watch latency)", `the change was not seen by both replicas: the follower: not in the answer 1m30s after the change (4000 answers) \| context deadline exceeded`)},
+		{name: "answers not captured",
+			json:       `{"follower": {` + follower + `, "preEncodedError": "capture {}: status 503", ` + change + `}}`,
+			preEncoded: notMeasured(preEncodedFigure, "≤ 1.2x", "the follower's answers could not be served pre-encoded: capture {}: status 503"),
+			diff:       row{changeFigure, "12 ms (the leader showed it 41.2 s after the change, the follower 12 ms after the leader; each time within 21 ms)", "≤ 2 s (watch latency)", verdictOK}},
+		{name: "a loadgen without them", json: `{"follower": {` + follower + `}}`,
+			preEncoded: notMeasured(preEncodedFigure, "≤ 1.2x", "loadgen served no pre-encoded bytes"),
+			diff:       notMeasured(changeFigure, "≤ 2 s (watch latency)", "loadgen made no change upstream (no load on the follower?)")},
+		{name: "no load on the follower", json: `{"follower": {"rest": {"rssBytes": 52428800}}}`,
+			preEncoded: notMeasured(preEncodedFigure, "≤ 1.2x", "no load on the follower"),
+			diff:       notMeasured(changeFigure, "≤ 2 s (watch latency)", "loadgen made no change upstream (no load on the follower?)")},
+		{name: "no follower", json: `{}`,
+			preEncoded: notMeasured(preEncodedFigure, "≤ 1.2x", "the load run failed"),
+			diff:       notMeasured(changeFigure, "≤ 2 s (watch latency)", "the load run failed")},
+		{name: "no load run",
+			preEncoded: notMeasured(preEncodedFigure, "≤ 1.2x", "the load run failed"),
+			diff:       notMeasured(changeFigure, "≤ 2 s (watch latency)", "the load run failed")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var load map[int]*loadRun
+			if tc.json != "" {
+				l := &loadRun{Clusters: 10000, Connections: 200, Throughput: 3226}
+				require.NoError(t, json.Unmarshal([]byte(tc.json), l))
+				load = map[int]*loadRun{10000: l}
+			}
+			byFigure := map[string]row{}
+			for _, r := range figures(nil, nil, load, nil, o) {
+				byFigure[r.figure] = r
+			}
+			assert.Equal(t, tc.preEncoded, byFigure[preEncodedFigure])
+			assert.Equal(t, tc.diff, byFigure[changeFigure])
+		})
+	}
+}

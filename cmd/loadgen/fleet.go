@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -35,14 +36,21 @@ func tenantName(i int) string { return fmt.Sprintf("tenant-%02d", i) }
 func fleet(n int) []cluster {
 	out := make([]cluster, n)
 	for i := range out {
-		out[i] = cluster{
-			tenant: tenantName(i % tenantCount), env: envs[i%len(envs)], region: regions[i%len(regions)],
-			tier: tiers[(i/7)%len(tiers)], source: sourceNames[i%len(sourceNames)],
-		}
-		out[i].name = fmt.Sprintf("%s-%s-%06d", out[i].tenant, out[i].env, i)
-		out[i].server = fmt.Sprintf("https://c%06d.k8s.cluster-discovery.invalid", i)
+		out[i] = fleetCluster(i)
 	}
 	return out
+}
+
+// fleetCluster is the fleet's cluster i: fleet(n) holds clusters 0 to
+// n-1, and fleetCluster(n) is the one a change adds to it.
+func fleetCluster(i int) cluster {
+	c := cluster{
+		tenant: tenantName(i % tenantCount), env: envs[i%len(envs)], region: regions[i%len(regions)],
+		tier: tiers[(i/7)%len(tiers)], source: sourceNames[i%len(sourceNames)],
+	}
+	c.name = fmt.Sprintf("%s-%s-%06d", c.tenant, c.env, i)
+	c.server = fmt.Sprintf("https://c%06d.k8s.cluster-discovery.invalid", i)
+	return c
 }
 
 // input is one kind of request body and the clusters its answer must hold.
@@ -122,11 +130,22 @@ func writeClusters(path string, cs []cluster, source string, caData []string) er
 	}
 	w := bufio.NewWriter(f)
 	fmt.Fprintln(w, "clusters:")
-	for i, c := range cs {
-		if c.source != source {
-			continue
+	for i := range cs {
+		if cs[i].source == source {
+			writeCluster(w, &cs[i], caData[i])
 		}
-		fmt.Fprintf(w, `  - name: %s
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeCluster writes c, with caData, as an item of a clusters file's
+// list.
+func writeCluster(w io.Writer, c *cluster, caData string) {
+	fmt.Fprintf(w, `  - name: %s
     server: %s
     caData: %s
     tenant: %s
@@ -137,13 +156,7 @@ func writeClusters(path string, cs []cluster, source string, caData []string) er
     labels: {tenant: %s, env: %s, region: %s, tier: %s}
     annotations: {owner: team-%s@example.com}
     auth: {aws: {clusterName: %s, roleARN: "arn:aws:iam::111111111111:role/argocd", region: %s}}
-`, c.name, c.server, caData[i], c.tenant, c.tenant, c.region, c.tenant, c.env, c.region, c.tier, c.tenant, c.name, c.region)
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+`, c.name, c.server, caData, c.tenant, c.tenant, c.region, c.tenant, c.env, c.region, c.tier, c.tenant, c.name, c.region)
 }
 
 // newCAs returns the base64 caData of n clusters: n distinct self-signed

@@ -14,6 +14,19 @@
 // Secret, ClusterProfile and its status) made by an unthrottled client with
 // no watchers: the apiserver's ceiling on this machine.
 //
+// With -secrets it then starts a follower replica of the same binary on the
+// same ledger (follower.go): when it answers as the leader, its RSS at
+// rest, and, with a load, the same load as the leader's. After it, the
+// follower's answers to every input, captured byte for byte, are served by
+// a bare net/http server in loadgen's process and get the same load again
+// (preencoded.go): the follower's slowdown against pre-encoded bytes. Last,
+// one cluster is appended to a static clusters file and both replicas are
+// asked for every cluster every 20 ms until each answer holds it
+// (change.go): how far apart the two replicas answer after a change. The
+// leader picks the file up at its next listing (inventory.interval left at
+// its default, so that this adds up to a listing interval to the run), and
+// nothing is measured on the leader after the change.
+//
 // It exits non-zero when any request failed, or when the service has more
 // goroutines after the idle pause than before the load (beyond
 // -goroutine-slack): the target is 0 errors and no growth.
@@ -28,13 +41,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,7 +259,7 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 		return nil, err
 	}
 	if o.secrets {
-		if r.Follower, err = measureFollower(ctx, o, n, dir, cfg, token, ins, cs, log); err != nil {
+		if r.Follower, err = measureFollower(ctx, o, n, dir, svc, cfg, ins, cs, log); err != nil {
 			return nil, err
 		}
 	}
@@ -389,55 +400,4 @@ func steady(ctx context.Context, o options, kube *kubeEnv, svc *service, sr *syn
 	sr.SteadyRequests, sr.SteadyWindow = sumCounts(before, after), time.Since(t0)
 	fmt.Fprintf(log, "loadgen: %d passes with nothing to change in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
 	return nil
-}
-
-// measureFollower starts a second replica of the service with the leader's
-// configuration on another address, once the ledger is written: it lists
-// nothing and answers from the ledger. It returns when it answered as the
-// leader does, its RSS at rest after o.settle, and the same load.
-func measureFollower(ctx context.Context, o options, n int, dir, leaderCfg, token string, ins []*input, cs []cluster, log io.Writer) (*followerResult, error) {
-	addr, err := freeLoopbackAddr()
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(leaderCfg)
-	if err != nil {
-		return nil, err
-	}
-	lines := strings.SplitN(string(raw), "\n", 4) // log, server, listen: the third line
-	if len(lines) < 4 || !strings.HasPrefix(strings.TrimSpace(lines[2]), "listen:") {
-		return nil, errors.New("follower: the leader's configuration has no listen line where expected")
-	}
-	lines[2] = fmt.Sprintf("  listen: %q", addr)
-	cfgPath := filepath.Join(dir, "follower.yaml")
-	if err := os.WriteFile(cfgPath, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(log, "loadgen: %d clusters: starting a follower replica on %s\n", n, addr)
-	started := time.Now()
-	f, err := startService(o.binary, cfgPath, addr, filepath.Join(dir, "follower.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.stop(30 * time.Second) }()
-	if err := f.waitReady(o.readyTimeout); err != nil {
-		return nil, fmt.Errorf("follower: %w", err)
-	}
-	if err := verify(ctx, f.base, token, ins, cs); err != nil {
-		return nil, fmt.Errorf("follower: %w", err)
-	}
-	fr := &followerResult{ReadyAfter: time.Since(started)}
-	time.Sleep(o.settle)
-	if fr.Rest, err = f.scrape(); err != nil {
-		return nil, err
-	}
-	if o.duration > 0 {
-		load := drive(f.base, token, ins, o.conns, o.duration)
-		slices.Sort(load.all)
-		fr.PeakRSS, fr.Requests, fr.Errors = f.peakRSS(), load.Requests, load.errors()
-		fr.Throughput, fr.P50 = float64(load.Requests)/load.Elapsed.Seconds(), quantile(load.all, 0.5)
-	}
-	fmt.Fprintf(log, "loadgen: %d clusters: follower answered as the leader %s after its start; RSS at rest %s\n",
-		n, fr.ReadyAfter.Round(time.Millisecond), mib(fr.Rest.RSSBytes))
-	return fr, nil
 }

@@ -66,7 +66,9 @@ type syncResult struct {
 
 // followerResult is what a second replica, started once the ledger is
 // written, measured: when it answered (the same answers as the leader),
-// its RSS at rest, and the same load as the leader's.
+// its RSS at rest, and, with a load, the same load as the leader's, the
+// same load on its answers served as pre-encoded bytes, and a change
+// upstream seen by both replicas.
 type followerResult struct {
 	ReadyAfter time.Duration `json:"readyAfterNs"`
 	Rest       processStats  `json:"rest"`
@@ -75,6 +77,20 @@ type followerResult struct {
 	Throughput float64       `json:"requestsPerSecond"`
 	P50        time.Duration `json:"p50Ns"`
 	Errors     int64         `json:"errors"`
+	// PreEncoded* are the same load on a bare net/http server in loadgen
+	// answering each body with the follower's answer captured for it;
+	// PreEncodedRatio is its throughput over the follower's (the
+	// follower's slowdown factor), PreEncodedError why it was not
+	// measured or the first failure under it.
+	PreEncodedRequests   int64         `json:"preEncodedRequests"`
+	PreEncodedThroughput float64       `json:"preEncodedRequestsPerSecond"`
+	PreEncodedP50        time.Duration `json:"preEncodedP50Ns"`
+	PreEncodedErrors     int64         `json:"preEncodedErrors"`
+	PreEncodedRatio      float64       `json:"preEncodedRatio"`
+	PreEncodedError      string        `json:"preEncodedError,omitempty"`
+	// Change is a cluster added upstream, seen by the leader and by this
+	// replica.
+	Change *changeResult `json:"change,omitempty"`
 }
 
 type kindStats struct {
@@ -123,12 +139,7 @@ func report(w io.Writer, r *result) {
 		}
 	}
 	if f := r.Follower; f != nil {
-		fmt.Fprintf(w, "  follower      answered as the leader %s after its start; RSS %s at rest (heap in use %s)",
-			f.ReadyAfter.Round(time.Millisecond), mib(f.Rest.RSSBytes), mib(f.Rest.HeapInUse))
-		if f.Requests > 0 {
-			fmt.Fprintf(w, "; under the same load %.0f req/s, p50 %s, %d errors, peak RSS %s", f.Throughput, ms(f.P50), f.Errors, mib(f.PeakRSS))
-		}
-		fmt.Fprintln(w)
+		reportFollower(w, f)
 	}
 	l := r.Load
 	if l == nil {
@@ -154,4 +165,28 @@ func report(w io.Writer, r *result) {
 		mib(r.Before.RSSBytes), mib(r.During.RSSBytes), mib(r.After.RSSBytes), mib(r.PeakRSSBytes), mib(r.StartupPeakRSSBytes))
 	fmt.Fprintf(w, "  RSS file-backed (the binary) before %s   after %s\n", mib(r.Before.RSSFileBytes), mib(r.After.RSSFileBytes))
 	fmt.Fprintf(w, "  heap in use   before %s   during %s   after %s\n", mib(r.Before.HeapInUse), mib(r.During.HeapInUse), mib(r.After.HeapInUse))
+}
+
+// reportFollower writes the follower's lines: at rest, under load, against
+// pre-encoded bytes and after a change.
+func reportFollower(w io.Writer, f *followerResult) {
+	fmt.Fprintf(w, "  follower      answered as the leader %s after its start; RSS %s at rest (heap in use %s)",
+		f.ReadyAfter.Round(time.Millisecond), mib(f.Rest.RSSBytes), mib(f.Rest.HeapInUse))
+	if f.Requests > 0 {
+		fmt.Fprintf(w, "; under the same load %.0f req/s, p50 %s, %d errors, peak RSS %s", f.Throughput, ms(f.P50), f.Errors, mib(f.PeakRSS))
+	}
+	fmt.Fprintln(w)
+	if f.PreEncodedRequests > 0 {
+		fmt.Fprintf(w, "  pre-encoded   the follower's answers from a bare net/http server in loadgen, same load: %.0f req/s, p50 %s, %d errors; the follower %.2fx slower\n",
+			f.PreEncodedThroughput, ms(f.PreEncodedP50), f.PreEncodedErrors, f.PreEncodedRatio)
+	}
+	if f.PreEncodedError != "" {
+		fmt.Fprintf(w, "    pre-encoded: %s\n", f.PreEncodedError)
+	}
+	if c := f.Change; c != nil && c.Error == "" {
+		fmt.Fprintf(w, "  change        %s added upstream: in the leader's answer %s after the change, the follower's %s; difference %s (each within %s, %d requests)\n",
+			c.Cluster, ms(c.Leader), ms(c.Follower), ms(c.Difference), ms(c.Resolution), c.Polls)
+	} else if c != nil {
+		fmt.Fprintf(w, "  change        %s added upstream, not seen by both replicas: %s\n", c.Cluster, c.Error)
+	}
 }
