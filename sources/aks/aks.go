@@ -83,17 +83,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
@@ -132,7 +129,7 @@ type Source struct {
 // NewSource builds the source of a section that Default and Validate
 // passed. It makes no call to Azure.
 func (c *Config) NewSource(opts sources.SourceOptions) (sources.Source, error) {
-	s, err := newSource(*c, opts, clientHooks{})
+	s, err := newSource(*c, opts, azurearm.Hooks{})
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +137,7 @@ func (c *Config) NewSource(opts sources.SourceOptions) (sources.Source, error) {
 }
 
 // newSource is NewSource with the hooks tests set.
-func newSource(cfg Config, opts sources.SourceOptions, h clientHooks) (*Source, error) {
+func newSource(cfg Config, opts sources.SourceOptions, h azurearm.Hooks) (*Source, error) {
 	if opts.Name == "" {
 		return nil, errors.New("aks source: no name")
 	}
@@ -188,49 +185,20 @@ func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []
 		s.metrics.Failed(err)
 		return nil, nil, err
 	}
-	ids := make([]string, len(subs))
-	for i := range subs {
-		ids[i] = subs[i].id
-	}
-	return out, ids, nil
+	return out, azurearm.IDs(subs), nil
 }
 
-// counts are the per-listing counts of the gauges.
-type counts struct {
-	states, skipped, notReady map[string]int
-}
-
-func (s *Source) list(ctx context.Context) ([]sources.Cluster, []subscription, error) {
-	subs, err := s.subscriptions(ctx)
+func (s *Source) list(ctx context.Context) ([]sources.Cluster, []azurearm.Subscription, error) {
+	subs, err := s.client.Subscriptions(ctx, s.cfg.Subscriptions, s.log)
 	if err != nil {
 		return nil, nil, err
 	}
-	perSub := make([][]mapped, len(subs))
-	err = parallel(ctx, len(subs), s.cfg.Concurrency, func(ctx context.Context, i int) error {
-		var err error
-		perSub[i], err = s.listSubscription(ctx, subs[i])
-		return err
-	})
+	perSub, err := azurearm.EachSubscription(ctx, s.log, subs, s.cfg.Concurrency, s.listSubscription)
 	if err != nil {
 		return nil, nil, err
 	}
-
-	var listed []*mapped
-	n := counts{states: map[string]int{}, skipped: map[string]int{}}
-	for _, ms := range perSub {
-		for i := range ms {
-			m := &ms[i]
-			n.states[m.state]++
-			if m.skip != "" {
-				n.skipped[string(m.skip)]++
-				s.log.Debug("cluster skipped", "cluster", m.azureName, "resourceGroup", m.resourceGroup,
-					"subscription", m.subscription, "reason", string(m.skip), "detail", m.detail)
-				continue
-			}
-			listed = append(listed, m)
-		}
-	}
-	err = parallel(ctx, len(listed), s.cfg.Concurrency, func(ctx context.Context, i int) error {
+	listed, n := azurearm.Kept(s.log, perSub, (*mapped).about)
+	err = azurearm.Parallel(ctx, len(listed), s.cfg.Concurrency, func(ctx context.Context, i int) error {
 		if !listed[i].needCA {
 			return nil
 		}
@@ -240,18 +208,18 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, []subscription, e
 		err = ctx.Err()
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read cluster CAs: %w", &upstream.Error{Kind: classify(err), Operation: opCredentials, Err: err})
+		return nil, nil, fmt.Errorf("read cluster CAs: %w", &upstream.Error{Kind: azurearm.Classify(err), Operation: opCredentials, Err: err})
 	}
 	return s.finish(listed, n, subs), subs, nil
 }
 
 // finish turns a complete listing into the result: it warns about names
 // listed twice, forgets what left, and sets the per-listing gauges.
-func (s *Source) finish(listed []*mapped, n counts, subs []subscription) []sources.Cluster {
+func (s *Source) finish(listed []*mapped, n azurearm.Counts, subs []azurearm.Subscription) []sources.Cluster {
 	out := make([]sources.Cluster, 0, len(listed))
 	ids := make(map[string]bool, len(listed))
 	byName := map[string]string{}
-	n.notReady = map[string]int{notReadyCA: 0, notReadyScope: 0, notReadyServer: 0, notReadyAAD: 0}
+	notReady := map[string]int{notReadyCA: 0, notReadyScope: 0, notReadyServer: 0, notReadyAAD: 0}
 	for _, m := range listed {
 		ids[m.id] = true
 		rid := m.cluster.Annotations[AnnotationResourceID]
@@ -261,105 +229,34 @@ func (s *Source) finish(listed []*mapped, n counts, subs []subscription) []sourc
 		}
 		byName[m.cluster.Name] = rid
 		if !m.cluster.Ready {
-			n.notReady[m.notReadyKind]++
+			notReady[m.notReadyKind]++
 		}
 		out = append(out, m.cluster)
 	}
 	s.forgetCAs(ids)
-	s.client.forgetSubscriptions(subs)
-	s.metrics.listed(out, n.notReady, n.states, n.skipped)
+	s.client.clusters.Forget(subs)
+	// clusters_not_ready by reason kind (ca_unavailable, invalid_scope,
+	// invalid_server, invalid_aad_profile, invalid_name), never by the
+	// cluster's reason, which quotes ARM's error messages
+	azurearm.SetListed(s.metrics.Metrics, out, notReady, n)
 	sources.SortByName(out)
 	return out
 }
 
-// subscription is one subscription to list: its lower-cased id and, when
-// subscriptions are discovered, its state (empty when configured).
-type subscription struct {
-	id    string
-	state armsubscriptions.SubscriptionState
-}
-
-// subscriptions returns the configured subscriptions, or every one the
-// identity can see except Deleted ones: Enabled, PastDue and Warned
-// subscriptions run their resources, and a Disabled one still answers GET,
-// its clusters listed as degraded (see inSubscription). A state this
-// package does not know is listed too: listing is only a GET, and leaving
-// its clusters out would make them look gone.
-//
-// A subscription that drops out of the list makes its clusters absent from
-// the listing, and ClustersAndAccounts no longer names it: the inventory
-// holds their departure until an operator confirms it.
-// None visible at all is an error (kind auth): an identity that lost its
-// role assignments must not make every cluster disappear.
-func (s *Source) subscriptions(ctx context.Context) ([]subscription, error) {
-	if s.client.subs == nil {
-		out := make([]subscription, len(s.cfg.Subscriptions))
-		for i, id := range s.cfg.Subscriptions {
-			out[i] = subscription{id: strings.ToLower(id)}
-		}
-		return out, nil
-	}
-	var out []subscription
-	err := s.client.listSubscriptions(ctx, func(sub *armsubscriptions.Subscription) error {
-		if sub == nil || sub.SubscriptionID == nil || !guidRE.MatchString(*sub.SubscriptionID) {
-			return malformed(opSubscriptions, errors.New("a subscription without a valid subscriptionId"))
-		}
-		id, state := strings.ToLower(*sub.SubscriptionID), deref(sub.State)
-		if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDeleted)) {
-			s.log.Debug("subscription skipped", "subscription", id, "state", string(state))
-			return nil
-		}
-		if !slices.ContainsFunc(out, func(o subscription) bool { return o.id == id }) {
-			out = append(out, subscription{id: id, state: state})
-		}
-		return nil
-	})
-	if err == nil && len(out) == 0 {
-		err = &upstream.Error{Kind: upstream.KindAuth, Operation: opSubscriptions,
-			Msg: "no subscription is visible to the identity (Deleted ones are not listed)"}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list subscriptions: %w", err)
-	}
-	return out, nil
-}
-
 // listSubscription lists and maps the clusters of one subscription and
-// adjusts their phase to the subscription's state.
-func (s *Source) listSubscription(ctx context.Context, subscr subscription) ([]mapped, error) {
-	sub := subscr.id
-	flagState := subscr.state != "" && !strings.EqualFold(string(subscr.state), string(armsubscriptions.SubscriptionStateEnabled))
-	if flagState {
-		s.log.Debug("subscription listed in a state other than Enabled", "subscription", sub, "state", string(subscr.state))
-	}
+// adjusts them to the subscription's state.
+func (s *Source) listSubscription(ctx context.Context, sub azurearm.Subscription) ([]mapped, error) {
 	var out []mapped
-	err := s.client.listClusters(ctx, sub, func(mc *armcontainerservice.ManagedCluster) error {
-		m, err := s.mapper.toCluster(sub, mc)
+	err := s.client.listClusters(ctx, sub.ID, func(mc *armcontainerservice.ManagedCluster) error {
+		m, err := s.mapper.toCluster(sub.ID, mc)
 		if err != nil {
-			return malformed(opClusters, err)
+			return azurearm.Malformed(opClusters, err)
 		}
 		if m.skip == "" {
-			m.cluster.Phase = inSubscription(m.cluster.Phase, subscr.state)
-			if flagState {
-				m.cluster.Annotations[AnnotationSubscriptionState] = string(subscr.state)
-			}
+			sub.Mark(&m.cluster, AnnotationSubscriptionState)
 		}
 		out = append(out, m)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("subscription %s: list clusters: %w", sub, err)
-	}
-	return out, nil
-}
-
-// parallel runs fn(ctx, i) for i in [0, n) with at most limit at once. The
-// first error cancels the context of the others and is returned.
-func parallel(ctx context.Context, n, limit int, fn func(context.Context, int) error) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(limit)
-	for i := range n {
-		g.Go(func() error { return fn(ctx, i) })
-	}
-	return g.Wait()
+	return out, err
 }

@@ -3,13 +3,10 @@ package aks
 import (
 	"context"
 	"encoding/base64"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
@@ -19,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 func TestClustersAcrossSubscriptionsAndPages(t *testing.T) {
@@ -144,9 +142,7 @@ func TestSubscriptionThatLeavesOnlyRemovesItsClusters(t *testing.T) {
 			assert.Equal(t, []string{subA}, accounts, "the listing no longer covers it: the inventory holds its clusters")
 			assert.Equal(t, sources.PhaseReady, cs[0].Phase)
 			assert.Equal(t, 1, f.Calls("list"))
-			env.src.client.mu.Lock()
-			assert.NotContains(t, env.src.client.clusters, subB, "its client is forgotten")
-			env.src.client.mu.Unlock()
+			assert.NotContains(t, env.src.client.clusters.Subscriptions(), subB, "its client is forgotten")
 			env.src.mu.Lock()
 			assert.Len(t, env.src.cas, 1, "its CA is forgotten")
 			env.src.mu.Unlock()
@@ -298,7 +294,7 @@ func TestNewSourceRejectsBadConfigAndDuplicateMetrics(t *testing.T) {
 	env := newTestEnv(t, explicit(subA), newFakeARM(t, staticPages(nil)), nil)
 	cfg = &Config{Subscriptions: []string{subA}}
 	cfg.Default()
-	_, err = newSource(*cfg, sources.SourceOptions{Name: "again", Registerer: env.reg}, clientHooks{credential: &azfake.TokenCredential{}})
+	_, err = newSource(*cfg, sources.SourceOptions{Name: "again", Registerer: env.reg}, azurearm.Hooks{Credential: &azfake.TokenCredential{}})
 	require.ErrorContains(t, err, "register metrics")
 }
 
@@ -311,28 +307,6 @@ func TestNewBuildsTheDefaultCredentialWithoutCallingAzure(t *testing.T) {
 	src, err := cfg.NewSource(sources.SourceOptions{Name: "aks"})
 	require.NoError(t, err)
 	require.IsType(t, &Source{}, src)
-	assert.NotNil(t, src.(*Source).client.cred)
-	assert.NotNil(t, src.(*Source).client.subs)
-}
-
-func TestARMOptions(t *testing.T) {
-	m, err := newMetrics(nil)
-	require.NoError(t, err)
-	publicRM := cloud.AzurePublic.Services[cloud.ResourceManager].Endpoint
-
-	o := armOptions(&Config{Cloud: "AzureChina", ARMEndpoint: "https://arm.example.com"}, nil, m.Metrics)
-	assert.True(t, o.DisableRPRegistration, "a discovery service never registers resource providers")
-	assert.Len(t, o.PerRetryPolicies, 1)
-	assert.Equal(t, cloud.AzureChina.ActiveDirectoryAuthorityHost, o.Cloud.ActiveDirectoryAuthorityHost)
-	assert.Equal(t, "https://arm.example.com", o.Cloud.Services[cloud.ResourceManager].Endpoint)
-	assert.Equal(t, cloud.AzureChina.Services[cloud.ResourceManager].Audience, o.Cloud.Services[cloud.ResourceManager].Audience)
-	assert.NotEqual(t, "https://arm.example.com", cloud.AzureChina.Services[cloud.ResourceManager].Endpoint, "the SDK's cloud is not modified")
-
-	base := &arm.ClientOptions{}
-	base.Transport = http.DefaultClient
-	o = armOptions(&Config{Cloud: "AzurePublic"}, base, m.Metrics)
-	assert.Equal(t, publicRM, o.Cloud.Services[cloud.ResourceManager].Endpoint)
-	assert.Empty(t, base.PerRetryPolicies, "the caller's options are not modified")
-	assert.False(t, base.DisableRPRegistration)
-	assert.Equal(t, http.DefaultClient, o.Transport)
+	assert.NotNil(t, src.(*Source).client.Cred)
+	assert.NotNil(t, src.(*Source).client.Subs)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // AuthConfig describes the execProviderConfig of the clusters' Secrets:
@@ -89,11 +90,11 @@ func (a AuthConfig) validate(path *field.Path) field.ErrorList {
 	case !slices.Contains(loginMethods, a.LoginMethod):
 		errs = append(errs, field.NotSupported(path.Child("loginMethod"), a.LoginMethod, loginMethods))
 	}
-	errs = appendGUID(errs, path.Child("clientID"), a.ClientID)
-	errs = appendGUID(errs, path.Child("tenantID"), a.TenantID)
-	errs = appendGUID(errs, path.Child("serverApplicationID"), a.ServerApplicationID)
-	if a.AuthorityHost != "" && !isHTTPSURL(a.AuthorityHost) {
-		errs = append(errs, field.Invalid(path.Child("authorityHost"), redactURL(a.AuthorityHost), "must be an https URL without user info"))
+	errs = azurearm.AppendGUID(errs, path.Child("clientID"), a.ClientID)
+	errs = azurearm.AppendGUID(errs, path.Child("tenantID"), a.TenantID)
+	errs = azurearm.AppendGUID(errs, path.Child("serverApplicationID"), a.ServerApplicationID)
+	if a.AuthorityHost != "" && !azurearm.IsHTTPSURL(a.AuthorityHost) {
+		errs = append(errs, field.Invalid(path.Child("authorityHost"), azurearm.RedactURL(a.AuthorityHost), "must be an https URL without user info"))
 	}
 	if a.Command == "" || strings.ContainsFunc(a.Command, isBadNameRune) {
 		errs = append(errs, field.Invalid(path.Child("command"), a.Command, "must be a command name without spaces"))
@@ -170,19 +171,19 @@ type aadIdentity struct {
 // reach an exec env; a not-ready reason names the field, never its value.
 func identityOf(aad *armcontainerservice.ManagedClusterAADProfile) (aadIdentity, string) {
 	var id aadIdentity
-	if t := deref(aad.TenantID); t != "" {
-		if !guidRE.MatchString(t) {
+	if t := azurearm.Deref(aad.TenantID); t != "" {
+		if !azurearm.IsGUID(t) {
 			return aadIdentity{}, "aadProfile.tenantID is not a tenant id (a GUID)"
 		}
 		id.tenantID = strings.ToLower(t)
 	}
-	if deref(aad.Managed) {
+	if azurearm.Deref(aad.Managed) {
 		return id, ""
 	}
-	switch s := deref(aad.ServerAppID); {
+	switch s := azurearm.Deref(aad.ServerAppID); {
 	case s == "":
 		return aadIdentity{}, "legacy Entra ID integration (aadProfile.managed is not true) without aadProfile.serverAppID"
-	case !guidRE.MatchString(s):
+	case !azurearm.IsGUID(s):
 		return aadIdentity{}, "aadProfile.serverAppID is not an application id (a GUID)"
 	default:
 		id.serverAppID = strings.ToLower(s)

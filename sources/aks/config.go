@@ -1,19 +1,16 @@
 package aks
 
 import (
-	"bytes"
 	"fmt"
-	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"text/template"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // Config is the aks section of a source. The service calls Default, then
@@ -135,19 +132,12 @@ const (
 )
 
 const (
-	defaultCloud         = "AzurePublic"
-	defaultTenantTag     = "tenant"
-	defaultProjectTag    = "argocd-project"
-	defaultNamespacesTag = "argocd-namespaces"
-	defaultCATTL         = time.Hour
-	defaultCAErrorTTL    = 5 * time.Minute
-	minTTL               = time.Second
-	defaultConcurrency   = 8
-	maxConcurrency       = 64
-	defaultNameTemplate  = "{{.Name}}"
-	defaultLoginMethod   = "workloadidentity"
-	defaultCommand       = "argocd-k8s-auth"
-	defaultAPIVersion    = "client.authentication.k8s.io/v1beta1"
+	defaultCATTL       = time.Hour
+	defaultCAErrorTTL  = 5 * time.Minute
+	minTTL             = time.Second
+	defaultLoginMethod = "workloadidentity"
+	defaultCommand     = "argocd-k8s-auth"
+	defaultAPIVersion  = "client.authentication.k8s.io/v1beta1"
 )
 
 // Default fills every unset field with its default. A deprecated key's
@@ -157,14 +147,14 @@ func (c *Config) Default() {
 	orDefault(&c.PrivateEndpoints.Policy, c.PrivateClusters)
 	orDefault(&c.PrivateEndpoints.ProxyURL, c.PrivateProxyURL)
 	orDefault(&c.PrivateEndpoints.Policy, PrivateExclude)
-	orDefault(&c.Cloud, defaultCloud)
-	orDefault(&c.TenantTag, defaultTenantTag)
-	orDefault(&c.ProjectTag, defaultProjectTag)
-	orDefault(&c.NamespacesTag, defaultNamespacesTag)
+	orDefault(&c.Cloud, azurearm.DefaultCloud)
+	orDefault(&c.TenantTag, azurearm.DefaultTenantTag)
+	orDefault(&c.ProjectTag, azurearm.DefaultProjectTag)
+	orDefault(&c.NamespacesTag, azurearm.DefaultNamespacesTag)
 	orDefault(&c.CATTL, sources.D(defaultCATTL))
 	orDefault(&c.CAErrorTTL, sources.D(defaultCAErrorTTL))
-	orDefault(&c.Concurrency, defaultConcurrency)
-	orDefault(&c.NameTemplate, defaultNameTemplate)
+	orDefault(&c.Concurrency, azurearm.DefaultConcurrency)
+	orDefault(&c.NameTemplate, azurearm.DefaultNameTemplate)
 	orDefault(&c.Auth.Environment, aadEnvironments[c.Cloud])
 	orDefault(&c.Auth.LoginMethod, defaultLoginMethod)
 	orDefault(&c.Auth.Command, defaultCommand)
@@ -209,19 +199,7 @@ func (c *Config) aliases(path *field.Path) []alias {
 	}
 }
 
-var guidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-var (
-	cloudNames      = []string{"AzurePublic", "AzureChina", "AzureGovernment"}
-	privatePolicies = []PrivatePolicy{PrivateExclude, PrivateFQDN, PrivatePublicFQDN}
-)
-
-// clouds maps Cloud to the SDK's cloud configuration.
-var clouds = map[string]cloud.Configuration{
-	"AzurePublic":     cloud.AzurePublic,
-	"AzureChina":      cloud.AzureChina,
-	"AzureGovernment": cloud.AzureGovernment,
-}
+var privatePolicies = []PrivatePolicy{PrivateExclude, PrivateFQDN, PrivatePublicFQDN}
 
 // removedStateFilter explains why provisioningStates and powerStates are
 // rejected.
@@ -231,73 +209,33 @@ const removedStateFilter = `was removed: every cluster is listed and its AKS sta
 // applied, each with its full path under path. It changes nothing.
 func (c *Config) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, c.validateIdentity(path)...)
+	errs = append(errs, c.identity().Validate(path)...)
 	errs = append(errs, c.validateSelection(path)...)
 	errs = append(errs, c.validatePrivate(path)...)
 	errs = append(errs, c.validateListing(path)...)
 	return append(errs, c.Auth.validate(path.Child("auth"))...)
 }
 
-// validateIdentity checks how the service reaches Azure.
-func (c *Config) validateIdentity(path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	errs = appendGUID(errs, path.Child("tenantID"), c.TenantID)
-	errs = appendGUID(errs, path.Child("clientID"), c.ClientID)
-	if _, ok := clouds[c.Cloud]; !ok {
-		errs = append(errs, field.NotSupported(path.Child("cloud"), c.Cloud, cloudNames))
+// selection is the section's subscription, resource group and tag keys.
+func (c *Config) selection() azurearm.Selection {
+	return azurearm.Selection{
+		Subscriptions: c.Subscriptions, ResourceGroups: c.ResourceGroups,
+		IncludeTags: c.IncludeTags, ExcludeTags: c.ExcludeTags, LabelTags: c.LabelTags, IgnoreTags: c.IgnoreTags,
+		TenantTag: c.TenantTag, ProjectTag: c.ProjectTag, NamespacesTag: c.NamespacesTag,
 	}
-	if c.ARMEndpoint != "" && !isHTTPSURL(c.ARMEndpoint) {
-		errs = append(errs, field.Invalid(path.Child("armEndpoint"), redactURL(c.ARMEndpoint), "must be an https URL without user info"))
-	}
-	return errs
 }
 
 // validateSelection checks which subscriptions and clusters are listed
 // and which tags are read.
 func (c *Config) validateSelection(path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	seen := map[string]int{}
-	for i, s := range c.Subscriptions {
-		p := path.Child("subscriptions").Index(i)
-		if !guidRE.MatchString(s) {
-			errs = append(errs, field.Invalid(p, s, "not a subscription id (a GUID)"))
-			continue
-		}
-		if j, dup := seen[strings.ToLower(s)]; dup {
-			e := field.Duplicate(p, s)
-			e.Detail = "repeats " + path.Child("subscriptions").Index(j).String()
-			errs = append(errs, e)
-		}
-		seen[strings.ToLower(s)] = i
-	}
-	for i, rg := range c.ResourceGroups {
-		if strings.TrimSpace(rg) == "" || strings.Contains(rg, "/") {
-			errs = append(errs, field.Invalid(path.Child("resourceGroups").Index(i), rg, "not a resource group name"))
-		}
-	}
+	errs := c.selection().ValidateSubscriptions(path)
 	if c.ProvisioningStates != nil {
 		errs = append(errs, field.Forbidden(path.Child("provisioningStates"), removedStateFilter))
 	}
 	if c.PowerStates != nil {
 		errs = append(errs, field.Forbidden(path.Child("powerStates"), removedStateFilter))
 	}
-	for _, key := range []struct {
-		name string
-		list []string
-	}{{"labelTags", c.LabelTags}, {"ignoreTags", c.IgnoreTags}} {
-		for i, s := range key.list {
-			if strings.TrimSpace(s) == "" {
-				errs = append(errs, field.Invalid(path.Child(key.name).Index(i), s, "empty tag key"))
-			}
-		}
-	}
-	if _, ok := c.IncludeTags[""]; ok {
-		errs = append(errs, field.Invalid(path.Child("includeTags"), "", "empty tag key"))
-	}
-	if _, ok := c.ExcludeTags[""]; ok {
-		errs = append(errs, field.Invalid(path.Child("excludeTags"), "", "empty tag key"))
-	}
-	return errs
+	return append(errs, c.selection().ValidateTags(path)...)
 }
 
 // validatePrivate checks privateEndpoints and its deprecated aliases. A
@@ -323,7 +261,7 @@ func (c *Config) validatePrivate(path *field.Path) field.ErrorList {
 	}
 	if u := c.PrivateEndpoints.ProxyURL; u != "" {
 		if err := sources.ValidateProxyURL(u); err != nil {
-			errs = append(errs, field.Invalid(at(as[1]), redactURL(u), err.Error()))
+			errs = append(errs, field.Invalid(at(as[1]), azurearm.RedactURL(u), err.Error()))
 		}
 	}
 	return errs
@@ -340,8 +278,8 @@ func (c *Config) validateListing(path *field.Path) field.ErrorList {
 			errs = append(errs, err)
 		}
 	}
-	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
-		errs = append(errs, field.Invalid(path.Child("concurrency"), c.Concurrency, fmt.Sprintf("must be between 1 and %d", maxConcurrency)))
+	if c.Concurrency < 1 || c.Concurrency > azurearm.MaxConcurrency {
+		errs = append(errs, field.Invalid(path.Child("concurrency"), c.Concurrency, fmt.Sprintf("must be between 1 and %d", azurearm.MaxConcurrency)))
 	}
 	if strings.ContainsFunc(c.NamePrefix, isBadNameRune) {
 		errs = append(errs, field.Invalid(path.Child("namePrefix"), c.NamePrefix, "must not contain spaces or control characters"))
@@ -352,53 +290,13 @@ func (c *Config) validateListing(path *field.Path) field.ErrorList {
 	return errs
 }
 
-func appendGUID(errs field.ErrorList, path *field.Path, v string) field.ErrorList {
-	if v != "" && !guidRE.MatchString(v) {
-		errs = append(errs, field.Invalid(path, v, "not a GUID"))
-	}
-	return errs
-}
-
-func isHTTPSURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil
-}
-
-// redactURL is s for an error message: its password hidden, or nothing of
-// it when it does not parse.
-func redactURL(s string) any {
-	u, err := url.Parse(s)
-	if err != nil {
-		return field.OmitValueType{}
-	}
-	return u.Redacted()
-}
-
 func isBadNameRune(r rune) bool {
 	return r <= ' ' || r == 0x7f
 }
 
 // nameData is what NameTemplate sees.
-type nameData struct {
-	Name          string
-	ResourceGroup string
-	Subscription  string
-	Location      string
-	Tags          map[string]string
-}
+type nameData azurearm.NameData
 
 func parseNameTemplate(s string) (*template.Template, error) {
-	t, err := template.New("name").Option("missingkey=zero").
-		Funcs(template.FuncMap{"lower": strings.ToLower}).Parse(s)
-	if err != nil {
-		return nil, err
-	}
-	// Render once so that unknown fields fail at start-up; a missing tag
-	// renders empty.
-	var b bytes.Buffer
-	sample := nameData{Name: "n", ResourceGroup: "rg", Subscription: "s", Location: "l", Tags: map[string]string{}}
-	if err := t.Execute(&b, sample); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return azurearm.ParseNameTemplate(s, nameData(azurearm.SampleName()))
 }

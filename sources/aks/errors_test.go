@@ -3,16 +3,13 @@ package aks
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -41,6 +38,41 @@ func TestPageErrorFailsTheListing(t *testing.T) {
 	assert.NotContains(t, err.Error(), "\n", "one line for /status")
 	requireFailure(t, env, err, upstream.KindAuth, "managedClusters.list")
 }
+
+// TestCutShortRequestsCountAsCanceled: when one subscription's list
+// fails, the listing ends and the request still in flight for another
+// subscription is cut short. Its transport error carries the failure as
+// its context's cause (as net/http's does), yet it counts in
+// api_requests_total as canceled, not with the failure's kind.
+func TestCutShortRequestsCountAsCanceled(t *testing.T) {
+	inFlight := make(chan struct{})
+	tr := transportFunc(func(req *http.Request) (*http.Response, error) {
+		if strings.Contains(req.URL.Path, subA) {
+			close(inFlight)
+			<-req.Context().Done()
+			return nil, context.Cause(req.Context())
+		}
+		<-inFlight // subA's request is sent before subB's fails
+		return &http.Response{
+			StatusCode: http.StatusForbidden, Request: req,
+			Header: http.Header{"Content-Type": {"application/json"}, "X-Ms-Error-Code": {"AuthorizationFailed"}},
+			Body:   io.NopCloser(strings.NewReader(`{"error":{"code":"AuthorizationFailed","message":"no read on managedClusters"}}`)),
+		}, nil
+	})
+	env := newTestEnv(t, explicit(subA, subB), tr, nil)
+	cs, err := env.src.Clusters(context.Background())
+	require.EqualError(t, err, "subscription "+subB+": list clusters: HTTP 403 AuthorizationFailed: no read on managedClusters")
+	assert.Nil(t, cs)
+	requireFailure(t, env, err, upstream.KindAuth, opClusters)
+	requests := env.src.metrics.APIRequests
+	assert.Equal(t, 1.0, testutil.ToFloat64(requests.WithLabelValues(opClusters, string(upstream.KindAuth))), "subB's request, which failed")
+	assert.Equal(t, 1.0, testutil.ToFloat64(requests.WithLabelValues(opClusters, string(upstream.KindCanceled))), "subA's request, cut short")
+	assert.Equal(t, 2, testutil.CollectAndCount(requests), "nothing else was sent")
+}
+
+type transportFunc func(*http.Request) (*http.Response, error)
+
+func (f transportFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestUnknownSubscriptionFailsTheListing(t *testing.T) {
 	f := newFakeARM(t, staticPages(map[string]pages{subA: {{managedCluster(subA, "rg", "alpha")}}}))
@@ -185,22 +217,6 @@ func TestForbiddenCredentialsOverHTTP(t *testing.T) {
 	assert.Zero(t, testutil.CollectAndCount(env.src.metrics.Errors), "a CA that cannot be read fails no listing")
 }
 
-func TestDescribe(t *testing.T) {
-	resp := &http.Response{
-		StatusCode: http.StatusForbidden,
-		Header:     http.Header{"X-Ms-Error-Code": {"AuthorizationFailed"}},
-		Body:       http.NoBody,
-		Request:    &http.Request{Method: http.MethodGet},
-	}
-	re := &azcore.ResponseError{StatusCode: 403, ErrorCode: "AuthorizationFailed", RawResponse: resp}
-	assert.Equal(t, "HTTP 403 AuthorizationFailed", describe(re))
-	assert.Equal(t, "first", describe(errors.New("first\nsecond")))
-	long := describe(errors.New(strings.Repeat("é", 400)))
-	assert.LessOrEqual(t, len(long), maxDetail+len("…"))
-	assert.True(t, strings.HasSuffix(long, "…"))
-	assert.NotContains(t, long, "\uFFFD")
-}
-
 // requireFailure checks that err, a failed listing, holds an
 // *upstream.Error of this kind and operation, and that errors_total
 // counted it once with them and nothing else.
@@ -229,36 +245,4 @@ func TestCancelledWhileReadingCAs(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Nil(t, cs)
 	requireFailure(t, env, err, upstream.KindCanceled, "managedClusters.listClusterUserCredential")
-}
-
-func TestClassify(t *testing.T) {
-	status := func(code int) error { return &azcore.ResponseError{StatusCode: code} }
-	tests := []struct {
-		name      string
-		err       error
-		want      upstream.Kind
-		wantToken upstream.Kind // as the failure of a token request
-	}{
-		{"classified", &upstream.Error{Kind: upstream.KindConfig}, upstream.KindConfig, upstream.KindAuth},
-		{"cancelled", fmt.Errorf("x: %w", context.Canceled), upstream.KindCanceled, upstream.KindCanceled},
-		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), upstream.KindTimeout, upstream.KindTimeout},
-		{"401", status(http.StatusUnauthorized), upstream.KindAuth, upstream.KindAuth},
-		{"403", status(http.StatusForbidden), upstream.KindAuth, upstream.KindAuth},
-		{"404", status(http.StatusNotFound), upstream.KindNotFound, upstream.KindAuth},
-		{"429: ARM throttling", status(http.StatusTooManyRequests), upstream.KindThrottled, upstream.KindAuth},
-		{"400 at Entra ID", status(http.StatusBadRequest), upstream.KindServer, upstream.KindAuth},
-		{"500", status(http.StatusInternalServerError), upstream.KindServer, upstream.KindAuth},
-		{"authentication failed", &azidentity.AuthenticationFailedError{}, upstream.KindAuth, upstream.KindAuth},
-		{"SDK decoding", errors.New("unmarshalling type *armcontainerservice.ManagedClusterListResult: unexpected end of JSON input"),
-			upstream.KindInvalidResponse, upstream.KindAuth},
-		{"connection refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, upstream.KindNetwork, upstream.KindNetwork},
-		{"anything else", errors.New("AADSTS700016: application not found"), upstream.KindOther, upstream.KindAuth},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, classify(tt.err))
-			assert.Equal(t, tt.wantToken, tokenKind(tt.err))
-		})
-	}
-	assert.Equal(t, upstream.Kind(""), classify(nil))
 }

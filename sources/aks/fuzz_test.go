@@ -17,6 +17,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // FuzzManagedCluster decodes any JSON with the SDK's
@@ -124,9 +125,9 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, mc *armcontainerservice.M
 	if p.PowerState != nil && p.PowerState.Code != nil {
 		power = string(*p.PowerState.Code)
 	}
-	if want := phaseOf(deref(p.ProvisioningState), power, deref(p.Fqdn) != "" || deref(p.PrivateFQDN) != ""); c.Phase != want ||
+	if want := phaseOf(azurearm.Deref(p.ProvisioningState), power, azurearm.Deref(p.Fqdn) != "" || azurearm.Deref(p.PrivateFQDN) != ""); c.Phase != want ||
 		!slices.Contains([]sources.Phase{sources.PhasePending, sources.PhaseReady, sources.PhaseDegraded, sources.PhaseLeaving}, c.Phase) {
-		t.Fatalf("phase %q for provisioningState %q, powerState %q", c.Phase, deref(p.ProvisioningState), power)
+		t.Fatalf("phase %q for provisioningState %q, powerState %q", c.Phase, azurearm.Deref(p.ProvisioningState), power)
 	}
 	if c.ID != strings.ToLower(*mc.ID) {
 		t.Fatalf("id %q, resource id %q", c.ID, *mc.ID)
@@ -174,7 +175,7 @@ func checkIdentity(t *testing.T, m *mapper, c *sources.Cluster, aad *armcontaine
 	got, want := *c.Auth.Exec, *m.cfg.Auth.execProvider(aadIdentity{})
 	got.Env, want.Env = maps.Clone(got.Env), maps.Clone(want.Env)
 	for _, k := range []string{tenant, server} {
-		if v, ok := got.Env[k]; ok && !guidRE.MatchString(v) {
+		if v, ok := got.Env[k]; ok && !azurearm.IsGUID(v) {
 			t.Fatalf("%s=%q is not a GUID", k, v)
 		}
 		delete(got.Env, k)
@@ -186,10 +187,10 @@ func checkIdentity(t *testing.T, m *mapper, c *sources.Cluster, aad *armcontaine
 	if !c.Ready {
 		return
 	}
-	if v := deref(aad.TenantID); v != "" && c.Auth.Exec.Env[tenant] != strings.ToLower(v) {
+	if v := azurearm.Deref(aad.TenantID); v != "" && c.Auth.Exec.Env[tenant] != strings.ToLower(v) {
 		t.Fatalf("%s=%q, aadProfile.tenantID %q", tenant, c.Auth.Exec.Env[tenant], v)
 	}
-	if v := deref(aad.ServerAppID); !deref(aad.Managed) && c.Auth.Exec.Env[server] != strings.ToLower(v) {
+	if v := azurearm.Deref(aad.ServerAppID); !azurearm.Deref(aad.Managed) && c.Auth.Exec.Env[server] != strings.ToLower(v) {
 		t.Fatalf("%s=%q for a legacy cluster, aadProfile.serverAppID %q", server, c.Auth.Exec.Env[server], v)
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -167,7 +168,7 @@ func newTestEnvWithOptions(t testing.TB, cfg Config, co *arm.ClientOptions, cred
 	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("source", "azure-prod")
 	cfg.Default()
 	src, err := newSource(cfg, sources.SourceOptions{Name: "azure-prod", Logger: log, Registerer: env.reg},
-		clientHooks{credential: cred, options: co})
+		azurearm.Hooks{Credential: cred, Options: co})
 	require.NoError(t, err)
 	src.now = func() time.Time { return env.now }
 	env.src = src

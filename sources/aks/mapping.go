@@ -12,10 +12,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // Keys this source sets beside the tags. They are outside the
@@ -37,11 +36,11 @@ const managedClusterType = "Microsoft.ContainerService/managedClusters"
 
 // skipReason says why a listed cluster is left out; it is the reason label
 // of the skipped-clusters metric.
-type skipReason string
+type skipReason = azurearm.SkipReason
 
 const (
-	skipResourceGroup skipReason = "resource_group"
-	skipTags          skipReason = "tags"
+	skipResourceGroup            = azurearm.SkipResourceGroup
+	skipTags                     = azurearm.SkipTags
 	skipNoAAD         skipReason = "no_aad"
 	skipPrivate       skipReason = "private"
 )
@@ -72,15 +71,17 @@ type mapped struct {
 	notReadyKind string
 }
 
+// about is what the listing counts and logs of m.
+func (m *mapped) about() azurearm.Listed {
+	return azurearm.Listed{Subscription: m.subscription, ResourceGroup: m.resourceGroup, Name: m.azureName, State: m.state, Skip: m.skip, Detail: m.detail}
+}
+
 // mapper maps ARM managed clusters to the model. It is built once from a
 // validated Config and holds no state between listings.
 type mapper struct {
-	cfg        Config
-	name       *template.Template
-	rgs        map[string]bool
-	labelTags  map[string]bool // nil: every tag
-	ignoreTags map[string]bool
-	log        *slog.Logger
+	cfg  Config
+	name *template.Template
+	sel  *azurearm.Selector
 }
 
 func newMapper(cfg Config, log *slog.Logger) (*mapper, error) {
@@ -88,23 +89,7 @@ func newMapper(cfg Config, log *slog.Logger) (*mapper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nameTemplate: %w", err)
 	}
-	return &mapper{
-		cfg: cfg, name: t, log: log,
-		rgs:        lowerSet(cfg.ResourceGroups),
-		labelTags:  lowerSet(cfg.LabelTags),
-		ignoreTags: lowerSet(cfg.IgnoreTags),
-	}, nil
-}
-
-func lowerSet(list []string) map[string]bool {
-	if len(list) == 0 {
-		return nil
-	}
-	out := make(map[string]bool, len(list))
-	for _, s := range list {
-		out[strings.ToLower(strings.TrimSpace(s))] = true
-	}
-	return out
+	return &mapper{cfg: cfg, name: t, sel: azurearm.NewSelector(cfg.selection(), log)}, nil
 }
 
 // phaseOf maps an AKS cluster's provisioningState and powerState.code to
@@ -136,17 +121,6 @@ func phaseOf(provisioningState, powerState string, hasFQDN bool) sources.Phase {
 	return sources.PhaseDegraded
 }
 
-// inSubscription adjusts a cluster's phase to the state of the
-// subscription it was listed in: a Disabled subscription has its resources
-// deallocated, so every cluster in it is degraded unless it is leaving.
-// Other states (Enabled, PastDue, Warned: resources run) change nothing.
-func inSubscription(p sources.Phase, state armsubscriptions.SubscriptionState) sources.Phase {
-	if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDisabled)) && p != sources.PhaseLeaving {
-		return sources.PhaseDegraded
-	}
-	return p
-}
-
 // toCluster maps one cluster of subscription sub. An error means the
 // response is malformed and fails the listing; filters set skip instead.
 func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (mapped, error) {
@@ -160,9 +134,9 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 	}
 	out := mapped{
 		id: strings.ToLower(*mc.ID), subscription: sub, resourceGroup: rid.ResourceGroupName, azureName: rid.Name,
-		state: cmp.Or(deref(p.ProvisioningState), "unknown"),
+		state: cmp.Or(azurearm.Deref(p.ProvisioningState), "unknown"),
 	}
-	tags := derefTags(mc.Tags)
+	tags := azurearm.DerefTags(mc.Tags)
 	if out.skip, out.detail = m.filter(rid.ResourceGroupName, tags, p); out.skip != "" {
 		return out, nil
 	}
@@ -171,7 +145,7 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 		out.skip, out.detail = skip, detail
 		return out, nil
 	}
-	location := strings.ToLower(deref(mc.Location))
+	location := strings.ToLower(azurearm.Deref(mc.Location))
 	// a name that cannot be rendered (a tag value the template cannot
 	// use) lists the cluster not ready under its Azure name, never absent:
 	// a served cluster keeps its last rendering, under its last name
@@ -206,7 +180,7 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 	if idReason != "" {
 		return notReady(notReadyAAD, idReason)
 	}
-	if reason := m.scope(&out.cluster, tags); reason != "" {
+	if reason := m.sel.Scope(&out.cluster, tags); reason != "" {
 		return notReady(notReadyScope, reason)
 	}
 	out.needCA = true
@@ -216,33 +190,20 @@ func (m *mapper) toCluster(sub string, mc *armcontainerservice.ManagedCluster) (
 // clusterID parses the resource id of a cluster listed in subscription
 // sub; an error means a malformed response.
 func clusterID(sub string, mc *armcontainerservice.ManagedCluster) (*arm.ResourceID, error) {
-	if mc == nil || mc.ID == nil {
-		return nil, fmt.Errorf("cluster without id")
+	var id *string
+	if mc != nil {
+		id = mc.ID
 	}
-	rid, err := arm.ParseResourceID(*mc.ID)
-	if err != nil {
-		return nil, fmt.Errorf("cluster id %q: %w", *mc.ID, err)
-	}
-	if !strings.EqualFold(rid.ResourceType.String(), managedClusterType) || rid.ResourceGroupName == "" || rid.Name == "" {
-		return nil, fmt.Errorf("cluster id %q is not a managed cluster", *mc.ID)
-	}
-	if !strings.EqualFold(rid.SubscriptionID, sub) {
-		return nil, fmt.Errorf("cluster id %q is outside the subscription", *mc.ID)
-	}
-	return rid, nil
+	return azurearm.ClusterID(sub, id, managedClusterType, "a managed cluster")
 }
 
 // filter returns why the configured filters, or a missing Entra ID
 // integration, leave a cluster out; "" keeps it.
 func (m *mapper) filter(rg string, tags map[string]string, p *armcontainerservice.ManagedClusterProperties) (skipReason, string) {
-	switch {
-	case m.rgs != nil && !m.rgs[strings.ToLower(rg)]:
-		return skipResourceGroup, rg
-	case !matchAll(tags, m.cfg.IncludeTags):
-		return skipTags, "a tag of includeTags is missing"
-	case matchAny(tags, m.cfg.ExcludeTags):
-		return skipTags, "a tag of excludeTags is present"
-	case p.AADProfile == nil:
+	if skip, detail := m.sel.Skip(rg, tags); skip != "" {
+		return skip, detail
+	}
+	if p.AADProfile == nil {
 		// argocd-k8s-auth azure gets Entra ID tokens, which a cluster
 		// without Entra ID integration does not accept.
 		return skipNoAAD, "no aadProfile"
@@ -255,18 +216,18 @@ func (m *mapper) filter(rg string, tags map[string]string, p *armcontainerservic
 // private cluster the policy keeps but whose endpoint is missing has no
 // host, and detail says why: it is listed not ready, never absent.
 func (m *mapper) endpoint(p *armcontainerservice.ManagedClusterProperties) (host string, private bool, skip skipReason, detail string) {
-	host = deref(p.Fqdn)
+	host = azurearm.Deref(p.Fqdn)
 	ap := p.APIServerAccessProfile
-	if ap == nil || !deref(ap.EnablePrivateCluster) {
+	if ap == nil || !azurearm.Deref(ap.EnablePrivateCluster) {
 		return host, false, "", ""
 	}
 	switch m.cfg.PrivateEndpoints.Policy {
 	case PrivateFQDN:
-		if host = deref(p.PrivateFQDN); host == "" {
+		if host = azurearm.Deref(p.PrivateFQDN); host == "" {
 			return "", true, "", "the private cluster reports no privateFQDN"
 		}
 	case PrivatePublicFQDN:
-		if !deref(ap.EnablePrivateClusterPublicFQDN) || host == "" {
+		if !azurearm.Deref(ap.EnablePrivateClusterPublicFQDN) || host == "" {
 			return "", true, "", "the private cluster has no public FQDN (enablePrivateClusterPublicFQDN is off)"
 		}
 	default:
@@ -291,17 +252,17 @@ func (m *mapper) newCluster(name, sub, location string, rid *arm.ResourceID, mc 
 		ID:                strings.ToLower(*mc.ID),
 		Auth:              sources.Auth{Kind: sources.AuthExec, Exec: m.cfg.Auth.execProvider(id)},
 		CloudID:           sources.AKSCloudID(sub, rid.ResourceGroupName, rid.Name),
-		Labels:            m.labels(tags, rid.Name),
+		Labels:            m.sel.Labels(tags, rid.Name),
 		Annotations:       map[string]string{AnnotationResourceID: *mc.ID},
 		Region:            location,
 		Account:           sub,
 		Group:             rid.ResourceGroupName,
 		KubernetesVersion: kubernetesVersion(p),
-		State:             deref(p.ProvisioningState),
-		Phase:             phaseOf(deref(p.ProvisioningState), powState, deref(p.Fqdn) != "" || deref(p.PrivateFQDN) != ""),
+		State:             azurearm.Deref(p.ProvisioningState),
+		Phase:             phaseOf(azurearm.Deref(p.ProvisioningState), powState, azurearm.Deref(p.Fqdn) != "" || azurearm.Deref(p.PrivateFQDN) != ""),
 		Ready:             true,
 	}
-	if v, ok := sanitizeLabelValue(rid.ResourceGroupName); ok {
+	if v, ok := azurearm.SanitizeLabelValue(rid.ResourceGroupName); ok {
 		c.Labels[LabelResourceGroup] = v
 	}
 	return c
@@ -324,104 +285,18 @@ func (m *mapper) renderName(d nameData) (string, error) {
 	return name, nil
 }
 
-// scope sets Tenant, Project and Namespaces from the tags and returns a
-// reason when a present tag is invalid: a scope that cannot be read must not
-// become "everything" (empty namespaces mean all of them).
-func (m *mapper) scope(c *sources.Cluster, tags map[string]string) string {
-	var tenant, project string
-	var namespaces []string
-	if v, ok := tagValue(tags, m.cfg.TenantTag); ok {
-		tenant = strings.TrimSpace(v)
-	}
-	if v, ok := tagValue(tags, m.cfg.ProjectTag); ok {
-		project = strings.TrimSpace(v)
-		if errs := validation.IsDNS1123Subdomain(project); len(errs) > 0 {
-			return fmt.Sprintf("tag %s is not a valid AppProject name", m.cfg.ProjectTag)
-		}
-	}
-	if v, ok := tagValue(tags, m.cfg.NamespacesTag); ok {
-		fields := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\t' })
-		if len(fields) == 0 {
-			return fmt.Sprintf("tag %s names no namespace", m.cfg.NamespacesTag)
-		}
-		for _, ns := range fields {
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				return fmt.Sprintf("tag %s holds %q, not a namespace name", m.cfg.NamespacesTag, ns)
-			}
-			if !slices.Contains(namespaces, ns) {
-				namespaces = append(namespaces, ns)
-			}
-		}
-	}
-	c.Tenant, c.Project, c.Namespaces = tenant, project, namespaces
-	c.TenantFromOwner, c.ProjectFromOwner = tenant != "", project != ""
-	return ""
-}
-
 // kubernetesVersion prefers the version running (currentKubernetesVersion,
 // e.g. 1.31.11) over the one requested (kubernetesVersion, may be 1.31),
 // with a leading v as in the rest of the model.
 func kubernetesVersion(p *armcontainerservice.ManagedClusterProperties) string {
-	v := deref(p.CurrentKubernetesVersion)
+	v := azurearm.Deref(p.CurrentKubernetesVersion)
 	if v == "" {
-		v = deref(p.KubernetesVersion)
+		v = azurearm.Deref(p.KubernetesVersion)
 	}
 	if v != "" && v[0] >= '0' && v[0] <= '9' {
 		v = "v" + v
 	}
 	return v
-}
-
-// tagValue looks a tag up the way Azure does: keys are case-insensitive.
-func tagValue(tags map[string]string, key string) (string, bool) {
-	if v, ok := tags[key]; ok {
-		return v, true
-	}
-	for k, v := range tags {
-		if strings.EqualFold(k, key) {
-			return v, true
-		}
-	}
-	return "", false
-}
-
-func tagMatches(tags map[string]string, key, want string) bool {
-	v, ok := tagValue(tags, key)
-	return ok && (want == "*" || v == want)
-}
-
-func matchAll(tags, want map[string]string) bool {
-	for k, v := range want {
-		if !tagMatches(tags, k, v) {
-			return false
-		}
-	}
-	return true
-}
-
-func matchAny(tags, want map[string]string) bool {
-	for k, v := range want {
-		if tagMatches(tags, k, v) {
-			return true
-		}
-	}
-	return false
-}
-
-func derefTags(in map[string]*string) map[string]string {
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		out[k] = deref(v)
-	}
-	return out
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -276,31 +275,6 @@ func TestPhaseOf(t *testing.T) {
 	}
 }
 
-func TestInSubscription(t *testing.T) {
-	tests := []struct {
-		state armsubscriptions.SubscriptionState
-		in    sources.Phase
-		want  sources.Phase
-	}{
-		{"", sources.PhaseReady, sources.PhaseReady},
-		{armsubscriptions.SubscriptionStateEnabled, sources.PhaseReady, sources.PhaseReady},
-		{armsubscriptions.SubscriptionStatePastDue, sources.PhaseReady, sources.PhaseReady},
-		{armsubscriptions.SubscriptionStateWarned, sources.PhaseReady, sources.PhaseReady},
-		{armsubscriptions.SubscriptionStateWarned, sources.PhasePending, sources.PhasePending},
-		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseReady, sources.PhaseDegraded},
-		{armsubscriptions.SubscriptionStateDisabled, sources.PhasePending, sources.PhaseDegraded},
-		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseDegraded, sources.PhaseDegraded},
-		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseLeaving, sources.PhaseLeaving},
-		{"disabled", sources.PhaseReady, sources.PhaseDegraded},
-		{"Frozen", sources.PhaseReady, sources.PhaseReady},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s/%s", tt.state, tt.in), func(t *testing.T) {
-			assert.Equal(t, tt.want, inSubscription(tt.in, tt.state))
-		})
-	}
-}
-
 func TestToClusterSharesNothingBetweenClusters(t *testing.T) {
 	m := testMapper(t, Config{Auth: AuthConfig{Env: map[string]string{"X": "1"}}})
 	a, err := m.toCluster(subA, managedCluster(subA, "rg", "a"))
@@ -349,47 +323,5 @@ func TestMalformedClusters(t *testing.T) {
 			_, err := m.toCluster(subA, tt.mc)
 			require.ErrorContains(t, err, tt.want)
 		})
-	}
-}
-
-func TestLabels(t *testing.T) {
-	long := strings.Repeat("x", 64)
-	m := testMapper(t, Config{})
-	got := m.labels(map[string]string{
-		"env":         "prod",
-		"cost center": "dropped: cost-center is taken",
-		"cost-center": "kept: the valid key wins",
-		"team name":   "Payments EU",
-		"Owner":       "team@example.com",
-		"-edge-":      "--v--",
-		"ünïcode":     "ok",
-		long:          "dropped: key too long",
-		"toolong":     long,
-		"empty":       "",
-		"only:::":     "x",
-		"::":          "dropped: nothing left",
-		"bad-value":   "::",
-	}, "c")
-	assert.Equal(t, map[string]string{
-		"env":         "prod",
-		"cost-center": "kept--the-valid-key-wins",
-		"team-name":   "Payments-EU",
-		"Owner":       "team-example.com",
-		"edge":        "v",
-		"n-code":      "ok",
-		"empty":       "",
-		"only":        "x",
-	}, got)
-}
-
-func TestSanitizeLabelValue(t *testing.T) {
-	for in, want := range map[string]string{"": "", "1.31": "1.31", "a b": "a-b", " a ": "a", "rg(prod)": "rg-prod", "a_b": "a_b"} {
-		got, ok := sanitizeLabelValue(in)
-		assert.True(t, ok, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"(x)"[0:1], "...", strings.Repeat("a", 64)} {
-		_, ok := sanitizeLabelValue(in)
-		assert.False(t, ok, in)
 	}
 }

@@ -2,18 +2,14 @@ package aks
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
 // TestMetricNames checks that the source exports the metrics every
@@ -83,26 +79,4 @@ func TestListingGauges(t *testing.T) {
 	assert.Equal(t, 0.0, gauge(m.NotReady, notReadyAAD))
 	assert.Equal(t, 4, testutil.CollectAndCount(m.NotReady), "one series per reason kind, never the cluster's reason text")
 	assert.Equal(t, 3.0, testutil.ToFloat64(m.caCache.WithLabelValues(caMiss)), "alpha, stopped and no-state; no-fqdn has no server")
-}
-
-func TestRequestOutcome(t *testing.T) {
-	status := func(code int) *http.Response { return &http.Response{StatusCode: code} }
-	tests := []struct {
-		resp *http.Response
-		err  error
-		want upstream.Kind
-	}{
-		{status(http.StatusOK), nil, ""},
-		{status(http.StatusNoContent), nil, ""},
-		{status(http.StatusTooManyRequests), nil, upstream.KindThrottled},
-		{status(http.StatusForbidden), nil, upstream.KindAuth},
-		{status(http.StatusNotFound), nil, upstream.KindNotFound},
-		{status(http.StatusBadGateway), nil, upstream.KindServer},
-		{nil, &azcore.ResponseError{StatusCode: http.StatusForbidden}, upstream.KindAuth},
-		{nil, context.DeadlineExceeded, upstream.KindTimeout},
-		{nil, nil, upstream.KindOther},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, upstream.KindOf(requestError(tt.resp, tt.err)))
-	}
 }

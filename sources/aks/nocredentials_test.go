@@ -24,6 +24,7 @@ import (
 	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -192,7 +193,7 @@ func TestNoCredentialInLogsOrErrors(t *testing.T) {
 			cfg.Default()
 			src, err := newSource(cfg, sources.SourceOptions{Name: "azure-prod", Logger: logger,
 				Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"source": "azure-prod"}, reg)},
-				clientHooks{credential: ncCredential(t, tc.cred, e), options: a.clientOptions()})
+				azurearm.Hooks{Credential: ncCredential(t, tc.cred, e), Options: a.clientOptions()})
 			require.NoError(t, err)
 
 			texts := ncListing(t, tc, src, a)

@@ -76,11 +76,10 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/redhatopenshift/armredhatopenshift"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
-	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
@@ -121,7 +120,7 @@ var errNoKubernetes = errors.New("the aro provider needs the Kubernetes API to f
 // passed. It reads the configured CA files and makes no call to Azure or
 // to Kubernetes.
 func (c *Config) NewSource(opts sources.SourceOptions) (sources.Source, error) {
-	s, err := newSource(*c, opts, clientHooks{})
+	s, err := newSource(*c, opts, azurearm.Hooks{})
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +128,7 @@ func (c *Config) NewSource(opts sources.SourceOptions) (sources.Source, error) {
 }
 
 // newSource is NewSource with the hooks tests set.
-func newSource(cfg Config, opts sources.SourceOptions, h clientHooks) (*Source, error) {
+func newSource(cfg Config, opts sources.SourceOptions, h azurearm.Hooks) (*Source, error) {
 	if opts.Name == "" {
 		return nil, errors.New("aro source: no name")
 	}
@@ -178,57 +177,32 @@ func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []
 	out, subs, err := s.list(ctx)
 	if err != nil {
 		if upstream.OperationOf(err) == "" {
-			err = &upstream.Error{Kind: classify(err), Operation: opClusters, Err: err}
+			err = &upstream.Error{Kind: azurearm.Classify(err), Operation: opClusters, Err: err}
 		}
 		s.metrics.Failed(err)
 		return nil, nil, err
 	}
-	ids := make([]string, len(subs))
-	for i := range subs {
-		ids[i] = subs[i].id
-	}
-	return out, ids, nil
+	return out, azurearm.IDs(subs), nil
 }
 
-// counts are the per-listing counts of the gauges.
-type counts struct {
-	states, skipped map[string]int
-}
-
-func (s *Source) list(ctx context.Context) ([]sources.Cluster, []subscription, error) {
+func (s *Source) list(ctx context.Context) ([]sources.Cluster, []azurearm.Subscription, error) {
 	bindings, err := s.bindings.Bound(ctx, sources.ProviderARO)
 	if err != nil {
 		return nil, nil, bindingsError(err)
 	}
 	l := &listing{bindings: bindings, trust: loadTrust(&s.cfg)}
-	subs, err := s.subscriptions(ctx)
+	subs, err := s.client.Subscriptions(ctx, s.cfg.Subscriptions, s.log)
 	if err != nil {
 		return nil, nil, err
 	}
-	perSub := make([][]mapped, len(subs))
-	err = parallel(ctx, len(subs), s.cfg.Concurrency, func(ctx context.Context, i int) error {
-		var err error
-		perSub[i], err = s.listSubscription(ctx, subs[i], l)
-		return err
-	})
+	perSub, err := azurearm.EachSubscription(ctx, s.log, subs, s.cfg.Concurrency,
+		func(ctx context.Context, sub azurearm.Subscription) ([]mapped, error) {
+			return s.listSubscription(ctx, sub, l)
+		})
 	if err != nil {
 		return nil, nil, err
 	}
-	var listed []*mapped
-	n := counts{states: map[string]int{}, skipped: map[string]int{}}
-	for _, ms := range perSub {
-		for i := range ms {
-			m := &ms[i]
-			n.states[m.state]++
-			if m.skip != "" {
-				n.skipped[string(m.skip)]++
-				s.log.Debug("cluster skipped", "cluster", m.azureName, "resourceGroup", m.resourceGroup,
-					"subscription", m.subscription, "reason", string(m.skip), "detail", m.detail)
-				continue
-			}
-			listed = append(listed, m)
-		}
-	}
+	listed, n := azurearm.Kept(s.log, perSub, (*mapped).about)
 	return s.finish(listed, n, subs), subs, nil
 }
 
@@ -236,7 +210,7 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, []subscription, e
 // collide are listed not ready, each naming the others (never one
 // silently dropped), clients of subscriptions that left are forgotten,
 // and the per-listing gauges are set.
-func (s *Source) finish(listed []*mapped, n counts, subs []subscription) []sources.Cluster {
+func (s *Source) finish(listed []*mapped, n azurearm.Counts, subs []azurearm.Subscription) []sources.Cluster {
 	byName := map[string][]*mapped{}
 	for _, m := range listed {
 		byName[m.cluster.Name] = append(byName[m.cluster.Name], m)
@@ -257,8 +231,10 @@ func (s *Source) finish(listed []*mapped, n counts, subs []subscription) []sourc
 		}
 		out = append(out, m.cluster)
 	}
-	s.client.forgetSubscriptions(subs)
-	s.metrics.listed(out, notReady, n.states, n.skipped)
+	s.client.clusters.Forget(subs)
+	// clusters_not_ready by reason kind (notReadyKinds), never by the
+	// cluster's reason, which quotes resource ids
+	azurearm.SetListed(s.metrics.Metrics, out, notReady, n)
 	sources.SortByName(out)
 	return out
 }
@@ -283,88 +259,21 @@ func nameConflict(m *mapped, same []*mapped) {
 	m.cluster.Ready, m.cluster.NotReadyReason, m.notReadyKind = false, reason, notReadyConflict
 }
 
-// subscription is one subscription to list: its lower-cased id and, when
-// subscriptions are discovered, its state (empty when configured).
-type subscription struct {
-	id    string
-	state armsubscriptions.SubscriptionState
-}
-
-// subscriptions returns the configured subscriptions, or every one the
-// identity can see except Deleted ones, as the aks provider does: a
-// Disabled one still answers GET, its clusters listed as degraded (see
-// inSubscription), and a state this package does not know is listed too.
-// None visible at all is an error (kind auth): an identity that lost its
-// role assignments must not make every cluster disappear.
-func (s *Source) subscriptions(ctx context.Context) ([]subscription, error) {
-	if s.client.subs == nil {
-		out := make([]subscription, len(s.cfg.Subscriptions))
-		for i, id := range s.cfg.Subscriptions {
-			out[i] = subscription{id: strings.ToLower(id)}
-		}
-		return out, nil
-	}
-	var out []subscription
-	err := s.client.listSubscriptions(ctx, func(sub *armsubscriptions.Subscription) error {
-		if sub == nil || sub.SubscriptionID == nil || !guidRE.MatchString(*sub.SubscriptionID) {
-			return malformed(opSubscriptions, errors.New("a subscription without a valid subscriptionId"))
-		}
-		id, state := strings.ToLower(*sub.SubscriptionID), deref(sub.State)
-		if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDeleted)) {
-			s.log.Debug("subscription skipped", "subscription", id, "state", string(state))
-			return nil
-		}
-		if !slices.ContainsFunc(out, func(o subscription) bool { return o.id == id }) {
-			out = append(out, subscription{id: id, state: state})
-		}
-		return nil
-	})
-	if err == nil && len(out) == 0 {
-		err = &upstream.Error{Kind: upstream.KindAuth, Operation: opSubscriptions,
-			Msg: "no subscription is visible to the identity (Deleted ones are not listed)"}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list subscriptions: %w", err)
-	}
-	return out, nil
-}
-
-// listSubscription lists and maps the clusters of one subscription and
-// adjusts their phase to the subscription's state.
-func (s *Source) listSubscription(ctx context.Context, subscr subscription, l *listing) ([]mapped, error) {
-	sub := subscr.id
-	flagState := subscr.state != "" && !strings.EqualFold(string(subscr.state), string(armsubscriptions.SubscriptionStateEnabled))
-	if flagState {
-		s.log.Debug("subscription listed in a state other than Enabled", "subscription", sub, "state", string(subscr.state))
-	}
+// listSubscription lists and maps the clusters of one subscription with
+// what the listing read (l), and adjusts them to the subscription's
+// state.
+func (s *Source) listSubscription(ctx context.Context, sub azurearm.Subscription, l *listing) ([]mapped, error) {
 	var out []mapped
-	err := s.client.listClusters(ctx, sub, func(oc *armredhatopenshift.OpenShiftCluster) error {
-		m, err := s.mapper.toCluster(sub, oc, l)
+	err := s.client.listClusters(ctx, sub.ID, func(oc *armredhatopenshift.OpenShiftCluster) error {
+		m, err := s.mapper.toCluster(sub.ID, oc, l)
 		if err != nil {
-			return malformed(opClusters, err)
+			return azurearm.Malformed(opClusters, err)
 		}
 		if m.skip == "" {
-			m.cluster.Phase = inSubscription(m.cluster.Phase, subscr.state)
-			if flagState {
-				m.cluster.Annotations[AnnotationSubscriptionState] = string(subscr.state)
-			}
+			sub.Mark(&m.cluster, AnnotationSubscriptionState)
 		}
 		out = append(out, m)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("subscription %s: list clusters: %w", sub, err)
-	}
-	return out, nil
-}
-
-// parallel runs fn(ctx, i) for i in [0, n) with at most limit at once. The
-// first error cancels the context of the others and is returned.
-func parallel(ctx context.Context, n, limit int, fn func(context.Context, int) error) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(limit)
-	for i := range n {
-		g.Go(func() error { return fn(ctx, i) })
-	}
-	return g.Wait()
+	return out, err
 }

@@ -19,6 +19,7 @@ import (
 
 	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -253,9 +254,7 @@ func TestLostSubscriptionIsAHeldDrop(t *testing.T) {
 	st, ok := snap.Source("aro-prod")
 	require.True(t, ok)
 	assert.Equal(t, 1, st.HeldDepartures)
-	env.src.client.mu.Lock()
-	assert.NotContains(t, env.src.client.clusters, subC, "its client is forgotten")
-	env.src.client.mu.Unlock()
+	assert.NotContains(t, env.src.client.clusters.Subscriptions(), subC, "its client is forgotten")
 }
 
 // TestTokenBindings: no Secret, one, or two bound to a cluster; a Secret
@@ -357,7 +356,7 @@ func TestNewSourceErrors(t *testing.T) {
 	env := newTestEnv(t, explicit(subA), a.clientOptions(), bindings, nil)
 	cfg = &Config{Subscriptions: []string{subA}}
 	cfg.Default()
-	_, err = newSource(*cfg, sources.SourceOptions{Name: "again", Registerer: env.reg, TokenBindings: bindings}, clientHooks{credential: &azfake.TokenCredential{}})
+	_, err = newSource(*cfg, sources.SourceOptions{Name: "again", Registerer: env.reg, TokenBindings: bindings}, azurearm.Hooks{Credential: &azfake.TokenCredential{}})
 	require.ErrorContains(t, err, "register metrics")
 }
 
@@ -370,8 +369,8 @@ func TestNewBuildsTheDefaultCredentialWithoutCallingAzure(t *testing.T) {
 	src, err := cfg.NewSource(sources.SourceOptions{Name: "aro", TokenBindings: tokenSecrets{}})
 	require.NoError(t, err)
 	require.IsType(t, &Source{}, src)
-	assert.NotNil(t, src.(*Source).client.cred)
-	assert.NotNil(t, src.(*Source).client.subs)
+	assert.NotNil(t, src.(*Source).client.Cred)
+	assert.NotNil(t, src.(*Source).client.Subs)
 }
 
 // TestBindingsAreReadOncePerListing: the token bindings are listed once

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // trust is what a listing knows of the clusters' API certificates: the
@@ -89,7 +90,7 @@ func readCA(key, path string, r CARef) caRule {
 
 // err returns the first CA that could not be read, for NewSource.
 func (t *trust) err() error {
-	for _, r := range append(slices.Clone(t.custom), deref(t.def)) {
+	for _, r := range append(slices.Clone(t.custom), azurearm.Deref(t.def)) {
 		if r.err != "" {
 			return errors.New(r.err)
 		}

@@ -1,20 +1,18 @@
 package aro
 
 import (
-	"bytes"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"text/template"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // Config is the aro section of a source. The service calls Default, then
@@ -127,16 +125,9 @@ type CARef struct {
 // IsZero reports whether no CA is given.
 func (r CARef) IsZero() bool { return r.CAData == "" && r.CAFile == "" }
 
-const (
-	defaultCloud         = "AzurePublic"
-	defaultTenantTag     = "tenant"
-	defaultProjectTag    = "argocd-project"
-	defaultNamespacesTag = "argocd-namespaces"
-	defaultConcurrency   = 8
-	maxConcurrency       = 64
-	defaultNameTemplate  = "{{.Name}}"
-	maxNamePrefix        = 40
-)
+// maxNamePrefix bounds namePrefix, so that a name keeps room for the
+// cluster's own.
+const maxNamePrefix = 40
 
 // defaultManagedDomains is the public cloud's zone of managed domains
 // (ARO-RP pkg/util/dns: a domain is managed when it is one label under the
@@ -145,13 +136,13 @@ var defaultManagedDomains = []string{".aroapp.io"}
 
 // Default fills every unset field with its default.
 func (c *Config) Default() {
-	orDefault(&c.Cloud, defaultCloud)
-	orDefault(&c.TenantTag, defaultTenantTag)
-	orDefault(&c.ProjectTag, defaultProjectTag)
-	orDefault(&c.NamespacesTag, defaultNamespacesTag)
+	orDefault(&c.Cloud, azurearm.DefaultCloud)
+	orDefault(&c.TenantTag, azurearm.DefaultTenantTag)
+	orDefault(&c.ProjectTag, azurearm.DefaultProjectTag)
+	orDefault(&c.NamespacesTag, azurearm.DefaultNamespacesTag)
 	orDefault(&c.PrivateEndpoints.Policy, PrivateInclude)
-	orDefault(&c.Concurrency, defaultConcurrency)
-	orDefault(&c.NameTemplate, defaultNameTemplate)
+	orDefault(&c.Concurrency, azurearm.DefaultConcurrency)
+	orDefault(&c.NameTemplate, azurearm.DefaultNameTemplate)
 	orDefault(&c.Auth, AuthBearerToken)
 	if c.ManagedDomains == nil {
 		c.ManagedDomains = slices.Clone(defaultManagedDomains)
@@ -182,91 +173,42 @@ func (c *Config) SetDirectory(dir string) {
 	}
 }
 
-var guidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 var (
-	cloudNames      = []string{"AzurePublic", "AzureChina", "AzureGovernment"}
 	privatePolicies = []PrivatePolicy{PrivateInclude, PrivateExclude}
 	authModes       = []string{AuthBearerToken}
 )
-
-// clouds maps Cloud to the SDK's cloud configuration.
-var clouds = map[string]cloud.Configuration{
-	"AzurePublic":     cloud.AzurePublic,
-	"AzureChina":      cloud.AzureChina,
-	"AzureGovernment": cloud.AzureGovernment,
-}
 
 // Validate returns every problem of the section, assuming Default was
 // applied, each with its full path under path. It changes nothing and
 // reads no file (NewSource reads the CA files).
 func (c *Config) Validate(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, c.validateIdentity(path)...)
+	errs = append(errs, c.identity().Validate(path)...)
 	errs = append(errs, c.validateSelection(path)...)
 	errs = append(errs, c.validateListing(path)...)
 	return append(errs, c.validateTrust(path)...)
 }
 
-// validateIdentity checks how the service reaches Azure.
-func (c *Config) validateIdentity(path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	errs = appendGUID(errs, path.Child("tenantID"), c.TenantID)
-	errs = appendGUID(errs, path.Child("clientID"), c.ClientID)
-	if _, ok := clouds[c.Cloud]; !ok {
-		errs = append(errs, field.NotSupported(path.Child("cloud"), c.Cloud, cloudNames))
+// selection is the section's subscription, resource group and tag keys.
+func (c *Config) selection() azurearm.Selection {
+	return azurearm.Selection{
+		Subscriptions: c.Subscriptions, ResourceGroups: c.ResourceGroups,
+		IncludeTags: c.IncludeTags, ExcludeTags: c.ExcludeTags, LabelTags: c.LabelTags, IgnoreTags: c.IgnoreTags,
+		TenantTag: c.TenantTag, ProjectTag: c.ProjectTag, NamespacesTag: c.NamespacesTag,
 	}
-	if c.ARMEndpoint != "" && !isHTTPSURL(c.ARMEndpoint) {
-		errs = append(errs, field.Invalid(path.Child("armEndpoint"), redactURL(c.ARMEndpoint), "must be an https URL without user info"))
-	}
-	return errs
 }
 
 // validateSelection checks which subscriptions and clusters are listed
 // and which tags are read.
 func (c *Config) validateSelection(path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	seen := map[string]int{}
-	for i, s := range c.Subscriptions {
-		p := path.Child("subscriptions").Index(i)
-		if !guidRE.MatchString(s) {
-			errs = append(errs, field.Invalid(p, s, "not a subscription id (a GUID)"))
-			continue
-		}
-		if j, dup := seen[strings.ToLower(s)]; dup {
-			e := field.Duplicate(p, s)
-			e.Detail = "repeats " + path.Child("subscriptions").Index(j).String()
-			errs = append(errs, e)
-		}
-		seen[strings.ToLower(s)] = i
-	}
-	for i, rg := range c.ResourceGroups {
-		if strings.TrimSpace(rg) == "" || strings.Contains(rg, "/") {
-			errs = append(errs, field.Invalid(path.Child("resourceGroups").Index(i), rg, "not a resource group name"))
-		}
-	}
-	for _, key := range []struct {
-		name string
-		list []string
-	}{{"labelTags", c.LabelTags}, {"ignoreTags", c.IgnoreTags}} {
-		for i, s := range key.list {
-			if strings.TrimSpace(s) == "" {
-				errs = append(errs, field.Invalid(path.Child(key.name).Index(i), s, "empty tag key"))
-			}
-		}
-	}
-	if _, ok := c.IncludeTags[""]; ok {
-		errs = append(errs, field.Invalid(path.Child("includeTags"), "", "empty tag key"))
-	}
-	if _, ok := c.ExcludeTags[""]; ok {
-		errs = append(errs, field.Invalid(path.Child("excludeTags"), "", "empty tag key"))
-	}
+	errs := c.selection().ValidateSubscriptions(path)
+	errs = append(errs, c.selection().ValidateTags(path)...)
 	if !slices.Contains(privatePolicies, c.PrivateEndpoints.Policy) {
 		errs = append(errs, field.NotSupported(path.Child("privateEndpoints", "policy"), c.PrivateEndpoints.Policy, privatePolicies))
 	}
 	if u := c.PrivateEndpoints.ProxyURL; u != "" {
 		if err := sources.ValidateProxyURL(u); err != nil {
-			errs = append(errs, field.Invalid(path.Child("privateEndpoints", "proxyUrl"), redactURL(u), err.Error()))
+			errs = append(errs, field.Invalid(path.Child("privateEndpoints", "proxyUrl"), azurearm.RedactURL(u), err.Error()))
 		}
 	}
 	return errs
@@ -275,8 +217,8 @@ func (c *Config) validateSelection(path *field.Path) field.ErrorList {
 // validateListing checks the concurrency, the names and the auth mode.
 func (c *Config) validateListing(path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
-		errs = append(errs, field.Invalid(path.Child("concurrency"), c.Concurrency, fmt.Sprintf("must be between 1 and %d", maxConcurrency)))
+	if c.Concurrency < 1 || c.Concurrency > azurearm.MaxConcurrency {
+		errs = append(errs, field.Invalid(path.Child("concurrency"), c.Concurrency, fmt.Sprintf("must be between 1 and %d", azurearm.MaxConcurrency)))
 	}
 	if !prefixRE.MatchString(c.NamePrefix) || len(c.NamePrefix) > maxNamePrefix {
 		errs = append(errs, field.Invalid(path.Child("namePrefix"), c.NamePrefix,
@@ -352,49 +294,9 @@ func isDomain(d string) bool {
 	return d != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(d))) == 0
 }
 
-func appendGUID(errs field.ErrorList, path *field.Path, v string) field.ErrorList {
-	if v != "" && !guidRE.MatchString(v) {
-		errs = append(errs, field.Invalid(path, v, "not a GUID"))
-	}
-	return errs
-}
-
-func isHTTPSURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil
-}
-
-// redactURL is s for an error message: its password hidden, or nothing of
-// it when it does not parse.
-func redactURL(s string) any {
-	u, err := url.Parse(s)
-	if err != nil {
-		return field.OmitValueType{}
-	}
-	return u.Redacted()
-}
-
 // nameData is what NameTemplate sees.
-type nameData struct {
-	Name          string
-	ResourceGroup string
-	Subscription  string
-	Location      string
-	Tags          map[string]string
-}
+type nameData azurearm.NameData
 
 func parseNameTemplate(s string) (*template.Template, error) {
-	t, err := template.New("name").Option("missingkey=zero").
-		Funcs(template.FuncMap{"lower": strings.ToLower}).Parse(s)
-	if err != nil {
-		return nil, err
-	}
-	// Render once so that unknown fields fail at start-up; a missing tag
-	// renders empty.
-	var b bytes.Buffer
-	sample := nameData{Name: "n", ResourceGroup: "rg", Subscription: "s", Location: "l", Tags: map[string]string{}}
-	if err := t.Execute(&b, sample); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return azurearm.ParseNameTemplate(s, nameData(azurearm.SampleName()))
 }

@@ -9,9 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,51 +209,4 @@ func TestTokenBindingErrors(t *testing.T) {
 			requireFailure(t, env, err, tt.kind, opTokenBindings)
 		})
 	}
-}
-
-func TestDescribe(t *testing.T) {
-	resp := &http.Response{
-		StatusCode: http.StatusForbidden,
-		Header:     http.Header{"X-Ms-Error-Code": {"AuthorizationFailed"}},
-		Body:       http.NoBody,
-		Request:    &http.Request{Method: http.MethodGet},
-	}
-	re := &azcore.ResponseError{StatusCode: 403, ErrorCode: "AuthorizationFailed", RawResponse: resp}
-	assert.Equal(t, "HTTP 403 AuthorizationFailed", describe(re))
-	assert.Equal(t, "first", describe(errors.New("first\nsecond")))
-	long := describe(errors.New(strings.Repeat("é", 400)))
-	assert.LessOrEqual(t, len(long), maxDetail+len("…"))
-	assert.True(t, strings.HasSuffix(long, "…"))
-	assert.NotContains(t, long, "\uFFFD")
-}
-
-func TestClassify(t *testing.T) {
-	status := func(code int) error { return &azcore.ResponseError{StatusCode: code} }
-	tests := []struct {
-		name      string
-		err       error
-		want      upstream.Kind
-		wantToken upstream.Kind // as the failure of a token request
-	}{
-		{"classified", &upstream.Error{Kind: upstream.KindConfig}, upstream.KindConfig, upstream.KindAuth},
-		{"cancelled", fmt.Errorf("x: %w", context.Canceled), upstream.KindCanceled, upstream.KindCanceled},
-		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), upstream.KindTimeout, upstream.KindTimeout},
-		{"401", status(http.StatusUnauthorized), upstream.KindAuth, upstream.KindAuth},
-		{"403", status(http.StatusForbidden), upstream.KindAuth, upstream.KindAuth},
-		{"404", status(http.StatusNotFound), upstream.KindNotFound, upstream.KindAuth},
-		{"429: ARM throttling", status(http.StatusTooManyRequests), upstream.KindThrottled, upstream.KindAuth},
-		{"500", status(http.StatusInternalServerError), upstream.KindServer, upstream.KindAuth},
-		{"authentication failed", &azidentity.AuthenticationFailedError{}, upstream.KindAuth, upstream.KindAuth},
-		{"SDK decoding", errors.New("unmarshalling type *armredhatopenshift.OpenShiftClusterList: unexpected end of JSON input"),
-			upstream.KindInvalidResponse, upstream.KindAuth},
-		{"connection refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, upstream.KindNetwork, upstream.KindNetwork},
-		{"anything else", errors.New("AADSTS700016: application not found"), upstream.KindOther, upstream.KindAuth},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, classify(tt.err))
-			assert.Equal(t, tt.wantToken, tokenKind(tt.err))
-		})
-	}
-	assert.Equal(t, upstream.Kind(""), classify(nil))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/fuzzseed"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // FuzzOpenShiftCluster decodes any JSON with the SDK's
@@ -150,10 +151,10 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, oc *armredhatopenshift.Op
 		t.Fatalf("name %q is no DNS label", c.Name)
 	}
 	p := oc.Properties
-	hasURL := p.ApiserverProfile != nil && deref(p.ApiserverProfile.URL) != ""
-	if want := phaseOf(string(deref(p.ProvisioningState)), hasURL); c.Phase != want ||
+	hasURL := p.ApiserverProfile != nil && azurearm.Deref(p.ApiserverProfile.URL) != ""
+	if want := phaseOf(string(azurearm.Deref(p.ProvisioningState)), hasURL); c.Phase != want ||
 		!slices.Contains([]sources.Phase{sources.PhasePending, sources.PhaseReady, sources.PhaseDegraded, sources.PhaseLeaving}, c.Phase) {
-		t.Fatalf("phase %q for provisioningState %q", c.Phase, deref(p.ProvisioningState))
+		t.Fatalf("phase %q for provisioningState %q", c.Phase, azurearm.Deref(p.ProvisioningState))
 	}
 	if c.ID != strings.ToLower(*oc.ID) || c.Annotations[AnnotationResourceID] != *oc.ID {
 		t.Fatalf("id %q, annotation %q, resource id %q", c.ID, c.Annotations[AnnotationResourceID], *oc.ID)
@@ -187,7 +188,7 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, oc *armredhatopenshift.Op
 		c.Auth.TokenRef.Secret.Key != sources.TokenBindingKey {
 		t.Fatalf("ready cluster: auth %+v", c.Auth)
 	}
-	_, host, _ := apiServer(deref(p.ApiserverProfile.URL))
+	_, host, _ := apiServer(azurearm.Deref(p.ApiserverProfile.URL))
 	managed := slices.ContainsFunc(m.cfg.ManagedDomains, func(d string) bool {
 		d = domainKey(d)
 		return host == d || strings.HasSuffix(host, "."+d)
@@ -195,7 +196,7 @@ func checkMapped(t *testing.T, m *mapper, got *mapped, oc *armredhatopenshift.Op
 	if managed == !c.CA.IsZero() {
 		t.Fatalf("host %q: managed %v, CA %v", host, managed, !c.CA.IsZero())
 	}
-	if c.ProxyURL != "" && !strings.EqualFold(string(deref(p.ApiserverProfile.Visibility)), "Private") {
+	if c.ProxyURL != "" && !strings.EqualFold(string(azurearm.Deref(p.ApiserverProfile.Visibility)), "Private") {
 		t.Fatalf("a proxy for a public cluster")
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -129,7 +130,7 @@ func newTestEnv(t testing.TB, cfg Config, co *arm.ClientOptions, bindings source
 	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("source", "aro-prod")
 	cfg.Default()
 	src, err := newSource(cfg, sources.SourceOptions{Name: "aro-prod", Logger: log, Registerer: env.reg, TokenBindings: bindings},
-		clientHooks{credential: cred, options: co})
+		azurearm.Hooks{Credential: cred, Options: co})
 	require.NoError(t, err)
 	env.src = src
 	return env

@@ -16,9 +16,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/redhatopenshift/armredhatopenshift"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
 
 // Keys this source sets beside the tags. They are outside the
@@ -57,11 +57,11 @@ const openShiftClusterType = "Microsoft.RedHatOpenShift/openShiftClusters"
 
 // skipReason says why a listed cluster is left out; it is the reason label
 // of the skipped-clusters metric.
-type skipReason string
+type skipReason = azurearm.SkipReason
 
 const (
-	skipResourceGroup skipReason = "resource_group"
-	skipTags          skipReason = "tags"
+	skipResourceGroup            = azurearm.SkipResourceGroup
+	skipTags                     = azurearm.SkipTags
 	skipPrivate       skipReason = "private"
 )
 
@@ -95,6 +95,11 @@ type mapped struct {
 	notReadyKind string
 }
 
+// about is what the listing counts and logs of m.
+func (m *mapped) about() azurearm.Listed {
+	return azurearm.Listed{Subscription: m.subscription, ResourceGroup: m.resourceGroup, Name: m.azureName, State: m.state, Skip: m.skip, Detail: m.detail}
+}
+
 // listing is what one listing reads once for every cluster: the token
 // Secrets bound to the clusters (by lower-case resource id) and the
 // configured CAs.
@@ -106,12 +111,9 @@ type listing struct {
 // mapper maps ARM OpenShift clusters to the model. It is built once from
 // a validated Config and holds no state between listings.
 type mapper struct {
-	cfg        Config
-	name       *template.Template
-	rgs        map[string]bool
-	labelTags  map[string]bool // nil: every tag
-	ignoreTags map[string]bool
-	log        *slog.Logger
+	cfg  Config
+	name *template.Template
+	sel  *azurearm.Selector
 }
 
 func newMapper(cfg Config, log *slog.Logger) (*mapper, error) {
@@ -119,23 +121,7 @@ func newMapper(cfg Config, log *slog.Logger) (*mapper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nameTemplate: %w", err)
 	}
-	return &mapper{
-		cfg: cfg, name: t, log: log,
-		rgs:        lowerSet(cfg.ResourceGroups),
-		labelTags:  lowerSet(cfg.LabelTags),
-		ignoreTags: lowerSet(cfg.IgnoreTags),
-	}, nil
-}
-
-func lowerSet(list []string) map[string]bool {
-	if len(list) == 0 {
-		return nil
-	}
-	out := make(map[string]bool, len(list))
-	for _, s := range list {
-		out[strings.ToLower(strings.TrimSpace(s))] = true
-	}
-	return out
+	return &mapper{cfg: cfg, name: t, sel: azurearm.NewSelector(cfg.selection(), log)}, nil
 }
 
 // phaseOf maps an ARO cluster's provisioningState to its phase, as tabled
@@ -164,17 +150,6 @@ func phaseOf(provisioningState string, hasURL bool) sources.Phase {
 	return sources.PhaseDegraded
 }
 
-// inSubscription adjusts a cluster's phase to the state of the
-// subscription it was listed in: a Disabled subscription has its resources
-// deallocated, so every cluster in it is degraded unless it is leaving.
-// Other states (Enabled, PastDue, Warned: resources run) change nothing.
-func inSubscription(p sources.Phase, state armsubscriptions.SubscriptionState) sources.Phase {
-	if strings.EqualFold(string(state), string(armsubscriptions.SubscriptionStateDisabled)) && p != sources.PhaseLeaving {
-		return sources.PhaseDegraded
-	}
-	return p
-}
-
 // toCluster maps one cluster of subscription sub with what the listing
 // read (l). An error means the response is malformed and fails the
 // listing; filters set skip instead. Whatever a cluster lacks (a name, a
@@ -191,18 +166,18 @@ func (m *mapper) toCluster(sub string, oc *armredhatopenshift.OpenShiftCluster, 
 	}
 	out := mapped{
 		id: strings.ToLower(*oc.ID), subscription: sub, resourceGroup: rid.ResourceGroupName, azureName: rid.Name,
-		state: cmp.Or(string(deref(p.ProvisioningState)), "unknown"),
+		state: cmp.Or(string(azurearm.Deref(p.ProvisioningState)), "unknown"),
 	}
-	tags := derefTags(oc.Tags)
+	tags := azurearm.DerefTags(oc.Tags)
 	var api armredhatopenshift.APIServerProfile
 	if p.ApiserverProfile != nil {
 		api = *p.ApiserverProfile
 	}
-	private := strings.EqualFold(string(deref(api.Visibility)), string(armredhatopenshift.VisibilityPrivate))
+	private := strings.EqualFold(string(azurearm.Deref(api.Visibility)), string(armredhatopenshift.VisibilityPrivate))
 	if out.skip, out.detail = m.filter(rid.ResourceGroupName, tags, private); out.skip != "" {
 		return out, nil
 	}
-	location := strings.ToLower(deref(oc.Location))
+	location := strings.ToLower(azurearm.Deref(oc.Location))
 	// A name that cannot be rendered lists the cluster not ready under
 	// its ARM name, never absent: a served cluster keeps its last
 	// rendering, under its last name.
@@ -223,12 +198,12 @@ func (m *mapper) toCluster(sub string, oc *armredhatopenshift.OpenShiftCluster, 
 	if nameErr != nil {
 		return notReady(notReadyName, nameErr.Error())
 	}
-	srv, host, reason := apiServer(deref(api.URL))
+	srv, host, reason := apiServer(azurearm.Deref(api.URL))
 	if reason != "" {
 		return notReady(notReadyServer, reason)
 	}
 	out.cluster.Server = srv
-	if reason := m.scope(&out.cluster, tags); reason != "" {
+	if reason := m.sel.Scope(&out.cluster, tags); reason != "" {
 		return notReady(notReadyScope, reason)
 	}
 	ca, reason := l.trust.forHost(host)
@@ -265,33 +240,20 @@ func apiServer(apiURL string) (server, host, reason string) {
 // clusterID parses the resource id of a cluster listed in subscription
 // sub; an error means a malformed response.
 func clusterID(sub string, oc *armredhatopenshift.OpenShiftCluster) (*arm.ResourceID, error) {
-	if oc == nil || oc.ID == nil {
-		return nil, fmt.Errorf("cluster without id")
+	var id *string
+	if oc != nil {
+		id = oc.ID
 	}
-	rid, err := arm.ParseResourceID(*oc.ID)
-	if err != nil {
-		return nil, fmt.Errorf("cluster id %q: %w", *oc.ID, err)
-	}
-	if !strings.EqualFold(rid.ResourceType.String(), openShiftClusterType) || rid.ResourceGroupName == "" || rid.Name == "" {
-		return nil, fmt.Errorf("cluster id %q is not an OpenShift cluster", *oc.ID)
-	}
-	if !strings.EqualFold(rid.SubscriptionID, sub) {
-		return nil, fmt.Errorf("cluster id %q is outside the subscription", *oc.ID)
-	}
-	return rid, nil
+	return azurearm.ClusterID(sub, id, openShiftClusterType, "an OpenShift cluster")
 }
 
 // filter returns why the configured filters leave a cluster out; "" keeps
 // it.
 func (m *mapper) filter(rg string, tags map[string]string, private bool) (skipReason, string) {
-	switch {
-	case m.rgs != nil && !m.rgs[strings.ToLower(rg)]:
-		return skipResourceGroup, rg
-	case !matchAll(tags, m.cfg.IncludeTags):
-		return skipTags, "a tag of includeTags is missing"
-	case matchAny(tags, m.cfg.ExcludeTags):
-		return skipTags, "a tag of excludeTags is present"
-	case private && m.cfg.PrivateEndpoints.Policy == PrivateExclude:
+	if skip, detail := m.sel.Skip(rg, tags); skip != "" {
+		return skip, detail
+	}
+	if private && m.cfg.PrivateEndpoints.Policy == PrivateExclude {
 		return skipPrivate, "private API server"
 	}
 	return "", ""
@@ -304,31 +266,31 @@ func (m *mapper) newCluster(name, sub, location string, rid *arm.ResourceID, oc 
 	p := oc.Properties
 	var version, console, visibility string
 	if p.ClusterProfile != nil {
-		version = deref(p.ClusterProfile.Version)
+		version = azurearm.Deref(p.ClusterProfile.Version)
 	}
 	if p.ConsoleProfile != nil {
-		console = strings.TrimRight(deref(p.ConsoleProfile.URL), "/")
+		console = strings.TrimRight(azurearm.Deref(p.ConsoleProfile.URL), "/")
 	}
 	if p.ApiserverProfile != nil {
-		visibility = string(deref(p.ApiserverProfile.Visibility))
+		visibility = string(azurearm.Deref(p.ApiserverProfile.Visibility))
 	}
 	c := sources.Cluster{
 		Provider:    sources.ProviderARO,
 		Name:        name,
 		ID:          strings.ToLower(*oc.ID),
-		Labels:      m.labels(tags, rid.Name),
+		Labels:      m.sel.Labels(tags, rid.Name),
 		Annotations: map[string]string{AnnotationResourceID: *oc.ID},
 		Region:      location,
 		Account:     sub,
 		Group:       rid.ResourceGroupName,
-		State:       string(deref(p.ProvisioningState)),
-		Phase:       phaseOf(string(deref(p.ProvisioningState)), p.ApiserverProfile != nil && deref(p.ApiserverProfile.URL) != ""),
+		State:       string(azurearm.Deref(p.ProvisioningState)),
+		Phase:       phaseOf(string(azurearm.Deref(p.ProvisioningState)), p.ApiserverProfile != nil && azurearm.Deref(p.ApiserverProfile.URL) != ""),
 		Ready:       true,
 	}
 	for _, l := range []struct{ key, value string }{
 		{LabelResourceGroup, rid.ResourceGroupName}, {OpenShiftVersion, version}, {LabelAPIVisibility, visibility},
 	} {
-		if v, ok := sanitizeLabelValue(l.value); ok && v != "" {
+		if v, ok := azurearm.SanitizeLabelValue(l.value); ok && v != "" {
 			c.Labels[l.key] = v
 		}
 	}
@@ -353,7 +315,7 @@ func (m *mapper) renderName(d nameData, id string) (string, error) {
 	}
 	name := dnsLabel(m.cfg.NamePrefix+b.String(), id)
 	if name == "" {
-		return "", fmt.Errorf("name %q has no letter or digit to make a DNS label of", firstLine(m.cfg.NamePrefix+b.String()))
+		return "", fmt.Errorf("name %q has no letter or digit to make a DNS label of", azurearm.FirstLine(m.cfg.NamePrefix+b.String()))
 	}
 	return name, nil
 }
@@ -379,22 +341,6 @@ func dnsLabel(s, id string) string {
 	sum := sha256.Sum256([]byte(id))
 	suffix := "-" + hex.EncodeToString(sum[:])[:8]
 	return strings.TrimRight(s[:maxLabel-len(suffix)], "-") + suffix
-}
-
-func derefTags(in map[string]*string) map[string]string {
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		out[k] = deref(v)
-	}
-	return out
-}
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 func sortedKeys[V any](m map[string]V) []string {

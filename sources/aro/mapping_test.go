@@ -9,7 +9,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/redhatopenshift/armredhatopenshift"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -385,27 +384,5 @@ func TestPhaseOf(t *testing.T) {
 	}
 	for _, s := range armredhatopenshift.PossibleProvisioningStateValues() {
 		assert.NotEqual(t, sources.PhaseAbsent, phaseOf(string(s), true), "every state of the SDK's enum has a phase")
-	}
-}
-
-func TestInSubscription(t *testing.T) {
-	tests := []struct {
-		state armsubscriptions.SubscriptionState
-		in    sources.Phase
-		want  sources.Phase
-	}{
-		{"", sources.PhaseReady, sources.PhaseReady},
-		{armsubscriptions.SubscriptionStateEnabled, sources.PhaseReady, sources.PhaseReady},
-		{armsubscriptions.SubscriptionStateWarned, sources.PhaseReady, sources.PhaseReady},
-		{armsubscriptions.SubscriptionStatePastDue, sources.PhasePending, sources.PhasePending},
-		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseReady, sources.PhaseDegraded},
-		{armsubscriptions.SubscriptionStateDisabled, sources.PhasePending, sources.PhaseDegraded},
-		{"disabled", sources.PhaseReady, sources.PhaseDegraded},
-		{armsubscriptions.SubscriptionStateDisabled, sources.PhaseLeaving, sources.PhaseLeaving},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s/%s", tt.state, tt.in), func(t *testing.T) {
-			assert.Equal(t, tt.want, inSubscription(tt.in, tt.state))
-		})
 	}
 }

@@ -2,20 +2,14 @@ package aro
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
 // TestMetricNames checks that the source exports the metrics every
@@ -89,51 +83,3 @@ func TestListingGauges(t *testing.T) {
 	assert.Equal(t, 0.0, gauge(m.NotReady, notReadyConflict))
 	assert.Equal(t, len(notReadyKinds), testutil.CollectAndCount(m.NotReady), "one series per reason kind, never the cluster's reason text")
 }
-
-func TestRequestOutcome(t *testing.T) {
-	status := func(code int) *http.Response { return &http.Response{StatusCode: code} }
-	tests := []struct {
-		resp *http.Response
-		err  error
-		want upstream.Kind
-	}{
-		{status(http.StatusOK), nil, ""},
-		{status(http.StatusTooManyRequests), nil, upstream.KindThrottled},
-		{status(http.StatusForbidden), nil, upstream.KindAuth},
-		{status(http.StatusNotFound), nil, upstream.KindNotFound},
-		{status(http.StatusBadGateway), nil, upstream.KindServer},
-		{nil, &azcore.ResponseError{StatusCode: http.StatusForbidden}, upstream.KindAuth},
-		{nil, context.DeadlineExceeded, upstream.KindTimeout},
-		{nil, nil, upstream.KindOther},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, upstream.KindOf(requestError(tt.resp, tt.err)))
-	}
-}
-
-// TestCutShortRequestsCountAsCanceled: a request cut short because the
-// listing ended (another subscription failed) counts as canceled, though
-// the transport's error carries the other failure as the context's cause.
-func TestCutShortRequestsCountAsCanceled(t *testing.T) {
-	m, err := newMetrics(nil)
-	require.NoError(t, err)
-	other := &upstream.Error{Kind: upstream.KindAuth, Operation: opClusters, Msg: "HTTP 403 AuthorizationFailed"}
-	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), runtime.CtxAPINameKey{}, "OpenShiftClustersClient.NewListPager"))
-	cancel(other)
-	pl := runtime.NewPipeline("aro", "test", runtime.PipelineOptions{}, &policy.ClientOptions{
-		Transport:        transportFunc(func(r *http.Request) (*http.Response, error) { return nil, context.Cause(r.Context()) }),
-		Retry:            policy.RetryOptions{MaxRetries: -1},
-		PerRetryPolicies: []policy.Policy{countingPolicy{m.Metrics}},
-	})
-	req, err := runtime.NewRequest(ctx, http.MethodGet, "https://management.azure.com/subscriptions")
-	require.NoError(t, err)
-	_, err = pl.Do(req)
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, other) || errors.Is(err, context.Canceled))
-	assert.Equal(t, 1.0, testutil.ToFloat64(m.APIRequests.WithLabelValues(opClusters, string(upstream.KindCanceled))))
-	assert.Equal(t, 0.0, testutil.ToFloat64(m.APIRequests.WithLabelValues(opClusters, string(upstream.KindAuth))))
-}
-
-type transportFunc func(*http.Request) (*http.Response, error)
-
-func (f transportFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }

@@ -66,15 +66,3 @@ func TestForHost(t *testing.T) {
 		})
 	}
 }
-
-func TestSanitizeLabelValue(t *testing.T) {
-	for in, want := range map[string]string{"": "", "4.15.27": "4.15.27", "a b": "a-b", " a ": "a", "rg(prod)": "rg-prod", "a_b": "a_b"} {
-		got, ok := sanitizeLabelValue(in)
-		assert.True(t, ok, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"(", "...", strings.Repeat("a", 64)} {
-		_, ok := sanitizeLabelValue(in)
-		assert.False(t, ok, in)
-	}
-}
