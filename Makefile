@@ -36,9 +36,13 @@ run:
 ## each fuzz target briefly
 test: lint testbin unit unit-norace fuzz-short
 
+# go test's limit per package: the e2e suite runs about ten minutes with the race detector on two cores, go test's
+# default limit
+TEST_TIMEOUT ?= 25m
+
 ## unit: every test with the race detector, against kube-apiserver + etcd from bin/testbin (make testbin first)
 unit:
-	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 $(PKGS)
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 ## unit-norace: the tests that skip under the race detector (it drops sync.Pool
 ## items at random, so allocation counts mean nothing there), run without it
@@ -50,7 +54,7 @@ unit-norace:
 
 ## e2e: only the end-to-end suite (real ApplicationSet controller, kube-apiserver, our binary)
 e2e: testbin
-	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -v ./cmd/e2e/...
+	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./cmd/e2e/...
 
 ## fuzz: run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m); a failing input
 ## is written to <package>/testdata/fuzz/<Target>/ and replayed by every go test.

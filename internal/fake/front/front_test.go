@@ -53,6 +53,31 @@ func TestProxyTunnelsOnlyItsRoutes(t *testing.T) {
 	assert.Equal(t, []string{"CONNECT api.example.test:443", "refused CONNECT elsewhere.invalid:443"}, proxy.Seen())
 }
 
+// TestProxyRoutesByPort: a route with a port takes CONNECTs to that port
+// only (an ARO API server listens on 6443); one without takes 443 only.
+func TestProxyRoutesByPort(t *testing.T) {
+	srv, caPEM, _, err := front.StartTLS("test-ca", []string{"api.example.test", "*.other.test"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello "+r.Host)
+	}), t.TempDir())
+	require.NoError(t, err)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	proxy := front.NewProxy(front.Route{Pattern: "api.example.test", Addr: addr, Port: "6443"}, front.Route{Pattern: "*.other.test", Addr: addr})
+	defer proxy.Close()
+	c := client(t, proxy, caPEM)
+
+	resp, err := c.Get("https://API.example.test:6443/")
+	require.NoError(t, err, "host patterns match in lower case")
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, "hello API.example.test:6443", string(body))
+	for _, u := range []string{"https://api.example.test/", "https://x.other.test:6443/"} {
+		_, err = c.Get(u)
+		assert.Error(t, err, "%s: another port than the route's", u)
+	}
+	assert.Equal(t, []string{"CONNECT API.example.test:6443", "refused CONNECT api.example.test:443", "refused CONNECT x.other.test:6443"}, proxy.Seen())
+}
+
 // TestClusterFrontPassesTheToken: the front answers for the clusters'
 // names with its CA, passes the bearer token to the apiserver, adds no
 // credential, and remembers where each token was sent.

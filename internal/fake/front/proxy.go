@@ -19,14 +19,26 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 )
 
-// Route sends a CONNECT to a host that Pattern matches (path.Match, port
-// 443) to the local address Addr.
-type Route struct{ Pattern, Addr string }
+// Route sends a CONNECT to a host that Pattern matches (path.Match, on
+// the host in lower case) and to Port (443 when empty) to the local
+// address Addr.
+type Route struct{ Pattern, Addr, Port string }
+
+// matches reports whether the route takes a CONNECT to host and port.
+func (rt Route) matches(host, port string) bool {
+	want := rt.Port
+	if want == "" {
+		want = "443"
+	}
+	ok, _ := path.Match(rt.Pattern, strings.ToLower(host))
+	return ok && port == want
+}
 
 // Proxy is an HTTPS proxy (HTTPS_PROXY) that tunnels a CONNECT to a host
 // one of its routes matches to that route's address; every other request
@@ -52,7 +64,7 @@ func (p *Proxy) URL() string { return p.srv.URL }
 // Close stops the proxy.
 func (p *Proxy) Close() { p.srv.Close() }
 
-// Seen returns the CONNECT targets so far ("CONNECT host:443"), the
+// Seen returns the CONNECT targets so far ("CONNECT host:port"), the
 // refused ones as "refused METHOD host".
 func (p *Proxy) Seen() []string {
 	p.mu.Lock()
@@ -64,7 +76,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	host, port, _ := net.SplitHostPort(r.Host)
 	addr := ""
 	for _, rt := range p.routes {
-		if ok, _ := path.Match(rt.Pattern, host); ok && port == "443" {
+		if rt.matches(host, port) {
 			addr = rt.Addr
 			break
 		}
