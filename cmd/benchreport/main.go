@@ -101,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	endLoad := loadAvg()
 	report := func() (string, error) {
-		text := render(machine(startLoad, endLoad), rows, timings(steps, outputs, time.Since(started)), failed, o.out)
+		text := render(machine(startLoad, endLoad, commitOf(".", o.report)), rows, timings(steps, outputs, time.Since(started)), failed, o.out)
 		if o.report == "" {
 			return text, nil
 		}
@@ -240,7 +240,7 @@ const steadyPasses = 5
 const e2eSteps = "^TestEndToEnd$/^(start|plugin_ApplicationSet|cluster_generator|self-registration):"
 
 // machine describes where the figures were measured.
-func machine(before, after string) string {
+func machine(before, after, commit string) string {
 	mem := "?"
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -253,7 +253,7 @@ func machine(before, after string) string {
 		}
 	}
 	return fmt.Sprintf("Measured %s at commit %s on %d CPUs (GOMAXPROCS %d), %s memory, %s, %s/%s; load average %s at the start, %s at the end.",
-		time.Now().Format("2006-01-02 15:04 MST"), commit(), runtime.NumCPU(), runtime.GOMAXPROCS(0), mem, runtime.Version(), runtime.GOOS, runtime.GOARCH, before, after)
+		time.Now().Format("2006-01-02 15:04 MST"), commit, runtime.NumCPU(), runtime.GOMAXPROCS(0), mem, runtime.Version(), runtime.GOOS, runtime.GOARCH, before, after)
 }
 
 func loadAvg() string {
@@ -268,11 +268,21 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// commit is the checkout's commit, with "-dirty" when it has changes.
-func commit() string {
-	out, err := exec.Command("git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+// commitOf is the commit of the checkout at dir, with "-dirty" when a
+// tracked file other than report (the file this run writes, twice) has
+// changes; untracked files are not changes, as for git describe.
+func commitOf(dir, report string) string {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
-	return strings.TrimSpace(string(out))
+	c := strings.TrimSpace(string(out))
+	args := []string{"-C", dir, "status", "--porcelain", "--untracked-files=no", "--", "."}
+	if report != "" {
+		args = append(args, ":(exclude)"+report)
+	}
+	if st, err := exec.Command("git", args...).Output(); err != nil || len(strings.TrimSpace(string(st))) > 0 {
+		c += "-dirty"
+	}
+	return c
 }
