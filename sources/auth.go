@@ -14,10 +14,15 @@ const (
 	AuthBearerToken AuthKind = "bearerToken"
 	AuthAWS         AuthKind = "aws"
 	AuthExec        AuthKind = "exec"
+	// AuthAgent: Argo CD reaches the cluster through the Argo CD agent,
+	// with the Secret the agent's tooling wrote (see AgentAuth); the
+	// service writes none.
+	AuthAgent AuthKind = "agent"
 )
 
 // Auth describes, without any secret value, how Argo CD authenticates to a
-// cluster. At most one of TokenRef, AWS and Exec is set, matching Kind.
+// cluster. At most one of TokenRef, AWS, Exec and Agent is set, matching
+// Kind.
 type Auth struct {
 	Kind AuthKind `json:"kind,omitempty"`
 	// TokenRef points at a bearer token; the token itself is read only when
@@ -27,6 +32,8 @@ type Auth struct {
 	AWS *AWSAuth `json:"aws,omitempty"`
 	// Exec is Argo CD's execProviderConfig.
 	Exec *ExecProvider `json:"exec,omitempty"`
+	// Agent is the agent whose Secret Argo CD uses.
+	Agent *AgentAuth `json:"agent,omitempty"`
 }
 
 // SecretRef points at a secret value without holding it: exactly one of

@@ -49,11 +49,11 @@ func TestAuthValidate(t *testing.T) {
 		{name: "kind exec but aws set", auth: sources.Auth{Kind: sources.AuthExec, AWS: aws}, wantErr: "exec auth needs a command"},
 		{name: "kind bearer but exec set", auth: sources.Auth{Kind: sources.AuthBearerToken, Exec: exec}, wantErr: "bearer token auth needs a token reference"},
 
-		{name: "token and aws", auth: sources.Auth{Kind: sources.AuthBearerToken, TokenRef: fileRef, AWS: aws}, wantErr: "set at most one of bearer token, aws and exec"},
-		{name: "token and exec", auth: sources.Auth{Kind: sources.AuthExec, TokenRef: fileRef, Exec: exec}, wantErr: "set at most one of bearer token, aws and exec"},
-		{name: "aws and exec", auth: sources.Auth{Kind: sources.AuthAWS, AWS: aws, Exec: exec}, wantErr: "set at most one of bearer token, aws and exec"},
-		{name: "all three", auth: sources.Auth{Kind: sources.AuthAWS, TokenRef: fileRef, AWS: aws, Exec: exec}, wantErr: "set at most one of bearer token, aws and exec"},
-		{name: "two forms and no kind", auth: sources.Auth{TokenRef: fileRef, Exec: exec}, wantErr: "set at most one of bearer token, aws and exec"},
+		{name: "token and aws", auth: sources.Auth{Kind: sources.AuthBearerToken, TokenRef: fileRef, AWS: aws}, wantErr: "set at most one of bearer token, aws, exec and agent"},
+		{name: "token and exec", auth: sources.Auth{Kind: sources.AuthExec, TokenRef: fileRef, Exec: exec}, wantErr: "set at most one of bearer token, aws, exec and agent"},
+		{name: "aws and exec", auth: sources.Auth{Kind: sources.AuthAWS, AWS: aws, Exec: exec}, wantErr: "set at most one of bearer token, aws, exec and agent"},
+		{name: "all three", auth: sources.Auth{Kind: sources.AuthAWS, TokenRef: fileRef, AWS: aws, Exec: exec}, wantErr: "set at most one of bearer token, aws, exec and agent"},
+		{name: "two forms and no kind", auth: sources.Auth{TokenRef: fileRef, Exec: exec}, wantErr: "set at most one of bearer token, aws, exec and agent"},
 
 		{name: "unknown kind", auth: sources.Auth{Kind: "oidc"}, wantErr: `unknown auth kind "oidc"`},
 		{name: "kind with wrong case", auth: sources.Auth{Kind: "BearerToken", TokenRef: fileRef}, wantErr: `unknown auth kind "BearerToken"`},

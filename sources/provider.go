@@ -79,6 +79,19 @@ type SourceOptions struct {
 	// (see BoundToken); nil when the service has no Kubernetes API, and a
 	// source that needs it then fails its listings.
 	TokenBindings TokenBindings
+	// Agents reads the agents' cluster Secrets (see AgentIndex); nil when
+	// the service has no Kubernetes API.
+	Agents Agents
+}
+
+// ThroughAgents is implemented by a provider section that can serve its
+// clusters through the Argo CD agent (auth agent): the service writes no
+// Secret for them, and a hub that mixes them with the Secrets it writes
+// needs Argo CD 3.4 or later (see AnnotationSkipReconcile).
+type ThroughAgents interface {
+	// ThroughAgents reports whether the section's clusters are served
+	// through agents.
+	ThroughAgents() bool
 }
 
 // Kind is what a provider's upstream is to the clusters it lists.

@@ -45,7 +45,9 @@ func NormalizeServer(s string) (string, error) {
 // ServerKey is the form of a server URL that two spellings of one API
 // server share: scheme and host in lower case, no trailing dot on the
 // host, no default port, no trailing slash. Clusters whose servers have one
-// key are one server (dedupe, and the clash with a foreign Secret).
+// key are one server (dedupe, and the clash with a foreign Secret). A
+// query (an agent's resource proxy, ?agentName=<agent>) is part of the key:
+// every agent of a principal shares its host.
 func ServerKey(s string) string {
 	s = strings.TrimRight(strings.TrimSpace(s), "/")
 	u, err := url.Parse(s)
@@ -62,5 +64,9 @@ func ServerKey(s string) string {
 	} else if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}
-	return scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+	key := scheme + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+	if u.RawQuery != "" {
+		key += "?" + u.RawQuery
+	}
+	return key
 }

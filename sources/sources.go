@@ -76,7 +76,8 @@ type Cluster struct {
 	Provider Provider `json:"provider"`
 	// Name is unique across all sources; it is the Argo CD cluster name.
 	Name string `json:"name"`
-	// Server is the API server URL, normalized (see NormalizeServer).
+	// Server is the API server URL, normalized (see NormalizeServer); an
+	// agent cluster's is its agent Secret's, verbatim (see AgentServer).
 	Server string `json:"server"`
 	// CA is the API server's CA bundle (caData in JSON: base64 of its
 	// PEM); zero when the server presents a publicly trusted certificate.
@@ -293,13 +294,13 @@ type ExecProvider struct {
 // Validate checks that Kind and the set fields agree.
 func (a Auth) Validate() error {
 	set := 0
-	for _, b := range []bool{a.TokenRef != nil, a.AWS != nil, a.Exec != nil} {
+	for _, b := range []bool{a.TokenRef != nil, a.AWS != nil, a.Exec != nil, a.Agent != nil} {
 		if b {
 			set++
 		}
 	}
 	if set > 1 {
-		return fmt.Errorf("set at most one of bearer token, aws and exec")
+		return fmt.Errorf("set at most one of bearer token, aws, exec and agent")
 	}
 	switch a.Kind {
 	case AuthNone:
@@ -321,6 +322,10 @@ func (a Auth) Validate() error {
 		if a.Exec == nil || a.Exec.Command == "" {
 			return fmt.Errorf("exec auth needs a command")
 		}
+	case AuthAgent:
+		if a.Agent == nil || a.Agent.Name == "" || a.Agent.Secret == "" {
+			return fmt.Errorf("agent auth needs the agent's name and Secret")
+		}
 	default:
 		return fmt.Errorf("unknown auth kind %q", a.Kind)
 	}
@@ -333,7 +338,7 @@ func (c *Cluster) Validate() error {
 	if c.Name == "" {
 		return fmt.Errorf("cluster has no name")
 	}
-	if _, err := NormalizeServer(c.Server); err != nil {
+	if _, err := c.ValidServer(); err != nil {
 		return fmt.Errorf("cluster %s: %w", c.Name, err)
 	}
 	if err := c.Auth.Validate(); err != nil {

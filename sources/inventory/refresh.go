@@ -148,7 +148,8 @@ func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.T
 		if why := c.ApplyTenantRule(tenants, spec.TrustClusterLabels); why != "" && c.Ready {
 			c.Ready, c.NotReadyReason = false, why
 		}
-		if srv, err := sources.NormalizeServer(c.Server); err != nil {
+		c.DropAgentLabels()
+		if srv, err := c.ValidServer(); err != nil {
 			c.Ready, c.NotReadyReason = false, "invalid server: "+err.Error()
 		} else {
 			c.Server = srv
