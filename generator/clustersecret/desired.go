@@ -292,7 +292,8 @@ func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, erro
 		annotations = map[string]string{}
 	}
 	for k := range annotations {
-		if strings.HasPrefix(k, "argocd-cluster-discovery.io/") || strings.HasPrefix(k, "kubectl.kubernetes.io/") {
+		if strings.HasPrefix(k, "argocd-cluster-discovery.io/") || strings.HasPrefix(k, "kubectl.kubernetes.io/") ||
+			strings.HasPrefix(k, sources.AgentLabelPrefix) || k == sources.AnnotationAgentManagedBy {
 			delete(annotations, k)
 		}
 	}
@@ -330,7 +331,7 @@ func desiredOf(s *corev1.Secret, c *sources.Cluster, o *Options) Desired {
 // reservedLabel reports label keys that only this package or Argo CD set.
 func reservedLabel(k string) bool {
 	return k == LabelSecretType || k == LabelManagedBy || strings.HasPrefix(k, "argocd-cluster-discovery.io/") ||
-		strings.HasPrefix(k, "argocd.argoproj.io/")
+		strings.HasPrefix(k, "argocd.argoproj.io/") || strings.HasPrefix(k, sources.AgentLabelPrefix)
 }
 
 // propagatedLabels are the cluster's labels plus tenant, provider and

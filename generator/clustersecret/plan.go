@@ -252,8 +252,13 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		return
 	}
 	if f := c.foreignByCluster[d.Cluster]; f != nil {
-		// ours was there first: kept and kept up to date, the clash reported
+		// ours was there first: kept and kept up to date, the clash
+		// reported; but never written again with an agent's name
 		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "cluster name"})
+		if f.agent {
+			ch.Unchanged++
+			return
+		}
 	}
 	switch {
 	case upToDate(cur, &d):
@@ -271,9 +276,13 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 	}
 }
 
-// Owned reports whether s carries our managed-by label and owner id.
+// Owned reports whether s carries our managed-by label and owner id. An
+// agent's Secret (sources.IsAgentSecret) is never ours, whatever labels
+// someone copied onto it: it is written by argocd-agentctl or the
+// principal, which refresh it in place.
 func Owned(s *corev1.Secret, ownerID string) bool {
-	return s.Labels[LabelManagedBy] == ManagedByValue && s.Labels[LabelOwner] == ownerID && ownerID != ""
+	return s.Labels[LabelManagedBy] == ManagedByValue && s.Labels[LabelOwner] == ownerID && ownerID != "" &&
+		!sources.IsAgentSecret(s.Labels, s.Annotations)
 }
 
 // upToDate reports whether cur needs no content update to want: the

@@ -267,7 +267,10 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	var heldNames []string
 	for i := range snap.Clusters {
 		c := snap.Clusters[i]
-		if r.cfg.Select != nil && !r.cfg.Select(c) {
+		// an agent's cluster has the Secret the agent's tooling wrote: none
+		// of ours (one written before its source moved to agent mode counts
+		// down as a deselected cluster's does)
+		if r.cfg.Select != nil && !r.cfg.Select(c) || c.Auth.Kind == sources.AuthAgent {
 			deselected[Identity(c.Source, c.Key())] = true
 			continue
 		}

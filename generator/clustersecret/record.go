@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // Record is what a pass reads of a cluster Secret: its name, namespace,
@@ -38,6 +40,9 @@ type Record struct {
 	// countdown holds the prune countdown annotations that are set (nil
 	// when none is: the usual case).
 	countdown map[string]string
+	// agent: the Secret is an agent's (sources.IsAgentSecret), never ours
+	// whatever its labels say.
+	agent bool
 	// name, server and project are the data values of those keys.
 	name, server, project string
 	digest                [sha256.Size]byte
@@ -58,6 +63,7 @@ func recordOf(s *corev1.Secret, full bool) *Record {
 		clusterID: s.Annotations[AnnotationClusterID],
 		countdown: keep(s.Annotations, countdownAnnotations, false),
 		name:      string(s.Data["name"]), server: string(s.Data["server"]), project: string(s.Data["project"]),
+		agent: sources.IsAgentSecret(s.Labels, s.Annotations),
 	}
 	if r.clusterID == r.cluster { // one string for equal values
 		r.clusterID = r.cluster
@@ -105,9 +111,10 @@ func (r *Record) Value(k string) string {
 	return ""
 }
 
-// owned reports whether r carries our managed-by label and owner id.
+// owned reports whether r carries our managed-by label and owner id, and
+// is no agent's (see Owned).
 func (r *Record) owned(ownerID string) bool {
-	return r.labels[LabelManagedBy] == ManagedByValue && r.labels[LabelOwner] == ownerID && ownerID != ""
+	return r.labels[LabelManagedBy] == ManagedByValue && r.labels[LabelOwner] == ownerID && ownerID != "" && !r.agent
 }
 
 // The metav1.Object of a Record.
