@@ -110,10 +110,11 @@ type Source struct {
 	mapper   *mapper
 	client   *armClient
 	bindings sources.TokenBindings
+	agents   sources.Agents
 }
 
 // errNoKubernetes is NewSource's error without token bindings.
-var errNoKubernetes = errors.New("the aro provider needs the Kubernetes API to find the token Secrets bound to its clusters " +
+var errNoKubernetes = errors.New("the aro provider needs the Kubernetes API to find the token Secrets or the agents bound to its clusters " +
 	"(secrets.kubeconfig, or running in a cluster)")
 
 // NewSource builds the source of a section that Default and Validate
@@ -135,7 +136,7 @@ func newSource(cfg Config, opts sources.SourceOptions, h azurearm.Hooks) (*Sourc
 	if errs := cfg.Validate(field.NewPath("aro")); len(errs) > 0 {
 		return nil, fmt.Errorf("aro source %s: %w", opts.Name, errs.ToAggregate())
 	}
-	if opts.TokenBindings == nil {
+	if opts.TokenBindings == nil || cfg.Auth == AuthAgent && opts.Agents == nil {
 		return nil, fmt.Errorf("aro source %s: %w", opts.Name, errNoKubernetes)
 	}
 	if err := loadTrust(&cfg).err(); err != nil {
@@ -157,7 +158,7 @@ func newSource(cfg Config, opts sources.SourceOptions, h azurearm.Hooks) (*Sourc
 	if err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, log: log, metrics: m, mapper: mp, client: client, bindings: opts.TokenBindings}, nil
+	return &Source{cfg: cfg, log: log, metrics: m, mapper: mp, client: client, bindings: opts.TokenBindings, agents: opts.Agents}, nil
 }
 
 // Clusters lists the clusters of every subscription. It returns an error,
@@ -186,11 +187,10 @@ func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []
 }
 
 func (s *Source) list(ctx context.Context) ([]sources.Cluster, []azurearm.Subscription, error) {
-	bindings, err := s.bindings.Bound(ctx, sources.ProviderARO)
+	l, err := s.read(ctx)
 	if err != nil {
-		return nil, nil, bindingsError(err)
+		return nil, nil, err
 	}
-	l := &listing{bindings: bindings, trust: loadTrust(&s.cfg)}
 	subs, err := s.client.Subscriptions(ctx, s.cfg.Subscriptions, s.log)
 	if err != nil {
 		return nil, nil, err
@@ -204,6 +204,23 @@ func (s *Source) list(ctx context.Context) ([]sources.Cluster, []azurearm.Subscr
 	}
 	listed, n := azurearm.Kept(s.log, perSub, (*mapped).about)
 	return s.finish(listed, n, subs), subs, nil
+}
+
+// read reads what the listing's mapping needs from the Kubernetes API:
+// the token bindings, or in agent mode the agents' Secrets.
+func (s *Source) read(ctx context.Context) (*listing, error) {
+	if s.cfg.Auth == AuthAgent {
+		agents, err := s.agents.Agents(ctx)
+		if err != nil {
+			return nil, kubernetesError(opAgents, "agents", err)
+		}
+		return &listing{agents: sources.IndexAgents(agents)}, nil
+	}
+	bindings, err := s.bindings.Bound(ctx, sources.ProviderARO)
+	if err != nil {
+		return nil, kubernetesError(opTokenBindings, "token bindings", err)
+	}
+	return &listing{bindings: bindings, trust: loadTrust(&s.cfg)}, nil
 }
 
 // finish turns a complete listing into the result: clusters whose names

@@ -326,12 +326,12 @@ func TestProvider(t *testing.T) {
 
 func TestNewSourceErrors(t *testing.T) {
 	bindings := tokenSecrets{}
-	cfg := &Config{Subscriptions: []string{"nope"}, Auth: "agent"}
+	cfg := &Config{Subscriptions: []string{"nope"}, Auth: "password"}
 	cfg.Default()
 	_, err := cfg.NewSource(sources.SourceOptions{Name: "aro", TokenBindings: bindings})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "aro.subscriptions[0]")
-	assert.Contains(t, err.Error(), `aro.auth: Unsupported value: "agent": supported values: "bearerToken"`)
+	assert.Contains(t, err.Error(), `aro.auth: Unsupported value: "password": supported values: "bearerToken", "agent"`)
 
 	_, err = (&Config{}).NewSource(sources.SourceOptions{Name: "aro", TokenBindings: bindings})
 	require.ErrorContains(t, err, "aro.cloud: Unsupported value", "a section without its defaults is no valid section")
@@ -343,7 +343,12 @@ func TestNewSourceErrors(t *testing.T) {
 	assert.Nil(t, src, "no typed nil in the interface")
 
 	src, err = cfg.NewSource(sources.SourceOptions{Name: "aro"})
-	require.EqualError(t, err, "aro source aro: the aro provider needs the Kubernetes API to find the token Secrets bound to its clusters (secrets.kubeconfig, or running in a cluster)")
+	require.EqualError(t, err, "aro source aro: the aro provider needs the Kubernetes API to find the token Secrets or the agents bound to its clusters (secrets.kubeconfig, or running in a cluster)")
+	assert.Nil(t, src)
+	agentMode := &Config{Auth: AuthAgent}
+	agentMode.Default()
+	src, err = agentMode.NewSource(sources.SourceOptions{Name: "aro", TokenBindings: bindings})
+	require.ErrorContains(t, err, "needs the Kubernetes API to find the token Secrets or the agents", "agent mode without the agents' reader")
 	assert.Nil(t, src)
 
 	missing := filepath.Join(t.TempDir(), "missing.pem")

@@ -72,10 +72,14 @@ type Config struct {
 	// '(' and ')' and 90 characters.
 	NameTemplate string `json:"nameTemplate,omitempty"`
 
-	// Auth is how Argo CD authenticates to the clusters: bearerToken (the
-	// default, and the only mode for now), a token Secret bound to each
-	// cluster by an operator (sources.BoundToken).
+	// Auth is how Argo CD reaches the clusters: bearerToken (the default),
+	// a token Secret bound to each cluster by an operator
+	// (sources.BoundToken); or agent, through the Argo CD agent, with the
+	// cluster Secret its tooling wrote and the hub bound to the cluster
+	// (sources.AgentIndex.Join): the service writes no Secret for them.
 	Auth string `json:"auth,omitempty"`
+	// Agent configures auth agent.
+	Agent Agent `json:"agent,omitzero"`
 	// ManagedDomains are the API host suffixes of managed-domain clusters,
 	// whose API certificate is publicly trusted: no caData. Default
 	// [".aroapp.io"].
@@ -87,6 +91,19 @@ type Config struct {
 	// DefaultCA is the CA of custom-domain clusters no CustomDomainCA key
 	// matches. Without it such a cluster is listed not ready.
 	DefaultCA CARef `json:"defaultCA,omitzero"`
+}
+
+// ThroughAgents reports whether the section's clusters are served through
+// the Argo CD agent (auth agent).
+func (c *Config) ThroughAgents() bool { return c.Auth == AuthAgent }
+
+// Agent is how agent mode finds a cluster's agent.
+type Agent struct {
+	// Tag is the ARM tag by which a cluster's owner may name its agent
+	// (default argocd-agent-name). It only narrows: the agent's Secret
+	// must be bound to the cluster, and a tag naming another agent
+	// refuses the join.
+	Tag string `json:"tag,omitempty"`
 }
 
 // PrivateEndpoints is the policy for clusters with a Private API server.
@@ -112,6 +129,9 @@ const (
 // AuthBearerToken is the auth mode of a cluster reached with a bearer token
 // from a Secret an operator binds to it.
 const AuthBearerToken = string(sources.AuthBearerToken)
+
+// AuthAgent is the auth mode of clusters reached through the Argo CD agent.
+const AuthAgent = string(sources.AuthAgent)
 
 // CARef is a CA bundle given in the configuration: CAData, base64 of a PEM
 // bundle (as caData of an Argo CD cluster Secret and of a static cluster),
@@ -144,6 +164,9 @@ func (c *Config) Default() {
 	orDefault(&c.Concurrency, azurearm.DefaultConcurrency)
 	orDefault(&c.NameTemplate, azurearm.DefaultNameTemplate)
 	orDefault(&c.Auth, AuthBearerToken)
+	if c.Auth == AuthAgent {
+		orDefault(&c.Agent.Tag, sources.DefaultAgentTag)
+	}
 	if c.ManagedDomains == nil {
 		c.ManagedDomains = slices.Clone(defaultManagedDomains)
 	}
@@ -175,7 +198,7 @@ func (c *Config) SetDirectory(dir string) {
 
 var (
 	privatePolicies = []PrivatePolicy{PrivateInclude, PrivateExclude}
-	authModes       = []string{AuthBearerToken}
+	authModes       = []string{AuthBearerToken, AuthAgent}
 )
 
 // Validate returns every problem of the section, assuming Default was
@@ -229,6 +252,12 @@ func (c *Config) validateListing(path *field.Path) field.ErrorList {
 	}
 	if !slices.Contains(authModes, c.Auth) {
 		errs = append(errs, field.NotSupported(path.Child("auth"), c.Auth, authModes))
+	}
+	if c.Agent != (Agent{}) && c.Auth != AuthAgent {
+		errs = append(errs, field.Forbidden(path.Child("agent"), "only with auth: agent"))
+	}
+	if t := c.Agent.Tag; c.Auth == AuthAgent && strings.TrimSpace(t) == "" {
+		errs = append(errs, field.Invalid(path.Child("agent", "tag"), t, "empty tag key"))
 	}
 	return errs
 }

@@ -146,8 +146,14 @@ var invalidConfigs = []struct {
 	{"a prefix too long", func(c *Config) { c.NamePrefix = "a23456789-123456789-123456789-123456789-1" }, []string{
 		`namePrefix: Invalid value: "a23456789-123456789-123456789-123456789-1": must be lower-case letters, digits and '-', starting with a letter or digit, at most 40 characters`,
 	}},
-	{"auth mode", func(c *Config) { c.Auth = "agent" }, []string{
-		`auth: Unsupported value: "agent": supported values: "bearerToken"`,
+	{"auth mode", func(c *Config) { c.Auth = "password" }, []string{
+		`auth: Unsupported value: "password": supported values: "bearerToken", "agent"`,
+	}},
+	{"agent without agent mode", func(c *Config) { c.Agent.Tag = "agent" }, []string{
+		`agent: Forbidden: only with auth: agent`,
+	}},
+	{"agent tag empty", func(c *Config) { c.Auth, c.Agent.Tag = AuthAgent, " " }, []string{
+		`agent.tag: Invalid value: " ": empty tag key`,
 	}},
 	{"managed domains", func(c *Config) { c.ManagedDomains = []string{".aroapp.io", "", "not a domain"} }, []string{
 		`managedDomains[1]: Invalid value: "": not a domain suffix such as ".aroapp.io"`,

@@ -18,17 +18,19 @@ const (
 	// opTokenBindings is the list of the token Secrets bound to the
 	// clusters (sources.TokenBindings), on the Kubernetes API.
 	opTokenBindings = "tokenBindings.list"
+	// opAgents is the list of the agents' cluster Secrets (auth agent).
+	opAgents = "agents.list"
 )
 
-// bindingsError is a failed list of the token bindings: classified by the
-// Kubernetes API's status when it answered, else as upstream.Classify
-// says. Its message is the lister's, which names the namespace and never
-// a token (it reads metadata only).
-func bindingsError(err error) *upstream.Error {
+// kubernetesError is a failed list of the token bindings or the agents
+// (op, named what): classified by the Kubernetes API's status when it
+// answered, else as upstream.Classify says. Its message is the lister's,
+// which names the namespace and never a credential.
+func kubernetesError(op, what string, err error) *upstream.Error {
 	kind := upstream.Classify(err)
 	var st apierrors.APIStatus
 	if errors.As(err, &st) && st.Status().Code >= 400 && kind != upstream.KindCanceled && kind != upstream.KindTimeout {
 		kind = upstream.ForStatus(int(st.Status().Code))
 	}
-	return &upstream.Error{Kind: kind, Operation: opTokenBindings, Msg: "token bindings: " + azurearm.FirstLine(err.Error()), Err: err}
+	return &upstream.Error{Kind: kind, Operation: op, Msg: what + ": " + azurearm.FirstLine(err.Error()), Err: err}
 }

@@ -105,6 +105,12 @@ type testEnv struct {
 
 func newTestEnv(t testing.TB, cfg Config, co *arm.ClientOptions, bindings sources.TokenBindings, cred azcore.TokenCredential) *testEnv {
 	t.Helper()
+	return newTestEnvWith(t, cfg, co, sources.SourceOptions{TokenBindings: bindings}, cred)
+}
+
+// newTestEnvWith is newTestEnv with the options' token bindings and agents.
+func newTestEnvWith(t testing.TB, cfg Config, co *arm.ClientOptions, opts sources.SourceOptions, cred azcore.TokenCredential) *testEnv {
+	t.Helper()
 	if cred == nil {
 		cred = &azfake.TokenCredential{}
 	}
@@ -112,7 +118,8 @@ func newTestEnv(t testing.TB, cfg Config, co *arm.ClientOptions, bindings source
 	// The service gives every source a logger that names it.
 	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("source", "aro-prod")
 	cfg.Default()
-	src, err := newSource(cfg, sources.SourceOptions{Name: "aro-prod", Logger: log, Registerer: env.reg, TokenBindings: bindings},
+	opts.Name, opts.Logger, opts.Registerer = "aro-prod", log, env.reg
+	src, err := newSource(cfg, opts,
 		azurearm.Hooks{Credential: cred, Options: co})
 	require.NoError(t, err)
 	env.src = src

@@ -73,11 +73,12 @@ const (
 	notReadyScope    = "invalid_scope"
 	notReadyCA       = "ca_unavailable"
 	notReadyToken    = "no_token"
+	notReadyAgent    = "no_agent"
 )
 
 // notReadyKinds lists every not-ready reason, for the gauge to start at
 // zero.
-var notReadyKinds = []string{notReadyName, notReadyConflict, notReadyServer, notReadyScope, notReadyCA, notReadyToken}
+var notReadyKinds = []string{notReadyName, notReadyConflict, notReadyServer, notReadyScope, notReadyCA, notReadyToken, notReadyAgent}
 
 // mapped is one listed cluster after mapping: either skipped, or a cluster
 // for the listing.
@@ -102,10 +103,11 @@ func (m *mapped) about() azurearm.Listed {
 
 // listing is what one listing reads once for every cluster: the token
 // Secrets bound to the clusters (by lower-case resource id) and the
-// configured CAs.
+// configured CAs, or in agent mode the agents' Secrets.
 type listing struct {
 	bindings map[string][]string
 	trust    *trust
+	agents   sources.AgentIndex
 }
 
 // mapper maps ARM OpenShift clusters to the model. It is built once from
@@ -195,6 +197,9 @@ func (m *mapper) toCluster(sub string, oc *armredhatopenshift.OpenShiftCluster, 
 		out.cluster.Ready, out.cluster.NotReadyReason, out.notReadyKind = false, reason, kind
 		return out, nil
 	}
+	if m.cfg.Auth == AuthAgent {
+		return m.throughAgent(out, tags, l)
+	}
 	if nameErr != nil {
 		return notReady(notReadyName, nameErr.Error())
 	}
@@ -216,6 +221,27 @@ func (m *mapper) toCluster(sub string, oc *armredhatopenshift.OpenShiftCluster, 
 		return notReady(notReadyToken, err.Error())
 	}
 	out.cluster.Auth = sources.Auth{Kind: sources.AuthBearerToken, TokenRef: ref}
+	return out, nil
+}
+
+// throughAgent serves out through the agent its Secret binds it to (see
+// sources.AgentIndex.Join): under the agent's name and server, whatever
+// the name template renders and whatever apiserverProfile says (Argo CD
+// never calls the cluster's API server). Without an agent it is listed
+// not ready under its rendered name.
+func (m *mapper) throughAgent(out mapped, tags map[string]string, l *listing) (mapped, error) {
+	c := &out.cluster
+	reason, kind := m.sel.Scope(c, tags), notReadyScope
+	if reason == "" {
+		claim, _ := azurearm.TagValue(tags, m.cfg.Agent.Tag)
+		agent, err := l.agents.Join(out.id, strings.TrimSpace(claim), m.cfg.Agent.Tag)
+		if err == nil {
+			c.ServeThroughAgent(agent)
+			return out, nil
+		}
+		reason, kind = err.Error(), notReadyAgent
+	}
+	c.Ready, c.NotReadyReason, out.notReadyKind = false, reason, kind
 	return out, nil
 }
 

@@ -150,16 +150,16 @@ func sanitize(s string) string {
 func (s *Selector) Scope(c *sources.Cluster, tags map[string]string) string {
 	var tenant, project string
 	var namespaces []string
-	if v, ok := tagValue(tags, s.sel.TenantTag); ok {
+	if v, ok := TagValue(tags, s.sel.TenantTag); ok {
 		tenant = strings.TrimSpace(v)
 	}
-	if v, ok := tagValue(tags, s.sel.ProjectTag); ok {
+	if v, ok := TagValue(tags, s.sel.ProjectTag); ok {
 		project = strings.TrimSpace(v)
 		if errs := validation.IsDNS1123Subdomain(project); len(errs) > 0 {
 			return fmt.Sprintf("tag %s is not a valid AppProject name", s.sel.ProjectTag)
 		}
 	}
-	if v, ok := tagValue(tags, s.sel.NamespacesTag); ok {
+	if v, ok := TagValue(tags, s.sel.NamespacesTag); ok {
 		fields := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\t' })
 		if len(fields) == 0 {
 			return fmt.Sprintf("tag %s names no namespace", s.sel.NamespacesTag)
@@ -178,9 +178,9 @@ func (s *Selector) Scope(c *sources.Cluster, tags map[string]string) string {
 	return ""
 }
 
-// tagValue looks a tag up the way Azure does: keys are case-insensitive
+// TagValue looks a tag up the way Azure does: keys are case-insensitive
 // (an exact key first, else the first in sorted order).
-func tagValue(tags map[string]string, key string) (string, bool) {
+func TagValue(tags map[string]string, key string) (string, bool) {
 	if v, ok := tags[key]; ok {
 		return v, true
 	}
@@ -193,7 +193,7 @@ func tagValue(tags map[string]string, key string) (string, bool) {
 }
 
 func tagMatches(tags map[string]string, key, want string) bool {
-	v, ok := tagValue(tags, key)
+	v, ok := TagValue(tags, key)
 	return ok && (want == "*" || v == want)
 }
 

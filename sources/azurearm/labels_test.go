@@ -156,13 +156,13 @@ func TestScope(t *testing.T) {
 
 func TestTagValue(t *testing.T) {
 	tags := map[string]string{"Env": "a", "ENV": "b", "team": "c"}
-	v, ok := tagValue(tags, "ENV")
+	v, ok := TagValue(tags, "ENV")
 	require.True(t, ok)
 	assert.Equal(t, "b", v, "an exact key first")
-	v, ok = tagValue(tags, "env")
+	v, ok = TagValue(tags, "env")
 	require.True(t, ok)
 	assert.Equal(t, "b", v, "else the first key in sorted order: ENV < Env")
-	_, ok = tagValue(tags, "owner")
+	_, ok = TagValue(tags, "owner")
 	assert.False(t, ok)
 }
 
