@@ -163,7 +163,7 @@ func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 			sreg = prometheus.WrapRegistererWith(prometheus.Labels{"source": sc.Name}, reg)
 		}
 		src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: logger.With("source", sc.Name), Registerer: sreg,
-			OwnerID: cfg.Secrets.OwnerID, TokenBindings: tokenBindings(cfg)})
+			OwnerID: cfg.Secrets.OwnerID, TokenBindings: tokenBindings(cfg), Agents: agentSecrets(cfg)})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err))
 			continue

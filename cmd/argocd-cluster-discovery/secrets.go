@@ -22,6 +22,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/agentsecrets"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/tokenbindings"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -54,6 +55,12 @@ func kubeConfig(cfg config.Secrets) (*rest.Config, error) {
 // never needs the Kubernetes API.
 func tokenBindings(cfg *config.Config) *tokenbindings.Lister {
 	return tokenbindings.New(func() (*rest.Config, error) { return kubeConfig(cfg.Secrets) }, cfg.Secrets.Namespace)
+}
+
+// agentSecrets reads the agents' cluster Secrets of Argo CD's namespace
+// (auth agent); like tokenBindings, its client is made on first use.
+func agentSecrets(cfg *config.Config) *agentsecrets.Lister {
+	return agentsecrets.New(func() (*rest.Config, error) { return kubeConfig(cfg.Secrets) }, cfg.Secrets.Namespace)
 }
 
 func kubeConfigAt(path string) (*rest.Config, error) {

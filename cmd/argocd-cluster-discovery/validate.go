@@ -89,7 +89,7 @@ func checkSource(cfg *config.Config, i int, withCreds bool) []error {
 		}
 	}
 	src, err := sc.Section.NewSource(sources.SourceOptions{Name: sc.Name, Logger: slog.New(slog.DiscardHandler), OwnerID: cfg.Secrets.OwnerID,
-		TokenBindings: tokenBindings(cfg)})
+		TokenBindings: tokenBindings(cfg), Agents: agentSecrets(cfg)})
 	if err != nil {
 		return append(errs, fmt.Errorf("sources[%d] (%s): %w", i, sc.Name, err))
 	}

@@ -32,7 +32,8 @@ type Config struct {
 
 	// Dir is the directory of the file; relative paths are taken from it.
 	Dir string `json:"-"`
-	// Warnings are the deprecated keys the file used, one line each.
+	// Warnings are the deprecated keys the file used, and what the
+	// configuration cannot check (hybridWarnings), one line each.
 	Warnings []string `json:"-"`
 
 	registry *sources.Registry
@@ -182,6 +183,10 @@ type Secrets struct {
 	// Kubeconfig is used outside a cluster; empty means in-cluster
 	// configuration, or $KUBECONFIG when set.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// ArgoCDVersion is the version of the Argo CD these Secrets are for
+	// (e.g. 3.4.2), when the operator states it: a hub with both agent
+	// clusters and the Secrets we write needs 3.4.0 or later.
+	ArgoCDVersion string `json:"argocdVersion,omitempty"`
 
 	// match is Select parsed (nil: every cluster), set by Parse.
 	match func(*sources.Cluster) bool

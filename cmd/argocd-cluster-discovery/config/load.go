@@ -91,6 +91,7 @@ func parse(raw []byte, dir string, reg *sources.Registry, p Purpose) (*Config, e
 	if len(errs) > 0 {
 		return nil, errorList(errs)
 	}
+	cfg.Warnings = append(cfg.Warnings, cfg.hybridWarnings()...)
 	return &cfg, nil
 }
 

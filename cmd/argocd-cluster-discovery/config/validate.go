@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -247,7 +248,65 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 	if s.Enabled || c.ApplicationSetRefresh.Enabled {
 		errs = append(errs, c.validateLeaderElection(at.Child("leaderElection"))...)
 	}
+	return append(errs, c.validateHybridHub(at)...)
+}
+
+// hybridMinimum is the first Argo CD that honours skip-reconcile on a
+// cluster Secret (argo-cd commit ed6d2c525e, controller/sharding/cache.go).
+var hybridMinimum = version.MustParseGeneric("3.4.0")
+
+// hybridWhy is what a hybrid hub before Argo CD 3.4.0 does wrong.
+const hybridWhy = "a hub with agent clusters and the Secrets this service writes needs Argo CD 3.4.0 or later: " +
+	"before it, Argo CD ignores argocd.argoproj.io/skip-reconcile on cluster Secrets and its application controller reconciles the agents' Applications too"
+
+// agentSources names the sources whose clusters are reached through the
+// Argo CD agent (sources.ThroughAgents).
+func (c *Config) agentSources() []string {
+	var out []string
+	for i := range c.Sources {
+		if ta, ok := c.Sources[i].Section.(sources.ThroughAgents); ok && ta.ThroughAgents() {
+			out = append(out, c.Sources[i].Name)
+		}
+	}
+	return out
+}
+
+// validateHybridHub checks secrets.argocdVersion and what it allows: a hub
+// with agent clusters (a source with auth agent) and the Secrets we write
+// needs Argo CD 3.4.0 or later (see hybridWarnings when unstated), and an
+// agent source takes no credentials override.
+func (c *Config) validateHybridHub(at *field.Path) field.ErrorList {
+	s := &c.Secrets
+	var errs field.ErrorList
+	agents := c.agentSources()
+	for _, name := range agents {
+		if _, ok := s.Credentials[name]; ok {
+			errs = append(errs, field.Forbidden(at.Child("credentials").Key(name),
+				"the source's clusters are reached through the Argo CD agent, with the agents' Secrets: no Secret of ours, no credentials"))
+		}
+	}
+	if s.ArgoCDVersion == "" {
+		return errs
+	}
+	v, err := version.ParseGeneric(s.ArgoCDVersion)
+	switch {
+	case err != nil:
+		errs = append(errs, field.Invalid(at.Child("argocdVersion"), s.ArgoCDVersion, "not a version such as 3.4.2"))
+	case s.Enabled && len(agents) > 0 && v.LessThan(hybridMinimum):
+		errs = append(errs, field.Invalid(at.Child("argocdVersion"), s.ArgoCDVersion, hybridWhy))
+	}
 	return errs
+}
+
+// hybridWarnings warns of a hub with agent clusters and the Secrets we
+// write whose Argo CD version is not stated, so not checked.
+func (c *Config) hybridWarnings() []string {
+	agents := c.agentSources()
+	if !c.Secrets.Enabled || len(agents) == 0 || c.Secrets.ArgoCDVersion != "" {
+		return nil
+	}
+	return []string{fmt.Sprintf("sources %s reach their clusters through the Argo CD agent and secrets.enabled is on: %s "+
+		"(set secrets.argocdVersion to have it checked)", strings.Join(agents, ", "), hybridWhy)}
 }
 
 // selectError is a problem of secrets.select, which has the plugin
