@@ -14,9 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/aro"
 )
 
 func TestEveryExampleValuesFileHasACase(t *testing.T) {
@@ -302,6 +304,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"ledger kind", []string{"--set", "ledger.kind=etcd"}, "/ledger/kind"},
 		{"ledger is the chart's", []string{"--set", "config.ledger.kind=memory"}, "ledger"},
 		{"installCRD", []string{"--set-string", "clusterProfiles.installCRD=yes"}, "/clusterProfiles/installCRD"},
+		{"argocd version", []string{"--set", "config.secrets.argocdVersion=latest"}, "/config/secrets/argocdVersion"},
+		{"aro auth", []string{"--set-json", `config.sources=[{"name":"aro","provider":"aro","aro":{"auth":"kubeconfig"}}]`}, "/config/sources/0/aro/auth"},
+		{"aro agent tag", []string{"--set-json", `config.sources=[{"name":"aro","provider":"aro","aro":{"auth":"agent","agent":{"tag":""}}}]`}, "/config/sources/0/aro/agent/tag"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helm(append([]string{"template", release, chartDir, "--namespace", "x", "--set", "argocd.token.generateWithoutLookup=true"}, tc.args...)...)
@@ -316,6 +321,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"--set", "ports.ops=9090", "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true"},
 		{"--set", "argocd.token.existingSecret=my-token", "--set", "argocd.plugin.name=fleet"},
 		{"--set", "ledger.kind=memory", "--set", "clusterProfiles.installCRD=false"},
+		{"--set", "config.secrets.argocdVersion=3.4.2"},
 	} {
 		_, err := helm(append([]string{"template", release, chartDir, "--namespace", "x", "--set", "argocd.token.generateWithoutLookup=true"}, args...)...)
 		assert.NoError(t, err, "%v", args)
@@ -353,4 +359,64 @@ func TestTokenWithoutLookup(t *testing.T) {
 	b, ok := second.find("Secret", "x", release+"-token")
 	require.True(t, ok)
 	assert.NotEqual(t, into[corev1.Secret](t, a).Data, into[corev1.Secret](t, b).Data, "what the opt-in accepts: a new token per render")
+}
+
+// TestAROExamplePushAndAgent: values-aro.yaml shows both ways Argo CD
+// reaches ARO clusters, each source on its own subscription: a token
+// Secret per cluster (push, the Secrets this service writes) and the Argo
+// CD agent (pull: the agents' Secrets, never written). Such a hybrid hub
+// needs Argo CD 3.4: the example states the version, so the service checks
+// it (and refuses an older one), and its comments walk an operator through
+// the agent's binding.
+func TestAROExamplePushAndAgent(t *testing.T) {
+	c := caseNamed(t, "aro")
+	raw, _ := configOf(t, render(t, c), c)
+	cfg, err := parseRenderedConfig(t, raw, t.TempDir())
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Warnings, "the hub's Argo CD version is stated: nothing is left unchecked")
+	require.True(t, cfg.Secrets.Enabled)
+
+	byAuth := map[string]*aro.Config{}
+	subscriptions := map[string]string{} // lower case → source
+	for _, s := range cfg.Sources {
+		require.Equal(t, sources.ProviderARO, s.Provider)
+		a, ok := s.Section.(*aro.Config)
+		require.True(t, ok, "source %s", s.Name)
+		require.NotContains(t, byAuth, a.Auth, "one source per auth mode")
+		byAuth[a.Auth] = a
+		for _, sub := range a.Subscriptions {
+			other, dup := subscriptions[strings.ToLower(sub)]
+			assert.False(t, dup, "subscription %s is listed by %s and %s: its clusters would be served twice", sub, other, s.Name)
+			subscriptions[strings.ToLower(sub)] = s.Name
+		}
+	}
+	push, agent := byAuth[aro.AuthBearerToken], byAuth[aro.AuthAgent]
+	require.NotNil(t, push, "a push source (auth bearerToken)")
+	require.NotNil(t, agent, "an agent source (auth agent)")
+	assert.NotEmpty(t, push.NamePrefix)
+	assert.Empty(t, agent.NamePrefix, "an agent cluster is served under its agent's name")
+	assert.Equal(t, sources.DefaultAgentTag, agent.Agent.Tag)
+
+	v, err := version.ParseGeneric(cfg.Secrets.ArgoCDVersion)
+	require.NoError(t, err, "secrets.argocdVersion is stated")
+	assert.True(t, v.AtLeast(version.MustParseGeneric("3.4.0")), "a hub with push and agent clusters needs Argo CD 3.4")
+	older, _ := configOf(t, render(t, c, "--set", "config.secrets.argocdVersion=3.3.9"), c)
+	_, err = parseRenderedConfig(t, older, t.TempDir())
+	require.Error(t, err, "an agent source with Secret sync on an Argo CD before 3.4 is refused")
+	assert.Contains(t, err.Error(), "secrets.argocdVersion")
+
+	b, err := os.ReadFile(filepath.Join(chartDir, "examples", c.values))
+	require.NoError(t, err)
+	for _, s := range []string{
+		"argocd-agentctl agent create",  // the agent and its Secret cluster-<agent>
+		"0.7.0",                         // the agentctl that adds skip-reconcile
+		sources.AnnotationSkipReconcile, // which the service requires
+		"kubectl annotate secret " + sources.AgentSecretPrefix,                               // the hub binds the agent ...
+		sources.AnnotationTokenBinding + `="$(az aro show -g rg -n name --query id -o tsv)"`, // ... to the cluster's ARM id
+		sources.DefaultAgentTag + "=",                                                        // the owner's tag, which only narrows
+		"destination.name: '{{.name}}'",                                                      // ApplicationSets target the agent by name
+		"Argo CD >= 3.4",                                                                     // a hybrid hub
+	} {
+		assert.Contains(t, string(b), s, "values-aro.yaml explains the agent mode")
+	}
 }

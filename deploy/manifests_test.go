@@ -23,9 +23,10 @@ import (
 // installed in its own namespaces so that the cases never collide.
 type chartCase struct {
 	name     string
-	values   string // file in the chart's examples/, "" for the defaults
-	ns       string // release namespace
-	argocdNS string // Argo CD's namespace
+	values   string   // file in the chart's examples/, "" for the defaults
+	ns       string   // release namespace
+	argocdNS string   // Argo CD's namespace
+	set      []string // further helm arguments (--set, --set-json), after the values file
 }
 
 var cases = []chartCase{
@@ -59,7 +60,7 @@ func (c chartCase) valuesArgs() []string {
 	if c.argocdNS != c.ns {
 		args = append(args, "--set", "argocd.namespace="+c.argocdNS)
 	}
-	return args
+	return append(args, c.set...)
 }
 
 // doc is one rendered object: unstructured, and its JSON for typed decoding.

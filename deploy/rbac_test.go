@@ -168,6 +168,21 @@ func serviceAccount(c chartCase) (string, []string) {
 		[]string{"system:serviceaccounts", "system:serviceaccounts:" + c.ns, "system:authenticated"}
 }
 
+// authorizer asks the API server (SubjectAccessReview) whether the chart's
+// ServiceAccount of case c may make a call.
+func authorizer(t *testing.T, c chartCase) func(verb, group, resource, ns, name string) bool {
+	t.Helper()
+	user, groups := serviceAccount(c)
+	return func(verb, group, resource, ns, name string) bool {
+		t.Helper()
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Name: name}}}
+		res, err := kube(t).AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return res.Status.Allowed
+	}
+}
+
 // TestRoleAsAuthorized asks the API server (SubjectAccessReview, RBAC) what
 // the chart's ServiceAccount may do once the manifests are applied.
 func TestRoleAsAuthorized(t *testing.T) {
@@ -175,14 +190,7 @@ func TestRoleAsAuthorized(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ms := ensureApplied(t, c)
 			refresh := rbacConfigOf(t, ms, c).ApplicationSetRefresh.Enabled
-			user, groups := serviceAccount(c)
-			can := func(verb, group, resource, ns, name string) bool {
-				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
-					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Name: name}}}
-				res, err := kube(t).AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
-				require.NoError(t, err)
-				return res.Status.Allowed
-			}
+			can := authorizer(t, c)
 			for _, v := range reconcilerSecretVerbs {
 				assert.True(t, can(v, "", "secrets", c.argocdNS, ""), "secrets %s in Argo CD's namespace", v)
 			}
