@@ -14,8 +14,9 @@ import (
 
 // Run loads the ledger, if any, then lists every source now and then at
 // its interval until ctx is cancelled, saving the records to the ledger
-// after each listing. It returns once every loop has stopped. Only the
-// leader runs it.
+// after each listing; a source's hints (sources.Hinter) list it sooner
+// (see HintQuiet). It returns once every loop has stopped. Only the leader
+// runs it.
 func (inv *Inventory) Run(ctx context.Context) {
 	if inv.ledger != nil && !inv.load(ctx) {
 		return
@@ -23,10 +24,14 @@ func (inv *Inventory) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	states := inv.statesNow()
 	for _, st := range states {
-		wg.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			inv.loop(ctx, st)
+		}()
+		go func() {
+			defer wg.Done()
+			inv.runHints(ctx, st)
 		}()
 	}
 	wg.Wait()

@@ -24,6 +24,9 @@ type SourceStatus struct {
 	// served from their last rendering while their departure is counted.
 	Served int `json:"served"`
 	Absent int `json:"absent"`
+	// Hints is the state of the source's change stream, for a source that
+	// has one (sources.Hinter).
+	Hints *sources.HintStatus `json:"hints,omitempty"`
 }
 
 // Status is the live status of the inventory.
@@ -52,6 +55,10 @@ func (inv *Inventory) Status() Status {
 		s := st.status
 		if i := slices.IndexFunc(snap.Sources, func(ss SourceState) bool { return ss.Name == st.spec.Name }); i >= 0 {
 			s.SourceState = snap.Sources[i]
+		}
+		if h, ok := st.spec.Source.(sources.Hinter); ok {
+			hs := h.HintStatus()
+			s.Hints = &hs
 		}
 		out.Sources = append(out.Sources, s)
 	}
