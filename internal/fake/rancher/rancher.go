@@ -65,6 +65,7 @@ type Fake struct {
 	tokenState
 	proxyState
 	requestState
+	subscribeState
 }
 
 // New starts a fake Rancher serving the fixtures of the directory fixtures
@@ -119,6 +120,7 @@ func (f *Fake) Close() {
 	aces := f.dropACE(func(string) bool { return true })
 	f.mu.Unlock()
 	closeACE(aces)
+	f.CutSubscribers()
 	f.srv.CloseClientConnections()
 	f.srv.Close()
 }
@@ -129,6 +131,7 @@ func (f *Fake) Set(c Cluster) { f.set(c) }
 // set adds or replaces clusters, described or raw.
 func (f *Fake) set(cs ...Cluster) {
 	f.mu.Lock()
+	f.changed(cs, nil)
 	for _, c := range cs {
 		f.clusters[c.ID] = c
 		if !c.Disconnected { // the agent syncs the cluster's tokens to its endpoint
@@ -148,6 +151,9 @@ func (f *Fake) set(cs ...Cluster) {
 // endpoint).
 func (f *Fake) Remove(id string) {
 	f.mu.Lock()
+	if c, ok := f.clusters[id]; ok {
+		f.changed(nil, []Cluster{c})
+	}
 	delete(f.clusters, id)
 	stale := f.dropACE(f.aceStale)
 	f.mu.Unlock()
@@ -173,6 +179,13 @@ func (f *Fake) ListNothing() ([]Cluster, int) {
 // number sees the change.
 func (f *Fake) Change(set []Cluster, remove ...string) int {
 	f.mu.Lock()
+	var removed []Cluster
+	for _, id := range remove {
+		if c, ok := f.clusters[id]; ok {
+			removed = append(removed, c)
+		}
+	}
+	f.changed(set, removed)
 	for _, c := range set {
 		f.clusters[c.ID] = c
 	}
@@ -249,6 +262,10 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 func (f *Fake) answer(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, proxyPrefix) {
 		f.serveProxy(w, r) // takes the lock only to authorize
+		return
+	}
+	if r.URL.Path == "/v3/subscribe" {
+		f.serveSubscribe(w, r) // a websocket: takes the lock only to authorize and register
 		return
 	}
 	if f.hookPage(w, r) {
