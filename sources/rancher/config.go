@@ -83,6 +83,11 @@ type Config struct {
 	// is empty, i.e. Rancher has a publicly trusted certificate). The file
 	// is re-read at every listing.
 	CAFile string `json:"caFile,omitempty"`
+	// Events subscribes to Rancher's cluster events (/v3/subscribe, the
+	// leader only): a change, a removal or a reconnect lists the source
+	// within about a second instead of at its interval; the listing stays
+	// the only truth. Default true.
+	Events *bool `json:"events,omitempty"`
 	// PageLimit is the page size of the cluster list, 1 to 10000. Default
 	// 1000.
 	PageLimit int `json:"pageLimit,omitempty"`
@@ -218,9 +223,17 @@ const (
 	ClusterTokensPerCluster = "perCluster"
 )
 
+// EventsOn reports whether the source subscribes to Rancher's cluster
+// events (Events, true unless written false).
+func (c *Config) EventsOn() bool { return c.Events == nil || *c.Events }
+
 // Default fills every unset field with its default. It is the only place
 // the defaults are written.
 func (c *Config) Default() {
+	if c.Events == nil {
+		on := true
+		c.Events = &on
+	}
 	if c.PageLimit == 0 {
 		c.PageLimit = defaultPageLimit
 	}

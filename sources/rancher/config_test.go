@@ -54,13 +54,15 @@ project: default
 namespaces: [apps, monitoring]
 namePrefix: eu-
 requestTimeout: 10s
+events: false
 `
 	var c Config
 	require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &c))
 	c.Default()
 	require.Empty(t, c.Validate(section))
+	off := false
 	assert.Equal(t, Config{
-		URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/var/run/rancher/token"},
+		URL: "https://rancher.example.com", Token: sources.SecretRef{File: "/var/run/rancher/token"}, Events: &off,
 		CAFile: "/etc/rancher/ca.pem", PageLimit: 500, IncludeLocal: true,
 		LabelSelector: "env in (prod,staging)", ExcludeNameRegex: "^tmp-",
 		DropLabelPrefixes: []string{}, DropAnnotationPrefixes: defaultDropPrefixes(),
@@ -99,8 +101,9 @@ func TestConfigStatesRemoved(t *testing.T) {
 func TestConfigDefault(t *testing.T) {
 	c := Config{}
 	c.Default()
+	on := true
 	assert.Equal(t, Config{
-		PageLimit: 1000, DropLabelPrefixes: defaultDropPrefixes(), DropAnnotationPrefixes: defaultDropPrefixes(),
+		Events: &on, PageLimit: 1000, DropLabelPrefixes: defaultDropPrefixes(), DropAnnotationPrefixes: defaultDropPrefixes(),
 		ACE: ACEOff, ACELabel: defaultACELabel, TenantLabel: "tenant", ProjectLabel: "argocd-project",
 		NamespacesAnnotation: "argocd-namespaces", RequestTimeout: sources.D(30 * time.Second),
 		ClusterTokens: ClusterTokensShared, TokenTTL: sources.D(24 * time.Hour), TokenGracePeriod: sources.D(10 * time.Minute),
@@ -109,7 +112,8 @@ func TestConfigDefault(t *testing.T) {
 	assert.Contains(t, c.DropLabelPrefixes, "field.cattle.io/")
 	assert.Contains(t, c.DropLabelPrefixes, "lifecycle.cattle.io/")
 
-	set := Config{PageLimit: 5, DropLabelPrefixes: []string{}, ACE: ACEOn, ACELabel: "a", TenantLabel: "b", ProjectLabel: "c",
+	off := false
+	set := Config{Events: &off, PageLimit: 5, DropLabelPrefixes: []string{}, ACE: ACEOn, ACELabel: "a", TenantLabel: "b", ProjectLabel: "c",
 		NamespacesAnnotation: "d", RequestTimeout: sources.D(time.Second), ClusterTokens: ClusterTokensPerCluster,
 		TokenTTL: sources.D(time.Hour), TokenGracePeriod: sources.D(time.Minute)}
 	c = set

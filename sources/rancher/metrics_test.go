@@ -114,6 +114,12 @@ func TestSharedMetricNames(t *testing.T) {
 		"tokens_revoked_total":         "reason",
 		"token_request_failures_total": "operation",
 		"pages_fetched_total":          "",
+		// the subscriber's (events.go)
+		"events_connected":      "",
+		"events_connects_total": "",
+		"events_disabled":       "",
+		"events_failures_total": "kind",
+		"events_received_total": "name",
 	}, labels)
 
 	m := s.metrics

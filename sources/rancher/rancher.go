@@ -146,9 +146,14 @@ type Source struct {
 
 	// issuer mints per-cluster tokens (issuer.go).
 	issuer *issuer
+	// events is the subscriber to Rancher's cluster events (events.go).
+	events *events
 }
 
-var _ sources.Source = (*Source)(nil)
+var (
+	_ sources.Source = (*Source)(nil)
+	_ sources.Hinter = (*Source)(nil)
+)
 
 // NewSource builds the source of a defaulted, valid section: it reads
 // caFile once (a bad PEM is a start-up error) and registers the metrics.
@@ -186,6 +191,11 @@ func newSource(cfg Config, opts sources.SourceOptions, client *http.Client) (*So
 		filter: newFilter(&cfg), mapper: newMapper(opts.Name, origin.String(), cfg), log: logger, metrics: m,
 		sem: make(chan struct{}, 1),
 	}
+	em, err := newEventMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	s.events = &events{s: s, timing: defaultEventTiming, m: em}
 	if client != nil {
 		s.base = client.Transport
 		if s.base == nil {
