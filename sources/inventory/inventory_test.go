@@ -172,7 +172,10 @@ func TestNotReadyAndInvalidClusters(t *testing.T) {
 	noCA.Ready, noCA.NotReadyReason = false, "CA not fetched yet"
 	badAuth := cluster("bad-auth")
 	badAuth.Auth = sources.Auth{Kind: sources.AuthBearerToken}
-	src := &scripted{steps: []step{{clusters: []sources.Cluster{bad, noCA, badAuth, cluster("ok")}}}}
+	// not ready upstream and, because of it, no server: the source's reason is kept
+	noAgent := cluster("no-agent")
+	noAgent.Server, noAgent.Ready, noAgent.NotReadyReason = "", false, "agent not registered: annotate its Secret"
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{bad, noCA, badAuth, noAgent, cluster("ok")}}}}
 	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
 	require.NoError(t, err)
 	require.NoError(t, inv.RefreshAll(context.Background()))
@@ -182,13 +185,14 @@ func TestNotReadyAndInvalidClusters(t *testing.T) {
 	for _, u := range snap.Unserved {
 		got[u.Name] = u
 	}
-	require.Len(t, got, 3, "clusters that cannot be rendered are reported, and present: nobody prunes them")
+	require.Len(t, got, 4, "clusters that cannot be rendered are reported, and present: nobody prunes them")
 	assert.Contains(t, got["bad-server"].Reason, "invalid server")
 	assert.Equal(t, "CA not fetched yet", got["no-ca"].Reason)
 	assert.Contains(t, got["bad-auth"].Reason, "invalid auth")
+	assert.Equal(t, "agent not registered: annotate its Secret", got["no-agent"].Reason)
 	assert.True(t, snap.Present("no-ca"))
-	assert.Equal(t, 3, inv.Status().Sources[0].NotReady)
-	assert.Len(t, inv.Status().Unserved, 3)
+	assert.Equal(t, 4, inv.Status().Sources[0].NotReady)
+	assert.Len(t, inv.Status().Unserved, 4)
 }
 
 func TestNamelessClusterFailsTheListing(t *testing.T) {

@@ -155,7 +155,12 @@ func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.T
 		}
 		c.DropAgentLabels()
 		if srv, err := c.ValidServer(); err != nil {
-			c.Ready, c.NotReadyReason = false, "invalid server: "+err.Error()
+			// a cluster its source lists not ready keeps the source's reason:
+			// it may have no server because of it (an agent not bound yet)
+			if c.Ready || c.NotReadyReason == "" {
+				c.NotReadyReason = "invalid server: " + err.Error()
+			}
+			c.Ready = false
 		} else {
 			c.Server = srv
 		}
