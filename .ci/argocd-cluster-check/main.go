@@ -21,6 +21,19 @@
 // Neither that line nor what reaches stderr (klog, Argo CD's logger, an exec
 // plugin's stderr) holds the Secret's credentials: they are redacted.
 //
+// With -resolve-name it resolves an Application's destination name instead,
+// as Argo CD's controllers do: it reads the cluster Secrets of a namespace
+// through an API server (-kubeconfig, -namespace) with util/settings'
+// SettingsManager and util/db, and looks the name up with util/argo's
+// GetDestinationCluster (db.GetClusterServersByName, then db.GetCluster):
+//
+//	argocd-cluster-check -resolve-name NAME -kubeconfig FILE [-namespace argocd] [-timeout 10s]
+//	{"ok":true,"name":"...","server":"...","labels":{...},"annotations":{...}}
+//	{"ok":false,"kind":"other","error":"there are no clusters with this name: ..."}
+//
+// It prints the resolved cluster's name, server, labels and annotations,
+// never its config.
+//
 // .ci/testbin (component argocd) builds it in the scratch module of Argo
 // CD's ApplicationSet controller; this directory is outside the project's
 // module (the go tool ignores directories starting with a dot).
@@ -49,11 +62,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/argoproj/argo-cd/v3/common"
+	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/argoproj/argo-cd/v3/util/argo"
 	"github.com/argoproj/argo-cd/v3/util/db"
+	"github.com/argoproj/argo-cd/v3/util/settings"
 )
 
 const (
@@ -82,24 +100,86 @@ type result struct {
 
 func main() {
 	timeout := flag.Duration("timeout", 10*time.Second, "how long the whole check may take")
+	resolveName := flag.String("resolve-name", "", "resolve this Application destination name among the cluster Secrets of -namespace instead")
+	kubeconfig := flag.String("kubeconfig", "", "with -resolve-name: the kubeconfig of the API server holding the cluster Secrets")
+	namespace := flag.String("namespace", "argocd", "with -resolve-name: Argo CD's namespace")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: argocd-cluster-check [-timeout 10s] [FILE|-]\n"+
-			"Connects to the cluster of an Argo CD cluster Secret (YAML or JSON, from FILE or stdin) with Argo CD's code.\n")
+			"       argocd-cluster-check -resolve-name NAME -kubeconfig FILE [-namespace argocd] [-timeout 10s]\n"+
+			"Connects to the cluster of an Argo CD cluster Secret (YAML or JSON, from FILE or stdin) with Argo CD's code,\n"+
+			"or resolves an Application destination name to a cluster as Argo CD does.\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() > 1 || *timeout <= 0 {
+	if flag.NArg() > 1 || *timeout <= 0 || *resolveName != "" && (flag.NArg() > 0 || *kubeconfig == "" || *namespace == "") {
 		flag.Usage()
 		os.Exit(2)
 	}
 	red := &redactor{}
 	flush := redirectStderr(red)
-	res := run(flag.Arg(0), *timeout, red)
+	var res any
+	ok := false
+	if *resolveName != "" {
+		r := resolveDestination(*resolveName, *kubeconfig, *namespace, *timeout, red)
+		res, ok = r, r.OK
+	} else {
+		r := run(flag.Arg(0), *timeout, red)
+		res, ok = r, r.OK
+	}
 	flush()
-	line, _ := json.Marshal(res) //nolint:errcheck // a struct of strings and a bool always marshals
+	line, _ := json.Marshal(res) //nolint:errcheck // structs of strings, string maps and a bool always marshal
 	_, _ = os.Stdout.Write(append(line, '\n'))
-	if !res.OK {
+	if !ok {
 		os.Exit(1)
+	}
+}
+
+// resolved is the line printed with -resolve-name.
+type resolved struct {
+	OK          bool              `json:"ok"`
+	Name        string            `json:"name,omitempty"`
+	Server      string            `json:"server,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Kind        string            `json:"kind,omitempty"`
+	Error       string            `json:"error,omitempty"`
+}
+
+// resolveDestination resolves the destination name as Argo CD's
+// ApplicationSet and application controllers do: util/argo's
+// GetDestinationCluster over util/db, which reads the cluster Secrets of
+// namespace through the SettingsManager's informer (argocd-cm must be
+// there). The whole lookup gets timeout.
+func resolveDestination(name, kubeconfig, namespace string, timeout time.Duration, red *redactor) resolved {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan resolved, 1)
+	go func() {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			done <- resolved{Kind: kindOther, Error: red.short(fmt.Errorf("kubeconfig: %w", err))}
+			return
+		}
+		cfg.Timeout = timeout
+		kc, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			done <- resolved{Kind: kindOther, Error: red.short(fmt.Errorf("kubernetes client: %w", err))}
+			return
+		}
+		argoDB := db.NewDB(namespace, settings.NewSettingsManager(ctx, kc, namespace), kc)
+		cluster, err := argo.GetDestinationCluster(ctx, v1alpha1.ApplicationDestination{Name: name}, argoDB)
+		if err != nil {
+			done <- resolved{Kind: classify(err), Error: red.short(err)}
+			return
+		}
+		red.add(cluster.Config.BearerToken, cluster.Config.Password, string(cluster.Config.KeyData))
+		done <- resolved{OK: true, Name: cluster.Name, Server: cluster.Server, Labels: cluster.Labels, Annotations: cluster.Annotations}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(timeout + time.Second):
+		return resolved{Kind: kindTimeout, Error: fmt.Sprintf("no answer within %s", timeout)}
 	}
 }
 
