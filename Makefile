@@ -78,10 +78,11 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## testbin: build the test components (etcd, kube-apiserver, helm, Argo CD's ApplicationSet controller,
+## testbin: build the test components (etcd, kube-apiserver, helm, promtool, Argo CD's ApplicationSet controller,
 ## argocd-k8s-auth and argocd-cluster-check) from the Go module proxy into bin/testbin (skips what is there and up to date)
 testbin:
 	TESTBIN=$(TESTBIN) bash .ci/testbin
+	TESTBIN=$(TESTBIN) bash .ci/promtool
 
 ## lint: golangci-lint with .golangci.yml (govet, staticcheck, errcheck, errorlint, gocritic, testifylint, sloglint,
 ## revive, funlen, depguard, ...):

@@ -4,8 +4,9 @@
 // profile enforced, the Role checked both as written and as the API server authorizes it, and the cluster Secret
 // reconciler run under exactly that Role.
 //
-// One control plane (kube-apiserver + etcd, Argo CD's CRDs and a minimal ServiceMonitor CRD) is shared by the
-// package (TestMain). Missing binaries fail the run: run `make testbin`.
+// One control plane (kube-apiserver + etcd, Argo CD's CRDs and minimal ServiceMonitor and PrometheusRule CRDs) is
+// shared by the package (TestMain). The chart's alerts are checked and unit-tested with promtool (.ci/promtool).
+// Missing binaries fail the run: run `make testbin`.
 package deploy_test
 
 import (
@@ -50,14 +51,14 @@ func runMain(m *testing.M) int {
 	}
 	helmBin = filepath.Join(assets, "helm")
 	var missing []string
-	for _, f := range []string{"kube-apiserver", "etcd", "helm", "argocd-crds/application-crd.yaml",
+	for _, f := range []string{"kube-apiserver", "etcd", "helm", "promtool", "argocd-crds/application-crd.yaml",
 		"argocd-crds/applicationset-crd.yaml", "argocd-crds/appproject-crd.yaml"} {
 		if _, err := os.Stat(filepath.Join(assets, f)); err != nil {
 			missing = append(missing, f)
 		}
 	}
 	if len(missing) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: %s not found in %s: run `make testbin` (builds kube-apiserver, etcd, helm and Argo CD's CRDs offline)\n",
+		fmt.Fprintf(os.Stderr, "FAIL: %s not found in %s: run `make testbin` (builds kube-apiserver, etcd, helm, promtool and Argo CD's CRDs offline)\n",
 			strings.Join(missing, ", "), assets)
 		return 1
 	}
