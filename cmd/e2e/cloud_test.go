@@ -68,6 +68,7 @@ func TestCloudLifecycle(t *testing.T) {
 	t.Run("every ARO Secret it writes connects through Argo CD's code with its bound token; a wrong CA, no public root or a wrong token fail", func(t *testing.T) {
 		aroConnect(t, c, aroTokens)
 	})
+	t.Run("the chart's alerts and dashboard name only metrics and labels the binary exports", func(t *testing.T) { opsKitExported(t, c) })
 
 	st := map[string]*CloudSteady{}
 	for _, name := range Names(fleet) {
