@@ -213,10 +213,10 @@ func TestEventsThroughProxy(t *testing.T) {
 }
 
 // TestEventsListSooner: with the inventory (interval 1h, the leader's
-// Run), a cluster added to Rancher is served within seconds; a burst of
-// 200 changes within 2 s is at most 2 listings; no change, no listing
-// (pings only); a removal lists the source, and the cluster stays served
-// until its departure is confirmed.
+// Run), a cluster added to Rancher is served within seconds, with one
+// listing; a change is one listing; a burst of 200 changes within 2 s is
+// at most 2 listings; no change, no listing (pings only); a removal is one
+// listing, and the cluster stays served until its departure is confirmed.
 func TestEventsListSooner(t *testing.T) {
 	f := newEventsFake(t)
 	f.Set(fakerancher.Cluster{ID: "c-m-base0001", Name: "base", State: "active"})
@@ -243,8 +243,14 @@ func TestEventsListSooner(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("a new cluster is served %s after Rancher has it", took)
 	assert.Less(t, took, inventory.HintMaxDelay+time.Second)
-
 	time.Sleep(inventory.HintQuiet + 300*time.Millisecond)
+	assert.Equal(t, steady+1, f.Served(), "an added cluster is one listing (one page)")
+
+	f.Set(fakerancher.Cluster{ID: "c-m-new00001", Name: "newcomer", State: "updating"})
+	require.Eventually(t, func() bool { return f.Served() == steady+2 }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(inventory.HintQuiet + 300*time.Millisecond)
+	assert.Equal(t, steady+2, f.Served(), "a changed cluster is one listing")
+
 	before := f.Served()
 	for i := range 200 {
 		f.Set(fakerancher.Cluster{ID: "c-m-new00001", Name: "newcomer", State: "active", Message: strings.Repeat("m", i%7)})
@@ -257,6 +263,7 @@ func TestEventsListSooner(t *testing.T) {
 	before = f.Served()
 	f.Remove("c-m-new00001")
 	require.Eventually(t, func() bool { return f.Served() > before }, 10*time.Second, 10*time.Millisecond, "a removal lists the source")
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(inventory.HintQuiet + 300*time.Millisecond)
+	assert.Equal(t, before+1, f.Served(), "a removal is one listing")
 	assert.True(t, inv.Snapshot().Present("newcomer"), "served until its departure is confirmed, never on an event")
 }
