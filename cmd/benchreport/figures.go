@@ -125,14 +125,15 @@ const rerun = "benchmark failed or did not run"
 
 // figures judges every figure of the run against its target, in the
 // report's order.
-func figures(lines []benchLine, sync, load map[int]*loadRun, e2e *e2eFigure, o options) []row {
+func figures(lines []benchLine, sync, load map[int]*loadRun, events *eventsRun, e2e *e2eFigure, o options) []row {
 	var rows []row
 	rows = append(rows, getparamsRows(lines, o)...)
 	rows = append(rows, syncRows(sync, o)...)
 	rows = append(rows, sourceRows(lines)...)
+	rows = append(rows, eventsRows(events, o)...)
 	rows = append(rows, loadRows(load, o)...)
 	rows = append(rows, replicaRows(load[o.loadClusters], o)...)
-	rows = append(rows, logRows(sync, load)...)
+	rows = append(rows, logRows(sync, load, events)...)
 	rows = append(rows, e2eRows(e2e, o)...)
 	return rows
 }
@@ -295,8 +296,9 @@ func loadRows(load map[int]*loadRun, o options) []row {
 	return rows
 }
 
-// logRows are the service's log, over every run of the binary.
-func logRows(sync, load map[int]*loadRun) []row {
+// logRows are the service's log, over every run of the binary (the events
+// run's too).
+func logRows(sync, load map[int]*loadRun, events *eventsRun) []row {
 	var rows []row
 	const logFig = "log lines outside the configured format (JSON), every run of the binary"
 	var logLines, foreign int
@@ -310,6 +312,14 @@ func logRows(sync, load map[int]*loadRun) []row {
 			if first == "" {
 				first = r.FirstForeign
 			}
+		}
+	}
+	if events != nil {
+		runs++
+		logLines += events.LogLines
+		foreign += events.ForeignLogLines
+		if first == "" {
+			first = events.FirstForeign
 		}
 	}
 	switch {

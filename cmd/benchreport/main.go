@@ -22,6 +22,11 @@
 //     load on it, the same load on its answers served as pre-encoded bytes
 //     by a bare server in loadgen, and how far apart the two replicas
 //     answer with a cluster added upstream;
+//   - Rancher's change events (cmd/loadgen -events): the built binary with
+//     one rancher source at interval 5m against a fake Rancher of 2,000
+//     clusters: a new cluster to the plugin answer, the listings of a
+//     burst of 200 changes within 2 s, and those of a minute with no
+//     change;
 //   - time-to-Application, from the first steps of the e2e suite run here
 //     (without the race detector).
 //
@@ -53,7 +58,9 @@ type options struct {
 	loadClusters, loadConns int
 	count                   int
 	syncSizes               []int
-	e2e, suite              bool
+	// eventsClusters is the fleet of the Rancher events run.
+	eventsClusters int
+	e2e, suite     bool
 }
 
 // step is one measurement command (go, unless cmd says otherwise); its
@@ -79,11 +86,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	started, startLoad := time.Now(), loadAvg()
-	syncJSON, loadJSON := filepath.Join(o.out, "sync.json"), filepath.Join(o.out, "load.json")
-	for _, p := range []string{syncJSON, loadJSON} {
+	syncJSON, loadJSON, eventsJSON := filepath.Join(o.out, "sync.json"), filepath.Join(o.out, "load.json"), filepath.Join(o.out, "events.json")
+	for _, p := range []string{syncJSON, loadJSON, eventsJSON} {
 		_ = os.Remove(p)
 	}
-	steps := plan(o, syncJSON, loadJSON)
+	steps := plan(o, syncJSON, loadJSON, eventsJSON)
 	figureSteps, suite := steps, []*step(nil)
 	if n := len(steps); n > 0 && steps[n-1].file == suiteFile {
 		figureSteps, suite = steps[:n-1], steps[n-1:]
@@ -93,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f, ok := parseE2E(outputs["e2e.txt"]); ok {
 		e2e = &f
 	}
-	rows := figures(lines, readRuns(syncJSON), readRuns(loadJSON), e2e, o)
+	rows := figures(lines, readRuns(syncJSON), readRuns(loadJSON), readEvents(eventsJSON, o.eventsClusters), e2e, o)
 	for _, r := range rows {
 		if r.verdict == verdictMissed || r.verdict == verdictNotMeasured {
 			failed = true
@@ -153,12 +160,13 @@ func parseFlags(args []string, stderr io.Writer) (options, bool) {
 		return o, false
 	}
 	o.syncSizes = []int{2000, 10000}
+	o.eventsClusters = 2000
 	return o, true
 }
 
 // plan is the measurement commands of a run, in order; the loadgen runs
-// write their figures as JSON to syncJSON and loadJSON.
-func plan(o options, syncJSON, loadJSON string) []*step {
+// write their figures as JSON to syncJSON, loadJSON and eventsJSON.
+func plan(o options, syncJSON, loadJSON, eventsJSON string) []*step {
 	withCount := func(s *step, n int) *step {
 		s.args = append(s.args[:len(s.args)-1], "-count", fmt.Sprint(n), s.args[len(s.args)-1])
 		return s
@@ -190,6 +198,9 @@ func plan(o options, syncJSON, loadJSON string) []*step {
 		// memory and load with the configuration's defaults
 		loadgen("load.txt", "-secrets", "-clusters", fmt.Sprint(o.loadClusters), "-conns", fmt.Sprint(o.loadConns),
 			"-duration", o.loadDuration, "-settle", "5s", "-idle", "5s", "-json", loadJSON),
+		// Rancher's change events: a fake Rancher, interval 5m, every
+		// other setting the binary's default
+		loadgen("events.txt", "-events", "-clusters", fmt.Sprint(o.eventsClusters), "-json", eventsJSON),
 	}
 	if o.e2e {
 		steps = append(steps, &step{file: "e2e.txt", args: []string{"test", "-count=1", "-v", "-run", e2eSteps, "./cmd/e2e/"}})

@@ -78,9 +78,9 @@ BenchmarkListClusters-2   100   1000000 ns/op
 	load.Before.RSS, load.Before.Goroutines, load.After.Goroutines = 70<<20, 13, 13
 	load.Throughput = 1000
 	require.NoError(t, json.Unmarshal([]byte(`{"follower": {"rest": {"rssBytes": 52428800}, "requests": 5000, "requestsPerSecond": 500}}`), load))
-	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000, 10000}, e2e: true}
+	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000, 10000}, eventsClusters: 2000, e2e: true}
 
-	rows := figures(lines, sync, map[int]*loadRun{10000: load}, nil, o)
+	rows := figures(lines, sync, map[int]*loadRun{10000: load}, nil, nil, o)
 	got := map[string]string{}
 	for _, r := range rows {
 		got[r.figure] = r.verdict
@@ -95,6 +95,9 @@ BenchmarkListClusters-2   100   1000000 ns/op
 		"eks: upstream calls per steady refresh (2,000 clusters, 4 regions)":                                                                                 verdictOK,
 		"aks: upstream calls per steady refresh (500 clusters, 5 subscriptions)":                                                                             verdictMissed,      // credential reads
 		"rancher: requests per listing (10,000 clusters, warm client)":                                                                                       verdictNotMeasured, // no metrics: never read as 0
+		"rancher events: new cluster in Rancher → in the plugin answer (2,000 clusters, interval 5m, defaults)":                                              verdictNotMeasured, // no events run
+		"rancher events: listings for a burst of 200 changes within 2 s (2,000 clusters)":                                                                    verdictNotMeasured,
+		"rancher events: extra listings in 60 s with no change (2,000 clusters)":                                                                             verdictNotMeasured,
 		"RSS at 10,000 clusters, distinct CA each, Secrets, refresh trigger and ClusterProfile ledger on (the leader), at rest":                              verdictOK,
 		"cold start, shipped binary, 2,000 clusters: ClusterProfiles and their status written":                                                               verdictMissed, // 27 s > 15 s
 		"cold start, shipped binary, 10,000 clusters: ClusterProfiles and their status written":                                                              verdictOK,
@@ -112,18 +115,18 @@ BenchmarkListClusters-2   100   1000000 ns/op
 	} {
 		assert.Equal(t, want, got[figure], figure)
 	}
-	assert.Len(t, rows, 23, "one row per figure")
+	assert.Len(t, rows, 26, "one row per figure")
 
 	t.Run("nothing measured: every row says so and none is ok", func(t *testing.T) {
-		for _, r := range figures(nil, nil, nil, nil, o) {
+		for _, r := range figures(nil, nil, nil, nil, nil, o) {
 			assert.Equal(t, verdictNotMeasured, r.verdict, r.figure)
 			assert.Contains(t, r.measured, "not measured", r.figure)
 		}
 	})
 	t.Run("time-to-Application from this run", func(t *testing.T) {
-		rows := figures(nil, nil, nil, &e2eFigure{ToApplication: 4 * time.Second, Refresh: 2 * time.Second}, o)
+		rows := figures(nil, nil, nil, nil, &e2eFigure{ToApplication: 4 * time.Second, Refresh: 2 * time.Second}, o)
 		assert.Equal(t, verdictOK, rows[len(rows)-1].verdict)
-		rows = figures(nil, nil, nil, &e2eFigure{ToApplication: 13 * time.Second, Refresh: 2 * time.Second}, o)
+		rows = figures(nil, nil, nil, nil, &e2eFigure{ToApplication: 13 * time.Second, Refresh: 2 * time.Second}, o)
 		assert.Equal(t, verdictMissed, rows[len(rows)-1].verdict)
 	})
 }
@@ -134,7 +137,7 @@ BenchmarkListClusters-2   100   1000000 ns/op
 func TestCeilingRows(t *testing.T) {
 	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000, 10000}, e2e: true}
 	sync := syncFixture(t)
-	rows := figures(nil, sync, nil, nil, o)
+	rows := figures(nil, sync, nil, nil, nil, o)
 	byFigure := map[string]row{}
 	for _, r := range rows {
 		byFigure[r.figure] = r
@@ -174,7 +177,7 @@ func TestCeilingRows(t *testing.T) {
 		{name: "no sync run", runs: nil, why: "not measured: the sync run failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rows := figures(nil, tc.runs, nil, nil, o)
+			rows := figures(nil, tc.runs, nil, nil, nil, o)
 			at := slices.IndexFunc(rows, func(r row) bool { return r.figure == ceiling2k })
 			require.GreaterOrEqual(t, at, 0)
 			assert.Equal(t, row{ceiling2k, tc.why, "the cold start's target (≤ 15s)", verdictNotMeasured}, rows[at])
@@ -224,7 +227,7 @@ func TestRSSRowsSayWhatRSSIsMadeOf(t *testing.T) {
 	o := options{count: 1, loadClusters: 10000, loadConns: 200, loadDuration: "10s", syncSizes: []int{2000}, e2e: true}
 	measured := func(load *loadRun) map[string]string {
 		out := map[string]string{}
-		for _, r := range figures(nil, nil, map[int]*loadRun{10000: load}, nil, o) {
+		for _, r := range figures(nil, nil, map[int]*loadRun{10000: load}, nil, nil, o) {
 			out[r.figure] = r.measured
 		}
 		return out
@@ -295,7 +298,7 @@ func TestReplicaRows(t *testing.T) {
 				load = map[int]*loadRun{10000: l}
 			}
 			byFigure := map[string]row{}
-			for _, r := range figures(nil, nil, load, nil, o) {
+			for _, r := range figures(nil, nil, load, nil, nil, o) {
 				byFigure[r.figure] = r
 			}
 			assert.Equal(t, tc.preEncoded, byFigure[preEncodedFigure])

@@ -39,6 +39,7 @@ var stepNames = map[string]string{
 	"aks.txt":       "aks benchmark",
 	"rancher.txt":   "rancher benchmark",
 	"load.txt":      "memory and load (loadgen)",
+	"events.txt":    "Rancher change events: new cluster to the answer, a burst, a minute at rest (loadgen -events)",
 	"e2e.txt":       "time-to-Application (the e2e suite's first steps, no race detector)",
 	suiteFile:       "`make test`, warm: lint, then every test with the race detector (the README's test command)",
 }

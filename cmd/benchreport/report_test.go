@@ -51,13 +51,13 @@ func TestLastRunIsGenerated(t *testing.T) {
 
 	o := defaultOptions(t)
 	var want []string
-	for _, r := range figures(nil, nil, nil, nil, o) {
+	for _, r := range figures(nil, nil, nil, nil, nil, o) {
 		want = append(want, r.figure)
 	}
 	assert.Equal(t, want, tableColumn(text, "| figure | measured | target | verdict |"), "one row per figure, in the report's order")
 
 	want = nil
-	for _, s := range plan(o, "sync.json", "load.json") {
+	for _, s := range plan(o, "sync.json", "load.json", "events.json") {
 		want = append(want, stepNames[s.file])
 		if s.file == suiteFile {
 			want = append(want, "the e2e suite within it (`make e2e` runs the same)")

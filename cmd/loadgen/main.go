@@ -31,8 +31,18 @@
 // goroutines after the idle pause than before the load (beyond
 // -goroutine-slack): the target is 0 errors and no growth.
 //
+// With -events it measures Rancher's change events instead (events.go):
+// the binary with one rancher source at inventory.interval 5m, every other
+// setting at its default, against a fake Rancher (internal/fake/rancher)
+// of -clusters clusters (2,000 unless given): a new cluster set in Rancher
+// to the plugin answer (asked every 20 ms), the listings a burst of 200
+// changes within 2 s causes, and the listings of -events-steady (60 s)
+// with no change. It exits non-zero when one misses its target (5 s; 1 to
+// 2 listings; none) or could not be measured.
+//
 //	go run ./cmd/loadgen                          # 1,000 and 10,000 clusters, 200 connections, 60 s each
 //	go run ./cmd/loadgen -clusters 10000 -duration 10s -json load.json
+//	go run ./cmd/loadgen -events -json events.json
 //
 // Everything listens on and connects to 127.0.0.1 only; the clusters'
 // servers use the reserved .invalid domain and are never contacted.
@@ -74,6 +84,10 @@ type options struct {
 	// ceiling, with secrets, first times the service's cold-start writes
 	// by an ideal client on a kube-apiserver of their own (ceiling.go).
 	ceiling bool
+	// events measures Rancher's change events instead (events.go): a
+	// fake Rancher of each size, eventsSteady the window with no change.
+	events       bool
+	eventsSteady time.Duration
 }
 
 func main() {
@@ -101,6 +115,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	if o.events {
+		return runEventsSizes(o, tmp, stdout, stderr)
+	}
 	var results []result
 	failed := false
 	for _, n := range o.sizes {
@@ -154,9 +171,26 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.IntVar(&o.steadyPasses, "steady-passes", 0, "with -secrets: reconcile passes with nothing to change to count the apiserver's requests over (set -resync so that they come)")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "with -secrets: first time the service's cold-start writes (each cluster's Secret, ClusterProfile and its status) by an unthrottled client with no watchers, on a fresh kube-apiserver and etcd: the apiserver's ceiling")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 5*time.Minute, "with -secrets: how long the cold sync may take")
+	fs.BoolVar(&o.events, "events", false, "measure Rancher's change events instead: the binary with one rancher source at interval 5m (every other setting its default) against a fake Rancher of -clusters clusters (default 2000): a new cluster to the answer, the listings of a burst of 200 changes within 2 s, the listings of -events-steady with no change")
+	fs.DurationVar(&o.eventsSteady, "events-steady", 60*time.Second, "with -events: the window with no change")
 	ca := fs.String("ca", "distinct", "CA certificates of the fleet: distinct (one per cluster, as EKS and AKS have) or shared (one for all)")
 	if err := fs.Parse(args); err != nil {
 		return o, false
+	}
+	if o.events {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "clusters" })
+		if !set {
+			*sizes = "2000"
+		}
+		if o.secrets || o.ceiling || o.steadyPasses > 0 {
+			fmt.Fprintln(stderr, "-events runs a configuration of its own: no -secrets, -ceiling or -steady-passes")
+			return o, false
+		}
+		if o.eventsSteady <= 0 || o.eventsSteady >= eventsInterval/2 {
+			fmt.Fprintf(stderr, "-events-steady must be positive and well under the interval (%s)\n", eventsInterval)
+			return o, false
+		}
 	}
 	switch *ca {
 	case "distinct", "shared":
