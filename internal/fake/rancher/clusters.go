@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ func SetConditions(obj map[string]any, set ...Condition) {
 // serveClusters answers GET /v3/clusters: the recorded pages
 // (ServeFixturePages), else the clusters' collection. Called with f.mu
 // held.
-func (f *Fake) serveClusters(w http.ResponseWriter, r *http.Request) {
+func (f *Fake) serveClusters(w http.ResponseWriter, r *http.Request, caller *fakeToken) {
 	var b []byte
 	if f.fixturePages {
 		recorded, ok := f.pages[r.URL.Query().Get("marker")]
@@ -78,7 +79,7 @@ func (f *Fake) serveClusters(w http.ResponseWriter, r *http.Request) {
 		b = f.onLinkBase(recorded)
 	} else {
 		var err error
-		if b, err = f.collection(r); err != nil {
+		if b, err = f.collection(r, caller); err != nil {
 			writeRancher(w, http.StatusInternalServerError, []byte(`{"type":"error","status":"500","message":"fake: `+err.Error()+`"}`))
 			return
 		}
@@ -107,9 +108,9 @@ func (f *Fake) listed(q url.Values) []string {
 
 // collection renders the page of the listed clusters a request asks for,
 // paged as norman pages them (paging.go). Called with f.mu held.
-func (f *Fake) collection(r *http.Request) ([]byte, error) {
+func (f *Fake) collection(r *http.Request, caller *fakeToken) ([]byte, error) {
 	q := r.URL.Query()
-	ids := f.listed(q)
+	ids := slices.DeleteFunc(f.listed(q), func(id string) bool { return !f.sees(caller, id) })
 	p := pageOf(ids, q, defaultLimit, maxLimit, f.links()+"/v3/clusters")
 	data := make([][]byte, 0, p.end-p.start)
 	for _, id := range ids[p.start:p.end] {

@@ -325,7 +325,7 @@ func (f *Fake) serveAPI(w http.ResponseWriter, r *http.Request) {
 	case "/v3/settings/cacerts":
 		writeJSON(http.StatusOK, f.cacerts)
 	case "/v3/clusters":
-		f.serveClusters(w, r)
+		f.serveClusters(w, r, caller)
 	case "/v3/cloudcredentials":
 		f.serveCloudCredentials(w, r)
 	default:

@@ -3,7 +3,7 @@ package rancher
 // /v3/subscribe as norman serves it (rancher/norman v0.10.0
 // pkg/subscribe/handler.go, pkg/broadcast/broadcaster.go,
 // store/proxy/proxy_store.go): a websocket authenticated as the rest of
-// /v3; 404 "no resources types matched" before the upgrade when no
+// /v3, showing each token the clusters it may list (SetTokenClusters); 404 "no resources types matched" before the upgrade when no
 // resourceTypes value is a schema the fake knows; a text frame
 // {"name": "resource.change"|"resource.remove", "data": <v3 cluster>} for
 // every change of a cluster the token can list, and {"name": "ping",
@@ -39,10 +39,15 @@ type subscribeState struct {
 	noStream bool
 	ping     time.Duration
 	lifetime time.Duration
+	// visible are the clusters each token (by name) may list and see
+	// changes of; a token not in it sees every cluster (an admin's)
+	visible map[string]map[string]bool
 }
 
-// subscriber is one socket: the events wait in out (subscribeBuffer).
+// subscriber is one socket: the events wait in out (subscribeBuffer);
+// tok is the token it authenticated with.
 type subscriber struct {
+	tok  *fakeToken
 	out  chan []byte
 	done chan struct{}
 	once sync.Once
@@ -55,6 +60,36 @@ func (s *subscriber) cut() { s.once.Do(func() { close(s.done) }) }
 // (defaults 5 s and 30 minutes).
 func WithSubscribeTiming(ping, lifetime time.Duration) Option {
 	return func(f *Fake) { f.ping, f.lifetime = ping, lifetime }
+}
+
+// SetTokenClusters makes the token named name see only the clusters ids,
+// in the cluster list and in /v3/subscribe, as the token of a Rancher user
+// with memberships in those clusters only (Rancher filters both by the
+// same rule, pkg/rbac/user_based.go); no ids: every cluster again.
+func (f *Fake) SetTokenClusters(name string, ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(ids) == 0 {
+		delete(f.visible, name)
+		return
+	}
+	if f.visible == nil {
+		f.visible = map[string]map[string]bool{}
+	}
+	f.visible[name] = map[string]bool{}
+	for _, id := range ids {
+		f.visible[name][id] = true
+	}
+}
+
+// sees reports whether the token t may see cluster id. Called with f.mu
+// held.
+func (f *Fake) sees(t *fakeToken, id string) bool {
+	if t == nil {
+		return true
+	}
+	set, ok := f.visible[t.Name]
+	return !ok || set[id]
 }
 
 // SetSubscribeServed makes /v3/subscribe answer 404 "no resources types
@@ -98,14 +133,18 @@ func (f *Fake) CutSubscribers() {
 	}
 }
 
-// publish queues an event for every subscriber; one whose buffer is full
-// is cut, as norman's broadcaster unsubscribes it. Called with f.mu held.
-func (f *Fake) publish(name string, data []byte) {
+// publish queues an event of cluster id for every subscriber whose user
+// may see it; one whose buffer is full is cut, as norman's broadcaster
+// unsubscribes it. Called with f.mu held.
+func (f *Fake) publish(name, id string, data []byte) {
 	if len(f.subs) == 0 {
 		return
 	}
 	msg, _ := json.Marshal(map[string]json.RawMessage{"name": json.RawMessage(`"` + name + `"`), "data": data})
 	for s := range f.subs {
+		if !f.sees(s.tok, id) {
+			continue
+		}
 		select {
 		case s.out <- msg:
 		default:
@@ -122,12 +161,12 @@ func (f *Fake) publish(name string, data []byte) {
 func (f *Fake) changed(set []Cluster, removed []Cluster) {
 	for _, c := range set {
 		if b, err := f.clusterJSON(c); err == nil {
-			f.publish("resource.change", b)
+			f.publish("resource.change", c.ID, b)
 		}
 	}
 	for _, c := range removed {
 		if b, err := f.clusterJSON(c); err == nil {
-			f.publish("resource.remove", b)
+			f.publish("resource.remove", c.ID, b)
 		}
 	}
 }
@@ -136,7 +175,7 @@ func (f *Fake) changed(set []Cluster, removed []Cluster) {
 func (f *Fake) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	down, noStream := f.down, f.noStream
-	_, msg := f.authorize(r, "", false)
+	caller, msg := f.authorize(r, "", false)
 	ping, lifetime := cmp.Or(f.ping, subscribePing), cmp.Or(f.lifetime, subscribeLifetime)
 	f.mu.Unlock()
 	switch {
@@ -154,7 +193,7 @@ func (f *Fake) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Upgrade answered
 	}
-	s := &subscriber{out: make(chan []byte, subscribeBuffer), done: make(chan struct{})}
+	s := &subscriber{tok: caller, out: make(chan []byte, subscribeBuffer), done: make(chan struct{})}
 	f.mu.Lock()
 	if f.subs == nil {
 		f.subs = map[*subscriber]struct{}{}

@@ -160,3 +160,47 @@ func TestSubscribeCuts(t *testing.T) {
 	assert.Equal(t, 1, f.SubscribersDropped(), "cut for lagging")
 	assert.Zero(t, f.Subscribers())
 }
+
+// TestSubscribeVisibility: a token sees, in the list and on the socket,
+// only the clusters it may list; another token every cluster.
+func TestSubscribeVisibility(t *testing.T) {
+	f := newSubscribeRancher(t, WithSubscribeTiming(time.Hour, time.Hour))
+	member := f.AddToken(Token{Name: "token-membr", Secret: strings.Repeat("m", 54)})
+	f.SetTokenClusters("token-membr", "c-m-mine0001")
+	mine, _, err := subscribe(t, f, "?resourceTypes=cluster", member)
+	require.NoError(t, err)
+	admin, _, err := subscribe(t, f, "?resourceTypes=cluster", apiToken)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return f.Subscribers() == 2 }, 5*time.Second, 10*time.Millisecond)
+
+	f.Set(Cluster{ID: "c-m-other001", Name: "other", State: "active"})
+	f.Set(Cluster{ID: "c-m-mine0001", Name: "mine", State: "active"})
+	_, data := next(t, mine, 5*time.Second)
+	assert.Equal(t, "c-m-mine0001", data["id"], "the other cluster's change is not shown to the member")
+	_, data = next(t, admin, 5*time.Second)
+	assert.Equal(t, "c-m-other001", data["id"])
+	_, data = next(t, admin, 5*time.Second)
+	assert.Equal(t, "c-m-mine0001", data["id"])
+
+	list := func(token string) []string {
+		req, err := http.NewRequest(http.MethodGet, f.URL()+"/v3/clusters", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		var col struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&col))
+		var ids []string
+		for _, c := range col.Data {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	assert.Equal(t, []string{"c-m-mine0001"}, list(member), "the list by the same rule")
+	assert.ElementsMatch(t, []string{"c-m-mine0001", "c-m-other001"}, list(apiToken))
+}
