@@ -51,7 +51,9 @@ func newAppSetRefresh(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventor
 	}
 	le := cfg.Secrets.LeaderElection
 	if !le.Enabled {
-		return func(ctx context.Context) { kube.run(ctx, tr.RunWithoutElection) }, nil
+		return func(ctx context.Context) {
+			kube.run(ctx, func(ctx context.Context) { kube.startCaches(ctx); tr.RunWithoutElection(ctx) })
+		}, nil
 	}
 	host, _ := os.Hostname()
 	election := lease.Config{
@@ -60,7 +62,7 @@ func newAppSetRefresh(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventor
 	}
 	return func(ctx context.Context) {
 		kube.run(ctx, func(ctx context.Context) {
-			if err := tr.RunLeading(ctx, election); err != nil {
+			if err := tr.RunLeading(ctx, election, kube.startCaches); err != nil {
 				logger.Error("applicationSetRefresh: leader election stopped", "error", err.Error())
 			}
 		})

@@ -85,8 +85,12 @@ func kubeConfigAt(path string) (*rest.Config, error) {
 // use it: one client, one shared informer of the cluster Secrets of Argo
 // CD's namespace for both (clustersecret.NewInformerFactory), and the
 // trigger's informers of ApplicationSets. The client is made on first use;
-// the informers run from the first run function's start, on every replica,
-// leader or not, so that a new leader has a warm cache.
+// the informers start when this process first leads (startCaches), not
+// before: a follower answers from the ledger and never reads them, and at
+// 10,000 clusters the Secrets alone would cost it megabytes. A new leader
+// lists them once (seconds at 10,000, before its first pass); from then on
+// they run for as long as the process does, so a lease lost and won again
+// finds them warm.
 type kubeAPI struct {
 	cfg *config.Config
 
@@ -99,6 +103,9 @@ type kubeAPI struct {
 
 	mu        sync.Mutex
 	factories []informerFactory
+	// stop is the process's run context's Done, which the informers run
+	// until; nil before the first run function starts.
+	stop <-chan struct{}
 }
 
 // informerFactory is what kubeAPI starts and stops of client-go's and the
@@ -137,20 +144,37 @@ func (k *kubeAPI) add(f informerFactory) {
 	k.factories = append(k.factories, f)
 }
 
-// run starts the informers not started yet (both run functions call it,
-// with the process's run context), calls fn, and once fn and ctx have ended
-// waits for the informers to stop.
+// run calls fn with the process's run context (both run functions call
+// it), which the informers startCaches starts run until, and once fn and
+// ctx have ended waits for the informers to stop.
 func (k *kubeAPI) run(ctx context.Context, fn func(context.Context)) {
 	k.mu.Lock()
-	factories := k.factories
-	for _, f := range factories {
-		f.Start(ctx.Done())
+	if k.stop == nil {
+		k.stop = ctx.Done()
 	}
 	k.mu.Unlock()
 	fn(ctx)
 	<-ctx.Done()
+	k.mu.Lock()
+	factories := k.factories
+	k.mu.Unlock()
 	for _, f := range factories {
 		f.Shutdown()
+	}
+}
+
+// startCaches starts the informers not started yet, until the process's
+// run context ends (not the lease's: they outlive a lost term). The Secret
+// reconciler and the refresh trigger call it when they start leading; both
+// wait for the caches to sync before reading them.
+func (k *kubeAPI) startCaches(context.Context) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stop == nil {
+		return // not running: run has not been called
+	}
+	for _, f := range k.factories {
+		f.Start(k.stop)
 	}
 }
 
@@ -181,11 +205,13 @@ func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Log
 	le := cfg.Secrets.LeaderElection
 	if !le.Enabled {
 		logger.Warn("leader election disabled: run a single replica, or several will write the same Secrets")
-		return rec, func(ctx context.Context) { kube.run(ctx, rec.RunWithoutElection) }, nil
+		return rec, func(ctx context.Context) {
+			kube.run(ctx, func(ctx context.Context) { kube.startCaches(ctx); rec.RunWithoutElection(ctx) })
+		}, nil
 	}
 	host, _ := os.Hostname()
 	identity := host + "_" + uuid.NewString()
-	var also []func(context.Context)
+	also := []func(context.Context){kube.startCaches}
 	if leads {
 		also = append(also, p.inv.Run)
 	}

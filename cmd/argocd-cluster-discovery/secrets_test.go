@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -27,9 +32,61 @@ type fakeKube struct {
 	requests map[string]int
 	// selectors are the label selectors of the lists of Secrets
 	selectors []string
+	// leases, when not nil, holds the Leases written, by path, read back
+	// as written: leader election works. When nil every Lease request is
+	// refused, and no process ever leads.
+	leases map[string]*coordinationv1.Lease
+}
+
+// serveLease answers a request for a Lease from f.leases.
+func (f *fakeKube) serveLease(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests[r.Method+" lease"]++
+	status := func(code int, reason string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d}`, reason, code)
+	}
+	if f.leases == nil {
+		status(http.StatusForbidden, "Forbidden")
+		return
+	}
+	write := func(code int, l *coordinationv1.Lease) {
+		l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(l)
+	}
+	if r.Method == http.MethodGet {
+		if l, ok := f.leases[r.URL.Path]; ok {
+			write(http.StatusOK, l)
+		} else {
+			status(http.StatusNotFound, "NotFound")
+		}
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	l, ok := obj.(*coordinationv1.Lease)
+	if err != nil || !ok {
+		status(http.StatusBadRequest, "BadRequest")
+		return
+	}
+	path := r.URL.Path
+	if r.Method == http.MethodPost {
+		path += "/" + l.Name
+	}
+	l.ResourceVersion = fmt.Sprint(len(f.leases) + f.requests[r.Method+" lease"] + 1)
+	f.leases[path] = l
+	write(map[bool]int{true: http.StatusCreated, false: http.StatusOK}[r.Method == http.MethodPost], l)
 }
 
 func (f *fakeKube) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.Contains(r.URL.Path, "/leases") {
+		f.serveLease(w, r)
+		return
+	}
 	q := r.URL.Query()
 	verb := "LIST"
 	if q.Get("watch") == "true" || q.Get("watch") == "1" {
@@ -86,21 +143,71 @@ func (f *fakeKube) count(key string) int {
 // context.
 func TestOneCacheOfClusterSecrets(t *testing.T) {
 	fk := &fakeKube{requests: map[string]int{}}
+	stop := runSecretsAndRefresh(t, fk, `leaderElection: {enabled: false}`, `[argo, team-a]`)
+	secrets := "/api/v1/namespaces/argo/secrets"
+	require.Eventually(t, func() bool {
+		return fk.count("WATCH "+secrets) >= 1 && fk.count("WATCH /apis/argoproj.io/v1alpha1/namespaces/team-a/applicationsets") >= 1
+	}, 10*time.Second, 10*time.Millisecond, "the informers list and watch")
+	time.Sleep(100 * time.Millisecond)
+	stop() // the informers stopped too (goleak checks at the end)
+
+	assert.Equal(t, 1, fk.count("LIST "+secrets), "one cache of cluster Secrets for both")
+	assert.Equal(t, []string{"argocd.argoproj.io/secret-type=cluster"}, fk.selectors)
+	for _, ns := range []string{"argo", "team-a"} {
+		assert.Equal(t, 1, fk.count("LIST /apis/argoproj.io/v1alpha1/namespaces/"+ns+"/applicationsets"), ns)
+	}
+	assert.Zero(t, fk.count("LIST /api/v1/secrets"), "no cluster-wide list")
+}
+
+// TestCachesOnlyWhenLeading: a replica reads the cluster Secrets and the
+// ApplicationSets only once it leads (the Secret reconciler's Lease, or
+// the refresh trigger's): a follower answers from the ledger and would
+// hold them for nothing. One that never wins a Lease never lists them;
+// one that wins both lists each once.
+func TestCachesOnlyWhenLeading(t *testing.T) {
+	for _, leads := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leads=%t", leads), func(t *testing.T) {
+			fk := &fakeKube{requests: map[string]int{}}
+			if leads {
+				fk.leases = map[string]*coordinationv1.Lease{}
+			}
+			stop := runSecretsAndRefresh(t, fk, `leaderElection: {enabled: true, retryPeriod: 100ms}`, `[argo]`)
+			secrets, appsets := "/api/v1/namespaces/argo/secrets", "/apis/argoproj.io/v1alpha1/namespaces/argo/applicationsets"
+			if leads {
+				require.Eventually(t, func() bool {
+					return fk.count("WATCH "+secrets) >= 1 && fk.count("WATCH "+appsets) >= 1
+				}, 10*time.Second, 10*time.Millisecond, "the leader lists and watches")
+			} else {
+				require.Eventually(t, func() bool { return fk.count("GET lease") >= 4 }, 10*time.Second, 10*time.Millisecond,
+					"both campaign")
+				time.Sleep(500 * time.Millisecond)
+			}
+			stop()
+			want := map[bool]int{false: 0, true: 1}[leads]
+			assert.Equal(t, want, fk.count("LIST "+secrets), "cluster Secrets")
+			assert.Equal(t, want, fk.count("LIST "+appsets), "ApplicationSets")
+		})
+	}
+}
+
+// runSecretsAndRefresh runs the Secret reconciler and the refresh trigger
+// of one process against fk, with the given secrets.leaderElection and
+// applicationSetRefresh.namespaces; stop ends them and waits.
+func runSecretsAndRefresh(t *testing.T, fk *fakeKube, election, namespaces string) (stop func()) {
+	t.Helper()
 	srv := httptest.NewServer(fk)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	dir := t.TempDir()
-	kubeconfig := writeFakeKubeconfig(t, dir, srv.URL)
 	cfg, err := config.Parse([]byte(`server: {tokens: [{env: T}]}
 sources: [{name: one, provider: static, static: {clusters: [{name: a, server: "https://a.example.com"}]}}]
-secrets: {enabled: true, ownerID: fleet-a, namespace: argo, kubeconfig: `+kubeconfig+`, leaderElection: {enabled: false}}
-applicationSetRefresh: {enabled: true, namespaces: [argo, team-a]}
+secrets: {enabled: true, ownerID: fleet-a, namespace: argo, kubeconfig: `+writeFakeKubeconfig(t, dir, srv.URL)+`, `+election+`}
+applicationSetRefresh: {enabled: true, namespaces: `+namespaces+`}
 `), dir)
 	require.NoError(t, err)
 	logger := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
 	inv, err := buildInventory(cfg, logger, reg, nil)
 	require.NoError(t, err)
-
 	kube := newKubeAPI(cfg)
 	_, runSecrets, err := newReconciler(cfg, kube, &parts{inv: inv}, logger, reg, false)
 	require.NoError(t, err)
@@ -111,18 +218,5 @@ applicationSetRefresh: {enabled: true, namespaces: [argo, team-a]}
 	for _, run := range []func(context.Context){runSecrets, runRefresh} {
 		wg.Go(func() { run(ctx) })
 	}
-	secrets := "/api/v1/namespaces/argo/secrets"
-	require.Eventually(t, func() bool {
-		return fk.count("WATCH "+secrets) >= 1 && fk.count("WATCH /apis/argoproj.io/v1alpha1/namespaces/team-a/applicationsets") >= 1
-	}, 10*time.Second, 10*time.Millisecond, "the informers list and watch")
-	time.Sleep(100 * time.Millisecond)
-	cancel()
-	wg.Wait() // the informers stopped too (goleak checks at the end)
-
-	assert.Equal(t, 1, fk.count("LIST "+secrets), "one cache of cluster Secrets for both")
-	assert.Equal(t, []string{"argocd.argoproj.io/secret-type=cluster"}, fk.selectors)
-	for _, ns := range []string{"argo", "team-a"} {
-		assert.Equal(t, 1, fk.count("LIST /apis/argoproj.io/v1alpha1/namespaces/"+ns+"/applicationsets"), ns)
-	}
-	assert.Zero(t, fk.count("LIST /api/v1/secrets"), "no cluster-wide list")
+	return func() { cancel(); wg.Wait() }
 }

@@ -11,8 +11,10 @@ import (
 // names: its own, not the Secret reconciler's (the trigger also runs
 // without the reconciler).
 // Losing it cancels the trigger at once; the process then campaigns again.
-// It returns when ctx ends, releasing the Lease.
-func (t *Trigger) RunLeading(ctx context.Context, le lease.Config) error {
+// Each term calls onLead (which must not block) before the trigger runs:
+// the caller starts the informers the trigger reads there. It returns when
+// ctx ends, releasing the Lease.
+func (t *Trigger) RunLeading(ctx context.Context, le lease.Config, onLead ...func(context.Context)) error {
 	if t.kube == nil {
 		return fmt.Errorf("leader election: no kubernetes client")
 	}
@@ -23,7 +25,12 @@ func (t *Trigger) RunLeading(ctx context.Context, le lease.Config) error {
 		} else {
 			t.logger.Info("not leading; ApplicationSet refreshes are left to the leader", "lease", le.Name, "identity", le.Identity)
 		}
-	}, t.Run)
+	}, func(ctx context.Context) {
+		for _, f := range onLead {
+			f(ctx)
+		}
+		t.Run(ctx)
+	})
 }
 
 // RunWithoutElection runs the trigger as the only one, for a single

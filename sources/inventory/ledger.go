@@ -53,7 +53,9 @@ type Ledger interface {
 type Feed interface {
 	// Watch calls fn with the whole book once the feed has synced, then
 	// after every change, until ctx ends. Calls are serial and may
-	// coalesce several changes.
+	// coalesce several changes. A book may come without its renderings'
+	// CAs (a follower's): what follows a feed serves answers, which carry
+	// none, and fn must not modify it.
 	Watch(ctx context.Context, fn func(Book))
 }
 

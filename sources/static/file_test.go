@@ -149,6 +149,20 @@ func TestFileReadOnceWhenUnchanged(t *testing.T) {
 	assert.True(t, err == again2, "the same error value, not decoded again") //nolint:errorlint,testifylint // identity is the point
 }
 
+// TestNewHoldsNoClusters: New checks the file, then lets go of what it
+// decoded (a replica that never leads never lists); the first listing
+// reads it again.
+func TestNewHoldsNoClusters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clusters.yaml")
+	writeFile(t, path, clustersYAML("a", "b"))
+	src, err := New(Config{File: path}, "")
+	require.NoError(t, err)
+	assert.Nil(t, src.fromFile, "nothing decoded is held after the check")
+	cs, err := src.Clusters(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, names(cs))
+}
+
 // TestFileReadOnceWhenNotRegular: a clusters file that can be read only
 // once (a FIFO) is read once by New's check, in both layouts: a second
 // open would wait for a writer that never comes.

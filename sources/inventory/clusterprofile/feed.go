@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -209,7 +210,11 @@ func (p *profile) DeepCopyObject() runtime.Object {
 
 // compact turns a ClusterProfile's metadata into its profile. A record
 // this process wrote (or loaded) is taken from what it wrote, not decoded
-// again (see written).
+// again (see written). A record decoded here (a follower's) is kept
+// without its rendering's CA: what the feed's books serve (the answer, the
+// refresh trigger) never carries one, and the writers read the leader's
+// own records; at 10,000 clusters with distinct CAs that is 8 MiB a
+// follower does not hold.
 func (l *Ledger) compact(obj any) (any, error) {
 	u, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -225,6 +230,9 @@ func (l *Ledger) compact(obj any) (any, error) {
 		p.record.Acknowledged = a[AnnotationAcknowledge] == "true"
 	} else {
 		p.record, p.err = recordOf(u)
+		if p.record.Rendering != nil {
+			p.record.Rendering.CA = sources.CA{}
+		}
 	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(u.GetName() + "\x00" + p.source + "\x00" + a[AnnotationRecord] + "\x00" + a[AnnotationAcknowledge]))

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
 )
@@ -60,10 +61,13 @@ func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
 
 	own := nextBook(t, watchOn(t, leader), complete)
 	follower := nextBook(t, c.watch(t), complete)
+	bare := ledgertest.WithoutCAs(own)
 	for i, r := range own.Clusters {
 		f := follower.Clusters[i]
-		assert.Equal(t, f, r, "the shared record is the decoded one")
+		assert.Equal(t, f, bare.Clusters[i], "the shared record is the decoded one, but for the CA")
 		if r.Rendering != nil {
+			assert.False(t, r.Rendering.CA.IsZero(), "%s: the leader's record keeps its CA", r.ID)
+			assert.True(t, f.Rendering.CA.IsZero(), "%s: a follower holds no CA", r.ID)
 			assert.Same(t, rendering[r.ID], r.Rendering, "%s: the leader's feed decoded a second copy", r.ID)
 			assert.NotSame(t, rendering[r.ID], f.Rendering, "%s: a follower shares nothing with the leader", r.ID)
 		}
@@ -86,7 +90,9 @@ func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
 			}
 		}
 		got := nextBook(t, books, func(b inventory.Book) bool { return complete(b) && b.Clusters[1].Missed == 7 })
-		assert.Equal(t, *edited.Rendering, *got.Clusters[1].Rendering)
+		want := *edited.Rendering
+		want.CA = sources.CA{}
+		assert.Equal(t, want, *got.Clusters[1].Rendering, "decoded, without its CA")
 		assert.NotSame(t, edited.Rendering, got.Clusters[1].Rendering, "an edit nobody here wrote is decoded")
 	})
 
