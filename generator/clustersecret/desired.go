@@ -292,8 +292,7 @@ func Build(c *sources.Cluster, o *Options, resolve TokenResolver) (Desired, erro
 		annotations = map[string]string{}
 	}
 	for k := range annotations {
-		if strings.HasPrefix(k, "argocd-cluster-discovery.io/") || strings.HasPrefix(k, "kubectl.kubernetes.io/") ||
-			strings.HasPrefix(k, sources.AgentLabelPrefix) || k == sources.AnnotationAgentManagedBy {
+		if reservedAnnotation(k) {
 			delete(annotations, k)
 		}
 	}
@@ -326,33 +325,6 @@ func desiredOf(s *corev1.Secret, c *sources.Cluster, o *Options) Desired {
 		covered: covers(s), cluster: c, opts: o}
 	copy(d.digest[:], ownedDigest(s))
 	return d
-}
-
-// reservedLabel reports label keys that only this package or Argo CD set.
-func reservedLabel(k string) bool {
-	return k == LabelSecretType || k == LabelManagedBy || strings.HasPrefix(k, "argocd-cluster-discovery.io/") ||
-		strings.HasPrefix(k, "argocd.argoproj.io/") || strings.HasPrefix(k, sources.AgentLabelPrefix)
-}
-
-// propagatedLabels are the cluster's labels plus tenant, provider and
-// region, so that Argo CD's cluster generator can select on them. Keys or
-// values Kubernetes would reject are left out.
-func propagatedLabels(c *sources.Cluster) map[string]string {
-	out := map[string]string{}
-	for k, v := range c.Labels {
-		out[k] = v
-	}
-	for k, v := range map[string]string{"tenant": c.Tenant, "provider": string(c.Provider), "region": c.Region} {
-		if v != "" {
-			out[k] = v
-		}
-	}
-	for k, v := range out {
-		if reservedLabel(k) || len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
-			delete(out, k)
-		}
-	}
-	return out
 }
 
 // safeField matches what an upstream value may be to reach an exec

@@ -174,6 +174,36 @@ func TestDesiredRender(t *testing.T) {
 	require.ErrorContains(t, err, "changed since the plan")
 }
 
+// TestBuildNeverPropagatesReservedAnnotations: annotations an owner wrote
+// upstream under Argo CD's keys (argocd.argoproj.io/refresh would make Argo
+// CD refresh its cache of the cluster; 3.6's cluster generator leaves them
+// out of its parameters, 3.2's gives them), kubectl's, argocd-agent's or
+// ours never reach the Secret nor its list of propagated annotations; the
+// owner's own do.
+func TestBuildNeverPropagatesReservedAnnotations(t *testing.T) {
+	c := cl("a", func(c *sources.Cluster) {
+		c.Annotations = map[string]string{
+			"argocd.argoproj.io/refresh": "hard", "argocd.argoproj.io/tracking-id": "x",
+			"kubectl.kubernetes.io/last-applied-configuration": "{}", AnnotationClusterID: "someone-else",
+			sources.AgentLabelPrefix + "agent-name": "b", "owner.example.com/team": "payments",
+		}
+	})
+	d, err := Build(&c, opts(), noToken)
+	require.NoError(t, err)
+	for k := range c.Annotations {
+		if k == "owner.example.com/team" {
+			assert.Equal(t, "payments", d.Secret.Annotations[k])
+			continue
+		}
+		if k == AnnotationClusterID {
+			assert.Equal(t, c.Key(), d.Secret.Annotations[k], "the identity is ours")
+			continue
+		}
+		assert.NotContains(t, d.Secret.Annotations, k)
+	}
+	assert.Equal(t, "owner.example.com/team", d.Secret.Annotations[AnnotationAnnotations], "and not listed as propagated")
+}
+
 // TestBuildNeverPropagatesReservedLabels protects the reserved labels from
 // a cluster's owner: labels an owner wrote upstream under our keys (pin,
 // owner, source) or Argo CD's (secret-type, managed-by, any
