@@ -40,9 +40,30 @@ test: lint testbin unit unit-norace fuzz-short
 # default limit
 TEST_TIMEOUT ?= 25m
 
-## unit: every test with the race detector, against kube-apiserver + etcd from bin/testbin (make testbin first)
+# the Argo CD versions .ci/testbin builds for the e2e suite: its default (ARGOCD_DEFAULT) first, then the others
+ARGOCD_VERSIONS := $(shell bash .ci/testbin argocd-versions)
+# the Argo CD version the whole e2e suite runs against (make e2e ARGOCD=2.14.21)
+ARGOCD ?= $(firstword $(ARGOCD_VERSIONS))
+# the e2e scenarios make unit runs against each other Argo CD version: the plugin contract (plugin and cluster
+# generators, self-registration, the error a 503 shows), the Rancher lifecycle (removal, lifecycle) and the connect
+# proofs (Argo CD's Secret -> cluster -> REST config code, argocd-k8s-auth, destination names); -skip leaves out the
+# steps of TestEndToEnd that prove our service alone from CA_fetch_failure on (the steps before it run, in the same order
+# as in the whole suite)
+E2E_MATRIX_RUN  := ^(TestEndToEnd|TestArgoCDConnectCheck|TestArgoCDK8sAuthBinary|TestRancherCredentialsConnect|TestAROAgentClusters|TestCloudLifecycle)$$
+E2E_MATRIX_SKIP := ^TestEndToEnd$$/^(CA_fetch_failure|duplicate|foreign_Secret_with_our_server|rename|Secret_names|mass_drop|outage|recovery|held_drop|upgrade_from|two_replicas|lifecycle_again|removal_under_upsert-only)
+E2E_MATRIX      := $(filter-out $(patsubst v%,%,$(ARGOCD)),$(ARGOCD_VERSIONS))
+
+## unit: every test with the race detector, against kube-apiserver + etcd from bin/testbin (make testbin first),
+## the e2e suite against the default Argo CD version (ARGOCD); then the e2e suite's plugin contract, lifecycle and
+## connect scenarios (E2E_MATRIX_RUN, E2E_MATRIX_SKIP) against each other version .ci/testbin builds
 unit:
-	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	ARGOCD=$(ARGOCD) KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	@[ "$(PKGS)" = ./... ] || exit 0; failed=; for v in $(E2E_MATRIX); do \
+		echo "unit: the e2e plugin contract, lifecycle and connect scenarios against Argo CD v$$v"; \
+		ARGOCD=$$v KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) \
+			-run '$(E2E_MATRIX_RUN)' -skip '$(E2E_MATRIX_SKIP)' ./cmd/e2e/ || failed="$$failed v$$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "unit: the e2e scenarios failed against Argo CD$$failed"; exit 1; fi
 
 ## unit-norace: the tests that skip under the race detector (it drops sync.Pool
 ## items at random, so allocation counts mean nothing there), run without it
@@ -52,9 +73,12 @@ unit-norace:
 	echo "$$out" | grep -E '^(--- |ok|FAIL)'; \
 	if echo "$$out" | grep -q -- '--- SKIP'; then echo "unit-norace: a test skipped without the race detector"; exit 1; fi; exit $$rc
 
-## e2e: only the end-to-end suite (real ApplicationSet controller, kube-apiserver, our binary)
+## e2e: only the end-to-end suite (real ApplicationSet controller, kube-apiserver, our binary), against
+## the default Argo CD version; make e2e ARGOCD=2.14.21 against another (bash .ci/testbin argocd-versions lists them),
+## make e2e ARGOCD=2.14.21 E2E_SUBSET=1 only its plugin contract, lifecycle and connect scenarios
 e2e: testbin
-	KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./cmd/e2e/...
+	ARGOCD=$(ARGOCD) KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -v \
+		$(if $(E2E_SUBSET),-run '$(E2E_MATRIX_RUN)' -skip '$(E2E_MATRIX_SKIP)') ./cmd/e2e/...
 
 ## fuzz: run each fuzz target for FUZZTIME (make fuzz FUZZTIME=5m); a failing input
 ## is written to <package>/testdata/fuzz/<Target>/ and replayed by every go test.
@@ -78,8 +102,9 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
-## testbin: build the test components (etcd, kube-apiserver, helm, promtool, Argo CD's ApplicationSet controller,
-## argocd-k8s-auth and argocd-cluster-check) from the Go module proxy into bin/testbin (skips what is there and up to date)
+## testbin: build the test components (etcd, kube-apiserver, helm, promtool, and for each Argo CD version of the
+## e2e matrix its ApplicationSet controller, argocd-k8s-auth and argocd-cluster-check) from the Go module proxy into
+## bin/testbin (skips what is there and up to date)
 testbin:
 	TESTBIN=$(TESTBIN) bash .ci/testbin
 	TESTBIN=$(TESTBIN) bash .ci/promtool

@@ -25,7 +25,8 @@
 // as Argo CD's controllers do: it reads the cluster Secrets of a namespace
 // through an API server (-kubeconfig, -namespace) with util/settings'
 // SettingsManager and util/db, and looks the name up with util/argo's
-// GetDestinationCluster (db.GetClusterServersByName, then db.GetCluster):
+// GetDestinationCluster (db.GetClusterServersByName, then db.GetCluster;
+// Argo CD 2.x: ValidateDestination, then db.GetCluster, see destination.go):
 //
 //	argocd-cluster-check -resolve-name NAME -kubeconfig FILE [-namespace argocd] [-timeout 10s]
 //	{"ok":true,"name":"...","server":"...","labels":{...},"annotations":{...}}
@@ -34,9 +35,13 @@
 // It prints the resolved cluster's name, server, labels and annotations,
 // never its config.
 //
-// .ci/testbin (component argocd) builds it in the scratch module of Argo
-// CD's ApplicationSet controller; this directory is outside the project's
-// module (the go tool ignores directories starting with a dot).
+// .ci/testbin (component argocd) builds it in the scratch module of each
+// Argo CD version's ApplicationSet controller; this directory is outside the
+// project's module (the go tool ignores directories starting with a dot).
+// Its imports name github.com/argoproj/argo-cd/v3: for an Argo CD 2.x,
+// .ci/testbin rewrites them to .../v2 and builds with the tag argocdv2,
+// which picks destination_v2.go instead of destination.go (the one API
+// that differs).
 package main
 
 import (
@@ -68,8 +73,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argoproj/argo-cd/v3/common"
-	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	"github.com/argoproj/argo-cd/v3/util/argo"
 	"github.com/argoproj/argo-cd/v3/util/db"
 	"github.com/argoproj/argo-cd/v3/util/settings"
 )
@@ -167,7 +170,7 @@ func resolveDestination(name, kubeconfig, namespace string, timeout time.Duratio
 			return
 		}
 		argoDB := db.NewDB(namespace, settings.NewSettingsManager(ctx, kc, namespace), kc)
-		cluster, err := argo.GetDestinationCluster(ctx, v1alpha1.ApplicationDestination{Name: name}, argoDB)
+		cluster, err := destinationCluster(ctx, name, argoDB)
 		if err != nil {
 			done <- resolved{Kind: classify(err), Error: red.short(err)}
 			return

@@ -86,10 +86,9 @@ func (c eksCase) run(t *testing.T, f ConnectFixture, sts *IssuingSTS) {
 		t.Errorf("the webhook decided %q, want %q", reviews, c.decision)
 	}
 	// the webhook asked STS, as aws-iam-authenticator does, for every
-	// token it did not refuse on its face; without
-	// AWS_STS_REGIONAL_ENDPOINTS, argocd-k8s-auth presigns for the global
-	// endpoint
-	if gci := "GetCallerIdentity at sts.amazonaws.com for " + EKSClusterName; c.decision != "" && !ContainsSubstring(calls, gci) {
+	// token it did not refuse on its face, at the endpoint the Argo CD
+	// version's argocd-k8s-auth presigns for (K8sAuthSTSHost)
+	if gci := "GetCallerIdentity at " + K8sAuthSTSHost() + " for " + EKSClusterName; c.decision != "" && !ContainsSubstring(calls, gci) {
 		t.Errorf("STS was asked %q, want %q", calls, gci)
 	}
 	// each AssumeRole signed with the controller's key; none without a

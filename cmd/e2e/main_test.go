@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -12,14 +13,17 @@ import (
 
 var e *Env
 
-// TestMain builds our service and starts the environment. Missing
+// TestMain builds our service and starts the environment, with the Argo
+// CD version ARGOCD names (default: .ci/testbin's ARGOCD_DEFAULT). Missing
 // binaries fail the run: this suite is never skipped. The subprocesses and
-// the control plane are stopped on exit and on SIGTERM/SIGINT.
+// the control plane are stopped on exit and on SIGTERM/SIGINT. A failed
+// run ends with a line naming the Argo CD version, which go test prints
+// with the failing tests' output.
 func TestMain(m *testing.M) {
 	var err error
 	e, err = SetUp()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: e2e environment: %v\n", err)
+		fmt.Fprintf(os.Stderr, "FAIL: e2e environment (Argo CD %s): %v\n", ArgoCDVersion(), err)
 		if e != nil {
 			e.TearDown()
 		}
@@ -29,7 +33,7 @@ func TestMain(m *testing.M) {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		if s, ok := <-sig; ok {
-			fmt.Fprintf(os.Stderr, "e2e: %v: stopping subprocesses and the control plane\n", s)
+			fmt.Fprintf(os.Stderr, "e2e (Argo CD %s): %v: stopping subprocesses and the control plane\n", ArgoCDVersion(), s)
 			e.TearDown()
 			os.Exit(1)
 		}
@@ -38,5 +42,8 @@ func TestMain(m *testing.M) {
 	signal.Stop(sig)
 	close(sig)
 	e.TearDown()
+	if code != 0 {
+		fmt.Printf("FAIL: the e2e suite against Argo CD %s (ARGOCD=%s)\n", ArgoCDVersion(), strings.TrimPrefix(ArgoCDVersion(), "v"))
+	}
 	os.Exit(code)
 }
