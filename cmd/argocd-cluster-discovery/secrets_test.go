@@ -174,9 +174,11 @@ func TestCachesOnlyWhenLeading(t *testing.T) {
 			stop := runSecretsAndRefresh(t, fk, `leaderElection: {enabled: true, retryPeriod: 100ms}`, `[argo]`)
 			secrets, appsets := "/api/v1/namespaces/argo/secrets", "/apis/argoproj.io/v1alpha1/namespaces/argo/applicationsets"
 			if leads {
+				// (a WATCH may come first: the streaming list the fake refuses)
 				require.Eventually(t, func() bool {
-					return fk.count("WATCH "+secrets) >= 1 && fk.count("WATCH "+appsets) >= 1
-				}, 10*time.Second, 10*time.Millisecond, "the leader lists and watches")
+					return fk.count("LIST "+secrets) >= 1 && fk.count("LIST "+appsets) >= 1
+				}, 10*time.Second, 10*time.Millisecond, "the leader lists")
+				time.Sleep(100 * time.Millisecond)
 			} else {
 				require.Eventually(t, func() bool { return fk.count("GET lease") >= 4 }, 10*time.Second, 10*time.Millisecond,
 					"both campaign")
