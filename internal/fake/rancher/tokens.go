@@ -169,6 +169,21 @@ func (f *Fake) expired(t *fakeToken) bool {
 	return t.TTL > 0 && !f.now().Before(t.Created.Add(t.TTL))
 }
 
+// Expires returns when the token whose bearer value ("name:secret") is
+// given expires, on the fake's clock (the wall clock unless a test clock
+// or AdvanceClock moved it); false for an unknown token or one that never
+// expires.
+func (f *Fake) Expires(bearer string) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name, _, _ := strings.Cut(bearer, ":")
+	t := f.tokens[name]
+	if t == nil || t.TTL <= 0 {
+		return time.Time{}, false
+	}
+	return t.Created.Add(t.TTL), true
+}
+
 // AdvanceClock moves the clock by which tokens expire forward by d.
 func (f *Fake) AdvanceClock(d time.Duration) {
 	f.mu.Lock()
