@@ -31,10 +31,11 @@ build:
 run:
 	$(GO) run ./cmd/argocd-cluster-discovery serve --config testdata/demo/config.yaml
 
-## test: lint, then every test with the race detector, against a real
-## kube-apiserver + etcd (built offline into bin/testbin on first use), then
-## each fuzz target briefly
-test: lint testbin unit unit-norace fuzz-short
+## test: lint, every test with the race detector against a real kube-apiserver + etcd (built offline into
+## bin/testbin on first use), unit-norace and each fuzz target briefly: what unit runs, with lint before the
+## packages' tests and unit-norace and fuzz-short after them, beside the e2e runs (.ci/unit)
+test: testbin
+	$(UNIT_ENV) bash .ci/unit lint unit-norace fuzz-short
 
 # go test's limit per package: the e2e suite runs about ten minutes with the race detector on two cores, go test's
 # default limit
@@ -53,17 +54,14 @@ E2E_MATRIX_RUN  := ^(TestEndToEnd|TestArgoCDConnectCheck|TestArgoCDK8sAuthBinary
 E2E_MATRIX_SKIP := ^TestEndToEnd$$/^(CA_fetch_failure|duplicate|foreign_Secret_with_our_server|rename|Secret_names|mass_drop|outage|recovery|held_drop|upgrade_from|two_replicas|lifecycle_again|removal_under_upsert-only)
 E2E_MATRIX      := $(filter-out $(patsubst v%,%,$(ARGOCD)),$(ARGOCD_VERSIONS))
 
-## unit: every test with the race detector, against kube-apiserver + etcd from bin/testbin (make testbin first),
-## the e2e suite against the default Argo CD version (ARGOCD); then the e2e suite's plugin contract, lifecycle and
-## connect scenarios (E2E_MATRIX_RUN, E2E_MATRIX_SKIP) against each other version .ci/testbin builds
+## unit: every test with the race detector, against kube-apiserver + etcd from bin/testbin (make testbin first):
+## the packages, the e2e suite against the default Argo CD version (ARGOCD), and the e2e suite's plugin contract,
+## lifecycle and connect scenarios (E2E_MATRIX_RUN, E2E_MATRIX_SKIP) against each other version .ci/testbin
+## builds, side by side (.ci/unit says why and how); make unit PKGS=./generator/... runs only those packages
+UNIT_ENV = GO=$(GO) PKGS='$(PKGS)' TEST_TIMEOUT=$(TEST_TIMEOUT) KUBEBUILDER_ASSETS=$(TESTBIN) ARGOCD=$(ARGOCD) \
+	E2E_MATRIX='$(E2E_MATRIX)' E2E_MATRIX_RUN='$(E2E_MATRIX_RUN)' E2E_MATRIX_SKIP='$(E2E_MATRIX_SKIP)'
 unit:
-	ARGOCD=$(ARGOCD) KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
-	@[ "$(PKGS)" = ./... ] || exit 0; failed=; for v in $(E2E_MATRIX); do \
-		echo "unit: the e2e plugin contract, lifecycle and connect scenarios against Argo CD v$$v"; \
-		ARGOCD=$$v KUBEBUILDER_ASSETS=$(TESTBIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) \
-			-run '$(E2E_MATRIX_RUN)' -skip '$(E2E_MATRIX_SKIP)' ./cmd/e2e/ || failed="$$failed v$$v"; \
-	done; \
-	if [ -n "$$failed" ]; then echo "unit: the e2e scenarios failed against Argo CD$$failed"; exit 1; fi
+	$(UNIT_ENV) bash .ci/unit
 
 ## unit-norace: the tests that skip under the race detector (it drops sync.Pool
 ## items at random, so allocation counts mean nothing there), run without it

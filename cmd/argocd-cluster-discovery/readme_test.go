@@ -88,7 +88,8 @@ func TestREADMEQuickstart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(ci), "\nmake test\n", "CI runs the README's test command")
 	assert.Contains(t, q.makeTest, "lint, then go test -race ./...")
-	assert.Regexp(t, `\ntest: lint testbin unit`, string(mk), "make test: lint, then the tests")
+	assert.Contains(t, string(mk), "\ntest: testbin\n\t$(UNIT_ENV) bash .ci/unit lint unit-norace fuzz-short\n",
+		"make test: lint, then the tests (.ci/unit runs lint before the packages' tests)")
 
 	base, _, stop := startDemo(t)
 	defer stop()

@@ -60,7 +60,7 @@ func TestLastRunIsGenerated(t *testing.T) {
 	for _, s := range plan(o, "sync.json", "load.json", "events.json") {
 		want = append(want, stepNames[s.file])
 		if s.file == suiteFile {
-			want = append(want, "the e2e suite within it (`make e2e` runs the same)")
+			want = append(want, e2eRunsWhat)
 		}
 	}
 	want = append(want, "this `make bench`, every step")
@@ -73,7 +73,9 @@ func TestTimingsAndRender(t *testing.T) {
 		{file: suiteFile, cmd: "make", args: []string{"test"}, took: 13 * time.Minute, ran: true},
 	}
 	outputs := map[string]string{suiteFile: "ok  \tgithub.com/argocd-cluster-discovery/argocd-cluster-discovery/generator\t4.9s\n" +
-		"ok  \t" + e2ePackage + "\t590.412s\n"}
+		"unit: e2e-others-v3.6.1: exit 0 after 301 s; its output:\nok  \tgithub.com/x/cmd/e2e\t300.1s\n" +
+		"unit: e2e-TestEndToEnd-v3.6.1: exit 0 after 412 s; its output:\n" +
+		"unit: e2e-subset-v2.14.21: exit 0 after 250 s; its output:\n"}
 	got := render("Measured here.", []row{{"f", "1 s", "≤ 2 s", verdictOK}}, timings(steps, outputs, 20*time.Minute), false, "bin/bench")
 	assert.Equal(t, `
 Measured here.
@@ -88,19 +90,22 @@ Measured here.
 |---|---|---|
 | getparams benchmarks | `+"`go test ./generator`"+` | 1m1s |
 | `+"`make test`"+`, warm: lint, then every test with the race detector (the README's test command) | `+"`make test`"+` | 13m0s |
-| the e2e suite within it (`+"`make e2e`"+` runs the same) | `+"`go test -race ./cmd/e2e/ (go test's own figure)`"+` | 9m50s |
+| `+e2eRunsWhat+` | `+"`the e2e runs of make test (longest: e2e-TestEndToEnd-v3.6.1)`"+` | 6m52s |
 | this `+"`make bench`"+`, every step | `+"`make bench`"+` | 20m0s |
 `, got)
 	steps[1].err = assert.AnError
 	failed := render("m", nil, timings(steps, nil, time.Minute), true, "bin/bench")
 	assert.Contains(t, failed, "| `make test` | 13m0s (**failed**) |\n")
-	assert.Contains(t, failed, "(go test's own figure)` | 0s (**failed**) |\n", "no e2e figure from a failed make test")
+	assert.Contains(t, failed, "| `the e2e runs of make test` | 0s (**failed**) |\n", "no e2e figure from a failed make test")
+	outputs[suiteFile] = strings.Replace(outputs[suiteFile], "v2.14.21: exit 0", "v2.14.21: exit 1", 1)
+	oneFailed := render("m", nil, timings(steps, outputs, time.Minute), true, "bin/bench")
+	assert.Contains(t, oneFailed, "(longest: e2e-TestEndToEnd-v3.6.1)` | 6m52s (**failed**) |\n", "a failed run fails the line")
 
 	// written before make test runs (make test checks this report)
 	steps[1].ran, steps[1].err = false, nil
 	pending := render("m", nil, timings(steps, nil, time.Minute), false, "bin/bench")
 	assert.Contains(t, pending, "| `make test` | pending (running when this report was written) |\n")
-	assert.Contains(t, pending, "(go test's own figure)` | pending (running when this report was written) |\n")
+	assert.Contains(t, pending, "| `the e2e runs of make test` | pending (running when this report was written) |\n")
 }
 
 // timingPhrase is a duration stated in prose: "about 7 minutes",
