@@ -2,15 +2,20 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,6 +117,7 @@ func ensureApplied(t *testing.T, c chartCase) manifests {
 	}
 	warns := applyObjects(t, ms)
 	assert.Empty(t, warns, "the API server warned")
+	waitAuthorized(t, c, ms)
 	applied[c.name] = nil
 	return ms
 }
@@ -209,4 +215,45 @@ func TestHelmInstallUpgradeKeepsToken(t *testing.T) {
 	assert.Equal(t, first, second, "the generated token survives an upgrade (lookup)")
 	assert.Equal(t, first, copy2)
 	assert.NotEqual(t, before, checksum(), "the configuration change rolls the pods")
+}
+
+// waitAuthorized waits until the API server's RBAC authorizer, which reads
+// Roles and bindings from its own informers, has the RBAC of ms just
+// applied: until the chart's ServiceAccount may make the first call of
+// each Role a RoleBinding of ms grants it.
+func waitAuthorized(t *testing.T, c chartCase, ms manifests) {
+	t.Helper()
+	client := kube(t)
+	user, groups := serviceAccount(c)
+	roles := map[string]*rbacv1.Role{}
+	for _, m := range ms.all("Role") {
+		var r rbacv1.Role
+		require.NoError(t, json.Unmarshal(m.raw, &r))
+		roles[r.Namespace+"/"+r.Name] = &r
+	}
+	for _, m := range ms.all("RoleBinding") {
+		var b rbacv1.RoleBinding
+		require.NoError(t, json.Unmarshal(m.raw, &b))
+		r := roles[b.Namespace+"/"+b.RoleRef.Name]
+		if b.RoleRef.Kind != "Role" || r == nil || len(r.Rules) == 0 || !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == rbacv1.ServiceAccountKind && "system:serviceaccount:"+s.Namespace+":"+s.Name == user
+		}) {
+			continue
+		}
+		rule := r.Rules[0]
+		if len(rule.Verbs) == 0 || len(rule.APIGroups) == 0 || len(rule.Resources) == 0 {
+			continue
+		}
+		attrs := &authorizationv1.ResourceAttributes{Namespace: b.Namespace, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: rule.Resources[0]}
+		if len(rule.ResourceNames) > 0 {
+			attrs.Name = rule.ResourceNames[0]
+		}
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: attrs}}
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			res, err := client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+			if assert.NoError(ct, err) {
+				assert.True(ct, res.Status.Allowed, "%s %s in %s", attrs.Verb, attrs.Resource, attrs.Namespace)
+			}
+		}, 10*time.Second, 50*time.Millisecond, "the API server's authorizer has RoleBinding %s/%s", b.Namespace, b.Name)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -190,8 +191,13 @@ func TestAgentsErrors(t *testing.T) {
 		c.Impersonate = rest.ImpersonationConfig{UserName: "reader"}
 		config := func() (*rest.Config, error) { return c, nil }
 
-		got, err := New(config, "readable").Agents(ctx)
-		require.NoError(t, err)
+		// the API server's RBAC authorizer reads Roles and RoleBindings
+		// from its own informers: the new binding holds once they have it
+		var got []sources.AgentSecret
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got, err = New(config, "readable").Agents(ctx)
+			assert.NoError(c, err)
+		}, 10*time.Second, 50*time.Millisecond, "reader may list the Secrets of readable")
 		assert.Equal(t, []sources.AgentSecret{want("alpha", "cluster-alpha", proxy("alpha"), true)}, got)
 
 		got, err = New(config, "forbidden").Agents(ctx)
