@@ -13,8 +13,8 @@ GOLANGCI_LINT := $(TESTBIN)/golangci-lint
 
 .PHONY: all help build run test unit unit-norace e2e lint lint-ci lint-selftest lint-tool bench load fuzz fuzz-short testbin clean clean-all
 
-## all: lint, test and build (the default)
-all: lint test build
+## all: test (lint included) and build (the default)
+all: test build
 
 ## help: every target with what it does (the "## target:" comments of this Makefile)
 help:
@@ -54,12 +54,14 @@ E2E_MATRIX_RUN  := ^(TestEndToEnd|TestArgoCDConnectCheck|TestArgoCDK8sAuthBinary
 E2E_MATRIX_SKIP := ^TestEndToEnd$$/^(CA_fetch_failure|duplicate|foreign_Secret_with_our_server|rename|Secret_names|mass_drop|outage|recovery|held_drop|upgrade_from|two_replicas|lifecycle_again|removal_under_upsert-only)
 E2E_MATRIX      := $(filter-out $(patsubst v%,%,$(ARGOCD)),$(ARGOCD_VERSIONS))
 
+# what .ci/unit reads (make test and make unit)
+UNIT_ENV = GO=$(GO) PKGS='$(PKGS)' TEST_TIMEOUT=$(TEST_TIMEOUT) KUBEBUILDER_ASSETS=$(TESTBIN) ARGOCD=$(ARGOCD) \
+	E2E_MATRIX='$(E2E_MATRIX)' E2E_MATRIX_RUN='$(E2E_MATRIX_RUN)' E2E_MATRIX_SKIP='$(E2E_MATRIX_SKIP)'
+
 ## unit: every test with the race detector, against kube-apiserver + etcd from bin/testbin (make testbin first):
 ## the packages, the e2e suite against the default Argo CD version (ARGOCD), and the e2e suite's plugin contract,
 ## lifecycle and connect scenarios (E2E_MATRIX_RUN, E2E_MATRIX_SKIP) against each other version .ci/testbin
 ## builds, side by side (.ci/unit says why and how); make unit PKGS=./generator/... runs only those packages
-UNIT_ENV = GO=$(GO) PKGS='$(PKGS)' TEST_TIMEOUT=$(TEST_TIMEOUT) KUBEBUILDER_ASSETS=$(TESTBIN) ARGOCD=$(ARGOCD) \
-	E2E_MATRIX='$(E2E_MATRIX)' E2E_MATRIX_RUN='$(E2E_MATRIX_RUN)' E2E_MATRIX_SKIP='$(E2E_MATRIX_SKIP)'
 unit:
 	$(UNIT_ENV) bash .ci/unit
 
