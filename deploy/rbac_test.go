@@ -175,12 +175,21 @@ func authorizer(t *testing.T, c chartCase) func(verb, group, resource, ns, name 
 	user, groups := serviceAccount(c)
 	return func(verb, group, resource, ns, name string) bool {
 		t.Helper()
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Name: name}}}
-		res, err := kube(t).AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		ok, err := allowed(kube(t), user, groups, &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Name: name})
 		require.NoError(t, err)
-		return res.Status.Allowed
+		return ok
 	}
+}
+
+// allowed asks the API server (SubjectAccessReview) whether user, in
+// groups, may make the call attrs describes.
+func allowed(client kubernetes.Interface, user string, groups []string, attrs *authorizationv1.ResourceAttributes) (bool, error) {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: attrs}}
+	res, err := client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return res.Status.Allowed, nil
 }
 
 // TestRoleAsAuthorized asks the API server (SubjectAccessReview, RBAC) what
