@@ -116,7 +116,7 @@ testbin:
 ## the chart's schema for sources, the depguard rules), then the linters, then lint-ci and lint-selftest.
 ## golangci-lint is pinned and built from the Go module proxy into bin/testbin on first use
 # chartgen imports every provider; built with the race detector, it reuses the tests' build of all of them (make
-# test builds them so) instead of a second build without it, several minutes on a fresh machine
+# test builds them with it) instead of a second build without it (over two minutes on a fresh machine)
 lint: lint-tool
 	bash .ci/no-build-outputs
 	$(GOLANGCI_LINT) fmt --diff cmd generator sources deploy internal .ci
