@@ -5,9 +5,7 @@ package static
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -167,7 +165,7 @@ type converter struct {
 	cur  []sources.Cluster
 	n    int
 	seen map[string]int // index by name
-	strs *interner
+	strs *sources.Interner
 }
 
 // convertBlock is the number of clusters in a block after the first.
@@ -175,7 +173,7 @@ const convertBlock = 256
 
 // newConverter returns a converter for about n clusters.
 func newConverter(field string, n int) *converter {
-	return &converter{field: field, cur: make([]sources.Cluster, 0, n), seen: make(map[string]int, n), strs: newInterner()}
+	return &converter{field: field, cur: make([]sources.Cluster, 0, n), seen: make(map[string]int, n), strs: sources.NewInterner()}
 }
 
 // add maps the next cluster of the list.
@@ -189,7 +187,7 @@ func (cv *converter) add(sc Cluster) error {
 	if err != nil {
 		return fmt.Errorf("%s[%d]: %w", cv.field, i, err)
 	}
-	cv.strs.cluster(&c)
+	cv.strs.Cluster(&c)
 	if len(cv.cur) == cap(cv.cur) {
 		if len(cv.cur) > 0 {
 			cv.done = append(cv.done, cv.cur)
@@ -262,97 +260,4 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		}
 	}
 	return c, nil
-}
-
-// interner keeps one copy of each distinct string and CA of a listing, and
-// one copy of each distinct label or annotation set. The decoder gives
-// every cluster its own copy of every string and its own maps, and parsing
-// gives each its own CA, but clusters share most of them: a CA (every
-// cluster behind one proxy, or one private CA for a fleet; ~0.75 KiB for
-// an RSA 2048 certificate, ~7.5 MiB at 10,000 clusters), tenants, projects, regions, versions, label keys and values
-// (~3 MiB more at 10,000 clusters), and label sets (a map of a few entries
-// takes ~300 bytes: ~6 MiB for the labels and annotations of 10,000
-// clusters when each has its own).
-type interner struct {
-	strs map[string]string
-	// cas holds the distinct CAs (comparable: equal bundles are equal
-	// CAs), each mapped to itself.
-	cas map[sources.CA]sources.CA
-	// maps holds the shared maps by their content (see mapKey).
-	maps map[string]map[string]string
-	key  []byte // scratch for mapKey
-}
-
-func newInterner() *interner {
-	return &interner{strs: map[string]string{}, cas: map[sources.CA]sources.CA{}, maps: map[string]map[string]string{}}
-}
-
-func (in *interner) str(s *string) {
-	if shared, ok := in.strs[*s]; ok {
-		*s = shared
-	} else {
-		in.strs[*s] = *s
-	}
-}
-
-// strMap returns a map equal to m with shared keys and values: the one
-// already returned for that content, else a new one; m itself is not
-// modified. Clusters share the maps returned, which nobody modifies (see
-// sources.Source).
-func (in *interner) strMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	in.key = mapKey(in.key[:0], m)
-	if shared, ok := in.maps[string(in.key)]; ok { // no allocation for the lookup
-		return shared
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		in.str(&k)
-		in.str(&v)
-		out[k] = v
-	}
-	in.maps[string(in.key)] = out
-	return out
-}
-
-// mapKey appends to b an encoding of m's content that two maps share only
-// when they are equal: the entries sorted by key, each string preceded by
-// its length.
-func mapKey(b []byte, m map[string]string) []byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(m[k])))
-		b = append(b, m[k]...)
-	}
-	return b
-}
-
-// cluster shares the strings and maps of c that clusters commonly have in
-// common (not names and servers, which are unique). An AWS cluster name
-// equal to the cluster's name, as it usually is, shares the name.
-func (in *interner) cluster(c *sources.Cluster) {
-	if shared, ok := in.cas[c.CA]; ok {
-		c.CA = shared
-	} else if !c.CA.IsZero() {
-		in.cas[c.CA] = c.CA
-	}
-	for _, s := range []*string{&c.Region, &c.Account, &c.Tenant, &c.Project, &c.KubernetesVersion, &c.State} {
-		in.str(s)
-	}
-	c.Labels, c.Annotations = in.strMap(c.Labels), in.strMap(c.Annotations)
-	if a := c.Auth.AWS; a != nil {
-		if a.ClusterName == c.Name {
-			a.ClusterName = c.Name
-		}
-		in.str(&a.RoleARN)
-		in.str(&a.Region)
-	}
 }
