@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -50,6 +51,15 @@ func New(cfg *rest.Config, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
 	}
 	return l, nil
+}
+
+// selector selects this installation's ClusterProfiles.
+func (l *Ledger) selector() string {
+	return labels.SelectorFromSet(labels.Set{LabelManager: Manager, LabelOwner: l.opts.OwnerID}).String()
+}
+
+func (l *Ledger) profiles() dynamic.ResourceInterface {
+	return l.dyn.Resource(Resource).Namespace(l.opts.Namespace)
 }
 
 // write sends one write of a ClusterProfile (subresource "" or "status")

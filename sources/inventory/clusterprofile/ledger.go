@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -49,6 +49,9 @@ type Ledger struct {
 
 	// written shares the leader's records with its own feed
 	written written
+	// intern shares the strings and label sets of the records the feed
+	// decodes
+	intern feedInterner
 }
 
 // stored is what we know to be stored of one ClusterProfile.
@@ -59,15 +62,6 @@ type stored struct {
 	meta   [sha256.Size]byte
 	status [sha256.Size]byte
 	marks  *marks // of the conditions written last; nil: none
-}
-
-// selector selects this installation's ClusterProfiles.
-func (l *Ledger) selector() string {
-	return labels.SelectorFromSet(labels.Set{LabelManager: Manager, LabelOwner: l.opts.OwnerID}).String()
-}
-
-func (l *Ledger) profiles() dynamic.ResourceInterface {
-	return l.dyn.Resource(Resource).Namespace(l.opts.Namespace)
 }
 
 // Load implements inventory.Ledger: it lists this installation's
@@ -81,12 +75,14 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 	}
 	b := inventory.Book{Clusters: make([]inventory.Record, 0, len(list.Items))}
 	known := make(map[string]*stored, len(list.Items))
+	in := sources.NewInterner()
 	for i := range list.Items {
 		obj := &list.Items[i]
 		r, err := recordOf(obj)
 		if err != nil {
 			return inventory.Book{}, err
 		}
+		internRecord(in, &r) // a new leader's records share what they have in common
 		b.Clusters = append(b.Clusters, r)
 		known[identity(r.Source, r.ID)] = l.storedOf(obj, &r)
 		l.written.put(identity(r.Source, r.ID), sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord])), r)

@@ -2,8 +2,10 @@ package clusterprofile
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,6 +63,12 @@ func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
 
 	own := nextBook(t, watchOn(t, leader), complete)
 	follower := nextBook(t, c.watch(t), complete)
+	t.Run("a follower's records share what they have in common", func(t *testing.T) { assertShared(t, follower) })
+	t.Run("a new leader's records share what they have in common", func(t *testing.T) {
+		loaded, err := c.ledger(t, "owner-1").Load(ctx)
+		require.NoError(t, err)
+		assertShared(t, loaded)
+	})
 	bare := ledgertest.WithoutCAs(own)
 	for i, r := range own.Clusters {
 		f := follower.Clusters[i]
@@ -112,6 +120,28 @@ func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
 		assert.Len(t, l.written.bySum, 2)
 		assert.Len(t, l.written.byID, 2)
 	})
+}
+
+// assertShared checks that the renderings of b, Fleet(3)'s as a follower
+// decodes them, share their label sets and tenant, but not their names.
+func assertShared(t *testing.T, b inventory.Book) {
+	t.Helper()
+	var decoded []*sources.Cluster
+	for _, r := range b.Clusters {
+		if r.Rendering != nil {
+			decoded = append(decoded, r.Rendering)
+		}
+	}
+	require.Len(t, decoded, 3)
+	sameMap := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	for _, c := range decoded[1:] {
+		assert.True(t, sameMap(decoded[0].Labels, c.Labels), "%s: one label set for equal labels", c.Name)
+		assert.True(t, sameMap(decoded[0].Annotations, c.Annotations), "%s: one annotation set", c.Name)
+		assert.Same(t, unsafe.StringData(decoded[0].Tenant), unsafe.StringData(c.Tenant), "%s: one copy of the tenant", c.Name)
+		assert.NotSame(t, unsafe.StringData(decoded[0].Name), unsafe.StringData(c.Name))
+	}
 }
 
 // profile reads the ClusterProfile name of the cluster's namespace.

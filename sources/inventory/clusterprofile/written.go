@@ -17,7 +17,7 @@ import (
 type written struct {
 	mu    sync.RWMutex
 	byID  map[string][sha256.Size]byte
-	bySum map[[sha256.Size]byte]inventory.Record
+	bySum map[[sha256.Size]byte]*inventory.Record
 }
 
 // put remembers that the object of identity id holds r, whose annotation
@@ -27,12 +27,12 @@ func (w *written) put(id string, sum [sha256.Size]byte, r inventory.Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.byID == nil {
-		w.byID, w.bySum = map[string][sha256.Size]byte{}, map[[sha256.Size]byte]inventory.Record{}
+		w.byID, w.bySum = map[string][sha256.Size]byte{}, map[[sha256.Size]byte]*inventory.Record{}
 	}
 	if old, ok := w.byID[id]; ok && old != sum {
 		delete(w.bySum, old)
 	}
-	w.byID[id], w.bySum[sum] = sum, r
+	w.byID[id], w.bySum[sum] = sum, &r
 }
 
 // forget drops the record of identity id: its object is deleted.
@@ -45,8 +45,9 @@ func (w *written) forget(id string) {
 	}
 }
 
-// get returns the record whose annotation has digest sum.
-func (w *written) get(sum [sha256.Size]byte) (inventory.Record, bool) {
+// get returns the record whose annotation has digest sum, shared: the
+// caller must not modify it.
+func (w *written) get(sum [sha256.Size]byte) (*inventory.Record, bool) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	r, ok := w.bySum[sum]
