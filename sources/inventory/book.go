@@ -33,7 +33,8 @@ func (inv *Inventory) book() Book {
 }
 
 // restore replaces the state of every source by what b holds and
-// publishes the snapshot it makes. The served records of a source that is
+// publishes the snapshot it makes. It keeps b's records, and modifies
+// them, in b's own array (see Feed). The served records of a source that is
 // not configured make it a retired source (retired.go); its other records
 // are left out. The caller holds no lock.
 func (inv *Inventory) restore(b Book) {
@@ -54,7 +55,7 @@ func (inv *Inventory) restore(b Book) {
 		}
 	}
 	for i := range b.Clusters {
-		r := b.Clusters[i]
+		r := &b.Clusters[i] // tracked where it is: one array, not an allocation per record
 		if r.Source == "" || r.ID == "" || r.Served && r.Rendering == nil {
 			continue
 		}
@@ -68,7 +69,7 @@ func (inv *Inventory) restore(b Book) {
 		}
 		if st != nil {
 			r.listing = 0
-			st.life.tracked[r.ID] = &r
+			st.life.tracked[r.ID] = r
 		}
 	}
 	for _, st := range inv.states {

@@ -41,7 +41,8 @@ type SourceRecord struct {
 // memory where there is none (Memory). Only the leader writes it.
 type Ledger interface {
 	// Load returns the book as last saved: an empty book when nothing was
-	// ever saved. The leader loads it once, before its first listing.
+	// ever saved. The leader loads it once, before its first listing. The
+	// book's slices are the caller's own, as a Feed's.
 	Load(ctx context.Context) (Book, error)
 	// Save makes the ledger hold b, writing only what differs from what it
 	// holds. An error may leave part of b saved; the next Save writes the
@@ -55,7 +56,8 @@ type Feed interface {
 	// after every change, until ctx ends. Calls are serial and may
 	// coalesce several changes. A book may come without its renderings'
 	// CAs (a follower's): what follows a feed serves answers, which carry
-	// none, and fn must not modify it.
+	// none. Each book's slices are fn's own, to keep and modify; the
+	// renderings they point to are shared and never modified.
 	Watch(ctx context.Context, fn func(Book))
 }
 

@@ -68,6 +68,38 @@ func Run(t *testing.T, open func(t *testing.T, key string) Ledger) {
 		require.NoError(t, writer.Save(context.Background(), Fleet(1)))
 		waitFor(t, books, Fleet(1))
 	})
+	t.Run("the slices of a book loaded or delivered are the reader's own", func(t *testing.T) {
+		writer, reader := open(t, "own"), open(t, "own")
+		require.NoError(t, writer.Save(context.Background(), Fleet(2)))
+		scribble := func(b inventory.Book) {
+			for i := range b.Clusters {
+				b.Clusters[i].Missed, b.Clusters[i].Held = 99, true
+			}
+			for i := range b.Sources {
+				b.Sources[i].LastError = "scribbled"
+			}
+		}
+		loaded, err := reader.Load(context.Background())
+		require.NoError(t, err)
+		scribble(loaded)
+		books := make(chan inventory.Book, 100)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reader.Watch(ctx, func(b inventory.Book) {
+				scribble(b)
+				books <- b
+			})
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		<-books
+		for _, l := range []Ledger{writer, reader} {
+			got, err := l.Load(context.Background())
+			require.NoError(t, err)
+			requireSameBook(t, Fleet(2), got)
+		}
+	})
 }
 
 // waitFor reads books until one is want, but for the renderings' CAs,
