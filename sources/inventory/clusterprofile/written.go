@@ -10,10 +10,10 @@ import (
 // written is the record each of this process's objects holds, as it
 // wrote or loaded it, by the digest of its record annotation: the feed's
 // informer takes a record it reads back from here instead of decoding a
-// second copy of it (at 10,000 clusters ~30 MiB on the leader). Records
-// are values whose rendering is never modified once made (see
-// sources.Source), so the two share it safely. A follower writes nothing
-// and decodes every record.
+// second copy of it (at 10,000 clusters ~30 MiB on the leader). The
+// records held here are never modified once put, nor their renderings
+// (see sources.Source), so the feed shares them. A follower writes
+// nothing and decodes every record.
 type written struct {
 	mu    sync.RWMutex
 	byID  map[string][sha256.Size]byte
