@@ -50,8 +50,8 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 // the last book of after records or more (the first book, a leader's cold
 // start), release runs (debug.FreeOSMemory: a collection, then the freed
 // pages returned). Without it the runtime keeps them for the next burst
-// and gives them back over minutes: at 10,000 clusters a replica at rest
-// held ~10 MiB more. The Secret reconciler does the same after a large
+// and gives them back over minutes: at 10,000 clusters a follower at rest
+// held ~4 MiB more. The Secret reconciler does the same after a large
 // pass, with the same figures.
 type releasingFeed struct {
 	inventory.Feed
