@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
@@ -281,14 +282,11 @@ func TestReconcilerRunsUnderChartRBAC(t *testing.T) {
 	rc.Prune = clustersecret.PruneOptions{AfterListings: 1, MaxDeletions: 5, MaxDeletionsPercent: 100}
 	// as the service runs it: from the shared informer cache, which needs
 	// list and watch with the chart's Role
-	factory := clustersecret.NewInformerFactory(saKube, c.argocdNS)
-	secretsInformer := factory.Core().V1().Secrets().Informer()
+	secretsInformer := clustersecret.NewInformer(saKube, c.argocdNS)
 	informerCtx, stopInformer := context.WithCancel(ctx)
 	defer stopInformer()
-	factory.Start(informerCtx.Done())
-	for typ, synced := range factory.WaitForCacheSync(ctx.Done()) {
-		require.True(t, synced, "the %v cache synced with the chart's Role", typ)
-	}
+	secretsInformer.Start(informerCtx.Done())
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), secretsInformer.HasSynced), "the cache of cluster Secrets synced with the chart's Role")
 	rec, err := clustersecret.New(rc, saKube, inv, nil, nil, clustersecret.WithInformer(secretsInformer))
 	require.NoError(t, err)
 	owned := func() []string { return ownedSecrets(t, c.argocdNS, cfg.Secrets.OwnerID) }

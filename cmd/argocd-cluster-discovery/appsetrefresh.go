@@ -43,7 +43,7 @@ func newAppSetRefresh(cfg *config.Config, kube *kubeAPI, inv *inventory.Inventor
 		kube.add(f)
 	}
 	if rcfg.SecretsNamespace != "" {
-		caches.Secrets = kube.secrets.Core().V1().Secrets().Informer()
+		caches.Secrets = kube.secrets
 	}
 	tr, err := appsetrefresh.New(rcfg, dyn, kube.client, caches, inv, logger, reg)
 	if err != nil {

@@ -8,7 +8,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 )
 
 // installationID identifies this installation in the tokens a source
@@ -20,7 +21,7 @@ import (
 // an error, not a fallback: tokens minted under another name than the
 // ServiceAccount's would be left behind by the next process and by the
 // uninstall hook.
-func installationID(client kubernetes.Interface, namespace string, logger *slog.Logger) (string, error) {
+func installationID(client kubeclient.Interface, namespace string, logger *slog.Logger) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})

@@ -8,7 +8,7 @@ import (
 	"maps"
 	"slices"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -47,7 +47,7 @@ func cmdRevokeTokens(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "revoke-tokens: %v\n", err)
 		return failed
 	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubeclient.NewForConfig(rc)
 	if err != nil {
 		fmt.Fprintf(stderr, "revoke-tokens: kubernetes client: %v\n", err)
 		return failed

@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
@@ -83,7 +83,7 @@ func kubeConfigAt(path string) (*rest.Config, error) {
 
 // kubeAPI is the Kubernetes API as the reconciler and the refresh trigger
 // use it: one client, one shared informer of the cluster Secrets of Argo
-// CD's namespace for both (clustersecret.NewInformerFactory), and the
+// CD's namespace for both (clustersecret.NewInformer), and the
 // trigger's informers of ApplicationSets. The client is made on first use;
 // the informers start when this process first leads (startCaches), not
 // before: a follower answers from the ledger and never reads them, and at
@@ -97,9 +97,9 @@ type kubeAPI struct {
 	once    sync.Once
 	err     error
 	rest    *rest.Config
-	client  kubernetes.Interface
+	client  kubeclient.Interface
 	dyn     dynamic.Interface
-	secrets informers.SharedInformerFactory
+	secrets *kubeclient.Informer
 
 	mu        sync.Mutex
 	factories []informerFactory
@@ -108,8 +108,9 @@ type kubeAPI struct {
 	stop <-chan struct{}
 }
 
-// informerFactory is what kubeAPI starts and stops of client-go's and the
-// dynamic client's informer factories.
+// informerFactory is what kubeAPI starts and stops of the dynamic
+// client's informer factories and of the Secrets informer
+// (kubeclient.Informer).
 type informerFactory interface {
 	Start(stopCh <-chan struct{})
 	Shutdown()
@@ -123,7 +124,7 @@ func (k *kubeAPI) init() error {
 		if k.rest, k.err = kubeConfig(k.cfg.Secrets); k.err != nil {
 			return
 		}
-		if k.client, k.err = kubernetes.NewForConfig(k.rest); k.err != nil {
+		if k.client, k.err = kubeclient.NewForConfig(k.rest); k.err != nil {
 			k.err = fmt.Errorf("kubernetes client: %w", k.err)
 			return
 		}
@@ -131,13 +132,13 @@ func (k *kubeAPI) init() error {
 			k.err = fmt.Errorf("kubernetes dynamic client: %w", k.err)
 			return
 		}
-		k.secrets = clustersecret.NewInformerFactory(k.client, k.cfg.Secrets.Namespace)
+		k.secrets = clustersecret.NewInformer(k.client, k.cfg.Secrets.Namespace)
 		k.add(k.secrets)
 	})
 	return k.err
 }
 
-// add registers an informer factory to start with the others.
+// add registers an informer factory (or informer) to start with the others.
 func (k *kubeAPI) add(f informerFactory) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -198,7 +199,7 @@ func newReconciler(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Log
 		rc.Installation = install
 	}
 	rec, err := clustersecret.New(rc, client, p.inv, logger, reg,
-		clustersecret.WithInformer(kube.secrets.Core().V1().Secrets().Informer()))
+		clustersecret.WithInformer(kube.secrets))
 	if err != nil {
 		return nil, nil, fmt.Errorf("secrets: %w", err)
 	}

@@ -49,8 +49,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -118,7 +119,7 @@ const defaultSyncTimeout = 30 * time.Second
 type Trigger struct {
 	cfg     Config
 	dyn     dynamic.Interface
-	kube    kubernetes.Interface
+	kube    kubeclient.Interface
 	caches  Caches
 	owned   labels.Selector // SecretsSelector
 	inv     Inventory
@@ -136,7 +137,7 @@ type Trigger struct {
 
 // New returns a trigger that patches through dyn and reads caches. kube is
 // needed only for RunLeading; it may be nil otherwise.
-func New(cfg Config, dyn dynamic.Interface, kube kubernetes.Interface, caches Caches, inv Inventory, logger *slog.Logger, reg prometheus.Registerer) (*Trigger, error) {
+func New(cfg Config, dyn dynamic.Interface, kube kubeclient.Interface, caches Caches, inv Inventory, logger *slog.Logger, reg prometheus.Registerer) (*Trigger, error) {
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = 10 * time.Second
 	}

@@ -27,23 +27,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 )
 
-// NewInformerFactory returns the shared informer factory of the cluster
-// Secrets of namespace: its Secrets informer lists and watches only the
-// Secrets labelled argocd.argoproj.io/secret-type=cluster there, kept as Records by
+// NewInformer returns the shared informer of the cluster Secrets of
+// namespace: it lists and watches only the Secrets labelled
+// argocd.argoproj.io/secret-type=cluster there, kept as Records by
 // CacheTransform. The reconciler (WithInformer) and the ApplicationSet
 // refresh trigger read that one cache. There is no periodic resync of the
 // informer: the reconciler's own Resync compares the cache with what it
 // wants, and the informer lists again whenever its watch expires.
-func NewInformerFactory(client kubernetes.Interface, namespace string) informers.SharedInformerFactory {
-	return informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = clusterSecrets.String() }),
-		informers.WithTransform(CacheTransform))
+func NewInformer(client kubeclient.Interface, namespace string) *kubeclient.Informer {
+	return kubeclient.NewInformer(client.CoreV1().Secrets(namespace), &corev1.Secret{},
+		func(o *metav1.ListOptions) { o.LabelSelector = clusterSecrets.String() }, CacheTransform)
 }
 
 // Option configures a Reconciler beyond its Config.

@@ -20,7 +20,7 @@ import (
 )
 
 // informerFor starts the service's shared informer of the cluster Secrets
-// of ns (NewInformerFactory) through client, waits for its sync, and stops
+// of ns (NewInformer) through client, waits for its sync, and stops
 // it when the test ends.
 func informerFor(t testing.TB, client kubernetes.Interface, ns string) cache.SharedIndexInformer {
 	t.Helper()
@@ -32,11 +32,10 @@ func informerFor(t testing.TB, client kubernetes.Interface, ns string) cache.Sha
 // early, leaving its cache as it is.
 func startInformer(t testing.TB, client kubernetes.Interface, ns string) (cache.SharedIndexInformer, func()) {
 	t.Helper()
-	f := NewInformerFactory(client, ns)
-	inf := f.Core().V1().Secrets().Informer()
+	inf := NewInformer(client, ns)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.Start(ctx.Done())
-	stop := func() { cancel(); f.Shutdown() }
+	inf.Start(ctx.Done())
+	stop := func() { cancel(); inf.Shutdown() }
 	t.Cleanup(stop)
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), inf.HasSynced), "the cache of cluster Secrets syncs")
 	return inf, stop
@@ -271,7 +270,7 @@ func TestCacheThatLagsOurWrites(t *testing.T) {
 func TestUnsyncedCacheWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "a")
-	inf := NewInformerFactory(e.client, e.ns).Core().V1().Secrets().Informer() // never started
+	inf := NewInformer(e.client, e.ns) // never started
 	r, err := New(defaulted(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}}), e.client, f.inv, nil, nil, WithInformer(inf))
 	require.NoError(t, err)
 	_, err = r.Pass(context.Background())

@@ -179,7 +179,7 @@ func testConfig(e *env, mut ...func(*Config)) Config {
 }
 
 // newReconciler is a reconciler reading the service's cache of cluster
-// Secrets (NewInformerFactory), synced.
+// Secrets (NewInformer), synced.
 func newReconciler(t testing.TB, e *env, f *fleet, mut ...func(*Config)) *Reconciler {
 	t.Helper()
 	r, err := New(testConfig(e, mut...), e.client, f.inv, nil, nil, WithInformer(informerFor(t, e.client, e.ns)))

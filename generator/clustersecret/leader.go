@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
@@ -15,7 +15,7 @@ import (
 // Lease cancels their context at once, so no new write starts; the
 // process then campaigns again. It returns when ctx ends, releasing the
 // Lease.
-func (r *Reconciler) RunLeading(ctx context.Context, client kubernetes.Interface, le lease.Config, also ...func(context.Context)) error {
+func (r *Reconciler) RunLeading(ctx context.Context, client kubeclient.Interface, le lease.Config, also ...func(context.Context)) error {
 	le.Namespace, le.Observe = r.cfg.Namespace, r.setLeaseError
 	return lease.RunLeading(ctx, client.CoordinationV1(), le, func(leading bool) {
 		if leading {

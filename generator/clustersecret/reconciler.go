@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -106,7 +107,7 @@ type secretsClient interface {
 // New returns a reconciler writing in cfg.Namespace through client. Without
 // WithInformer it lists the cluster Secrets on every pass (for tools and
 // tests that make single passes).
-func New(cfg Config, client kubernetes.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Reconciler, error) {
+func New(cfg Config, client kubeclient.Interface, inv Inventory, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Reconciler, error) {
 	if errs := cfg.Validate(nil); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}

@@ -5,7 +5,8 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 )
 
 // OwnedSelector is the label selector of the cluster Secrets that the
@@ -20,7 +21,7 @@ func OwnedSelector(ownerID string) string {
 // inventory's Options.Seed: a version without a ledger left nothing else.
 // It reads the Secrets' metadata from the API at each call (only while the
 // ledger holds no listing of the source) and never their data.
-func ServedBefore(client kubernetes.Interface, namespace, ownerID string) func(ctx context.Context, source string) ([]string, error) {
+func ServedBefore(client kubeclient.Interface, namespace, ownerID string) func(ctx context.Context, source string) ([]string, error) {
 	return func(ctx context.Context, source string) ([]string, error) {
 		var ids []string
 		opts := metav1.ListOptions{LabelSelector: OwnedSelector(ownerID) + "," + LabelSource + "=" + source, Limit: 500}

@@ -21,8 +21,9 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -40,7 +41,7 @@ type Lister struct {
 	pageSize  int64
 
 	once   sync.Once
-	client kubernetes.Interface
+	client kubeclient.Interface
 	err    error
 }
 
@@ -52,13 +53,13 @@ func New(config func() (*rest.Config, error), namespace string) *Lister {
 	return &Lister{namespace: namespace, config: config, pageSize: 500}
 }
 
-func (l *Lister) clientset() (kubernetes.Interface, error) {
+func (l *Lister) clientset() (kubeclient.Interface, error) {
 	l.once.Do(func() {
 		var c *rest.Config
 		if c, l.err = l.config(); l.err != nil {
 			return
 		}
-		l.client, l.err = kubernetes.NewForConfig(c)
+		l.client, l.err = kubeclient.NewForConfig(c)
 	})
 	return l.client, l.err
 }

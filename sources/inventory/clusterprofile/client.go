@@ -9,11 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 )
 
 // The ledger's clients.
@@ -34,7 +35,7 @@ func New(cfg *rest.Config, opts Options) (*Ledger, error) {
 	}
 	l := &Ledger{opts: opts, now: time.Now}
 	var err error
-	if l.core, err = kubernetes.NewForConfig(c); err != nil {
+	if l.core, err = kubeclient.NewForConfig(c); err != nil {
 		return nil, fmt.Errorf("clusterprofile ledger: %w", err)
 	}
 	if l.dyn, err = dynamic.NewForConfig(c); err != nil {

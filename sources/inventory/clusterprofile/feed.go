@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -62,16 +62,15 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 	profiles := meta.ForResource(Resource).Informer()
 	_ = profiles.SetTransform(l.compact)
 	_, _ = profiles.AddEventHandler(handler)
-	core := informers.NewSharedInformerFactoryWithOptions(l.core, 0, informers.WithNamespace(l.opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	cms := kubeclient.NewInformer(l.core.CoreV1().ConfigMaps(l.opts.Namespace), &corev1.ConfigMap{},
+		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.opts.ConfigMap).String()
-		}))
-	cms := core.Core().V1().ConfigMaps().Informer()
+		}, nil)
 	_, _ = cms.AddEventHandler(handler)
 	meta.Start(ctx.Done())
-	core.Start(ctx.Done())
+	cms.Start(ctx.Done())
 	defer meta.Shutdown()
-	defer core.Shutdown()
+	defer cms.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), profiles.HasSynced, cms.HasSynced) {
 		return
 	}
