@@ -131,7 +131,7 @@ lint-ci: lint-tool
 	cd bin/.build/argocd && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./cmd/check/ ./cmd/k8sauth/
 
 ## lint-selftest: prove the depguard rules still bite (sources/ importing generator/, a provider
-## importing another): .ci/lint-selftest writes each forbidden import, expects the rule, removes it
+## importing another, the service linking client-go's whole clientset): .ci/lint-selftest writes each forbidden import, expects the rule, removes it
 lint-selftest: lint-tool
 	GOLANGCI_LINT=$(GOLANGCI_LINT) bash .ci/lint-selftest
 
