@@ -73,7 +73,8 @@ func NewForConfig(c *rest.Config) (Interface, error) {
 
 // Informer is a shared informer that starts and shuts down as an informer
 // factory of client-go does: Start runs it, once, until stop closes;
-// Shutdown waits for it to have stopped.
+// Shutdown waits for it to have stopped. An Informer made around any
+// shared informer (&Informer{SharedIndexInformer: inf}) is ready to use.
 type Informer struct {
 	cache.SharedIndexInformer
 	once sync.Once

@@ -57,9 +57,10 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(any) { poke() },
 	}
-	meta := metadatainformer.NewFilteredSharedInformerFactory(l.meta, 0, l.opts.Namespace,
-		func(o *metav1.ListOptions) { o.LabelSelector = l.selector() })
-	profiles := meta.ForResource(Resource).Informer()
+	// no index: the book is built from the whole store (a factory's
+	// informer indexes every key by namespace, 10,000 keys in one set)
+	profiles := &kubeclient.Informer{SharedIndexInformer: metadatainformer.NewFilteredMetadataInformer(l.meta, Resource,
+		l.opts.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = l.selector() }).Informer()}
 	_ = profiles.SetTransform(l.compact)
 	_, _ = profiles.AddEventHandler(handler)
 	cms := kubeclient.NewInformer(l.core.CoreV1().ConfigMaps(l.opts.Namespace), &corev1.ConfigMap{},
@@ -67,9 +68,9 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.opts.ConfigMap).String()
 		}, nil)
 	_, _ = cms.AddEventHandler(handler)
-	meta.Start(ctx.Done())
+	profiles.Start(ctx.Done())
 	cms.Start(ctx.Done())
-	defer meta.Shutdown()
+	defer profiles.Shutdown()
 	defer cms.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), profiles.HasSynced, cms.HasSynced) {
 		return
