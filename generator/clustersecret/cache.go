@@ -40,7 +40,12 @@ import (
 // informer: the reconciler's own Resync compares the cache with what it
 // wants, and the informer lists again whenever its watch expires.
 func NewInformer(client kubeclient.Interface, namespace string) *kubeclient.Informer {
-	return kubeclient.NewInformer(client.CoreV1().Secrets(namespace), &corev1.Secret{},
+	return newInformer(client.CoreV1().Secrets(namespace))
+}
+
+// newInformer is NewInformer on what c lists and watches.
+func newInformer(c kubeclient.Lister[*corev1.SecretList]) *kubeclient.Informer {
+	return kubeclient.NewInformer(c, &corev1.Secret{},
 		func(o *metav1.ListOptions) { o.LabelSelector = clusterSecrets.String() }, CacheTransform)
 }
 
@@ -122,18 +127,24 @@ type informerSource struct {
 
 func (s *informerSource) synced() bool { return s.inf.HasSynced() }
 
-// list returns the Records of the cache; an informer without
-// CacheTransform holds Secrets, which are read as Secrets from the API.
+// list returns the Records of the cache in the reconciler's namespace (the
+// store is read whole: NewInformer's informer has no index, and watches
+// that namespace only); an informer without CacheTransform holds Secrets,
+// which are read as Secrets from the API.
 func (s *informerSource) list(context.Context) ([]*Record, string, error) {
 	rv := s.observed.get() // first: the cache is at least as new as rv then
 	var out []*Record
 	var bad any
-	err := cache.ListAllByNamespace(s.inf.GetIndexer(), s.namespace, clusterSecrets, func(obj any) {
+	err := cache.ListAll(s.inf.GetStore(), clusterSecrets, func(obj any) {
 		switch o := obj.(type) {
 		case *Record:
-			out = append(out, o)
+			if o.Namespace == s.namespace {
+				out = append(out, o)
+			}
 		case *corev1.Secret:
-			out = append(out, recordOf(o, true))
+			if o.Namespace == s.namespace {
+				out = append(out, recordOf(o, true))
+			}
 		default:
 			bad = obj
 		}

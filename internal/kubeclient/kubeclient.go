@@ -103,9 +103,12 @@ type Lister[L runtime.Object] interface {
 
 // NewInformer returns the informer of the objects of example's type that
 // c lists and watches, with tweak applied to the list options (nil: none)
-// and transform to each object before it is stored (nil: none), and no
-// periodic resync: what client-go's informer factory makes of the same
-// options.
+// and transform to each object before it is stored (nil: none), no
+// periodic resync and no index: what client-go's informer factory makes of
+// the same options, without the namespace index it adds (one key per object
+// in a set per namespace; an informer of one namespace is read whole). It
+// streams its lists as the factory's do, unless c says it cannot
+// (IsWatchListSemanticsUnSupported, as client-go's fakes do).
 func NewInformer[L runtime.Object](c Lister[L], example runtime.Object, tweak func(*metav1.ListOptions), transform cache.TransformFunc) *Informer {
 	opts := func(o metav1.ListOptions) metav1.ListOptions {
 		if tweak != nil {
@@ -121,7 +124,7 @@ func NewInformer[L runtime.Object](c Lister[L], example runtime.Object, tweak fu
 			return c.Watch(ctx, opts(o))
 		},
 	}
-	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, c), example, 0, cache.Indexers{})
 	if transform != nil {
 		_ = inf.SetTransform(transform) // not started: cannot fail
 	}
