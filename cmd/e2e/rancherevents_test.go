@@ -168,8 +168,32 @@ func (sc *eventsScenario) removed(t *testing.T) {
 }
 
 // burst makes eventsBurst changes of evAlpha within eventsBurstSpan and
-// counts the listings until none begins for eventsQuiet.
+// counts the listings until none begins for eventsQuiet. A burst the
+// machine could not make within the span (the e2e suites run side by side
+// on two cores) proves nothing about it, either way: it is made once more,
+// and the step fails if that one overruns too.
 func (sc *eventsScenario) burst(t *testing.T) {
+	for attempt := 1; ; attempt++ {
+		span, listings := sc.burstOnce(t)
+		if span > eventsBurstSpan+500*time.Millisecond {
+			if attempt < 2 {
+				t.Logf("the burst took %s, well over %s: the machine was too slow for it to prove anything; once more", span, eventsBurstSpan)
+				continue
+			}
+			t.Errorf("the burst took %s, well over %s, twice: the machine was too slow for this step to prove anything", span, eventsBurstSpan)
+		} else if listings < 1 || listings > 2 {
+			t.Errorf("%d listings for a burst of %d changes, want 1 or 2", listings, eventsBurst)
+		}
+		break
+	}
+	if err := sc.fleetIs(sc.served); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// burstOnce makes one burst and returns how long it took to make and the
+// listings it caused.
+func (sc *eventsScenario) burstOnce(t *testing.T) (span time.Duration, listings int) {
 	ev := sc.ev
 	r0, err := ev.Metric("argocd_cluster_discovery_rancher_events_received_total", `{name="change",source="`+EventsSource+`"}`)
 	if err != nil {
@@ -188,23 +212,15 @@ func (sc *eventsScenario) burst(t *testing.T) {
 		ev.Rancher.Change([]fakerancher.Cluster{c})
 		last = time.Now()
 	}
-	span := last.Sub(start)
+	span = last.Sub(start)
 	sc.quiet(t)
-	listings := ev.Rancher.Served() - n0
+	listings = ev.Rancher.Served() - n0
 	r1, err := ev.Metric("argocd_cluster_discovery_rancher_events_received_total", `{name="change",source="`+EventsSource+`"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d changes of %s in %.2f s: %d listing(s); the service received %g change events", eventsBurst, evAlpha.Name, span.Seconds(), listings, r1-r0)
-	if span > eventsBurstSpan+500*time.Millisecond {
-		t.Errorf("the burst took %s, well over %s: the machine was too slow for this step to prove anything", span, eventsBurstSpan)
-	}
-	if listings < 1 || listings > 2 {
-		t.Errorf("%d listings for a burst of %d changes, want 1 or 2", listings, eventsBurst)
-	}
-	if err := sc.fleetIs(sc.served); err != nil {
-		t.Fatal(err)
-	}
+	return span, listings
 }
 
 // steady waits eventsSteady with no change: no listing, no reconnect, the
