@@ -108,7 +108,8 @@ type Lister[L runtime.Object] interface {
 // the same options, without the namespace index it adds (one key per object
 // in a set per namespace; an informer of one namespace is read whole). It
 // streams its lists as the factory's do, unless c says it cannot
-// (IsWatchListSemanticsUnSupported, as client-go's fakes do).
+// (IsWatchListSemanticsUnSupported; client-go's fake Clientset says so,
+// the typed clients it hands out do not).
 func NewInformer[L runtime.Object](c Lister[L], example runtime.Object, tweak func(*metav1.ListOptions), transform cache.TransformFunc) *Informer {
 	opts := func(o metav1.ListOptions) metav1.ListOptions {
 		if tweak != nil {
