@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
-
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 

@@ -18,11 +18,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
-
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/agentsecrets"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/tokenbindings"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
-
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
-
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 

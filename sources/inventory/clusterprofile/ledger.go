@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
-
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
