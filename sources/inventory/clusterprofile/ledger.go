@@ -346,6 +346,9 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 		return nil, nil, err
 	}
 	d.name = name
+	// known before the write is sent: the feed may see the object first, and
+	// decodes a record it cannot find (3 MiB at a cold start of 10,000)
+	l.written.put(d.id, d.record, *r)
 	var created *stored
 	if s == nil {
 		// create, never apply, an object we do not know: a name taken by
@@ -363,17 +366,18 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 			// and apply what it should hold
 			created = &stored{name: name}
 		default:
+			l.written.forget(d.id)
 			return nil, nil, fmt.Errorf("create clusterprofile %s: %w", name, err)
 		}
 		s = created
 	}
 	if s.meta != sha256.Sum256(d.meta) {
 		if err := l.apply(ctx, name, "", d.meta); err != nil {
+			l.written.forget(d.id) // the object holds the record before d's, or d's: decoded either way
 			return nil, nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
 		}
 		s.meta = sha256.Sum256(d.meta)
 	}
-	l.written.put(d.id, d.record, *r)
 	return d, created, nil
 }
 

@@ -1,8 +1,17 @@
 package clusterprofile
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
 	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -10,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -150,4 +160,77 @@ func (c *cluster) profile(t *testing.T, name string) metav1.Object {
 	obj, err := c.adminDy.Resource(Resource).Namespace(c.ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return obj
+}
+
+// recordsSent checks, as each create or metadata apply of a ClusterProfile
+// is sent, that the ledger already knows the record it carries, and fails
+// the create of the object named fail.
+type recordsSent struct {
+	rt     http.RoundTripper
+	ledger atomic.Pointer[Ledger]
+	fail   string
+
+	mu              sync.Mutex
+	sent, unknown   int
+	failed, applied []string
+}
+
+func (s *recordsSent) RoundTrip(r *http.Request) (*http.Response, error) {
+	l := s.ledger.Load()
+	if l == nil || r.Body == nil || (r.Method != http.MethodPost && r.Method != http.MethodPatch) ||
+		!strings.Contains(r.URL.Path, "/"+Resource.Resource) || strings.HasSuffix(r.URL.Path, "/status") {
+		return s.rt.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var obj metav1.PartialObjectMetadata
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, err
+	}
+	raw, ok := obj.Annotations[AnnotationRecord]
+	_, known := l.written.get(sha256.Sum256([]byte(raw)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ok {
+		s.sent++
+		if !known {
+			s.unknown++
+		}
+	}
+	if r.Method == http.MethodPost && obj.Name == s.fail {
+		s.failed = append(s.failed, obj.Name)
+		return nil, errors.New("connection reset")
+	}
+	s.applied = append(s.applied, obj.Name)
+	return s.rt.RoundTrip(r)
+}
+
+func TestLeaderKnowsWhatItWritesBeforeSendingIt(t *testing.T) {
+	c := newCluster(t)
+	cfg := rest.CopyConfig(c.cfg)
+	sent := &recordsSent{}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		sent.rt = c.cfg.WrapTransport(rt)
+		return sent
+	}
+	l, err := New(cfg, Options{Namespace: c.ns, OwnerID: "owner-1"})
+	require.NoError(t, err)
+	sent.ledger.Store(l)
+
+	fleet := ledgertest.Fleet(3)
+	sent.fail = objectName("owner-1", &fleet.Clusters[2])
+	require.Error(t, l.Save(context.Background(), fleet), "one create failed")
+	sent.mu.Lock()
+	assert.Equal(t, []string{sent.fail}, sent.failed)
+	assert.Equal(t, len(fleet.Clusters), sent.sent, "every create carries its record")
+	assert.Zero(t, sent.unknown, "a record the feed may see before the write returns is known when the write is sent")
+	sent.mu.Unlock()
+
+	failed := fleet.Clusters[2]
+	_, known := l.written.byID[identity(failed.Source, failed.ID)]
+	assert.False(t, known, "the record of a failed create is forgotten")
+	assert.Len(t, l.written.bySum, len(fleet.Clusters)-1, "what the objects that exist hold")
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // written is the record each of this process's objects holds, as it
-// wrote or loaded it, by the digest of its record annotation: the feed's
+// loaded it or is writing it (put before the write is sent, forgotten if
+// it fails), by the digest of its record annotation: the feed's
 // informer takes a record it reads back from here instead of decoding a
 // second copy of it (at 10,000 clusters ~30 MiB on the leader). The
 // records held here are never modified once put, nor their renderings
@@ -35,7 +36,8 @@ func (w *written) put(id string, sum [sha256.Size]byte, r inventory.Record) {
 	w.byID[id], w.bySum[sum] = sum, &r
 }
 
-// forget drops the record of identity id: its object is deleted.
+// forget drops the record of identity id: its object is deleted, or a
+// write of it failed.
 func (w *written) forget(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
