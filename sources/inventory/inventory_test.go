@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -204,11 +207,12 @@ func TestNamelessClusterFailsTheListing(t *testing.T) {
 }
 
 // TestUnchangedListingReleasesThePrevious checks that after a listing that
-// changes nothing, the snapshot points into that listing, as the lifecycle
-// does, and no longer into the previous one: otherwise both would stay in
-// memory for as long as nothing changes.
+// changes nothing, the inventory holds the renderings it held (the same
+// objects, not copies) and nothing of the new listing, and that a changed
+// cluster gets a rendering of its own: no record points into a listing,
+// which would keep the whole listing in memory.
 func TestUnchangedListingReleasesThePrevious(t *testing.T) {
-	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a"), cluster("b")}}}}
 	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
 	require.NoError(t, err)
 	require.NoError(t, inv.RefreshAll(context.Background()))
@@ -216,9 +220,75 @@ func TestUnchangedListingReleasesThePrevious(t *testing.T) {
 	require.NoError(t, inv.RefreshAll(context.Background()))
 	second := inv.Snapshot()
 	assert.Equal(t, first.Version, second.Version)
-	assert.Equal(t, *first.Clusters[0], *second.Clusters[0])
-	assert.NotSame(t, first.Clusters[0], second.Clusters[0], "the snapshot points into the latest listing")
+	assert.Same(t, first.Clusters[0], second.Clusters[0], "an unchanged cluster keeps its rendering")
 	assert.Same(t, inv.states[0].life.served[0], second.Clusters[0])
+
+	changed := cluster("b")
+	changed.Labels = map[string]string{"env": "dev"}
+	src.mu.Lock()
+	src.steps = []step{{clusters: []sources.Cluster{cluster("a"), changed}}}
+	src.mu.Unlock()
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	third := inv.Snapshot()
+	assert.Same(t, first.Clusters[0], third.Clusters[0])
+	assert.Equal(t, map[string]string{"env": "dev"}, third.Clusters[1].Labels)
+	assert.NotSame(t, first.Clusters[1], third.Clusters[1], "a changed cluster gets a rendering of its own")
+}
+
+// generated is a Source whose every listing is a new slice made by gen
+// (the number of listings before it): nothing but the inventory holds a
+// listing once it is returned.
+type generated struct {
+	mu    sync.Mutex
+	calls int
+	gen   func(call int) []sources.Cluster
+}
+
+func (g *generated) Clusters(context.Context) ([]sources.Cluster, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls++
+	return g.gen(g.calls - 1), nil
+}
+
+// TestRecordsDoNotKeepListings checks that what the inventory holds never
+// keeps a listing alive. Here, from each listing on, one more cluster
+// cannot be rendered and keeps its last good rendering: were that
+// rendering a pointer into the listing it came from, the inventory would
+// hold every one of those listings (5,000 clusters: ~1.8 MiB each).
+func TestRecordsDoNotKeepListings(t *testing.T) {
+	const n, listings = 5000, 10
+	src := &generated{gen: func(call int) []sources.Cluster {
+		out := make([]sources.Cluster, n)
+		for i := range out {
+			out[i] = cluster(fmt.Sprintf("c-%05d", i))
+			if i < call {
+				out[i].Ready, out[i].NotReadyReason = false, "cacerts cannot be read"
+			}
+		}
+		return out
+	}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{})
+	require.NoError(t, err)
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	before := heap()
+	for range listings - 1 {
+		require.NoError(t, inv.RefreshAll(context.Background()))
+	}
+	after := heap()
+	snap := inv.Snapshot()
+	require.Len(t, snap.Clusters, n, "every cluster served")
+	assert.Len(t, snap.Kept, listings-1, "a cluster that cannot be rendered keeps its last good rendering")
+	listing := uint64(n) * uint64(unsafe.Sizeof(sources.Cluster{}))
+	assert.Less(t, int64(after)-int64(before), int64(2*listing),
+		"after %d listings the heap grew by %d bytes; one listing is %d", listings, int64(after)-int64(before), listing)
 }
 
 // TestListingSharedNotCopied checks the sources.Source contract: the
@@ -241,9 +311,9 @@ func TestListingSharedNotCopied(t *testing.T) {
 		"labels are shared with the source, not copied")
 }
 
-// TestSnapshotsShareListings checks that a snapshot points into the
-// sources' listings: a listing of one source does not copy the clusters of
-// the others into the next snapshot.
+// TestSnapshotsShareListings checks that a snapshot shares the renderings
+// the inventory holds: a listing of one source copies neither the clusters
+// of the others into the next snapshot nor its own unchanged ones.
 func TestSnapshotsShareListings(t *testing.T) {
 	s1 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
 	s2 := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("b")}}, {clusters: []sources.Cluster{cluster("b"), cluster("c")}}}}
@@ -256,8 +326,7 @@ func TestSnapshotsShareListings(t *testing.T) {
 	require.Equal(t, []string{"a", "b"}, names(before))
 	require.Equal(t, []string{"a", "b", "c"}, names(after))
 	assert.Same(t, before.Clusters[0], after.Clusters[0], "s1's cluster is shared, not copied")
-	assert.NotSame(t, before.Clusters[1], after.Clusters[1], "s2 listed again")
-	assert.Equal(t, *before.Clusters[1], *after.Clusters[1])
+	assert.Same(t, before.Clusters[1], after.Clusters[1], "s2 listed b again, unchanged")
 }
 
 func TestNewRejectsBadSpecs(t *testing.T) {

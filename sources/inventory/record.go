@@ -72,10 +72,10 @@ func (inv *Inventory) publish(now time.Time) (prev, next *Snapshot, changed bool
 		next.Version = prev.Version + 1
 		inv.metrics.observeSnapshot(next)
 	}
-	// Stored even unchanged, under the same version: prev points into the
-	// listings it was merged from, and keeping it would keep a listing the
-	// lifecycle has replaced (~2 MiB per 5,000 clusters) for as long as
-	// nothing changes.
+	// Stored even unchanged, under the same version: prev holds the
+	// renderings the records held when it was merged, and keeping it would
+	// keep those the records have replaced since for as long as nothing
+	// changes.
 	inv.snap.Store(next)
 	return prev, next, changed
 }

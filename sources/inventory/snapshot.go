@@ -95,8 +95,8 @@ type Snapshot struct {
 	// Clusters are the served clusters, sorted by name: every cluster in
 	// phase ready, degraded, leaving or absent whose departure is not yet
 	// confirmed, each with its latest good rendering; name conflicts and
-	// duplicates left out. They point into the sources' listings, shared by
-	// the snapshots made from them.
+	// duplicates left out. They are the renderings the lifecycle's records
+	// hold, shared by the snapshots made from them, never copies.
 	Clusters []*sources.Cluster
 	// Unserved lists clusters listed but not served, sorted by name.
 	Unserved []Unserved
