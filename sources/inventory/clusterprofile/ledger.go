@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -61,6 +59,9 @@ type stored struct {
 	// that remembering 10,000 objects costs 640 KB, not their JSON.
 	meta   [sha256.Size]byte
 	status [sha256.Size]byte
+	// record is the digest of its record annotation (zero: unknown), the
+	// key of its record in written
+	record [sha256.Size]byte
 	marks  *marks // of the conditions written last; nil: none
 }
 
@@ -84,8 +85,10 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 		}
 		internRecord(in, &r) // a new leader's records share what they have in common
 		b.Clusters = append(b.Clusters, r)
-		known[identity(r.Source, r.ID)] = l.storedOf(obj, &r)
-		l.written.put(identity(r.Source, r.ID), sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord])), r)
+		s := l.storedOf(obj, &r)
+		s.record = sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord]))
+		known[identity(r.Source, r.ID)] = s
+		l.written.put([sha256.Size]byte{}, s.record, r)
 	}
 	srcs, raw, err := l.loadSources(ctx)
 	if err != nil {
@@ -138,45 +141,6 @@ func metaMatches(obj, want *unstructured.Unstructured) bool {
 		}
 	}
 	return reflect.DeepEqual(obj.Object["spec"], want.Object["spec"])
-}
-
-func (l *Ledger) loadSources(ctx context.Context) ([]inventory.SourceRecord, []byte, error) {
-	cm, err := l.core.CoreV1().ConfigMaps(l.opts.Namespace).Get(ctx, l.opts.ConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return []inventory.SourceRecord{}, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("get configmap %s: %w", l.opts.ConfigMap, err)
-	}
-	if cm.Labels[LabelOwner] != l.opts.OwnerID {
-		return nil, nil, fmt.Errorf("configmap %s is not ours (label %s is %q, not %q)", l.opts.ConfigMap, LabelOwner, cm.Labels[LabelOwner], l.opts.OwnerID)
-	}
-	srcs, err := decodeSources(cm)
-	if err != nil {
-		return nil, nil, err
-	}
-	return srcs, []byte(cm.Data[SourcesKey] + "\n" + cm.Data[CountsKey]), nil
-}
-
-// countsOf counts the records of each source.
-func countsOf(records []inventory.Record) map[string]int {
-	out := map[string]int{}
-	for i := range records {
-		out[records[i].Source]++
-	}
-	return out
-}
-
-func decodeSources(cm *corev1.ConfigMap) ([]inventory.SourceRecord, error) {
-	srcs := []inventory.SourceRecord{}
-	raw, ok := cm.Data[SourcesKey]
-	if !ok {
-		return srcs, nil
-	}
-	if err := json.Unmarshal([]byte(raw), &srcs); err != nil {
-		return nil, fmt.Errorf("configmap %s: decode %s: %w", cm.Name, SourcesKey, err)
-	}
-	return srcs, nil
 }
 
 // Writers is how many writes a save has in flight. A cold start writes two
@@ -287,8 +251,8 @@ func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool) []error
 	})
 	for i, id := range gone {
 		if deleted[i] {
+			l.written.forget(l.known[id].record)
 			delete(l.known, id)
-			l.written.forget(id)
 		}
 	}
 	return errs
@@ -348,7 +312,11 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 	d.name = name
 	// known before the write is sent: the feed may see the object first, and
 	// decodes a record it cannot find (3 MiB at a cold start of 10,000)
-	l.written.put(d.id, d.record, *r)
+	var old [sha256.Size]byte
+	if s != nil {
+		old = s.record
+	}
+	l.written.put(old, d.record, *r)
 	var created *stored
 	if s == nil {
 		// create, never apply, an object we do not know: a name taken by
@@ -366,18 +334,20 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 			// and apply what it should hold
 			created = &stored{name: name}
 		default:
-			l.written.forget(d.id)
+			l.written.forget(d.record)
 			return nil, nil, fmt.Errorf("create clusterprofile %s: %w", name, err)
 		}
 		s = created
 	}
 	if s.meta != sha256.Sum256(d.meta) {
 		if err := l.apply(ctx, name, "", d.meta); err != nil {
-			l.written.forget(d.id) // the object holds the record before d's, or d's: decoded either way
+			l.written.forget(d.record) // the object holds the record before d's, or d's: decoded either way
+			s.record = [sha256.Size]byte{}
 			return nil, nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
 		}
 		s.meta = sha256.Sum256(d.meta)
 	}
+	s.record = d.record
 	return d, created, nil
 }
 
@@ -396,53 +366,6 @@ func (l *Ledger) putStatus(ctx context.Context, s *stored, d *desired) error {
 	s.status = sha256.Sum256(d.status)
 	m := d.marks // a copy: s must not keep d's JSON
 	s.marks = &m
-	return nil
-}
-
-// saveSources writes the source records and the count of each source's
-// records, when either changed.
-func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord, counts map[string]int) error {
-	rawSources, err := json.Marshal(srcs)
-	if err != nil {
-		return fmt.Errorf("encode source records: %w", err)
-	}
-	rawCounts, err := json.Marshal(counts) // keys sorted: the same counts encode the same
-	if err != nil {
-		return fmt.Errorf("encode record counts: %w", err)
-	}
-	raw := []byte(string(rawSources) + "\n" + string(rawCounts))
-	if string(raw) == string(l.sources) {
-		return nil
-	}
-	if err := lease.Check(ctx); err != nil {
-		return err
-	}
-	cms := l.core.CoreV1().ConfigMaps(l.opts.Namespace)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.opts.ConfigMap, Namespace: l.opts.Namespace,
-		Labels: map[string]string{LabelManager: Manager, LabelOwner: l.opts.OwnerID}},
-		Data: map[string]string{SourcesKey: string(rawSources), CountsKey: string(rawCounts)}}
-	if l.sources == nil {
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: Manager})
-	}
-	// not created by us (a create that timed out, or another term's):
-	// patched if ours
-	if l.sources != nil || apierrors.IsAlreadyExists(err) {
-		var cur *corev1.ConfigMap
-		cur, err = cms.Get(ctx, l.opts.ConfigMap, metav1.GetOptions{})
-		if err == nil {
-			if cur.Labels[LabelOwner] != l.opts.OwnerID {
-				return fmt.Errorf("configmap %s is not ours: not written", l.opts.ConfigMap)
-			}
-			var patch []byte
-			if patch, err = json.Marshal(map[string]any{"data": cm.Data}); err == nil {
-				_, err = cms.Patch(ctx, l.opts.ConfigMap, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Manager})
-			}
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("write configmap %s: %w", l.opts.ConfigMap, err)
-	}
-	l.sources = raw
 	return nil
 }
 

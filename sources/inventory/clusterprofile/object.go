@@ -44,11 +44,11 @@ func displayName(r *inventory.Record) string {
 // the status subresource when it changed). meta and status are their JSON,
 // compared with what was written last.
 type desired struct {
-	id, name string
-	object   *unstructured.Unstructured
-	meta     []byte
-	status   []byte
-	marks    marks // of the status's conditions
+	name   string
+	object *unstructured.Unstructured
+	meta   []byte
+	status []byte
+	marks  marks // of the status's conditions
 	// record is the digest of the record annotation (see written)
 	record [sha256.Size]byte
 }
@@ -87,7 +87,7 @@ func desiredObject(o *Options, name string, r *inventory.Record, prev *marks, no
 	if err != nil {
 		return nil, fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
 	}
-	return &desired{id: identity(r.Source, r.ID), object: obj, meta: meta, status: status, marks: m, record: sha256.Sum256(rec)}, nil
+	return &desired{object: obj, meta: meta, status: status, marks: m, record: sha256.Sum256(rec)}, nil
 }
 
 // annotationsOf is what we declare of the annotations: the record, and,

@@ -128,7 +128,9 @@ func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
 		l.written.mu.RLock()
 		defer l.written.mu.RUnlock()
 		assert.Len(t, l.written.bySum, 2)
-		assert.Len(t, l.written.byID, 2)
+		for id, s := range l.known {
+			assert.Contains(t, l.written.bySum, s.record, "%s: its record is the one its object holds", id)
+		}
 	})
 }
 
@@ -164,11 +166,13 @@ func (c *cluster) profile(t *testing.T, name string) metav1.Object {
 
 // recordsSent checks, as each create or metadata apply of a ClusterProfile
 // is sent, that the ledger already knows the record it carries, and fails
-// the create of the object named fail.
+// the writes it is told to.
 type recordsSent struct {
 	rt     http.RoundTripper
 	ledger atomic.Pointer[Ledger]
-	fail   string
+	// fail fails the create of that object, failApply the apply of that
+	// one's metadata
+	fail, failApply string
 
 	mu              sync.Mutex
 	sent, unknown   int
@@ -200,7 +204,7 @@ func (s *recordsSent) RoundTrip(r *http.Request) (*http.Response, error) {
 			s.unknown++
 		}
 	}
-	if r.Method == http.MethodPost && obj.Name == s.fail {
+	if obj.Name == s.fail || r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/"+s.failApply) {
 		s.failed = append(s.failed, obj.Name)
 		return nil, errors.New("connection reset")
 	}
@@ -230,7 +234,35 @@ func TestLeaderKnowsWhatItWritesBeforeSendingIt(t *testing.T) {
 	sent.mu.Unlock()
 
 	failed := fleet.Clusters[2]
-	_, known := l.written.byID[identity(failed.Source, failed.ID)]
-	assert.False(t, known, "the record of a failed create is forgotten")
+	for _, r := range l.written.bySum {
+		assert.NotEqual(t, failed.ID, r.ID, "the record of a failed create is forgotten")
+	}
 	assert.Len(t, l.written.bySum, len(fleet.Clusters)-1, "what the objects that exist hold")
+
+	// the next save creates it; then a change whose apply fails
+	sent.fail = ""
+	require.NoError(t, l.Save(context.Background(), fleet))
+	changed := ledgertest.Fleet(3)
+	changed.Clusters[1].Missed = 1
+	changed.Clusters[1].MissingSince = time.Now().UTC().Truncate(time.Second)
+	sent.failApply = objectName("owner-1", &changed.Clusters[1])
+	require.Error(t, l.Save(context.Background(), changed), "one apply failed")
+	sent.mu.Lock()
+	assert.Contains(t, sent.failed, sent.failApply)
+	assert.Zero(t, sent.unknown)
+	sent.mu.Unlock()
+	for _, r := range l.written.bySum {
+		assert.NotEqual(t, changed.Clusters[1].ID, r.ID, "neither the record its object holds nor the one that failed is shared")
+	}
+	assert.Len(t, l.written.bySum, len(fleet.Clusters)-1)
+
+	sent.failApply = ""
+	require.NoError(t, l.Save(context.Background(), changed))
+	assert.Len(t, l.written.bySum, len(fleet.Clusters), "one record per object once every write went through")
+	for id, s := range l.known {
+		r, ok := l.written.bySum[s.record]
+		if assert.True(t, ok, id) {
+			assert.Equal(t, id, identity(r.Source, r.ID))
+		}
+	}
 }

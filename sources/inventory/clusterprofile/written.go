@@ -14,37 +14,34 @@ import (
 // second copy of it (at 10,000 clusters ~30 MiB on the leader). The
 // records held here are never modified once put, nor their renderings
 // (see sources.Source), so the feed shares them. A follower writes
-// nothing and decodes every record.
+// nothing and decodes every record. Which digest an object holds is
+// remembered with the object (stored.record), not here.
 type written struct {
 	mu    sync.RWMutex
-	byID  map[string][sha256.Size]byte
 	bySum map[[sha256.Size]byte]*inventory.Record
 }
 
-// put remembers that the object of identity id holds r, whose annotation
-// has digest sum.
-func (w *written) put(id string, sum [sha256.Size]byte, r inventory.Record) {
+// put remembers r, whose annotation has digest sum, in place of the
+// record of digest old that its object held (zero: none known).
+func (w *written) put(old, sum [sha256.Size]byte, r inventory.Record) {
 	r.Acknowledged = false // read from the object, never from the record
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.byID == nil {
-		w.byID, w.bySum = map[string][sha256.Size]byte{}, map[[sha256.Size]byte]*inventory.Record{}
+	if w.bySum == nil {
+		w.bySum = map[[sha256.Size]byte]*inventory.Record{}
 	}
-	if old, ok := w.byID[id]; ok && old != sum {
+	if old != sum {
 		delete(w.bySum, old)
 	}
-	w.byID[id], w.bySum[sum] = sum, &r
+	w.bySum[sum] = &r
 }
 
-// forget drops the record of identity id: its object is deleted, or a
+// forget drops the record of digest sum: its object is deleted, or a
 // write of it failed.
-func (w *written) forget(id string) {
+func (w *written) forget(sum [sha256.Size]byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if sum, ok := w.byID[id]; ok {
-		delete(w.bySum, sum)
-		delete(w.byID, id)
-	}
+	delete(w.bySum, sum)
 }
 
 // get returns the record whose annotation has digest sum, shared: the
