@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
@@ -31,7 +32,7 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 	if err := kube.init(); err != nil {
 		return nil, err
 	}
-	l, err := clusterprofile.New(kube.rest, clusterprofile.Options{Namespace: cfg.EffectiveLedgerNamespace(),
+	l, err := clusterprofile.New(ledgerConfig(kube.rest), clusterprofile.Options{Namespace: cfg.EffectiveLedgerNamespace(),
 		OwnerID: cfg.Secrets.OwnerID, ConfigMap: cfg.Ledger.ConfigMap})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
@@ -43,6 +44,19 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 		p.inv.UseSeed(clustersecret.ServedBefore(kube.client, cfg.Secrets.Namespace, cfg.Secrets.OwnerID))
 	}
 	return releasing(feedWithLogger{l, logger.With("component", "ledger")}), nil
+}
+
+// ledgerConfig is the ledger's client configuration: the Kubernetes
+// client's (secrets.client), with twice its rate limit. A cold start
+// writes two requests to the ledger for each cluster (its ClusterProfile,
+// then its status) where the cluster Secrets take one: at the same rate
+// the ledger's writes alone would take twice as long as the Secrets' (at
+// the defaults, 10,000 clusters could not be in the ledger in less than
+// 100 s however fast the API server).
+func ledgerConfig(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.QPS, c.Burst = 2*c.QPS, 2*c.Burst
+	return c
 }
 
 // releasingFeed hands the memory that following a large book left behind

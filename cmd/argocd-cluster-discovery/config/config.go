@@ -198,6 +198,8 @@ type Secrets struct {
 // account's priority level, so a cold sync queues there rather than
 // starving other controllers. The defaults write 10,000 Secrets in about a
 // minute; client-go's own (5/s, burst 10) would take over half an hour.
+// The ledger's client (ledger.kind kubernetes) has twice this rate: a cold
+// start writes two requests per cluster to it.
 type Client struct {
 	QPS   float32 `json:"qps"`
 	Burst int     `json:"burst"`
