@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
 	"strings"
@@ -112,6 +113,21 @@ func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
 		want.CA = sources.CA{}
 		assert.Equal(t, want, *got.Clusters[1].Rendering, "decoded, without its CA")
 		assert.NotSame(t, edited.Rendering, got.Clusters[1].Rendering, "an edit nobody here wrote is decoded")
+	})
+
+	t.Run("a save of unchanged records keeps the copies the feed shares", func(t *testing.T) {
+		l := c.ledger(t, "owner-1")
+		require.NoError(t, l.Save(ctx, ledgertest.Fleet(3)))
+		l.written.mu.RLock()
+		before := maps.Clone(l.written.bySum)
+		l.written.mu.RUnlock()
+		require.NoError(t, l.Save(ctx, ledgertest.Fleet(3))) // equal records, new copies
+		l.written.mu.RLock()
+		defer l.written.mu.RUnlock()
+		require.Len(t, l.written.bySum, len(before))
+		for sum, r := range l.written.bySum {
+			assert.Same(t, before[sum], r, "%s: one copy of an unchanged record, not one per save", r.ID)
+		}
 	})
 
 	t.Run("what a save replaces or deletes is forgotten", func(t *testing.T) {

@@ -22,9 +22,11 @@ type written struct {
 }
 
 // put remembers r, whose annotation has digest sum, in place of the
-// record of digest old that its object held (zero: none known).
+// record of digest old that its object held (zero: none known). A record
+// of that digest already held is kept: it is the same record (a save puts
+// every record, changed or not), and the feed's objects share it; a copy
+// would hold each record twice once the next save ran.
 func (w *written) put(old, sum [sha256.Size]byte, r inventory.Record) {
-	r.Acknowledged = false // read from the object, never from the record
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.bySum == nil {
@@ -33,7 +35,10 @@ func (w *written) put(old, sum [sha256.Size]byte, r inventory.Record) {
 	if old != sum {
 		delete(w.bySum, old)
 	}
-	w.bySum[sum] = &r
+	if _, ok := w.bySum[sum]; !ok {
+		r.Acknowledged = false // read from the object, never from the record
+		w.bySum[sum] = &r
+	}
 }
 
 // forget drops the record of digest sum: its object is deleted, or a
