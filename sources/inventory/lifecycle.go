@@ -270,9 +270,6 @@ func (l *lifecycle) view() {
 	sort.Slice(l.kept, func(i, j int) bool { return l.kept[i].Name < l.kept[j].Name })
 }
 
-// withPhase returns c with another phase and state: c itself when they are
-// the same, else a copy (sharing what c points to), so that the listing c
-// came from is not kept alive by it.
 // held returns the rendering a record holds for the listed cluster c: the
 // one it holds already when they are equal, else a copy of c of its own.
 // A record never points into a listing: one that did would keep the whole
@@ -287,6 +284,9 @@ func held(prev, c *sources.Cluster) *sources.Cluster {
 	return &cp
 }
 
+// withPhase returns c with another phase and state: c itself when they are
+// the same, else a copy (sharing what c points to): a rendering is shared
+// (snapshots, the ledger), never modified.
 func withPhase(c *sources.Cluster, phase sources.Phase, state string) *sources.Cluster {
 	if c.Phase == phase && c.State == state {
 		return c
