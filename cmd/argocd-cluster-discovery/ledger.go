@@ -32,8 +32,9 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 	if err := kube.init(); err != nil {
 		return nil, err
 	}
+	ledgerLogger := logger.With("component", "ledger")
 	l, err := clusterprofile.New(ledgerConfig(kube.rest), clusterprofile.Options{Namespace: cfg.EffectiveLedgerNamespace(),
-		OwnerID: cfg.Secrets.OwnerID, ConfigMap: cfg.Ledger.ConfigMap})
+		OwnerID: cfg.Secrets.OwnerID, ConfigMap: cfg.Ledger.ConfigMap, Logger: ledgerLogger})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
@@ -43,7 +44,7 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 		// lacks a mass of the clusters the Secrets we own name is refused
 		p.inv.UseSeed(clustersecret.ServedBefore(kube.client, cfg.Secrets.Namespace, cfg.Secrets.OwnerID))
 	}
-	return releasing(feedWithLogger{l, logger.With("component", "ledger")}), nil
+	return releasing(feedWithLogger{l, ledgerLogger}), nil
 }
 
 // ledgerConfig is the ledger's client configuration: the Kubernetes

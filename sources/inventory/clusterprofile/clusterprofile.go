@@ -22,6 +22,7 @@ package clusterprofile
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -65,6 +66,9 @@ const (
 
 // Options locate the ledger.
 type Options struct {
+	// Logger gets a line for each save that wrote something (how many
+	// objects of each kind, and how long each step took); nil: none.
+	Logger *slog.Logger
 	// Namespace holds the ClusterProfiles and the ConfigMap.
 	Namespace string
 	// OwnerID identifies this installation; it must not be empty.

@@ -166,27 +166,45 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	want, statuses, errs := l.putAll(ctx, b.Clusters, now)
-	errs = append(errs, l.deleteAllBut(ctx, want)...)
+	sl := newSaveLog()
+	errs := l.save(ctx, b, now, sl)
+	sl.log(ctx, l.opts.Logger, len(b.Clusters), len(errs))
+	return errors.Join(errs...)
+}
+
+// save is Save's work, counted in sl. The caller holds l.mu.
+func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *saveLog) []error {
+	prev := sl.start
+	want, statuses, errs := l.putAll(ctx, b.Clusters, now, sl)
+	sl.objects = sl.step(&prev)
+	errs = append(errs, l.deleteAllBut(ctx, want, sl)...)
+	sl.deletes = sl.step(&prev)
 	if len(errs) > 0 {
 		// the counts are written only once every object is: until then a
 		// reader keeps the last complete save
-		return errors.Join(errs...)
+		return errs
 	}
-	if err := l.saveSources(ctx, b.Sources, countsOf(b.Clusters)); err != nil {
-		return err
+	if err := l.saveSources(ctx, b.Sources, countsOf(b.Clusters), sl); err != nil {
+		return []error{err}
 	}
+	_ = sl.step(&prev)
 	// the status is for other readers (conditions, the access provider);
 	// the record is the ledger: the answer does not wait for the status
-	return errors.Join(forEach(ctx, len(statuses), func(i int) error {
+	errs = forEach(ctx, len(statuses), func(i int) error {
 		r := statuses[i]
 		s := l.known[identity(r.Source, r.ID)]
 		d, err := desiredObject(&l.opts, s.name, r, s.marks, now)
 		if err != nil {
 			return err
 		}
-		return l.putStatus(ctx, s, d)
-	})...)
+		if err := l.putStatus(ctx, s, d); err != nil {
+			return err
+		}
+		sl.statuses.Add(1)
+		return nil
+	})
+	sl.statusesTook = sl.step(&prev)
+	return errs
 }
 
 // putAll puts the object of every record (see put) and returns the
@@ -194,7 +212,7 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 // errors. It keeps what each put leaves (the object now known, whether its
 // status is due), not the objects: at 10,000 clusters they would hold ~90
 // MiB of JSON until the statuses are written. The caller holds l.mu.
-func (l *Ledger) putAll(ctx context.Context, records []inventory.Record, now time.Time) (map[string]bool, []*inventory.Record, []error) {
+func (l *Ledger) putAll(ctx context.Context, records []inventory.Record, now time.Time, sl *saveLog) (map[string]bool, []*inventory.Record, []error) {
 	type result struct {
 		s                  *stored
 		created, statusDue bool
@@ -203,7 +221,7 @@ func (l *Ledger) putAll(ctx context.Context, records []inventory.Record, now tim
 	errs := forEach(ctx, len(records), func(i int) error {
 		r := &records[i]
 		s := l.known[identity(r.Source, r.ID)]
-		d, created, err := l.put(ctx, s, r, now)
+		d, created, err := l.put(ctx, s, r, now, sl)
 		if err != nil {
 			return err
 		}
@@ -233,7 +251,7 @@ func (l *Ledger) putAll(ctx context.Context, records []inventory.Record, now tim
 
 // deleteAllBut deletes the known objects whose identity is not in want:
 // confirmed departures. The caller holds l.mu.
-func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool) []error {
+func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool, sl *saveLog) []error {
 	var gone []string
 	for id := range l.known {
 		if !want[id] {
@@ -247,6 +265,7 @@ func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool) []error
 			return fmt.Errorf("delete clusterprofile %s: %w", name, err)
 		}
 		deleted[i] = true
+		sl.deleted.Add(1)
 		return nil
 	})
 	for i, id := range gone {
@@ -299,7 +318,7 @@ func forEach(ctx context.Context, n int, fn func(i int) error) []error {
 // it (nil: nothing, so it is created, and put returns what is now known);
 // put updates s, and nothing else of the ledger, so that puts of other
 // records may run alongside.
-func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now time.Time) (*desired, *stored, error) {
+func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now time.Time, sl *saveLog) (*desired, *stored, error) {
 	name := objectName(l.opts.OwnerID, r)
 	var prev *marks
 	if s != nil {
@@ -328,6 +347,7 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 		err = l.write(ctx, l.raw.Post(), "", body)
 		switch {
 		case err == nil:
+			sl.created.Add(1)
 			created = &stored{name: name, meta: sha256.Sum256(d.meta)} // just created: the object is as desired
 		case apierrors.IsAlreadyExists(err) && l.ours(ctx, name, r):
 			// a create that timed out on our side but was made: adopt it,
@@ -345,6 +365,7 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 			s.record = [sha256.Size]byte{}
 			return nil, nil, fmt.Errorf("apply clusterprofile %s: %w", name, err)
 		}
+		sl.applied.Add(1)
 		s.meta = sha256.Sum256(d.meta)
 	}
 	s.record = d.record

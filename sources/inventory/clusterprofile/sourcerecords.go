@@ -60,8 +60,8 @@ func decodeSources(cm *corev1.ConfigMap) ([]inventory.SourceRecord, error) {
 }
 
 // saveSources writes the source records and the count of each source's
-// records, when either changed.
-func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord, counts map[string]int) error {
+// records, when either changed (and counts the write in sl).
+func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord, counts map[string]int, sl *saveLog) error {
 	rawSources, err := json.Marshal(srcs)
 	if err != nil {
 		return fmt.Errorf("encode source records: %w", err)
@@ -103,5 +103,6 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 		return fmt.Errorf("write configmap %s: %w", l.opts.ConfigMap, err)
 	}
 	l.sources = raw
+	sl.sources = true
 	return nil
 }
