@@ -29,9 +29,11 @@ const (
 	// eventsQuiet is how long no listing must begin before a step
 	// starts: past the debounce's longest wait (3 s) and a listing
 	eventsQuiet = 3500 * time.Millisecond
-	// eventsBurst changes are made within eventsBurstSpan
-	eventsBurst     = 200
-	eventsBurstSpan = 2 * time.Second
+	// eventsBurst changes are made within eventsBurstSpan, eventsBurstBatch
+	// at a time
+	eventsBurst      = 200
+	eventsBurstBatch = 10
+	eventsBurstSpan  = 2 * time.Second
 	// eventsSteady is the window with no change: two of Rancher's pings
 	eventsSteady = 11 * time.Second
 )
@@ -204,16 +206,21 @@ func (sc *eventsScenario) burstOnce(t *testing.T) (span time.Duration, listings 
 		t.Fatal(err)
 	}
 	n0 := ev.Rancher.Served()
-	// the last change is due at 95% of the span: a busy machine's delays
-	// stay within it
-	every := eventsBurstSpan * 19 / 20 / (eventsBurst - 1)
+	// the changes go in batches of eventsBurstBatch (one event each), so
+	// that a busy machine's late wake-ups are few; the last batch is due
+	// at 95% of the span
+	batches := eventsBurst / eventsBurstBatch
+	every := eventsBurstSpan * 19 / 20 / time.Duration(batches-1)
 	start := time.Now()
 	var last time.Time
-	for i := range eventsBurst {
-		time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
-		c := evAlpha
-		c.Labels = map[string]string{"e2e-burst": strconv.Itoa(i)}
-		ev.Rancher.Change([]fakerancher.Cluster{c})
+	for b := range batches {
+		time.Sleep(time.Until(start.Add(time.Duration(b) * every)))
+		set := make([]fakerancher.Cluster, eventsBurstBatch)
+		for j := range set {
+			set[j] = evAlpha
+			set[j].Labels = map[string]string{"e2e-burst": strconv.Itoa(b*eventsBurstBatch + j)}
+		}
+		ev.Rancher.Change(set)
 		last = time.Now()
 	}
 	span = last.Sub(start)
