@@ -175,9 +175,9 @@ func (sc *eventsScenario) removed(t *testing.T) {
 // a burst at most inventory.HintMaxDelay after its first change, and once
 // more for the changes that reach it during that listing: a burst made
 // within that delay is at most 2 listings. One the machine could not make
-// within it (the e2e suites run side by side on two cores)
-// proves nothing about it, either way: it is made once more, and the step
-// fails if that one overruns too.
+// within it (the e2e suites run side by side on two cores) proves nothing
+// about it, either way: it is made once more, and the step fails if that
+// one overruns too.
 func (sc *eventsScenario) burst(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		span, listings := sc.burstOnce(t)
