@@ -176,9 +176,9 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *saveLog) []error {
 	prev := sl.start
 	want, statuses, errs := l.putAll(ctx, b.Clusters, now, sl)
-	sl.objects = sl.step(&prev)
+	sl.objects = lap(&prev)
 	errs = append(errs, l.deleteAllBut(ctx, want, sl)...)
-	sl.deletes = sl.step(&prev)
+	sl.deletes = lap(&prev)
 	if len(errs) > 0 {
 		// the counts are written only once every object is: until then a
 		// reader keeps the last complete save
@@ -187,7 +187,7 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 	if err := l.saveSources(ctx, b.Sources, countsOf(b.Clusters), sl); err != nil {
 		return []error{err}
 	}
-	_ = sl.step(&prev)
+	lap(&prev) // the source records: their time is the total's
 	// the status is for other readers (conditions, the access provider);
 	// the record is the ledger: the answer does not wait for the status
 	errs = forEach(ctx, len(statuses), func(i int) error {
@@ -203,7 +203,7 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 		sl.statuses.Add(1)
 		return nil
 	})
-	sl.statusesTook = sl.step(&prev)
+	sl.statusesTook = lap(&prev)
 	return errs
 }
 

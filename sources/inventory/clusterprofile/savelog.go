@@ -20,11 +20,11 @@ type saveLog struct {
 
 func newSaveLog() *saveLog { return &saveLog{start: time.Now()} }
 
-// step returns how long it has been since the previous call (or the start).
-func (s *saveLog) step(prev *time.Time) time.Duration {
+// lap returns how long it has been since *since, and sets *since to now.
+func lap(since *time.Time) time.Duration {
 	now := time.Now()
-	d := now.Sub(*prev)
-	*prev = now
+	d := now.Sub(*since)
+	*since = now
 	return d
 }
 
