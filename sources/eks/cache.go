@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -23,6 +24,9 @@ type cacheEntry struct {
 	// nil until described is mapped.
 	tags   map[string]string
 	result *mapped
+	// tagged: the last listing had tags for the cluster (from GetResources,
+	// or from DescribeCluster when GetResources lost it; see lostTags).
+	tagged bool
 }
 
 // cached returns the entries of the target's cache that still answer for
@@ -37,6 +41,27 @@ func (t *target) cached(names []string, now time.Time) (next map[string]cacheEnt
 		}
 	}
 	return next, todo
+}
+
+// lostTags returns the names whose tags the last listing had and this
+// listing's GetResources answer (tags, by ARN) does not. GetResources
+// answers every resource ever tagged, with "Tags": [] once all are
+// removed, so such a cluster was deleted since ListClusters named it, or
+// the tagging API lags behind EKS: either way its tags of this listing are
+// unknown, not gone, and DescribeCluster, which answers a cluster's tags
+// too, must say which.
+func (t *target) lostTags(names []string, tags map[string]map[string]string) []string {
+	var lost []string
+	for _, n := range names {
+		e, ok := t.cache[n]
+		if !ok || !e.tagged {
+			continue
+		}
+		if _, in := tags[aws.ToString(e.described.Arn)]; !in {
+			lost = append(lost, n)
+		}
+	}
+	return lost
 }
 
 // keepDescribed is what the describe cache keeps of a DescribeCluster

@@ -2,6 +2,10 @@ package eks
 
 import (
 	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,10 +16,21 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
-// clock is a settable clock for the describe cache.
 // newClock is a test clock at a fixed time, moved by Step.
 func newClock() *clocktesting.FakeClock {
 	return clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+
+// listByName lists s and returns its clusters by name.
+func listByName(t *testing.T, s *Source) map[string]sources.Cluster {
+	t.Helper()
+	got, err := s.Clusters(context.Background())
+	require.NoError(t, err)
+	out := map[string]sources.Cluster{}
+	for _, c := range got {
+		out[c.Name] = c
+	}
+	return out
 }
 
 // TestTagsFreshEveryListing: tags, and what they scope (labels, tenant,
@@ -28,16 +43,7 @@ func TestTagsFreshEveryListing(t *testing.T) {
 		fakeCluster{Name: "untagged", NeverTagged: true})
 	clk := newClock()
 	s, _ := f.newSource(t, f.testConfig(), clk.Now)
-	list := func(t *testing.T) map[string]sources.Cluster {
-		t.Helper()
-		got, err := s.Clusters(context.Background())
-		require.NoError(t, err)
-		out := map[string]sources.Cluster{}
-		for _, c := range got {
-			out[c.Name] = c
-		}
-		return out
-	}
+	list := func(t *testing.T) map[string]sources.Cluster { return listByName(t, s) }
 
 	got := list(t)
 	assert.Equal(t, map[string]string{"team": "a", "tenant": "acme", "argocd-project": "p1", "argocd-namespaces": "ns-a"}, got["one"].Labels)
@@ -156,4 +162,58 @@ func TestCacheSpreadsExpiry(t *testing.T) {
 	n := f.count("DescribeCluster")
 	assert.Positive(t, n)
 	assert.Less(t, n, 200)
+}
+
+// TestTagsLostByTheTaggingAnswer: a cluster the last listing had tags for
+// and GetResources now leaves out is described again, and never listed
+// without its tags for a listing: the tagging API lagging behind EKS lists
+// it with DescribeCluster's tags; a cluster deleted since ListClusters named
+// it is absent (a departure to confirm), not listed untagged from the
+// describe cache. A cluster never tagged costs no describe.
+func TestTagsLostByTheTaggingAnswer(t *testing.T) {
+	f := newFake(t)
+	acme := map[string]string{"tenant": "acme", "team": "a"}
+	f.add(acctA, regionEU,
+		fakeCluster{Name: "one", Tags: acme},
+		fakeCluster{Name: "two", Tags: acme},
+		fakeCluster{Name: "untagged", NeverTagged: true})
+	var stale atomic.Bool // ListClusters answers the names of before "two" was deleted
+	f.Hook = func(r fakeReq) *fakeResp {
+		if r.Op == "ListClusters" && stale.Load() {
+			return &fakeResp{Status: http.StatusOK, Body: `{"clusters":["one","two","untagged"]}`}
+		}
+		return nil
+	}
+	clk := newClock()
+	s, _ := f.newSource(t, f.testConfig(), clk.Now)
+	list := func(t *testing.T) map[string]sources.Cluster {
+		clk.Step(time.Minute) // within the describe cache's TTL
+		return listByName(t, s)
+	}
+	list(t)
+
+	t.Run("the tagging API lags: the tags of DescribeCluster, on every listing until it catches up", func(t *testing.T) {
+		f.Set(acctA, regionEU, fakeCluster{Name: "one", Tags: acme, NeverTagged: true})
+		for range 2 {
+			f.resetCounts()
+			got := list(t)
+			assert.Equal(t, "acme", got["one"].Tenant)
+			assert.Equal(t, acme, got["one"].Labels)
+			assert.Equal(t, 1, f.count("DescribeCluster"), "one, and only one")
+		}
+		f.Set(acctA, regionEU, fakeCluster{Name: "one", Tags: acme})
+		f.resetCounts()
+		got := list(t)
+		assert.Equal(t, "acme", got["one"].Tenant)
+		assert.Equal(t, 0, f.count("DescribeCluster"), "answered by GetResources again")
+	})
+	t.Run("deleted after ListClusters named it: absent, not untagged", func(t *testing.T) {
+		f.remove(acctA, regionEU, "two")
+		stale.Store(true)
+		defer stale.Store(false)
+		f.resetCounts()
+		got := list(t)
+		assert.Equal(t, []string{"one", "untagged"}, slices.Sorted(maps.Keys(got)))
+		assert.Equal(t, 1, f.count("DescribeCluster"), "two, answered ResourceNotFoundException")
+	})
 }

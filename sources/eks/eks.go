@@ -17,7 +17,9 @@
 // access), never tags: tags, and so labels, tenant, project and namespaces,
 // come from GetResources on every listing, and a tag change shows on the
 // next one. A cluster missing from the GetResources answer (GetResources
-// leaves out resources never tagged) has no tags. The steady-state cost of a
+// leaves out resources never tagged) has no tags, unless the last listing
+// had its tags: then it is described again and DescribeCluster's tags are
+// its tags (see lostTags). The steady-state cost of a
 // refresh is the list pages, the tagging pages and the new names. The SDK's
 // standard retryer handles throttling. One call failing (a page of either
 // API, a describe, an assumed role) fails the listing with an
@@ -246,8 +248,8 @@ func (s *Source) assumeRoles(ctx context.Context, errs []error) bool {
 
 // listTarget lists one account and region: every page of names and every
 // page of cluster tags (the two concurrently), then a describe of each name
-// the cache cannot answer, then the mapping of each cluster with its tags
-// of this listing.
+// the cache cannot answer or whose tags the tagging answer lost (lostTags),
+// then the mapping of each cluster with its tags of this listing.
 func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error) {
 	var (
 		names []string
@@ -271,10 +273,25 @@ func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error
 	}
 	now := s.now()
 	next, todo := t.cached(names, now)
+	lost := t.lostTags(names, tags)
+	for _, n := range lost {
+		if _, ok := next[n]; ok {
+			delete(next, n)
+			todo = append(todo, n)
+		}
+	}
 	s.metrics.cache.WithLabelValues("hit").Add(float64(len(names) - len(todo)))
 	s.metrics.cache.WithLabelValues("miss").Add(float64(len(todo)))
-	if err := s.describeAll(ctx, t, todo, next, now); err != nil {
+	described, err := s.describeAll(ctx, t, todo, lost, next, now)
+	if err != nil {
 		return targetResult{}, err
+	}
+	for _, n := range lost {
+		s.log.Debug("cluster missing from the tagging answer; its tags read from DescribeCluster",
+			"account", t.account.ID, "region", t.region, "cluster", n, "found", described[n] != nil)
+		if e, ok := next[n]; ok {
+			tags[aws.ToString(e.described.Arn)] = described[n]
+		}
 	}
 	r, err := s.mapAll(t, names, tags, next)
 	if err != nil {
@@ -282,14 +299,21 @@ func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error
 	}
 	t.cache = next
 	s.log.Debug("listed account and region", "account", t.account.ID, "region", t.region,
-		"names", len(names), "tagged", len(tags), "described", len(todo), "clusters", len(r.clusters))
+		"names", len(names), "tagged", len(tags), "described", len(todo), "tagsLost", len(lost), "clusters", len(r.clusters))
 	return r, nil
 }
 
 // describeAll describes the names todo, concurrently within the bound, and
-// adds them to next; a name deleted since it was listed is simply gone.
-func (s *Source) describeAll(ctx context.Context, t *target, todo []string, next map[string]cacheEntry, now time.Time) error {
+// adds them to next; a name deleted since it was listed is simply gone. It
+// returns the tags of the clusters of wantTags found, by name (empty, not
+// nil, when one has none).
+func (s *Source) describeAll(ctx context.Context, t *target, todo, wantTags []string, next map[string]cacheEntry, now time.Time) (map[string]map[string]string, error) {
 	described := make([]cacheEntry, len(todo))
+	tags := make([]map[string]string, len(todo))
+	want := make(map[string]bool, len(wantTags))
+	for _, n := range wantTags {
+		want[n] = true
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.limit)
 	for i, n := range todo {
@@ -300,19 +324,29 @@ func (s *Source) describeAll(ctx context.Context, t *target, todo []string, next
 			}
 			if c != nil {
 				described[i] = cacheEntry{expires: expiry(now, s.ttl), described: keepDescribed(c)}
+				if want[n] {
+					tags[i] = maps.Clone(c.Tags)
+					if tags[i] == nil {
+						tags[i] = map[string]string{}
+					}
+				}
 			}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return nil, err
 	}
+	byName := make(map[string]map[string]string, len(wantTags))
 	for i, e := range described {
 		if e.described != nil {
 			next[todo[i]] = e
+			if tags[i] != nil {
+				byName[todo[i]] = tags[i]
+			}
 		}
 	}
-	return nil
+	return byName, nil
 }
 
 // mapAll maps the clusters of names found in next, each with its tags of
@@ -325,9 +359,11 @@ func (s *Source) mapAll(t *target, names []string, tags map[string]map[string]st
 		if !ok {
 			continue
 		}
-		// Tags come from this listing's GetResources answer: none when the
-		// cluster is not in it.
-		ct := tags[aws.ToString(e.described.Arn)]
+		// Tags come from this listing's GetResources answer (completed by
+		// DescribeCluster for the clusters it lost): none when the cluster
+		// is not in it.
+		ct, tagged := tags[aws.ToString(e.described.Arn)]
+		e.tagged = tagged
 		if e.result == nil || !maps.Equal(e.tags, ct) {
 			res, err := s.mapper.toCluster(e.described, ct, t.account, t.region)
 			if err != nil {
@@ -340,8 +376,8 @@ func (s *Source) mapAll(t *target, names []string, tags map[string]map[string]st
 				s.log.Debug("cluster left out", "account", t.account.ID, "region", t.region, "cluster", n, "reason", res.Skip)
 			}
 			e.tags, e.result = ct, &res
-			next[n] = e
 		}
+		next[n] = e
 		r.states[string(e.described.Status)]++
 		if e.result.Skip != "" {
 			r.skipped[e.result.Skip]++
