@@ -25,7 +25,7 @@ type cacheEntry struct {
 	tags   map[string]string
 	result *mapped
 	// tagged: the last listing had tags for the cluster (from GetResources,
-	// or from DescribeCluster when GetResources lost it; see lostTags).
+	// or from a DescribeCluster answer when GetResources left it out).
 	tagged bool
 }
 
@@ -48,8 +48,8 @@ func (t *target) cached(names []string, now time.Time) (next map[string]cacheEnt
 // answers every resource ever tagged, with "Tags": [] once all are
 // removed, so such a cluster was deleted since ListClusters named it, or
 // the tagging API lags behind EKS: either way its tags of this listing are
-// unknown, not gone, and DescribeCluster, which answers a cluster's tags
-// too, must say which.
+// unknown, not gone. They are described again: DescribeCluster answers a
+// cluster's tags too (describeAll), or that it is gone.
 func (t *target) lostTags(names []string, tags map[string]map[string]string) []string {
 	var lost []string
 	for _, n := range names {

@@ -164,12 +164,13 @@ func TestCacheSpreadsExpiry(t *testing.T) {
 	assert.Less(t, n, 200)
 }
 
-// TestTagsLostByTheTaggingAnswer: a cluster the last listing had tags for
-// and GetResources now leaves out is described again, and never listed
-// without its tags for a listing: the tagging API lagging behind EKS lists
-// it with DescribeCluster's tags; a cluster deleted since ListClusters named
-// it is absent (a departure to confirm), not listed untagged from the
-// describe cache. A cluster never tagged costs no describe.
+// TestTagsLostByTheTaggingAnswer: a cluster the tagging API has not caught
+// up with has the tags of its describe answer; one the last listing had
+// tags for and GetResources now leaves out is described again, and never
+// listed without its tags for a listing: with DescribeCluster's tags while
+// the tagging API lags, absent (a departure to confirm) once deleted since
+// ListClusters named it, not listed untagged from the describe cache. A
+// cluster never tagged costs no describe.
 func TestTagsLostByTheTaggingAnswer(t *testing.T) {
 	f := newFake(t)
 	acme := map[string]string{"tenant": "acme", "team": "a"}
@@ -180,7 +181,7 @@ func TestTagsLostByTheTaggingAnswer(t *testing.T) {
 	var stale atomic.Bool // ListClusters answers the names of before "two" was deleted
 	f.Hook = func(r fakeReq) *fakeResp {
 		if r.Op == "ListClusters" && stale.Load() {
-			return &fakeResp{Status: http.StatusOK, Body: `{"clusters":["one","two","untagged"]}`}
+			return &fakeResp{Status: http.StatusOK, Body: `{"clusters":["one","two","untagged","new"]}`}
 		}
 		return nil
 	}
@@ -190,18 +191,29 @@ func TestTagsLostByTheTaggingAnswer(t *testing.T) {
 		clk.Step(time.Minute) // within the describe cache's TTL
 		return listByName(t, s)
 	}
-	list(t)
+	got := list(t)
+	assert.Nil(t, got["untagged"].Labels, "no tags anywhere")
 
+	t.Run("a new cluster the tagging API has not caught up with: the tags of its describe", func(t *testing.T) {
+		f.add(acctA, regionEU, fakeCluster{Name: "new", Tags: acme, TaggingLags: true})
+		f.resetCounts()
+		got := list(t)
+		assert.Equal(t, "acme", got["new"].Tenant)
+		assert.Equal(t, acme, got["new"].Labels)
+		assert.Equal(t, 1, f.count("DescribeCluster"), "the new name only")
+	})
 	t.Run("the tagging API lags: the tags of DescribeCluster, on every listing until it catches up", func(t *testing.T) {
-		f.Set(acctA, regionEU, fakeCluster{Name: "one", Tags: acme, NeverTagged: true})
+		f.Set(acctA, regionEU, fakeCluster{Name: "one", Tags: acme, TaggingLags: true})
 		for range 2 {
 			f.resetCounts()
 			got := list(t)
-			assert.Equal(t, "acme", got["one"].Tenant)
-			assert.Equal(t, acme, got["one"].Labels)
-			assert.Equal(t, 1, f.count("DescribeCluster"), "one, and only one")
+			for _, n := range []string{"one", "new"} {
+				assert.Equal(t, "acme", got[n].Tenant, n)
+				assert.Equal(t, acme, got[n].Labels, n)
+			}
+			assert.Equal(t, 2, f.count("DescribeCluster"), "one and new, not untagged")
 		}
-		f.Set(acctA, regionEU, fakeCluster{Name: "one", Tags: acme})
+		f.Set(acctA, regionEU, fakeCluster{Name: "one", Tags: acme}, fakeCluster{Name: "new", Tags: acme})
 		f.resetCounts()
 		got := list(t)
 		assert.Equal(t, "acme", got["one"].Tenant)
@@ -213,7 +225,7 @@ func TestTagsLostByTheTaggingAnswer(t *testing.T) {
 		defer stale.Store(false)
 		f.resetCounts()
 		got := list(t)
-		assert.Equal(t, []string{"one", "untagged"}, slices.Sorted(maps.Keys(got)))
+		assert.Equal(t, []string{"new", "one", "untagged"}, slices.Sorted(maps.Keys(got)))
 		assert.Equal(t, 1, f.count("DescribeCluster"), "two, answered ResourceNotFoundException")
 	})
 }

@@ -17,9 +17,10 @@
 // access), never tags: tags, and so labels, tenant, project and namespaces,
 // come from GetResources on every listing, and a tag change shows on the
 // next one. A cluster missing from the GetResources answer (GetResources
-// leaves out resources never tagged) has no tags, unless the last listing
-// had its tags: then it is described again and DescribeCluster's tags are
-// its tags (see lostTags). The steady-state cost of a
+// leaves out resources never tagged) has the tags of its DescribeCluster
+// answer when this listing described it (a cluster the tagging API has not
+// caught up with), else none; one whose tags the last listing had is
+// described again for them (see lostTags). The steady-state cost of a
 // refresh is the list pages, the tagging pages and the new names. The SDK's
 // standard retryer handles throttling. One call failing (a page of either
 // API, a describe, an assumed role) fails the listing with an
@@ -249,7 +250,8 @@ func (s *Source) assumeRoles(ctx context.Context, errs []error) bool {
 // listTarget lists one account and region: every page of names and every
 // page of cluster tags (the two concurrently), then a describe of each name
 // the cache cannot answer or whose tags the tagging answer lost (lostTags),
-// then the mapping of each cluster with its tags of this listing.
+// then the mapping of each cluster with its tags of this listing: those of
+// the tagging answer, else those of a describe of this listing.
 func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error) {
 	var (
 		names []string
@@ -282,16 +284,14 @@ func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error
 	}
 	s.metrics.cache.WithLabelValues("hit").Add(float64(len(names) - len(todo)))
 	s.metrics.cache.WithLabelValues("miss").Add(float64(len(todo)))
-	described, err := s.describeAll(ctx, t, todo, lost, next, now)
+	fromDescribe, err := s.describeAll(ctx, t, todo, tags, next, now)
 	if err != nil {
 		return targetResult{}, err
 	}
-	for _, n := range lost {
+	for arn, ct := range fromDescribe {
 		s.log.Debug("cluster missing from the tagging answer; its tags read from DescribeCluster",
-			"account", t.account.ID, "region", t.region, "cluster", n, "found", described[n] != nil)
-		if e, ok := next[n]; ok {
-			tags[aws.ToString(e.described.Arn)] = described[n]
-		}
+			"account", t.account.ID, "region", t.region, "arn", arn)
+		tags[arn] = ct
 	}
 	r, err := s.mapAll(t, names, tags, next)
 	if err != nil {
@@ -299,21 +299,19 @@ func (s *Source) listTarget(ctx context.Context, t *target) (targetResult, error
 	}
 	t.cache = next
 	s.log.Debug("listed account and region", "account", t.account.ID, "region", t.region,
-		"names", len(names), "tagged", len(tags), "described", len(todo), "tagsLost", len(lost), "clusters", len(r.clusters))
+		"names", len(names), "tagged", len(tags), "described", len(todo), "tagsLost", len(lost),
+		"tagsFromDescribe", len(fromDescribe), "clusters", len(r.clusters))
 	return r, nil
 }
 
 // describeAll describes the names todo, concurrently within the bound, and
 // adds them to next; a name deleted since it was listed is simply gone. It
-// returns the tags of the clusters of wantTags found, by name (empty, not
-// nil, when one has none).
-func (s *Source) describeAll(ctx context.Context, t *target, todo, wantTags []string, next map[string]cacheEntry, now time.Time) (map[string]map[string]string, error) {
+// returns, by ARN, the tags of the clusters described whose ARN the
+// tagging answer (tags, only read) leaves out and whose DescribeCluster
+// answer has tags: the tagging API has not caught up with them.
+func (s *Source) describeAll(ctx context.Context, t *target, todo []string, tags map[string]map[string]string, next map[string]cacheEntry, now time.Time) (map[string]map[string]string, error) {
 	described := make([]cacheEntry, len(todo))
-	tags := make([]map[string]string, len(todo))
-	want := make(map[string]bool, len(wantTags))
-	for _, n := range wantTags {
-		want[n] = true
-	}
+	ownTags := make([]map[string]string, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.limit)
 	for i, n := range todo {
@@ -324,11 +322,8 @@ func (s *Source) describeAll(ctx context.Context, t *target, todo, wantTags []st
 			}
 			if c != nil {
 				described[i] = cacheEntry{expires: expiry(now, s.ttl), described: keepDescribed(c)}
-				if want[n] {
-					tags[i] = maps.Clone(c.Tags)
-					if tags[i] == nil {
-						tags[i] = map[string]string{}
-					}
+				if _, in := tags[aws.ToString(c.Arn)]; !in && len(c.Tags) > 0 {
+					ownTags[i] = maps.Clone(c.Tags)
 				}
 			}
 			return nil
@@ -337,16 +332,20 @@ func (s *Source) describeAll(ctx context.Context, t *target, todo, wantTags []st
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	byName := make(map[string]map[string]string, len(wantTags))
+	var fromDescribe map[string]map[string]string
 	for i, e := range described {
-		if e.described != nil {
-			next[todo[i]] = e
-			if tags[i] != nil {
-				byName[todo[i]] = tags[i]
+		if e.described == nil {
+			continue
+		}
+		next[todo[i]] = e
+		if ownTags[i] != nil {
+			if fromDescribe == nil {
+				fromDescribe = map[string]map[string]string{}
 			}
+			fromDescribe[aws.ToString(e.described.Arn)] = ownTags[i]
 		}
 	}
-	return byName, nil
+	return fromDescribe, nil
 }
 
 // mapAll maps the clusters of names found in next, each with its tags of

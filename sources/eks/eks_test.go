@@ -44,6 +44,12 @@ func TestFixturesVerbatim(t *testing.T) {
 	// were never tagged, so they are not in the answer.
 	const getResources = `{"PaginationToken":"","ResourceTagMappingList":[{"ResourceARN":"arn:aws:eks:eu-west-1:123456789012:cluster/payments-prod",` +
 		`"Tags":[{"Key":"argocd.example.com/managed","Value":"true"},{"Key":"env","Value":"prod"},{"Key":"team","Value":"payments"}]}]}`
+	var doc map[string]map[string]any
+	require.NoError(t, json.Unmarshal(describe, &doc))
+	require.Contains(t, doc["cluster"], "tags")
+	delete(doc["cluster"], "tags")
+	untagged, err := json.MarshalIndent(doc, "", "  ") // indented: endpointPublicAccess is replaced as written
+	require.NoError(t, err)
 	var seenQueries, seenTagging []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -62,9 +68,10 @@ func TestFixturesVerbatim(t *testing.T) {
 		case r.URL.Path == "/clusters/payments-prod":
 			_, _ = w.Write(describe)
 		case strings.HasPrefix(r.URL.Path, "/clusters/"):
-			// the others: the same answer, renamed and public
+			// the others: the same answer, renamed and public, without
+			// tags (never tagged)
 			name := strings.TrimPrefix(r.URL.Path, "/clusters/")
-			b := strings.ReplaceAll(string(describe), "payments-prod", name)
+			b := strings.ReplaceAll(string(untagged), "payments-prod", name)
 			_, _ = w.Write([]byte(strings.Replace(b, `"endpointPublicAccess": false`, `"endpointPublicAccess": true`, 1)))
 		default:
 			http.NotFound(w, r)
@@ -108,7 +115,7 @@ func TestFixturesVerbatim(t *testing.T) {
 	}
 	assert.Equal(t, want, got[0])
 	require.NoError(t, got[0].Validate())
-	assert.Nil(t, got[1].Labels, "tags come from GetResources, not from the describe answer")
+	assert.Nil(t, got[1].Labels, "never tagged: no tags in either answer")
 }
 
 func TestPagination(t *testing.T) {

@@ -147,6 +147,9 @@ func (f *Server) describeBody(c Cluster, account, region string) ([]byte, error)
 	}
 	vpc["endpointPublicAccess"] = !c.Private
 	cl["tags"] = f.TagsOf(c)
+	if c.NeverTagged {
+		delete(cl, "tags")
+	}
 	if c.Creating {
 		delete(cl, "endpoint")
 		delete(cl, "certificateAuthority")
@@ -183,7 +186,7 @@ func (f *Server) getResources(w http.ResponseWriter, r *http.Request, req Reques
 	f.perPage[in.ResourcesPerPage] = true
 	var tagged []Cluster
 	for _, c := range f.clusters[req.Account+"/"+req.Region] {
-		if !c.NeverTagged {
+		if !c.NeverTagged && !c.TaggingLags {
 			tagged = append(tagged, c)
 		}
 	}

@@ -35,8 +35,13 @@ type Cluster struct {
 	// GetResources answers; nil means the fixture's.
 	Tags map[string]string
 	// NeverTagged leaves the cluster out of GetResources answers, as AWS
-	// does for resources that never had a tag (Tags is then unused).
+	// does for resources that never had a tag, and its describe answer has
+	// no tags (Tags is then unused).
 	NeverTagged bool
+	// TaggingLags leaves the cluster out of GetResources answers while its
+	// describe answer has its Tags, as when the tagging API has not caught
+	// up with EKS yet.
+	TaggingLags bool
 	// Creating drops endpoint and certificate authority, as EKS does before
 	// ACTIVE.
 	Creating bool

@@ -47,7 +47,8 @@ func TestTheSDKReadsTheFake(t *testing.T) {
 	f.Add(account, region,
 		fakeaws.Cluster{Name: "a", Tags: map[string]string{"tenant": "acme"}, Endpoint: "https://a.example.com", CAData: "Q0E="},
 		fakeaws.Cluster{Name: "b", Status: "UPDATING", Private: true},
-		fakeaws.Cluster{Name: "c", Creating: true, Status: "CREATING", NeverTagged: true})
+		fakeaws.Cluster{Name: "c", Creating: true, Status: "CREATING", NeverTagged: true},
+		fakeaws.Cluster{Name: "d", Tags: map[string]string{"tenant": "acme"}, TaggingLags: true})
 
 	creds, err := sts.NewFromConfig(sdkConfig(f, baseKey, "")).AssumeRole(t.Context(),
 		&sts.AssumeRoleInput{RoleArn: sdkaws.String("arn:aws:iam::" + account + ":role/discovery"), RoleSessionName: sdkaws.String("s")})
@@ -62,7 +63,7 @@ func TestTheSDKReadsTheFake(t *testing.T) {
 		require.NoError(t, err)
 		names = append(names, page.Clusters...)
 	}
-	assert.Equal(t, []string{"a", "b", "c"}, names)
+	assert.Equal(t, []string{"a", "b", "c", "d"}, names)
 	assert.Equal(t, 2, f.Count("ListClusters"), "pages of 2")
 
 	a, err := client.DescribeCluster(t.Context(), &eks.DescribeClusterInput{Name: sdkaws.String("a")})
@@ -80,6 +81,7 @@ func TestTheSDKReadsTheFake(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, c.Cluster.Endpoint, "no endpoint before ACTIVE")
 	assert.Nil(t, c.Cluster.CertificateAuthority)
+	assert.Empty(t, c.Cluster.Tags, "never tagged")
 
 	var tagged []string
 	tc := tagging.NewFromConfig(cfg)
@@ -92,7 +94,10 @@ func TestTheSDKReadsTheFake(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{fakeaws.ClusterARN("a", account, region), fakeaws.ClusterARN("b", account, region)}, tagged,
-		"a never-tagged cluster is not in GetResources")
+		"neither a never-tagged cluster nor one the tagging API has not caught up with is in GetResources")
+	d, err := client.DescribeCluster(t.Context(), &eks.DescribeClusterInput{Name: sdkaws.String("d")})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"tenant": "acme"}, d.Cluster.Tags, "the describe answer has them")
 	assert.Equal(t, map[string]bool{fakeaws.AssumedKey(account): true}, f.SeenKeys())
 	assert.Equal(t, map[string]bool{fakeaws.SessionToken(account): true}, f.SeenTokens())
 }
