@@ -118,11 +118,17 @@ func (l *listing) cloudCredentials() (subscriptions, error) {
 // aksSubscriptions returns the subscriptions of the cloud credentials for
 // the hosted AKS clusters among kept (the clusters the filters keep), or nil
 // without a request when none names a credential. The identity is best
-// effort: a 403 (the user may not read cloud credentials) or a credential
-// not listed leaves its clusters without a CloudID, with a debug line; any
-// other failure is a warning, and the subscriptions last read are used, so
-// that a passing error does not split a cluster from its AKS twin. Only the
-// end of the listing's own context fails the listing.
+// effort, and sticky: a credential's subscription, once read, is kept while
+// a listed cluster names the credential and no answer gives it another.
+// A 403 (the user may not read cloud credentials, a debug line) or any other
+// failure (a warning) uses the subscriptions last read, and a credential an
+// answer leaves out (deleted, or no longer readable by the user) or gives no
+// valid subscription keeps the one last read: a cluster's subscription does
+// not change, and losing it for a listing would strip the cluster's
+// aks-subscription label and split it from its AKS twin (two servers for one
+// cluster, then one gone). A credential never read leaves its clusters
+// without a cloud id. Only the end of the listing's own context fails the
+// listing.
 func (s *Source) aksSubscriptions(l *listing, kept []*Cluster) (subscriptions, error) {
 	refs := map[string]int{} // credential → clusters naming it
 	total := 0
@@ -138,28 +144,39 @@ func (s *Source) aksSubscriptions(l *listing, kept []*Cluster) (subscriptions, e
 	subs, err := l.cloudCredentials()
 	switch {
 	case err == nil:
-		s.subs = subs
 	case l.ctx.Err() != nil:
 		return nil, err
 	case errors.Is(err, errCredentialsForbidden):
-		s.subs = nil
-		s.log.Debug("the user may not read cloud credentials: hosted AKS clusters get no cloud id", "clusters", total)
-		return nil, nil
+		s.log.Debug("the user may not read cloud credentials: hosted AKS clusters keep the subscriptions last read, if any",
+			"clusters", total, "kept", withSubscription(refs, s.subs))
+		return s.subs, nil
 	default:
 		s.log.Warn("cannot read cloud credentials: hosted AKS clusters keep the subscriptions last read, if any",
 			"error", err, "clusters", total, "kept", withSubscription(refs, s.subs))
 		return s.subs, nil
 	}
-	if found := withSubscription(refs, subs); found < total {
-		var missing []string
-		for ref := range refs {
-			if _, ok := subs[ref]; !ok {
-				missing = append(missing, ref)
-			}
+	var missing, stale []string
+	for ref := range refs {
+		if _, ok := subs[ref]; ok {
+			continue
 		}
+		if sub, ok := s.subs[ref]; ok {
+			subs[ref] = sub
+			stale = append(stale, ref)
+		} else {
+			missing = append(missing, ref)
+		}
+	}
+	s.subs = subs
+	if len(stale) > 0 {
+		slices.Sort(stale)
+		s.log.Debug("cloud credentials not found or without an azure subscription: their hosted AKS clusters keep the subscription last read",
+			"credentials", stale)
+	}
+	if len(missing) > 0 {
 		slices.Sort(missing)
 		s.log.Debug("cloud credentials not found or without an azure subscription: their hosted AKS clusters get no cloud id",
-			"credentials", missing, "clusters", total-found)
+			"credentials", missing, "clusters", total-withSubscription(refs, subs))
 	}
 	return subs, nil
 }

@@ -23,6 +23,8 @@ import (
 const (
 	aksCred = "cattle-global-data:cc-q7t2w"
 	aksSub  = "0b1f6471-1bf0-4dda-aec3-cb9272f09590"
+	// otherSub is a subscription a credential is edited to
+	otherSub = "6d3c8e2a-9f41-4b7e-a5d0-2c8b1e7f4a93"
 )
 
 // threeCredentials adds an Amazon credential and two Azure ones; with a
@@ -110,12 +112,27 @@ func TestCloudCredentialsBestEffort(t *testing.T) {
 		outcome upstream.Kind
 		want    string // the CloudID's subscription, if any
 		log     string
+		then    func(f *fakeRancher) // after the first listing, if before
 	}{
 		{name: "403: no CloudID", status: http.StatusForbidden, body: forbidden, outcome: upstream.KindAuth,
 			log: `"level":"DEBUG","msg":"the user may not read cloud credentials`},
-		{name: "403 after a read: the subscriptions are dropped", status: http.StatusForbidden, body: forbidden,
-			before: true, creds: true, outcome: upstream.KindAuth, log: `"level":"DEBUG","msg":"the user may not read`},
+		{name: "403 after a read: the subscriptions last read", status: http.StatusForbidden, body: forbidden,
+			before: true, creds: true, outcome: upstream.KindAuth, want: aksSub,
+			log: `"level":"DEBUG","msg":"the user may not read cloud credentials: hosted AKS clusters keep the subscriptions last read`},
 		{name: "credential not listed: no CloudID", log: `"credentials":["` + aksCred + `"]`},
+		{name: "credential left out after a read: the subscription last read", status: http.StatusOK,
+			body: `{"type":"collection","data":[]}`, before: true, creds: true, want: aksSub,
+			log: `their hosted AKS clusters keep the subscription last read`},
+		{name: "credential without an azure subscription after a read: the subscription last read", before: true, creds: true,
+			then: func(f *fakeRancher) {
+				f.PutCloudCredentials(fakerancher.CloudCredential{ID: aksCred, Name: "azure-payments", Driver: "amazonec2"})
+			},
+			want: aksSub, log: `their hosted AKS clusters keep the subscription last read`},
+		{name: "credential given another subscription: the new one", before: true, creds: true,
+			then: func(f *fakeRancher) {
+				f.PutCloudCredentials(fakerancher.CloudCredential{ID: aksCred, Name: "azure-payments", Driver: "azure", SubscriptionID: otherSub})
+			},
+			want: otherSub},
 		{name: "500 with nothing read before: no CloudID", status: http.StatusInternalServerError,
 			body: `{"type":"error","status":"500"}`, outcome: upstream.KindServer,
 			log: `"level":"WARN","msg":"cannot read cloud credentials`},
@@ -141,6 +158,9 @@ func TestCloudCredentialsBestEffort(t *testing.T) {
 			if tc.status != 0 {
 				f.Answer("/v3/cloudcredentials", tc.status, tc.body)
 			}
+			if tc.then != nil {
+				tc.then(f)
+			}
 			aks := listAKS(t, s)
 			if tc.want == "" {
 				assert.Empty(t, aks.CloudID)
@@ -148,6 +168,7 @@ func TestCloudCredentialsBestEffort(t *testing.T) {
 				assert.NotContains(t, aks.Labels, LabelAKSSubscription)
 			} else {
 				assert.Equal(t, sources.AKSCloudID(tc.want, "RG-Payments", "aks-payments"), aks.CloudID)
+				assert.Equal(t, tc.want, aks.Labels[LabelAKSSubscription])
 			}
 			assert.Equal(t, "aks-payments", aks.Labels[LabelAKSName], "the rest of the identity stays")
 			assert.Contains(t, logs.String(), tc.log)
