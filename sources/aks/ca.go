@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"strings"
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -17,6 +18,28 @@ type caEntry struct {
 	fetched time.Time
 	failed  time.Time
 	reason  string
+	// server is the cluster's API server when ca was read; operation is
+	// whether a listing since saw the cluster in a provisioningState other
+	// than Succeeded. The CA is read again, whatever its TTL, for another
+	// server (the cluster deleted and created again under its id) and once
+	// an operation ends (it may have rotated the certificates).
+	server    string
+	operation bool
+}
+
+// succeeded is the provisioningState of a cluster no operation is running
+// on (compared case-insensitively).
+const succeeded = "Succeeded"
+
+// caOutdated reports whether e's CA must be read again before its TTL
+// for the cluster m: its server changed, or an operation on it ended. It
+// records in e an operation m is in.
+func caOutdated(e *caEntry, m *mapped) bool {
+	if !strings.EqualFold(m.state, succeeded) {
+		e.operation = true
+		return false
+	}
+	return e.operation || e.server != m.cluster.Server
 }
 
 // caTTL is the TTL of one cluster's CA: between 80% and 100% of ttl, fixed
@@ -37,9 +60,13 @@ func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
 	now := s.now()
 	s.mu.Lock()
 	e, cached := s.cas[m.id]
+	outdated := cached && !e.ca.IsZero() && caOutdated(&e, m)
+	if cached {
+		s.cas[m.id] = e
+	}
 	s.mu.Unlock()
 	switch {
-	case cached && !e.ca.IsZero() && now.Sub(e.fetched) < caTTL(s.cfg.CATTL.Std(), m.id):
+	case cached && !e.ca.IsZero() && !outdated && now.Sub(e.fetched) < caTTL(s.cfg.CATTL.Std(), m.id):
 		s.metrics.caCache.WithLabelValues(caHit).Inc()
 	case cached && !e.failed.IsZero() && now.Sub(e.failed) < s.cfg.CAErrorTTL.Std():
 		s.metrics.caCache.WithLabelValues(caNegative).Inc()
@@ -50,7 +77,7 @@ func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
 			return ctx.Err()
 		}
 		if err == nil {
-			e = caEntry{ca: ca, fetched: now}
+			e = caEntry{ca: ca, fetched: now, server: m.cluster.Server}
 		} else {
 			e.failed, e.reason = now, err.Error()
 			s.log.Warn("cannot read the cluster's CA", "cluster", m.cluster.Name, "resourceID", m.cluster.Annotations[AnnotationResourceID],

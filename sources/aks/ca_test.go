@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testca"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -193,4 +194,62 @@ func TestCATTLSpreadsReads(t *testing.T) {
 	assert.Greater(t, len(seen), 8, "spread over the last fifth of the TTL")
 	first := caTTL(time.Hour, "a")
 	assert.Equal(t, first, caTTL(time.Hour, "a"), "fixed per cluster")
+}
+
+// TestCAReadAgainAfterAnOperationOrANewServer: within its TTL, a cached CA
+// is read again once an operation on the cluster ends (it may have rotated
+// the certificates; the cached CA serves meanwhile) and when the cluster's
+// API server changes (deleted and created again under its id), and not
+// otherwise.
+func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
+	rotated, err := testca.SelfSignedPEM("aks-rotated-ca")
+	require.NoError(t, err)
+	state, fqdn := "Succeeded", "alpha-dns.hcp.westeurope.azmk8s.io"
+	f := newFakeARM(t, func(string) pages {
+		return pages{{managedCluster(subA, "rg", "alpha", func(mc *armcontainerservice.ManagedCluster) {
+			mc.Properties.ProvisioningState, mc.Properties.Fqdn = to.Ptr(state), to.Ptr(fqdn)
+		})}}
+	})
+	ca := testCAPEM(t)
+	f.creds = func(_, _, name string) (resp azfake.Responder[armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse], errResp azfake.ErrorResponder) {
+		resp.SetResponse(http.StatusOK, credentialsResponse(kubeconfig(name, ca)), nil)
+		return resp, errResp
+	}
+	env := newTestEnv(t, Config{Subscriptions: []string{subA}, CATTL: sources.D(time.Hour)}, f, nil)
+	list := func(t *testing.T) (sources.Cluster, int) {
+		t.Helper()
+		f.resetCalls()
+		env.now = env.now.Add(time.Minute) // well within the TTL
+		cs, err := env.src.Clusters(context.Background())
+		require.NoError(t, err)
+		return byName(cs, "alpha"), f.Calls("credentials")
+	}
+	pem := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+	_, calls := list(t)
+	require.Equal(t, 1, calls)
+	for _, step := range []struct {
+		name        string
+		state, fqdn string
+		ca          []byte // what listClusterUserCredential answers from now on
+		calls       int
+		want        []byte
+	}{
+		{name: "unchanged: the cache", state: "Succeeded", fqdn: fqdn, calls: 0, want: ca},
+		{name: "an operation: the cached CA meanwhile", state: "Updating", fqdn: fqdn, ca: rotated, calls: 0, want: ca},
+		{name: "still in one", state: "Upgrading", fqdn: fqdn, calls: 0, want: ca},
+		{name: "the operation ended: read again", state: "Succeeded", fqdn: fqdn, calls: 1, want: rotated},
+		{name: "then the cache again", state: "Succeeded", fqdn: fqdn, calls: 0, want: rotated},
+		{name: "another API server: read again", state: "Succeeded", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", ca: ca, calls: 1, want: ca},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			state, fqdn = step.state, step.fqdn
+			if step.ca != nil {
+				ca = step.ca
+			}
+			got, calls := list(t)
+			assert.Equal(t, step.calls, calls)
+			assert.Equal(t, pem(step.want), got.CA.Data())
+		})
+	}
 }
