@@ -77,7 +77,8 @@ func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
 			return ctx.Err()
 		}
 		if err == nil {
-			e = caEntry{ca: ca, fetched: now, server: m.cluster.Server}
+			// a CA read during an operation is read again when it ends
+			e = caEntry{ca: ca, fetched: now, server: m.cluster.Server, operation: !strings.EqualFold(m.state, succeeded)}
 		} else {
 			e.failed, e.reason = now, err.Error()
 			s.log.Warn("cannot read the cluster's CA", "cluster", m.cluster.Name, "resourceID", m.cluster.Annotations[AnnotationResourceID],

@@ -1,6 +1,7 @@
 package aks
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -216,22 +217,23 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 		return resp, errResp
 	}
 	env := newTestEnv(t, Config{Subscriptions: []string{subA}, CATTL: sources.D(time.Hour)}, f, nil)
-	list := func(t *testing.T) (sources.Cluster, int) {
+	list := func(t *testing.T, wait time.Duration) (sources.Cluster, int) {
 		t.Helper()
 		f.resetCalls()
-		env.now = env.now.Add(time.Minute) // well within the TTL
+		env.now = env.now.Add(wait)
 		cs, err := env.src.Clusters(context.Background())
 		require.NoError(t, err)
 		return byName(cs, "alpha"), f.Calls("credentials")
 	}
 	pem := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-	_, calls := list(t)
+	_, calls := list(t, 0)
 	require.Equal(t, 1, calls)
 	for _, step := range []struct {
 		name        string
 		state, fqdn string
-		ca          []byte // what listClusterUserCredential answers from now on
+		ca          []byte        // what listClusterUserCredential answers from now on
+		wait        time.Duration // since the last listing (default a minute, well within the TTL)
 		calls       int
 		want        []byte
 	}{
@@ -241,13 +243,16 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 		{name: "the operation ended: read again", state: "Succeeded", fqdn: fqdn, calls: 1, want: rotated},
 		{name: "then the cache again", state: "Succeeded", fqdn: fqdn, calls: 0, want: rotated},
 		{name: "another API server: read again", state: "Succeeded", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", ca: ca, calls: 1, want: ca},
+		{name: "the TTL runs out during an operation: read then", state: "Updating", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io",
+			wait: time.Hour, calls: 1, want: ca},
+		{name: "and again once it ended", state: "Succeeded", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", ca: rotated, calls: 1, want: rotated},
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			state, fqdn = step.state, step.fqdn
 			if step.ca != nil {
 				ca = step.ca
 			}
-			got, calls := list(t)
+			got, calls := list(t, cmp.Or(step.wait, time.Minute))
 			assert.Equal(t, step.calls, calls)
 			assert.Equal(t, pem(step.want), got.CA.Data())
 		})
