@@ -20,8 +20,9 @@ type cacheEntry struct {
 	expires   time.Time
 	described *types.Cluster
 	// tags and result are the last mapping of described with those tags
-	// (from GetResources), reused as long as neither changes; result is
-	// nil until described is mapped.
+	// (from GetResources, or from a describe when GetResources left the
+	// cluster out), reused as long as neither changes; result is nil until
+	// described is mapped.
 	tags   map[string]string
 	result *mapped
 	// tagged: the last listing had tags for the cluster (from GetResources,
@@ -65,9 +66,9 @@ func (t *target) lostTags(names []string, tags map[string]map[string]string) []s
 }
 
 // keepDescribed is what the describe cache keeps of a DescribeCluster
-// answer: what the mapping reads, except tags (they come from
-// GetResources, fresh on every listing) and the connector's activation
-// data (credentials, never kept).
+// answer: what the mapping reads, except tags (they come from each
+// listing: GetResources, or the describe answers of that listing) and the
+// connector's activation data (credentials, never kept).
 func keepDescribed(c *types.Cluster) *types.Cluster {
 	k := &types.Cluster{Name: c.Name, Arn: c.Arn, CreatedAt: c.CreatedAt, Status: c.Status, Version: c.Version, Endpoint: c.Endpoint}
 	if c.CertificateAuthority != nil {

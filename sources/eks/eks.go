@@ -21,7 +21,9 @@
 // answer when this listing described it (a cluster the tagging API has not
 // caught up with), else none; one whose tags the last listing had is
 // described again for them (see lostTags). The steady-state cost of a
-// refresh is the list pages, the tagging pages and the new names. The SDK's
+// refresh is the list pages, the tagging pages and the new names, and a
+// describe per listing of each cluster whose tags the tagging answer lost
+// while it lags. The SDK's
 // standard retryer handles throttling. One call failing (a page of either
 // API, a describe, an assumed role) fails the listing with an
 // *upstream.Error naming the account, region and operation (errors.go):
@@ -358,9 +360,9 @@ func (s *Source) mapAll(t *target, names []string, tags map[string]map[string]st
 		if !ok {
 			continue
 		}
-		// Tags come from this listing's GetResources answer (completed by
-		// DescribeCluster for the clusters it lost): none when the cluster
-		// is not in it.
+		// Tags come from this listing's GetResources answer, completed
+		// with those of this listing's describe answers for the clusters it
+		// leaves out (listTarget): none when the cluster is in neither.
 		ct, tagged := tags[aws.ToString(e.described.Arn)]
 		e.tagged = tagged
 		if e.result == nil || !maps.Equal(e.tags, ct) {

@@ -118,8 +118,10 @@ func (l *listing) cloudCredentials() (subscriptions, error) {
 // aksSubscriptions returns the subscriptions of the cloud credentials for
 // the hosted AKS clusters among kept (the clusters the filters keep), or nil
 // without a request when none names a credential. The identity is best
-// effort, and sticky: a credential's subscription, once read, is kept while
-// a listed cluster names the credential and no answer gives it another.
+// effort, and sticky: a credential's subscription, once read, is kept until
+// an answer gives it another, or a successful read comes when no listed
+// cluster names it (a successful read keeps the subscriptions of the
+// answer and, of those it lacks, the ones listed clusters name).
 // A 403 (the user may not read cloud credentials, a debug line) or any other
 // failure (a warning) uses the subscriptions last read, and a credential an
 // answer leaves out (deleted, or no longer readable by the user) or gives no
@@ -170,7 +172,7 @@ func (s *Source) aksSubscriptions(l *listing, kept []*Cluster) (subscriptions, e
 	s.subs = subs
 	if len(stale) > 0 {
 		slices.Sort(stale)
-		s.log.Debug("cloud credentials not found or without an azure subscription: their hosted AKS clusters keep the subscription last read",
+		s.log.Debug("cloud credentials left out or without an azure subscription; the subscriptions last read are kept",
 			"credentials", stale)
 	}
 	if len(missing) > 0 {

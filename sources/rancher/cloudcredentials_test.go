@@ -122,12 +122,12 @@ func TestCloudCredentialsBestEffort(t *testing.T) {
 		{name: "credential not listed: no CloudID", log: `"credentials":["` + aksCred + `"]`},
 		{name: "credential left out after a read: the subscription last read", status: http.StatusOK,
 			body: `{"type":"collection","data":[]}`, before: true, creds: true, want: aksSub,
-			log: `their hosted AKS clusters keep the subscription last read`},
+			log: `the subscriptions last read are kept","rancher":`},
 		{name: "credential without an azure subscription after a read: the subscription last read", before: true, creds: true,
 			then: func(f *fakeRancher) {
 				f.PutCloudCredentials(fakerancher.CloudCredential{ID: aksCred, Name: "azure-payments", Driver: "amazonec2"})
 			},
-			want: aksSub, log: `their hosted AKS clusters keep the subscription last read`},
+			want: aksSub, log: `the subscriptions last read are kept","rancher":`},
 		{name: "credential given another subscription: the new one", before: true, creds: true,
 			then: func(f *fakeRancher) {
 				f.PutCloudCredentials(fakerancher.CloudCredential{ID: aksCred, Name: "azure-payments", Driver: "azure", SubscriptionID: otherSub})
