@@ -192,6 +192,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 	switch {
 	case c.Ready:
 		c.Phase = phase
+		keepCloudIdentity(c, r.Rendering)
 		r.Rendering, r.Served = held(r.Rendering, c), true
 	case r.Rendering == nil:
 		r.Unserved = unserved(c, phase, c.NotReadyReason)
@@ -282,6 +283,25 @@ func held(prev, c *sources.Cluster) *sources.Cluster {
 	}
 	cp := *c
 	return &cp
+}
+
+// keepCloudIdentity gives c the cloud identity (CloudID, Account) of its
+// last rendering prev when its source could not tell it this time: a
+// cluster's cloud identity, once known, does not go away (a Rancher-hosted
+// AKS cluster whose cloud credential cannot be read, or a source restarted
+// since it read it). Without it the cluster would stop being one with its
+// listing from the cloud's own source, and that one, a duplicate until
+// then, would be served as a second cluster on another server, then
+// dropped again when the identity comes back. A different identity is the
+// source's word, and taken.
+func keepCloudIdentity(c, prev *sources.Cluster) {
+	if prev == nil || c.CloudID != "" || prev.CloudID == "" {
+		return
+	}
+	c.CloudID = prev.CloudID
+	if c.Account == "" {
+		c.Account = prev.Account
+	}
 }
 
 // withPhase returns c with another phase and state: c itself when they are
