@@ -66,3 +66,27 @@ func TestCloudIdentityOnceKnownIsKept(t *testing.T) {
 		assert.Equal(t, moved.CloudID, snap.Clusters[0].CloudID)
 	})
 }
+
+// TestKeepCloudIdentity: the identity of the last rendering fills only a
+// listing that has none, and not one that names another account.
+func TestKeepCloudIdentity(t *testing.T) {
+	prev := &sources.Cluster{CloudID: "aks/sub-a/rg/x", Account: "sub-a"}
+	for _, tc := range []struct {
+		name          string
+		prev          *sources.Cluster
+		cloud, acct   string
+		wantC, wantAc string
+	}{
+		{name: "none: the last one", prev: prev, wantC: "aks/sub-a/rg/x", wantAc: "sub-a"},
+		{name: "the same account, no cloud id: the last one", prev: prev, acct: "SUB-A", wantC: "aks/sub-a/rg/x", wantAc: "sub-a"},
+		{name: "another account: taken as it is", prev: prev, acct: "sub-b", wantAc: "sub-b"},
+		{name: "another cloud id: taken", prev: prev, cloud: "aks/sub-a/rg/y", acct: "sub-a", wantC: "aks/sub-a/rg/y", wantAc: "sub-a"},
+		{name: "no last rendering", wantC: "", wantAc: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &sources.Cluster{CloudID: tc.cloud, Account: tc.acct}
+			keepCloudIdentity(c, tc.prev)
+			assert.Equal(t, []string{tc.wantC, tc.wantAc}, []string{c.CloudID, c.Account})
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -292,16 +293,16 @@ func held(prev, c *sources.Cluster) *sources.Cluster {
 // since it read it). Without it the cluster would stop being one with its
 // listing from the cloud's own source, and that one, a duplicate until
 // then, would be served as a second cluster on another server, then
-// dropped again when the identity comes back. A different identity is the
-// source's word, and taken.
+// dropped again when the identity comes back. A different identity (or
+// account) is the source's word, and taken.
 func keepCloudIdentity(c, prev *sources.Cluster) {
 	if prev == nil || c.CloudID != "" || prev.CloudID == "" {
 		return
 	}
-	c.CloudID = prev.CloudID
-	if c.Account == "" {
-		c.Account = prev.Account
+	if c.Account != "" && !strings.EqualFold(c.Account, prev.Account) {
+		return // another account: not the cloud cluster prev named
 	}
+	c.CloudID, c.Account = prev.CloudID, prev.Account
 }
 
 // withPhase returns c with another phase and state: c itself when they are

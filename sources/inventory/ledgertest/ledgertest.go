@@ -157,6 +157,7 @@ func Fleet(n int) inventory.Book {
 		{Name: "rancher", Provider: sources.ProviderRancher, Synced: true},
 	}}
 	est := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
+	const subscription = "0b1f6471-1bf0-4dda-aec3-cb9272f09590" // hosted AKS clusters, as Rancher lists them
 	for i := range n {
 		name := fmt.Sprintf("prod-%02d", i)
 		c := &sources.Cluster{Source: "rancher", Provider: sources.ProviderRancher, Name: name, ID: "c-" + name,
@@ -164,7 +165,8 @@ func Fleet(n int) inventory.Book {
 			Auth:   sources.Auth{Kind: sources.AuthBearerToken, TokenRef: &sources.SecretRef{File: "/var/run/token"}},
 			Labels: map[string]string{"env": "prod", "tenant": "acme"}, Annotations: map[string]string{"team": "payments"},
 			Region: "eu-west-1", Tenant: "acme", Project: "acme", Namespaces: []string{"apps"}, KubernetesVersion: "v1.31.4",
-			State: "active", Phase: sources.PhaseReady, Ready: true}
+			State: "active", Phase: sources.PhaseReady, Ready: true,
+			CloudID: sources.AKSCloudID(subscription, "rg-prod", name), Account: subscription}
 		b.Clusters = append(b.Clusters, inventory.Record{Source: "rancher", ID: c.ID, Rendering: c, Served: true, Established: est})
 	}
 	b.Clusters = append(b.Clusters, inventory.Record{Source: "eks", ID: "arn:aws:eks:eu-west-1:111:cluster/new",
