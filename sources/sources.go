@@ -99,6 +99,12 @@ type Cluster struct {
 	Region string `json:"region,omitempty"`
 	// Account is the AWS account id or Azure subscription id, if any.
 	Account string `json:"account,omitempty"`
+	// AccountLabel is the key of the label in which the source puts
+	// Account, if it does (a Rancher-hosted cluster's aks-subscription).
+	// When the inventory keeps a cluster's last known identity because a
+	// listing could not tell it, it keeps that label with it. Set by the
+	// source on every listing; not part of a rendering.
+	AccountLabel string `json:"-"`
 	// Group is the operator-controlled group the cluster is in, if any: its
 	// Azure resource group (AKS), or its Rancher fleet workspace (moving a
 	// cluster to another needs fleetaddcluster on that workspace, which

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"sort"
@@ -293,8 +294,10 @@ func held(prev, c *sources.Cluster) *sources.Cluster {
 // since it read it). Without it the cluster would stop being one with its
 // listing from the cloud's own source, and that one, a duplicate until
 // then, would be served as a second cluster on another server, then
-// dropped again when the identity comes back. A different identity (or
-// account) is the source's word, and taken.
+// dropped again when the identity comes back. The label the source puts
+// the account in (AccountLabel) is kept with it, so that a selector on it
+// keeps the cluster too. A different identity (or account) is the source's
+// word, and taken.
 func keepCloudIdentity(c, prev *sources.Cluster) {
 	if prev == nil || c.CloudID != "" || prev.CloudID == "" {
 		return
@@ -303,6 +306,14 @@ func keepCloudIdentity(c, prev *sources.Cluster) {
 		return // another account: not the cloud cluster prev named
 	}
 	c.CloudID, c.Account = prev.CloudID, prev.Account
+	if k := c.AccountLabel; k != "" && c.Labels[k] == "" && prev.Account != "" {
+		labels := maps.Clone(c.Labels) // shared with the source: never modified
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[k] = prev.Account
+		c.Labels = labels
+	}
 }
 
 // withPhase returns c with another phase and state: c itself when they are

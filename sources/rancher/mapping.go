@@ -328,7 +328,7 @@ func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster, subs subscript
 		setLabel(out, LabelEKSName, name)
 		setLabel(out, LabelEKSRegion, region)
 		setLabel(out, LabelEKSAccount, account)
-		out.Region, out.Account = region, account
+		out.Region, out.Account, out.AccountLabel = region, account, LabelEKSAccount
 		if name != "" && region != "" && account != "" {
 			out.CloudID = sources.EKSCloudID(account, region, name)
 		}
@@ -348,7 +348,7 @@ func (m *mapper) hostedIdentity(out *sources.Cluster, c *Cluster, subs subscript
 		setLabel(out, LabelAKSResourceGroup, group)
 		setLabel(out, LabelAKSLocation, location)
 		setLabel(out, LabelAKSSubscription, sub)
-		out.Region, out.Account = location, sub
+		out.Region, out.Account, out.AccountLabel = location, sub, LabelAKSSubscription
 		if name != "" && group != "" && sub != "" {
 			// The arguments of the AKS source: the subscription, and the
 			// resource group and name of the cluster's resource id.

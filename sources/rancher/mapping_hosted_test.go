@@ -159,6 +159,10 @@ func checkIdentity(t *testing.T, cases []identityCase) {
 			c := decodeHosted(t, tc.doc, tc.edit)
 			got := testMapper(nil).toCluster(&c, newRancherCA(rancherCAPEM), tc.subs)
 			assert.Equal(t, tc.want, identityOf(got))
+			// named with or without an account, so that the inventory can
+			// keep the last one in it (sources.Cluster.AccountLabel)
+			wantLabel := map[string]string{"EKS": LabelEKSAccount, "AKS": LabelAKSSubscription}[strings.ToUpper(c.Driver)]
+			assert.Equal(t, wantLabel, got.AccountLabel)
 			assert.True(t, got.Ready, got.NotReadyReason)
 		})
 	}
