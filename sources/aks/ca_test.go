@@ -211,12 +211,16 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 			mc.Properties.ProvisioningState, mc.Properties.Fqdn = to.Ptr(state), to.Ptr(fqdn)
 		})}}
 	})
-	ca := testCAPEM(t)
+	ca, fail := testCAPEM(t), false
 	f.creds = func(_, _, name string) (resp azfake.Responder[armcontainerservice.ManagedClustersClientListClusterUserCredentialsResponse], errResp azfake.ErrorResponder) {
+		if fail {
+			errResp.SetResponseError(http.StatusForbidden, "AuthorizationFailed")
+			return resp, errResp
+		}
 		resp.SetResponse(http.StatusOK, credentialsResponse(kubeconfig(name, ca)), nil)
 		return resp, errResp
 	}
-	env := newTestEnv(t, Config{Subscriptions: []string{subA}, CATTL: sources.D(time.Hour)}, f, nil)
+	env := newTestEnv(t, Config{Subscriptions: []string{subA}, CATTL: sources.D(time.Hour), CAErrorTTL: sources.D(5 * time.Minute)}, f, nil)
 	list := func(t *testing.T, wait time.Duration) (sources.Cluster, int) {
 		t.Helper()
 		f.resetCalls()
@@ -229,10 +233,12 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 
 	_, calls := list(t, 0)
 	require.Equal(t, 1, calls)
+	ca0 := ca
 	for _, step := range []struct {
 		name        string
 		state, fqdn string
 		ca          []byte        // what listClusterUserCredential answers from now on
+		fail        bool          // it answers 403 instead
 		wait        time.Duration // since the last listing (default a minute, well within the TTL)
 		calls       int
 		want        []byte
@@ -246,9 +252,17 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 		{name: "the TTL runs out during an operation: read then", state: "Updating", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io",
 			wait: time.Hour, calls: 1, want: ca},
 		{name: "and again once it ended", state: "Succeeded", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", ca: rotated, calls: 1, want: rotated},
+		{name: "the TTL runs out during another operation and the read fails: the expired CA", state: "Updating",
+			fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", fail: true, wait: time.Hour, calls: 1, want: rotated},
+		{name: "within the error TTL: no read", state: "Updating", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", fail: true,
+			calls: 0, want: rotated},
+		{name: "after it, still in the operation, the read succeeds", state: "Updating", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io",
+			ca: ca0, wait: 5 * time.Minute, calls: 1, want: ca0},
+		{name: "read again once that operation ended", state: "Succeeded", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", ca: rotated,
+			calls: 1, want: rotated},
 	} {
 		t.Run(step.name, func(t *testing.T) {
-			state, fqdn = step.state, step.fqdn
+			state, fqdn, fail = step.state, step.fqdn, step.fail
 			if step.ca != nil {
 				ca = step.ca
 			}
