@@ -177,7 +177,7 @@ func (s *Source) aksSubscriptions(l *listing, kept []*Cluster) (subscriptions, e
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		s.log.Debug("cloud credentials not found or without an azure subscription: their hosted AKS clusters get no cloud id",
+		s.log.Debug("cloud credentials not found or without an azure subscription: the source gives their hosted AKS clusters no subscription",
 			"credentials", missing, "clusters", total-withSubscription(refs, subs))
 	}
 	return subs, nil
