@@ -103,7 +103,7 @@ type Cluster struct {
 	// Account, if it does (a Rancher-hosted cluster's aks-subscription).
 	// When the inventory keeps a cluster's last known identity because a
 	// listing could not tell it, it keeps that label with it. Set by the
-	// source on every listing; not part of a rendering.
+	// source on every listing; the inventory clears it from a rendering.
 	AccountLabel string `json:"-"`
 	// Group is the operator-controlled group the cluster is in, if any: its
 	// Azure resource group (AKS), or its Rancher fleet workspace (moving a

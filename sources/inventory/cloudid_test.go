@@ -47,6 +47,7 @@ func TestCloudIdentityOnceKnownIsKept(t *testing.T) {
 			assert.Equal(t, "sub", snap.Clusters[0].Account)
 			assert.Equal(t, map[string]string{"team": "payments", subLabel: "sub"}, snap.Clusters[0].Labels,
 				"the label the account is in is kept with it: a selector on it keeps the cluster")
+			assert.Empty(t, snap.Clusters[0].AccountLabel, "not part of a rendering: one decoded from the ledger has none")
 		}
 		assert.Equal(t, []Duplicate{{Name: "payments", Source: "s2", KeptName: "aks-payments", KeptSource: "s1", Reason: "cloudID"}},
 			snap.Duplicates)

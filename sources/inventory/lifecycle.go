@@ -195,6 +195,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 	case c.Ready:
 		c.Phase = phase
 		keepCloudIdentity(c, r.Rendering)
+		c.AccountLabel = "" // not part of a rendering: one the ledger gives back has none, and held compares them
 		r.Rendering, r.Served = held(r.Rendering, c), true
 	case r.Rendering == nil:
 		r.Unserved = unserved(c, phase, c.NotReadyReason)
