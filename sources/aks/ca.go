@@ -32,14 +32,18 @@ type caEntry struct {
 const succeeded = "Succeeded"
 
 // caOutdated reports whether e's CA must be read again before its TTL
-// for the cluster m: its server changed, or an operation on it ended. It
+// for the cluster m: its server changed (whatever its state: a CA read for
+// another server is never this one's), or an operation on it ended. It
 // records in e an operation m is in.
 func caOutdated(e *caEntry, m *mapped) bool {
+	if e.server != m.cluster.Server {
+		return true
+	}
 	if !strings.EqualFold(m.state, succeeded) {
 		e.operation = true
 		return false
 	}
-	return e.operation || e.server != m.cluster.Server
+	return e.operation
 }
 
 // caTTL is the TTL of one cluster's CA: between 80% and 100% of ttl, fixed
@@ -53,7 +57,8 @@ func caTTL(ttl time.Duration, id string) time.Duration {
 
 // resolveCA sets the cluster's CA from the cache or from
 // listClusterUserCredential. A read that fails keeps the expired CA when
-// there is one, and otherwise marks the cluster not ready; failures are
+// there is one for the same server, and otherwise marks the cluster not
+// ready (the inventory keeps its last rendering, server and CA); failures are
 // remembered for caErrorTTL so that a missing permission does not cost a
 // call per cluster and listing. It returns an error only when ctx ends.
 func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
@@ -82,15 +87,20 @@ func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
 		} else {
 			e.failed, e.reason = now, err.Error()
 			s.log.Warn("cannot read the cluster's CA", "cluster", m.cluster.Name, "resourceID", m.cluster.Annotations[AnnotationResourceID],
-				"subscription", m.subscription, "error", e.reason, "keptExpiredCA", !e.ca.IsZero())
+				"subscription", m.subscription, "error", e.reason, "keptExpiredCA", !e.ca.IsZero() && e.server == m.cluster.Server)
 		}
 		s.mu.Lock()
 		s.cas[m.id] = e
 		s.mu.Unlock()
 	}
-	if e.ca.IsZero() {
+	switch {
+	case e.ca.IsZero():
 		m.cluster.Ready, m.notReadyKind = false, notReadyCA
 		m.cluster.NotReadyReason = "CA unavailable: " + e.reason
+		return nil
+	case e.server != m.cluster.Server:
+		m.cluster.Ready, m.notReadyKind = false, notReadyCA
+		m.cluster.NotReadyReason = "CA unavailable for the new API server: " + e.reason
 		return nil
 	}
 	m.cluster.CA = e.ca

@@ -239,6 +239,7 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 		state, fqdn string
 		ca          []byte        // what listClusterUserCredential answers from now on
 		fail        bool          // it answers 403 instead
+		notReady    bool          // the cluster is listed not ready (no CA)
 		wait        time.Duration // since the last listing (default a minute, well within the TTL)
 		calls       int
 		want        []byte
@@ -260,6 +261,12 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 			ca: ca0, wait: 5 * time.Minute, calls: 1, want: ca0},
 		{name: "read again once that operation ended", state: "Succeeded", fqdn: "alpha-9f2c1e.hcp.westeurope.azmk8s.io", ca: rotated,
 			calls: 1, want: rotated},
+		{name: "another API server and the read fails: not ready, never the other server's CA", state: "Succeeded",
+			fqdn: "alpha-3b7d0a.hcp.westeurope.azmk8s.io", fail: true, calls: 1, notReady: true},
+		{name: "within the error TTL: still not ready", state: "Succeeded", fqdn: "alpha-3b7d0a.hcp.westeurope.azmk8s.io", fail: true,
+			calls: 0, notReady: true},
+		{name: "another API server during an operation: read then", state: "Creating", fqdn: "alpha-5e9a44.hcp.westeurope.azmk8s.io",
+			ca: ca0, wait: 5 * time.Minute, calls: 1, want: ca0},
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			state, fqdn, fail = step.state, step.fqdn, step.fail
@@ -269,6 +276,7 @@ func TestCAReadAgainAfterAnOperationOrANewServer(t *testing.T) {
 			got, calls := list(t, cmp.Or(step.wait, time.Minute))
 			assert.Equal(t, step.calls, calls)
 			assert.Equal(t, pem(step.want), got.CA.Data())
+			assert.Equal(t, !step.notReady, got.Ready, got.NotReadyReason)
 		})
 	}
 }
