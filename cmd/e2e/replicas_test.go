@@ -41,10 +41,15 @@ func testHeldDropSurvivesRestarts(t *testing.T) {
 		}
 		return nil
 	})
-	before, err := AnswerBytes(e.APIAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// the leader's /status may say so before every ClusterProfile it wrote
+	// has reached the answer: the last answer before the restart is the
+	// one with the whole drop in it
+	var before []byte
+	e.Eventually(t, 30*time.Second, "the answer has every Rancher cluster absent", func() error {
+		b, err := everyRancherClusterAbsent(e.APIAddr)
+		before = b
+		return err
+	})
 	for i := range 2 {
 		e.StopService(t)
 		e.StartService(t, currentPolicy)
@@ -151,24 +156,62 @@ func testReplicas(t *testing.T) {
 		func() error { return e.AppsAre("acme-guestbook", "acme", acmeApps) })
 }
 
-// paramsAt returns the names the answer at addr lists for tenant acme.
-func paramsAt(addr string) ([]string, error) {
+// answerParam is what the tests read of one parameter set of an answer.
+type answerParam struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Phase  string `json:"phase"`
+}
+
+// answerAt returns the answer at addr for tenant acme, and its parameter
+// sets.
+func answerAt(addr string) ([]byte, []answerParam, error) {
 	b, err := AnswerBytes(addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var doc struct {
 		Output struct {
-			Parameters []struct {
-				Name string `json:"name"`
-			} `json:"parameters"`
+			Parameters []answerParam `json:"parameters"`
 		} `json:"output"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, nil, err
+	}
+	return b, doc.Output.Parameters, nil
+}
+
+// everyRancherClusterAbsent returns the answer at addr, and an error unless
+// it has Rancher clusters and every one is in the phase absent.
+func everyRancherClusterAbsent(addr string) ([]byte, error) {
+	b, params, err := answerAt(addr)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, p := range params {
+		if p.Source != "rancher" {
+			continue
+		}
+		n++
+		if p.Phase != "absent" {
+			return nil, fmt.Errorf("%s is %s", p.Name, p.Phase)
+		}
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("no rancher cluster in the answer: %s", b)
+	}
+	return b, nil
+}
+
+// paramsAt returns the names the answer at addr lists for tenant acme.
+func paramsAt(addr string) ([]string, error) {
+	_, params, err := answerAt(addr)
+	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, p := range doc.Output.Parameters {
+	for _, p := range params {
 		out = append(out, p.Name)
 	}
 	return out, nil
