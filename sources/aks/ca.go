@@ -31,6 +31,9 @@ type caEntry struct {
 // on (compared case-insensitively).
 const succeeded = "Succeeded"
 
+// inOperation reports whether an operation is running on the cluster m.
+func inOperation(m *mapped) bool { return !strings.EqualFold(m.state, succeeded) }
+
 // caOutdated reports whether e's CA must be read again before its TTL
 // for the cluster m: its server changed (whatever its state: a CA read for
 // another server is never this one's), or an operation on it ended. It
@@ -39,7 +42,7 @@ func caOutdated(e *caEntry, m *mapped) bool {
 	if e.server != m.cluster.Server {
 		return true
 	}
-	if !strings.EqualFold(m.state, succeeded) {
+	if inOperation(m) {
 		e.operation = true
 		return false
 	}
@@ -83,7 +86,7 @@ func (s *Source) resolveCA(ctx context.Context, m *mapped) error {
 		}
 		if err == nil {
 			// a CA read during an operation is read again when it ends
-			e = caEntry{ca: ca, fetched: now, server: m.cluster.Server, operation: !strings.EqualFold(m.state, succeeded)}
+			e = caEntry{ca: ca, fetched: now, server: m.cluster.Server, operation: inOperation(m)}
 		} else {
 			e.failed, e.reason = now, err.Error()
 			s.log.Warn("cannot read the cluster's CA", "cluster", m.cluster.Name, "resourceID", m.cluster.Annotations[AnnotationResourceID],

@@ -128,9 +128,10 @@ func (l *listing) cloudCredentials() (subscriptions, error) {
 // valid subscription keeps the one last read: a cluster's subscription does
 // not change, and losing it for a listing would strip the cluster's
 // aks-subscription label and split it from its AKS twin (two servers for one
-// cluster, then one gone). A credential never read leaves its clusters
-// without a cloud id. Only the end of the listing's own context fails the
-// listing.
+// cluster, then one gone). A credential this process never read gives its
+// clusters no subscription (the inventory keeps a served cluster's, see
+// sources.Cluster.AccountLabel). Only the end of the listing's own context
+// fails the listing.
 func (s *Source) aksSubscriptions(l *listing, kept []*Cluster) (subscriptions, error) {
 	refs := map[string]int{} // credential → clusters naming it
 	total := 0
