@@ -84,11 +84,14 @@ func (r *Reconciler) adoptTokens(ctx context.Context) {
 	}
 }
 
-// newTerm makes the next pass adopt again (a new leadership term).
+// newTerm makes the next pass adopt again (a new leadership term) and
+// forgets the clusters parked in an earlier term: another leader may have
+// written their Secrets since.
 func (r *Reconciler) newTerm() {
 	r.termMu.Lock()
 	defer r.termMu.Unlock()
 	r.adopted = map[string]bool{}
+	r.parked = nil
 }
 
 // heldTokens reads the bearer tokens our Secrets of source hold, by the
@@ -155,19 +158,20 @@ const parkedToken = "<not issued: the cluster's Secret clashes>"
 // passes that follow issue none. Under create-only it also parks the
 // clusters whose Secret would need an update (ch.frozen): their token is
 // not renewed, since nothing would write the new one. A parked cluster whose clash is gone is
-// dropped from the creates of that pass (planned with the stand-in), and
-// gets its token and Secret at the next pass.
+// dropped from the creates and updates of that pass (planned with the
+// stand-in, which never reaches a Secret), and gets its token and Secret
+// at the next pass.
 func (r *Reconciler) park(ctx context.Context, ch *Changes, parked map[sources.IssuedToken]bool) {
-	creates := ch.Create[:0]
-	for _, d := range ch.Create {
-		if iss := issuedOf(d.cluster, d.opts); iss != nil && parked[*iss] {
-			r.logger.Info("a cluster's Secret no longer clashes; it is written with its own token next pass", "cluster", d.Cluster)
-			continue
+	isParked := func(d *Desired) bool {
+		iss := issuedOf(d.cluster, d.opts)
+		if iss == nil || !parked[*iss] {
+			return false
 		}
-		creates = append(creates, d)
+		r.logger.Info("a cluster's Secret no longer clashes; it is written with its own token next pass", "cluster", d.Cluster)
+		return true
 	}
-	clear(ch.Create[len(creates):])
-	ch.Create = creates
+	ch.Create = slices.DeleteFunc(ch.Create, func(d Desired) bool { return isParked(&d) })
+	ch.Update = slices.DeleteFunc(ch.Update, func(u Update) bool { return u.Want != nil && isParked(u.Want) })
 	next := map[sources.IssuedToken]bool{}
 	for _, d := range ch.unwritable {
 		iss := issuedOf(d.cluster, d.opts)

@@ -185,13 +185,7 @@ func bearers(t *testing.T, e *env) map[string]string {
 // Once the clash is gone it gets a token and its Secret, the stand-in
 // never reaching a Secret.
 func TestClashingClusterHoldsNoToken(t *testing.T) {
-	e := newEnv(t)
-	_, inv := issuingInventory(t, 2, "a", "b")
-	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hand-made", Namespace: e.ns,
-		Labels: map[string]string{LabelSecretType: "cluster"}},
-		Data: map[string][]byte{"name": []byte("hand-made"), "server": []byte("https://b.example.com")}}
-	_, err := e.admin.CoreV1().Secrets(e.ns).Create(context.Background(), foreign, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e, inv := clashingFleet(t)
 	k := newKeeper()
 	r, err := New(testConfig(e, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"fleet": k} }), e.client, inv, nil, nil)
 	require.NoError(t, err)
@@ -261,4 +255,49 @@ func TestDepartureReleasesTheTokenUnderUpsertOnly(t *testing.T) {
 	pass(t, r)
 	assert.Equal(t, []string{"c-b"}, iss.releasedClusters(), "b's token released at its confirmed departure")
 	assert.Len(t, e.secrets(), 2, "upsert-only keeps b's Secret")
+}
+
+// TestParkedInAnEarlierTermNeverWritesTheStandIn: leader A parks b (a
+// foreign Secret has b's server) and loses the lease; the foreign Secret
+// goes and leader B writes b's Secret with a token of its own; when A
+// leads again (the same process, a new term), its first pass neither
+// writes the stand-in into b's Secret nor tells its keeper that b's Secret
+// holds it.
+func TestParkedInAnEarlierTermNeverWritesTheStandIn(t *testing.T) {
+	e, inv := clashingFleet(t)
+	ka, kb := newKeeper(), newKeeper()
+	ra, err := New(testConfig(e, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"fleet": ka} }), e.client, inv, nil, nil)
+	require.NoError(t, err)
+	rb, err := New(testConfig(e, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"fleet": kb} }), e.client, inv, nil, nil)
+	require.NoError(t, err)
+
+	ra.newTerm()
+	pass(t, ra)
+	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(context.Background(), "hand-made", metav1.DeleteOptions{}))
+	require.NotContains(t, bearers(t, e), "c-b", "A parked b")
+	rb.newTerm()
+	pass(t, rb)
+	before := bearers(t, e)
+	require.Contains(t, before, "c-b", "B writes b's Secret")
+	require.NotEqual(t, parkedToken, before["c-b"])
+
+	ra.newTerm()
+	pass(t, ra)
+	assert.Equal(t, before["c-b"], bearers(t, e)["c-b"], "b's Secret keeps the token B wrote")
+	written := ka.get(func(k *keeper) any { return maps.Clone(k.written) }).(map[string]string)
+	assert.NotEqual(t, parkedToken, written["c-b"], "A's keeper is never told b's Secret holds the stand-in")
+}
+
+// clashingFleet is clusters a and b of an issuing source, and a foreign
+// cluster Secret "hand-made" with b's server.
+func clashingFleet(t *testing.T) (*env, *inventory.Inventory) {
+	t.Helper()
+	e := newEnv(t)
+	_, inv := issuingInventory(t, 2, "a", "b")
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hand-made", Namespace: e.ns,
+		Labels: map[string]string{LabelSecretType: "cluster"}},
+		Data: map[string][]byte{"name": []byte("hand-made"), "server": []byte("https://b.example.com")}}
+	_, err := e.admin.CoreV1().Secrets(e.ns).Create(context.Background(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return e, inv
 }
