@@ -44,6 +44,9 @@ func cl(name string, mut ...func(*sources.Cluster)) sources.Cluster {
 	return c
 }
 
+// withID gives a cluster of cl its ID in the source (by default its name).
+func withID(id string) func(*sources.Cluster) { return func(c *sources.Cluster) { c.ID = id } }
+
 func noToken(sources.SecretRef) (string, error) { return "", errors.New("no token in this test") }
 
 func desired(t *testing.T, cs ...sources.Cluster) []Desired {

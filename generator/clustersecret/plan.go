@@ -136,6 +136,7 @@ func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.De
 //	found by identity, content equal    served                          nothing
 //	foreign Secret, same server         served, ours exists             clash: reported, ours left as it is
 //	foreign Secret, same cluster name   served, ours exists             clash: reported, ours kept up to date
+//	                                                                    (left as it is if ours was renamed onto it)
 //	any                                 served but held, unserved,
 //	                                    duplicate, in a name conflict   nothing (countdown cleared)
 //	any                                 departure confirmed             delete (sync only, unless pinned or the
@@ -252,10 +253,13 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		return
 	}
 	if f := c.foreignByCluster[d.Cluster]; f != nil {
-		// ours was there first: kept and kept up to date, the clash
-		// reported; but never written again with an agent's name
+		// ours held the name first: kept and kept up to date, the clash
+		// reported. Ours renamed onto a name the other Secret holds is
+		// the newcomer: left as it is, as under an agent's name (never
+		// written again with it), so that no write of ours makes two
+		// clusters share a destination name
 		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: f.Name, By: "cluster name"})
-		if f.agent {
+		if f.agent || cur.name != d.Cluster {
 			ch.Unchanged++
 			return
 		}

@@ -77,6 +77,12 @@ func TestPlanContent(t *testing.T) {
 				s.Name, s.Data["server"] = "hand-made", []byte("https://elsewhere")
 			})},
 			want: planWant{unchanged: 1, clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "cluster name"}}}},
+		{name: "ours renamed onto a foreign secret's cluster name is left as it is",
+			served: []sources.Cluster{cl("a", withID("id-1"))},
+			current: []corev1.Secret{current(t, cl("old", withID("id-1"))), current(t, cl("a"), foreignOwner, func(s *corev1.Secret) {
+				s.Name, s.Data["server"] = "hand-made", []byte("https://elsewhere")
+			})},
+			want: planWant{unchanged: 1, clashes: []Clash{{Cluster: "a", Secret: "hand-made", By: "cluster name"}}}},
 		{name: "our secret of another owner id is foreign", policy: PolicySync, served: []sources.Cluster{cl("a")},
 			current: []corev1.Secret{current(t, cl("a"), func(s *corev1.Secret) { s.Labels[LabelOwner] = "fleet-b" })},
 			want:    planWant{clashes: []Clash{{Cluster: "a", Secret: sn("a"), By: "name"}}}},
@@ -284,7 +290,6 @@ type lifecycleCase struct {
 // identity, pruned on a confirmed departure) and never loses to a foreign
 // Secret.
 func TestPlanLifecycle(t *testing.T) {
-	withID := func(id string) func(*sources.Cluster) { return func(c *sources.Cluster) { c.ID = id } }
 	departed := func(name, id string) inventory.Departed {
 		return inventory.Departed{Name: name, Source: "fleet", ID: id, At: t0}
 	}
