@@ -165,3 +165,36 @@ func TestForeignSecretWithOurServerFreezesOurs(t *testing.T) {
 	assert.Equal(t, "prod", got.Labels["env"])
 	assert.Equal(t, theirs.ResourceVersion, e.get("a-by-hand").ResourceVersion, "theirs is untouched")
 }
+
+// TestRenamedClusterGetsNoSecondSecretOnItsServer protects "two clusters
+// never share one server": cluster a is renamed b upstream with its id
+// (a new identity, the same API server). Where a's Secret stays once a's
+// departure is confirmed (upsert-only; sync with the breaker tripped, as a
+// renamed source of many clusters trips it), b gets none: the clash by
+// server is reported, and at no pass do two of our Secrets hold one
+// server. Once a person deletes a's Secret, b's is written.
+func TestRenamedClusterGetsNoSecondSecretOnItsServer(t *testing.T) {
+	for name, mut := range map[string]func(*Config){
+		"upsert-only":           func(c *Config) { c.Policy = PolicyUpsertOnly },
+		"sync, breaker tripped": func(c *Config) { c.Prune.MaxDeletions, c.Prune.MaxDeletionsPercent = 0, 0 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			f := membersFleet(t, member{name: "a", host: "shared", env: "prod"})
+			r := newReconciler(t, e, f, mut)
+			require.Len(t, pass(t, r).Create, 1)
+			writeMembers(t, f.path, member{name: "b", host: "shared", env: "prod"})
+			for i := range 4 {
+				time.Sleep(5 * time.Millisecond)
+				require.NoError(t, f.refresh())
+				pass(t, r)
+				assert.Equal(t, []string{sn("a")}, e.secretNames(), "pass %d", i)
+			}
+			assert.Equal(t, []Clash{{Cluster: "b", Secret: sn("a"), By: "server"}}, r.Status().Clashes)
+
+			require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(context.Background(), sn("a"), metav1.DeleteOptions{}))
+			assert.Equal(t, []string{sn("b")}, names(pass(t, r).Create))
+			assert.Empty(t, r.Status().Clashes)
+		})
+	}
+}

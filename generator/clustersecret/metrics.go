@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "last_success_timestamp_seconds",
 			Help: "Unix time of the last successful reconcile pass."}),
 		clashes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "foreign_clashes",
-			Help: "Clusters whose Secret name or server is taken by a Secret we do not own (skipped)."}),
+			Help: "Clusters whose Secret name, server or Argo CD cluster name is taken by a Secret we do not own, or by one of ours for another cluster (skipped)."}),
 		blocked: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "blocked_deletions",
 			Help: "Deletions the breaker stopped in the last pass."}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "pending_deletions",

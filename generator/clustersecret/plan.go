@@ -1,6 +1,7 @@
 package clustersecret
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -135,6 +136,8 @@ func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.De
 //	found by identity, content differs  served                          update in place (not under create-only)
 //	found by identity, content equal    served                          nothing
 //	foreign Secret, same server         served, ours exists             clash: reported, ours left as it is
+//	ours for another cluster, same      served                          clash: reported, no create; ours for
+//	server                                                              this cluster left as it is
 //	foreign Secret, same cluster name   served, ours exists             clash: reported, ours kept up to date
 //	                                                                    (left as it is if ours was renamed onto it)
 //	any                                 served but held, unserved,
@@ -181,6 +184,8 @@ type secretIndex struct {
 	// byLegacyName ours written before the cluster-id annotation existed,
 	// by source and cluster name.
 	owned, byIdentity, byLegacyName map[string]*Record
+	// ownedByServer holds ours by server (sources.ServerKey).
+	ownedByServer map[string]*Record
 	// foreignByName holds the Secrets we do not own by name, and
 	// foreignByServer and foreignByCluster the cluster Secrets among them
 	// by server and by Argo CD cluster name.
@@ -189,10 +194,13 @@ type secretIndex struct {
 
 func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 	c := secretIndex{owned: map[string]*Record{}, byIdentity: map[string]*Record{}, byLegacyName: map[string]*Record{},
-		foreignByName: map[string]*Record{}, foreignByServer: map[string]*Record{}, foreignByCluster: map[string]*Record{}}
+		ownedByServer: map[string]*Record{}, foreignByName: map[string]*Record{}, foreignByServer: map[string]*Record{}, foreignByCluster: map[string]*Record{}}
 	for _, s := range secrets {
 		if s.owned(ownerID) {
 			c.owned[s.Name] = s
+			if s.server != "" {
+				c.ownedByServer[sources.ServerKey(s.server)] = s
+			}
 			if id := s.clusterID; id != "" {
 				c.byIdentity[Identity(s.Label(LabelSource), id)] = s
 			} else {
@@ -225,6 +233,12 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 	if cur != nil && matched[cur.Name] {
 		cur = nil // a legacy Secret already taken by another cluster of that name
 	}
+	// ours for another cluster with d's server (one that left, a renamed
+	// source's, a duplicate's): Argo CD would pick one of the two
+	ownServer := c.ownedByServer[sources.ServerKey(d.server)]
+	if ownServer == cur {
+		ownServer = nil
+	}
 	if cur == nil {
 		switch {
 		case c.foreignByName[d.name] != nil:
@@ -237,6 +251,8 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		case c.owned[d.name] != nil:
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "identity"})
 			matched[d.name] = true // another cluster's: never updated, never pruned for this one
+		case ownServer != nil:
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: ownServer.Name, By: "server"})
 		default:
 			ch.Create = append(ch.Create, d)
 			return
@@ -247,8 +263,8 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		return
 	}
 	matched[cur.Name] = true
-	if foreignServer != nil {
-		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignServer.Name, By: "server"})
+	if holder := cmp.Or(foreignServer, ownServer); holder != nil {
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: holder.Name, By: "server"})
 		clearCountdown(ch, cur)
 		return
 	}
