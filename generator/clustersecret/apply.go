@@ -160,10 +160,15 @@ func (r *Reconciler) update(ctx context.Context, u Update, resolve TokenResolver
 				next = nil
 			}
 		}
-		first = false
 		if next == nil {
 			return nil
 		}
+		if !first { // a retry: the lease may have passed since apply checked it
+			if err := lease.Check(ctx); err != nil {
+				return err
+			}
+		}
+		first = false
 		updated, err := r.secrets.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
 			r.own.wrote(updated)

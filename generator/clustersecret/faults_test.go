@@ -118,13 +118,7 @@ func TestLeaderLostMidPass(t *testing.T) {
 
 	ft.holdWrites = make(chan struct{})
 	t0 := time.Now()
-	var late atomic.Bool // the clock of the fence: the lease ends when it is set
-	clock := func() time.Time {
-		if late.Load() {
-			return t0.Add(time.Hour)
-		}
-		return t0
-	}
+	clock, late := lateClock(t0) // the lease ends when late is set
 	ctx := lease.WithDeadline(context.Background(), t0.Add(time.Minute), clock)
 	done := make(chan error, 1)
 	go func() { _, err := r.Pass(ctx); done <- err }()

@@ -7,13 +7,16 @@ package clustersecret
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -45,16 +48,7 @@ func TestRenameRacingATakeoverOfTheListedSecret(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			f := membersFleet(t, member{name: "a", id: "id-1", env: "prod"})
-			client, rec := recordingClient(t, 0)
-			r, err := New(testConfig(e), client, f.inv, nil, nil) // no informer: Secrets listed per pass
-			require.NoError(t, err)
-			require.Len(t, pass(t, r).Create, 1)
-			name := SecretName("cluster", "fleet", "a", "id-1")
-
-			writeMembers(t, f.path, member{name: "a-renamed", id: "id-1", host: "a", env: "prod"})
-			require.NoError(t, f.refresh())
+			e, r, rec, name := renamedUpstream(t)
 			rec.onceBefore(http.MethodPut, name, func() { e.edit(name, tc.takeOver) })
 			ch := pass(t, r)
 			require.Len(t, ch.Update, 1)
@@ -131,4 +125,59 @@ func TestDeleteRacingAPinOrAForeignRecreate(t *testing.T) {
 			assert.Equal(t, []string{name, sn("kept")}, e.secretNames())
 		})
 	}
+}
+
+// TestUpdateRetryStopsAtTheFence: the lease is checked before each write,
+// the retry of an update after a conflict included. Cluster id-1 is
+// renamed upstream; just before the update reaches the API server another
+// writer changes the Secret (409) and the leader's lease passes (a process
+// frozen past it). The Secret is read again, but no second update is sent:
+// the pass ends with the fence's error and the rename is not written.
+func TestUpdateRetryStopsAtTheFence(t *testing.T) {
+	e, r, rec, name := renamedUpstream(t)
+	t0 := time.Now()
+	clock, late := lateClock(t0)
+	rec.onceBefore(http.MethodPut, name, func() {
+		e.edit(name, func(s *corev1.Secret) { s.Labels["team"] = "sre" })
+		late.Store(true)
+	})
+	_, err := r.Pass(lease.WithDeadline(context.Background(), t0.Add(time.Minute), clock))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the leader lease was not renewed")
+	var answers []int // of the updates sent, in order
+	for _, w := range rec.sent(name) {
+		if w.method == http.MethodPut {
+			answers = append(answers, w.status)
+		}
+	}
+	assert.Equal(t, []int{http.StatusConflict}, answers, "no update after the lease passed")
+	assert.Equal(t, "a", string(e.get(name).Data["name"]), "the rename was not written")
+}
+
+// renamedUpstream is a reconciler with no informer (Secrets listed per
+// pass) whose cluster id-1, named a, has its Secret and has just been
+// renamed a-renamed upstream: the next pass updates name in place.
+func renamedUpstream(t *testing.T) (e *env, r *Reconciler, rec *recorder, name string) {
+	t.Helper()
+	e = newEnv(t)
+	f := membersFleet(t, member{name: "a", id: "id-1", env: "prod"})
+	client, rec := recordingClient(t, 0)
+	r, err := New(testConfig(e), client, f.inv, nil, nil)
+	require.NoError(t, err)
+	require.Len(t, pass(t, r).Create, 1)
+	writeMembers(t, f.path, member{name: "a-renamed", id: "id-1", host: "a", env: "prod"})
+	require.NoError(t, f.refresh())
+	return e, r, rec, SecretName("cluster", "fleet", "a", "id-1")
+}
+
+// lateClock is the clock of a lease fence (lease.WithDeadline): t0 until
+// late is set, an hour later from then on.
+func lateClock(t0 time.Time) (func() time.Time, *atomic.Bool) {
+	late := &atomic.Bool{}
+	return func() time.Time {
+		if late.Load() {
+			return t0.Add(time.Hour)
+		}
+		return t0
+	}, late
 }
