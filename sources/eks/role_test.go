@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 func TestParseRoleARN(t *testing.T) {
@@ -147,4 +149,34 @@ func TestTenantTagIsTheOwners(t *testing.T) {
 		"no rule secrets.tenants.acme admits this cluster", "a rule for another account")
 	assert.Empty(t, claim.ApplyTenantRule(map[string]sources.TenantRule{"acme": {Accounts: []string{acctA}}}, false), "a rule that admits it")
 	assert.False(t, byName["no-tenant"].TenantFromOwner)
+}
+
+// TestTenantTagAliasClaimsNothing: a tag whose key becomes the label key
+// tenant once made valid ("tenant_", "-tenant", "/tenant") is no tenant
+// claim, so no rule checks it; through the inventory the cluster's labels
+// (the answer's, and the Secret's: see clustersecret's
+// TestBuildTenantLabelIsTheClustersTenant) do not carry it as the tenant.
+func TestTenantTagAliasClaimsNothing(t *testing.T) {
+	const region = "eu-west-1"
+	f := newFake(t)
+	f.add(acctA, region,
+		fakeCluster{Name: "underscore", Tags: map[string]string{"tenant_": "globex"}},
+		fakeCluster{Name: "dash", Tags: map[string]string{"-tenant": "globex"}},
+		fakeCluster{Name: "slash", Tags: map[string]string{"/tenant": "globex"}},
+	)
+	cfg := f.testConfig()
+	cfg.Regions = []string{region}
+	s, _ := f.newSource(t, cfg, nil)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "aws", Provider: sources.ProviderEKS, Kind: sources.KindCloud, Source: s,
+		Interval: time.Hour, Timeout: 30 * time.Second}},
+		inventory.Options{Tenants: map[string]sources.TenantRule{"globex": {Accounts: []string{acctB}, Project: "globex"}}})
+	require.NoError(t, err)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	snap := inv.Snapshot()
+	require.Len(t, snap.Clusters, 3)
+	for i := range snap.Clusters {
+		c := snap.Clusters[i]
+		assert.Empty(t, c.Tenant, c.Name)
+		assert.NotContains(t, c.Labels, "tenant", "%s: the cluster's labels", c.Name)
+	}
 }

@@ -153,6 +153,7 @@ func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.T
 		if why := c.ApplyTenantRule(tenants, spec.TrustClusterLabels); why != "" && c.Ready {
 			c.Ready, c.NotReadyReason = false, why
 		}
+		c.SetTenantLabel()
 		c.DropAgentLabels()
 		if srv, err := c.ValidServer(); err != nil {
 			// a cluster its source lists not ready keeps the source's reason:

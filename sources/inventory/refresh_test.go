@@ -219,3 +219,33 @@ func TestOwnersProjectNeedsTheRulesProject(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantLabelIsTheCheckedTenant: a label "tenant" the owner wrote
+// (a cloud tag "tenant_" made a label key, a Rancher label where the
+// tenant is read from another) never reaches the answer or a Secret as a
+// tenant: the served cluster's label tenant is its Tenant, or absent.
+func TestTenantLabelIsTheCheckedTenant(t *testing.T) {
+	src := &listings{}
+	sp := spec("cloud", src)
+	sp.Provider, sp.Kind = sources.ProviderEKS, sources.KindCloud
+	inv, err := New([]SourceSpec{sp}, Options{Tenants: map[string]sources.TenantRule{"acme": {Sources: []string{"cloud"}}}})
+	require.NoError(t, err)
+	forged := inPhase("forged", sources.PhaseReady)
+	forged.Labels = map[string]string{"tenant": "globex", "env": "prod"}
+	admitted := inPhase("admitted", sources.PhaseReady)
+	admitted.Labels = map[string]string{"tenant": "globex"}
+	admitted.Tenant, admitted.TenantFromOwner = "acme", true
+	src.set(forged, admitted)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	snap := inv.Snapshot()
+	require.Len(t, snap.Clusters, 2)
+	for _, c := range snap.Clusters {
+		switch c.Name {
+		case "forged":
+			assert.Equal(t, map[string]string{"env": "prod"}, c.Labels, "no tenant: no tenant label")
+		case "admitted":
+			assert.Equal(t, map[string]string{"tenant": "acme"}, c.Labels, "the tenant the rule admitted")
+		}
+	}
+	assert.Equal(t, "globex", forged.Labels["tenant"], "the listing's labels are not modified")
+}
