@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -44,7 +45,7 @@ func NormalizeServer(s string) (string, error) {
 
 // ServerKey is the form of a server URL that two spellings of one API
 // server share: scheme and host in lower case, no trailing dot on the
-// host, no default port, no trailing slash. Clusters whose servers have one
+// host, no default port, no leading zeros in the port, no trailing slash. Clusters whose servers have one
 // key are one server (dedupe, and the clash with a foreign Secret). A
 // query (an agent's resource proxy, ?agentName=<agent>) is part of the key:
 // every agent of a principal shares its host.
@@ -55,6 +56,9 @@ func ServerKey(s string) string {
 		return strings.ToLower(s)
 	}
 	host, port := strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), u.Port()
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n) // Go dials "0443" as 443
+	}
 	scheme := strings.ToLower(u.Scheme)
 	if port == "443" && scheme == "https" || port == "80" && scheme == "http" {
 		port = ""

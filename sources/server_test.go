@@ -106,12 +106,14 @@ func TestNormalizeServerErrorsNeverQuoteTheURL(t *testing.T) {
 // TestServerKey: the spellings of one server share a key; other servers
 // do not.
 func TestServerKey(t *testing.T) {
-	same := []string{"https://api.example.com", "https://API.example.com.", "https://api.example.com:443/", "HTTPS://api.example.com"}
+	same := []string{"https://api.example.com", "https://API.example.com.", "https://api.example.com:443/", "HTTPS://api.example.com",
+		"https://api.example.com:0443"}
 	for _, s := range same {
 		assert.Equal(t, "https://api.example.com", sources.ServerKey(s), s)
 	}
 	assert.Equal(t, "https://rancher.example.com/k8s/clusters/c-1", sources.ServerKey("https://Rancher.example.com:443/k8s/clusters/c-1/"))
 	assert.Equal(t, "https://[::1]", sources.ServerKey("https://[::1]:443"))
+	assert.Equal(t, "https://api.example.com:6443", sources.ServerKey("https://api.example.com:006443"))
 	for _, other := range []string{"https://api.example.com:6443", "http://api.example.com", "https://api.example.com/k8s/clusters/c-1"} {
 		assert.NotEqual(t, sources.ServerKey("https://api.example.com"), sources.ServerKey(other), other)
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -108,9 +109,15 @@ func (m *mapper) aceServer(fqdn string) (string, error) {
 	if why := internalHost(host); why != "" && !exact {
 		return "", fmt.Errorf("%s is %s (list it in aceAllowedHosts itself, not by a wildcard, to allow it)", host, why)
 	}
-	port := u.Port()
-	if port == "" {
-		port = "443"
+	port := "443"
+	if p := u.Port(); p != "" {
+		// one spelling of each port: Go dials "0443" as 443, so a
+		// zero-padded Rancher port must compare equal to Rancher's
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", errors.New("not a host[:port]")
+		}
+		port = strconv.Itoa(n)
 	}
 	if addr := net.JoinHostPort(host, port); slices.Contains(m.rancherHosts, addr) {
 		return "", fmt.Errorf("%s is Rancher's own address", addr)
