@@ -94,6 +94,17 @@ type ThroughAgents interface {
 	ThroughAgents() bool
 }
 
+// OwnerChosenServers is implemented by a provider section whose clusters'
+// owners may choose their servers (Rancher's authorized cluster endpoint,
+// an ARO cluster's custom domain): each such cluster gets a token of its
+// own, so no credentials override (secrets.credentials), which would
+// send one credential to every server, applies to the section.
+type OwnerChosenServers interface {
+	// OwnerChoosesServers reports whether a cluster's owner may choose
+	// its server under the section's settings.
+	OwnerChoosesServers() bool
+}
+
 // Kind is what a provider's upstream is to the clusters it lists.
 type Kind string
 

@@ -97,6 +97,11 @@ type Config struct {
 // the Argo CD agent (auth agent).
 func (c *Config) ThroughAgents() bool { return c.Auth == AuthAgent }
 
+// OwnerChoosesServers implements sources.OwnerChosenServers: an ARO
+// cluster's owner chooses its API server's domain (through an agent, the
+// server is the agent's resource proxy).
+func (c *Config) OwnerChoosesServers() bool { return c.Auth != AuthAgent }
+
 // Agent is how agent mode finds a cluster's agent.
 type Agent struct {
 	// Tag is the ARM tag by which a cluster's owner may name its agent

@@ -227,6 +227,10 @@ const (
 // events (Events, true unless written false).
 func (c *Config) EventsOn() bool { return c.Events == nil || *c.Events }
 
+// OwnerChoosesServers implements sources.OwnerChosenServers: with ace
+// true or auto a cluster's owner sets its endpoint's fqdn in Rancher.
+func (c *Config) OwnerChoosesServers() bool { return c.ACE == ACEOn || c.ACE == ACEAuto }
+
 // Default fills every unset field with its default. It is the only place
 // the defaults are written.
 func (c *Config) Default() {

@@ -241,6 +241,14 @@ func (c *Config) validateSecrets(at *field.Path) field.ErrorList {
 			errs = append(errs, e)
 		}
 	}
+	for i := range c.Sources {
+		src := &c.Sources[i]
+		_, overridden := s.Credentials[src.Name]
+		if o, ok := src.Section.(sources.OwnerChosenServers); ok && overridden && o.OwnerChoosesServers() {
+			errs = append(errs, field.Forbidden(at.Child("credentials").Key(src.Name),
+				"the source's cluster owners choose their servers (Rancher's authorized cluster endpoint with ace true or auto, an ARO cluster's domain): each cluster gets a token of its own, never one credential sent to every server"))
+		}
+	}
 	if s.Enabled {
 		rc := s.Reconciler()
 		errs = append(errs, rc.Validate(at)...)
