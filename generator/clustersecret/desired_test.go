@@ -232,19 +232,3 @@ func TestBuildNeverPropagatesReservedLabels(t *testing.T) {
 		OwnerID: owner, Policy: PolicySync, Now: t0, Prune: PruneOptions{AfterListings: 3, MaxDeletions: 5}})
 	assert.Equal(t, []string{sn("a")}, names(ch.Delete), "not pinned by its owner's label")
 }
-
-// TestBuildTenantLabelIsTheClustersTenant: the Secret's label tenant,
-// which ApplicationSets select a tenant's clusters by, is the cluster's
-// Tenant: an owner's label tenant (in a rendering kept from before the
-// inventory dropped it) is left out when the cluster has none, replaced
-// when it has one.
-func TestBuildTenantLabelIsTheClustersTenant(t *testing.T) {
-	for _, tc := range []struct{ tenant, want string }{{"", ""}, {"acme", "acme"}} {
-		t.Run("tenant "+tc.tenant, func(t *testing.T) {
-			c := cl("a", func(c *sources.Cluster) { c.Tenant, c.Labels = tc.tenant, map[string]string{"tenant": "globex"} })
-			d, err := Build(&c, opts(), noToken)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, d.Secret.Labels["tenant"])
-		})
-	}
-}

@@ -30,18 +30,14 @@ func reservedAnnotation(k string) bool {
 }
 
 // propagatedLabels are the cluster's labels plus tenant, provider and
-// region, so that Argo CD's cluster generator can select on them. Keys or
-// values Kubernetes would reject are left out, and so is a label tenant
-// when the cluster has none (the inventory drops an owner's: see
-// sources.Cluster.SetTenantLabel; this holds for a rendering it kept from
-// before that).
+// region, so that Argo CD's cluster generator can select on them (an
+// owner's label tenant the inventory dropped: see
+// sources.Cluster.SetTenantLabel). Keys or values Kubernetes would reject
+// are left out.
 func propagatedLabels(c *sources.Cluster) map[string]string {
 	out := map[string]string{}
 	for k, v := range c.Labels {
 		out[k] = v
-	}
-	if c.Tenant == "" {
-		delete(out, sources.LabelTenant)
 	}
 	for k, v := range map[string]string{sources.LabelTenant: c.Tenant, "provider": string(c.Provider), "region": c.Region} {
 		if v != "" {

@@ -153,7 +153,9 @@ func prepare(spec SourceSpec, in []sources.Cluster, tenants map[string]sources.T
 		if why := c.ApplyTenantRule(tenants, spec.TrustClusterLabels); why != "" && c.Ready {
 			c.Ready, c.NotReadyReason = false, why
 		}
-		c.SetTenantLabel()
+		if !spec.TrustClusterLabels && spec.Kind != sources.KindFile {
+			c.SetTenantLabel() // the owner's labels may not name a tenant; a file's are the operator's
+		}
 		c.DropAgentLabels()
 		if srv, err := c.ValidServer(); err != nil {
 			// a cluster its source lists not ready keeps the source's reason:

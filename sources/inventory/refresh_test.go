@@ -223,29 +223,40 @@ func TestOwnersProjectNeedsTheRulesProject(t *testing.T) {
 // TestTenantLabelIsTheCheckedTenant: a label "tenant" the owner wrote
 // (a cloud tag "tenant_" made a label key, a Rancher label where the
 // tenant is read from another) never reaches the answer or a Secret as a
-// tenant: the served cluster's label tenant is its Tenant, or absent.
+// tenant: the served cluster's label tenant is its Tenant, or absent. A
+// source that trusts its clusters' labels, and a file (the operator's),
+// keep theirs as written.
 func TestTenantLabelIsTheCheckedTenant(t *testing.T) {
-	src := &listings{}
-	sp := spec("cloud", src)
-	sp.Provider, sp.Kind = sources.ProviderEKS, sources.KindCloud
-	inv, err := New([]SourceSpec{sp}, Options{Tenants: map[string]sources.TenantRule{"acme": {Sources: []string{"cloud"}}}})
-	require.NoError(t, err)
 	forged := inPhase("forged", sources.PhaseReady)
 	forged.Labels = map[string]string{"tenant": "globex", "env": "prod"}
 	admitted := inPhase("admitted", sources.PhaseReady)
 	admitted.Labels = map[string]string{"tenant": "globex"}
 	admitted.Tenant, admitted.TenantFromOwner = "acme", true
-	src.set(forged, admitted)
-	require.NoError(t, inv.RefreshAll(context.Background()))
-	snap := inv.Snapshot()
-	require.Len(t, snap.Clusters, 2)
-	for _, c := range snap.Clusters {
-		switch c.Name {
-		case "forged":
-			assert.Equal(t, map[string]string{"env": "prod"}, c.Labels, "no tenant: no tenant label")
-		case "admitted":
-			assert.Equal(t, map[string]string{"tenant": "acme"}, c.Labels, "the tenant the rule admitted")
-		}
+	for _, tc := range []struct {
+		name                   string
+		kind                   sources.Kind
+		trusted                bool
+		wantForged, wantAdmits map[string]string
+	}{
+		{name: "a cloud source", kind: sources.KindCloud,
+			wantForged: map[string]string{"env": "prod"}, wantAdmits: map[string]string{"tenant": "acme"}},
+		{name: "trust: clusterLabels", kind: sources.KindCloud, trusted: true, wantForged: forged.Labels, wantAdmits: admitted.Labels},
+		{name: "a file", kind: sources.KindFile, wantForged: forged.Labels, wantAdmits: admitted.Labels},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &listings{}
+			sp := spec("s1", src)
+			sp.Provider, sp.Kind, sp.TrustClusterLabels = sources.ProviderEKS, tc.kind, tc.trusted
+			inv, err := New([]SourceSpec{sp}, Options{Tenants: map[string]sources.TenantRule{"acme": {Sources: []string{"s1"}}}})
+			require.NoError(t, err)
+			src.set(forged, admitted)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			got := map[string]map[string]string{}
+			for _, c := range inv.Snapshot().Clusters {
+				got[c.Name] = c.Labels
+			}
+			assert.Equal(t, map[string]map[string]string{"forged": tc.wantForged, "admitted": tc.wantAdmits}, got)
+			assert.Equal(t, "globex", forged.Labels["tenant"], "the listing's labels are not modified")
+		})
 	}
-	assert.Equal(t, "globex", forged.Labels["tenant"], "the listing's labels are not modified")
 }
