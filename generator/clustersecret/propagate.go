@@ -30,10 +30,8 @@ func reservedAnnotation(k string) bool {
 }
 
 // propagatedLabels are the cluster's labels plus tenant, provider and
-// region, so that Argo CD's cluster generator can select on them (an
-// owner's label tenant the inventory dropped: see
-// sources.Cluster.SetTenantLabel). Keys or values Kubernetes would reject
-// are left out.
+// region, so that Argo CD's cluster generator can select on them. Keys or
+// values Kubernetes would reject are left out.
 func propagatedLabels(c *sources.Cluster) map[string]string {
 	out := map[string]string{}
 	for k, v := range c.Labels {
