@@ -31,7 +31,11 @@ func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.
 			// Applications)
 			first = byKey[sources.ServerKey(c.Server)]
 		}
-		if first == nil && c.CloudID != "" {
+		if first == nil && c.CloudID != "" && established(c).IsZero() {
+			// a cloud id is a duplicate for a newcomer only, as another
+			// spelling of a server is: two established clusters whose
+			// listings learn one cloud id (a credential read again) both
+			// stay served
 			first, reason = byCloud[c.CloudID], "cloudID"
 		}
 		if first != nil {

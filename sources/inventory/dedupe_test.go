@@ -237,3 +237,30 @@ func TestTwoEstablishedClustersOnOneServer(t *testing.T) {
 		})
 	}
 }
+
+// TestEstablishedClustersLearningOneCloudIDStayServed: a Rancher listing
+// of a hosted cluster without a cloud id (its credential unreadable) and
+// the cloud's own listing are both served and established; once Rancher
+// reads the credential again, both name the same cloud id, and neither
+// leaves the 200 (its Applications would be deleted): a cloud id makes a
+// duplicate of a newcomer only.
+func TestEstablishedClustersLearningOneCloudIDStayServed(t *testing.T) {
+	manager, cloud := &listings{}, &listings{}
+	inv := newLifecycleInventory(t, Departure{}, time.Second, manager, cloud)
+	cloudID := sources.EKSCloudID("111", "eu-west-1", "payments")
+	viaManager := inPhase("rancher-payments", sources.PhaseReady)
+	viaManager.Server = "https://rancher.example.com/k8s/clusters/c-1" // no CloudID yet (credential unreadable)
+	viaCloud := inPhase("payments", sources.PhaseReady)
+	viaCloud.CloudID, viaCloud.Account = cloudID, "111"
+	manager.set(viaManager)
+	cloud.set(viaCloud)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Equal(t, []string{"payments", "rancher-payments"}, names(inv.Snapshot()))
+
+	viaManager.CloudID, viaManager.Account = cloudID, "111" // Rancher can read its credential again
+	manager.set(viaManager)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	assert.Equal(t, []string{"payments", "rancher-payments"}, names(inv.Snapshot()),
+		"both established: neither may leave the 200 without a confirmed departure")
+}
