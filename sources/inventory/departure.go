@@ -174,18 +174,19 @@ func (l *lifecycle) holds(gone []missing, servedBefore int, accounts []string) f
 	}
 }
 
-// massDrop reports whether the clusters absent in this listing and not
-// held yet (gone without being seen leaving: a cluster deleted upstream is
-// seen leaving first) are more than MaxFraction of the clusters served
-// before it, and either more than one or the source's only one. Clusters
-// still departing from earlier listings count too, so a loss spread over
-// several listings (a role removed subscription by subscription) is caught
-// as one drop: the window is the departure's own. A lost role, token or
+// massDrop reports whether the clusters absent in this listing (gone
+// without being seen leaving: a cluster deleted upstream is seen leaving
+// first) are more than MaxFraction of the clusters served before it, and
+// either more than one or the source's only one. Clusters still departing
+// from earlier listings count too, held ones included, so a loss spread
+// over several listings (a role removed subscription by subscription) is
+// caught as one drop, and clusters vanishing after part of it was held
+// join it: the window is the departure's own. A lost role, token or
 // subscription looks like that far more often than a deletion.
 func (l *lifecycle) massDrop(gone []missing, servedBefore int) bool {
 	absent := 0
 	for _, g := range gone {
-		if g.leaving == nil && !g.r.Left && !g.r.Held {
+		if g.leaving == nil && !g.r.Left {
 			absent++
 		}
 	}

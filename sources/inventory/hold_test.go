@@ -123,6 +123,25 @@ func ackedInventory(t *testing.T, src sources.Source) (*Inventory, func(ids ...s
 	}
 }
 
+// ackedFleet returns eight ready clusters c0 to c7, a hand that lists
+// some of them from the source s1 of an ackedInventory and returns the
+// snapshot, and the operator's hand that acknowledges departures.
+func ackedFleet(t *testing.T) ([]sources.Cluster, func(...sources.Cluster) *Snapshot, func(ids ...string)) {
+	t.Helper()
+	src := &listings{}
+	inv, acknowledge := ackedInventory(t, src)
+	var all []sources.Cluster
+	for i := range 8 {
+		all = append(all, inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady))
+	}
+	list := func(cs ...sources.Cluster) *Snapshot {
+		src.set(cs...)
+		require.NoError(t, inv.RefreshAll(context.Background()))
+		return inv.Snapshot()
+	}
+	return all, list, acknowledge
+}
+
 // accountListings is a sources.AccountLister whose next answer the test
 // sets: clusters, and the accounts the listing covered.
 type accountListings struct {
@@ -178,17 +197,7 @@ func TestAccountOutOfSightIsHeld(t *testing.T) {
 // is never released by counting listings: each departure waits for its
 // acknowledgement, or for the cluster to be seen leaving.
 func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
-	src := &listings{}
-	inv, acknowledge := ackedInventory(t, src)
-	var all []sources.Cluster
-	for i := range 8 {
-		all = append(all, inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady))
-	}
-	list := func(cs ...sources.Cluster) *Snapshot {
-		src.set(cs...)
-		require.NoError(t, inv.RefreshAll(context.Background()))
-		return inv.Snapshot()
-	}
+	all, list, acknowledge := ackedFleet(t)
 	list(all...)
 	for i := range 20 { // far past HeldListings
 		snap := list(all[:4]...)
@@ -323,4 +332,20 @@ func TestOneAccountOutOfSightIsHeld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHeldDropKeepsGrowing: clusters vanishing after part of a drop is
+// held join it: the held ones count in the drop, so a loss that goes on
+// (a role removed subscription by subscription) never slips the rest out
+// as ordinary departures.
+func TestHeldDropKeepsGrowing(t *testing.T) {
+	all, list, _ := ackedFleet(t)
+	list(all...)
+	require.Len(t, list(all[:4]...).Clusters, 8, "c4 to c7 held")
+	for i := range 6 { // c2 and c3 vanish too: two of eight, not above a quarter on their own
+		snap := list(all[:2]...)
+		require.Len(t, snap.Clusters, 8, "listing %d: the drop grew: still held", i+1)
+	}
+	st, _ := list(all[:2]...).Source("s1")
+	assert.Equal(t, 6, st.HeldDepartures)
 }
