@@ -129,14 +129,20 @@ func (l *lifecycle) neededListings(source string, g missing) int {
 	return math.MaxInt
 }
 
-// breaker lets through the due departures of one listing if they are at
-// most max(MaxDeletions, MaxDeletionsPercent % of servedBefore), else only
-// those held and released (acknowledged, or by HeldListings): the others
-// are held and stay served. It returns those to confirm and how many it
-// held.
-func (l *lifecycle) breaker(source string, due []missing, servedBefore int) ([]missing, int) {
-	limit := max(l.rule.MaxDeletions, int(math.Ceil(float64(servedBefore)*l.rule.MaxDeletionsPercent/100)))
-	if len(due) <= limit {
+// breaker lets through the due departures of one listing if those in the
+// answer (answered) are at most max(MaxDeletions, MaxDeletionsPercent % of
+// the answered), else only those held and released (acknowledged, or by
+// HeldListings): the others are held and stay served. It returns those to
+// confirm and how many it held.
+func (l *lifecycle) breaker(source string, due []missing, answered map[string]bool) ([]missing, int) {
+	limit := max(l.rule.MaxDeletions, int(math.Ceil(float64(len(answered))*l.rule.MaxDeletionsPercent/100)))
+	shrink := 0
+	for _, g := range due {
+		if answered[g.key] {
+			shrink++
+		}
+	}
+	if shrink <= limit {
 		return due, 0
 	}
 	var pass []missing
@@ -157,8 +163,8 @@ func (l *lifecycle) breaker(source string, due []missing, servedBefore int) ([]m
 // held: all of them in a mass drop, and those whose account the listing no
 // longer covered (see sources.AccountLister). Only clusters gone without
 // being seen leaving are ever asked.
-func (l *lifecycle) holds(gone []missing, servedBefore int, accounts []string) func(missing) bool {
-	if l.massDrop(gone, servedBefore) {
+func (l *lifecycle) holds(gone []missing, answered map[string]bool, accounts []string) func(missing) bool {
+	if l.massDrop(gone, answered) {
 		return func(missing) bool { return true }
 	}
 	if accounts == nil {
@@ -174,23 +180,24 @@ func (l *lifecycle) holds(gone []missing, servedBefore int, accounts []string) f
 	}
 }
 
-// massDrop reports whether the clusters absent in this listing (gone
+// massDrop reports whether the clusters of the answer (answered: the
+// source's part of it before this listing) absent in this listing (gone
 // without being seen leaving: a cluster deleted upstream is seen leaving
-// first) are more than MaxFraction of the clusters served before it, and
-// either more than one or the source's only one. Clusters still departing
+// first) are more than MaxFraction of that part, and either more than one
+// or its only one. Clusters still departing
 // from earlier listings count too, held ones included, so a loss spread
 // over several listings (a role removed subscription by subscription) is
 // caught as one drop, and clusters vanishing after part of it was held
 // join it: the window is the departure's own. A lost role, token or
 // subscription looks like that far more often than a deletion.
-func (l *lifecycle) massDrop(gone []missing, servedBefore int) bool {
+func (l *lifecycle) massDrop(gone []missing, answered map[string]bool) bool {
 	absent := 0
 	for _, g := range gone {
-		if g.leaving == nil && !g.r.Left {
+		if g.leaving == nil && !g.r.Left && answered[g.key] {
 			absent++
 		}
 	}
-	return l.rule.isDrop(absent, servedBefore)
+	return l.rule.isDrop(absent, len(answered))
 }
 
 // isDrop reports whether missing clusters of the served ones are a mass

@@ -349,3 +349,51 @@ func TestHeldDropKeepsGrowing(t *testing.T) {
 	st, _ := list(all[:2]...).Source("s1")
 	assert.Equal(t, 6, st.HeldDepartures)
 }
+
+// TestDropCountsTheSourcesPartOfTheAnswer: a drop and the breaker are
+// counted against what the answer serves of the source, not against its
+// listings served from another source (duplicates): a Rancher source
+// whose own clusters all vanish is a drop however many EKS clusters it
+// also lists.
+func TestDropCountsTheSourcesPartOfTheAnswer(t *testing.T) {
+	cases := []struct {
+		name      string
+		rule      Departure
+		own, dups int
+	}{
+		{"mass drop", Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 10}, 4, 20},
+		{"breaker", Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1, HeldListings: 10, MaxDeletions: 5, MaxDeletionsPercent: 10}, 10, 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rancher, eks := &listings{}, &listings{}
+			specs := []SourceSpec{spec("rancher", rancher), spec("eks", eks)}
+			specs[0].Kind, specs[1].Kind = sources.KindManager, sources.KindCloud
+			inv, err := New(specs, Options{Prefer: PreferCloud, Departure: tc.rule, Registerer: prometheus.NewRegistry()})
+			require.NoError(t, err)
+			var cloud, dups, own []sources.Cluster
+			for i := range tc.dups {
+				c := inPhase(fmt.Sprintf("eks%d", i), sources.PhaseReady)
+				cloud = append(cloud, c)
+				c.Name, c.ID = "rancher-"+c.Name, "c-"+c.Name // one cluster: the same server
+				dups = append(dups, c)
+			}
+			for i := range tc.own {
+				own = append(own, inPhase(fmt.Sprintf("own%d", i), sources.PhaseReady))
+			}
+			eks.set(cloud...)
+			rancher.set(append(slices.Clone(dups), own...)...)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			require.Len(t, inv.Snapshot().Clusters, tc.dups+tc.own)
+			require.Len(t, inv.Snapshot().Duplicates, tc.dups)
+
+			rancher.set(dups...) // the Rancher source loses every cluster of its own
+			for i := range 5 {
+				require.NoError(t, inv.RefreshAll(context.Background()))
+				require.Len(t, inv.Snapshot().Clusters, tc.dups+tc.own, "listing %d: the source's whole part of the answer held", i+1)
+			}
+			st, _ := inv.Snapshot().Source("rancher")
+			assert.Equal(t, tc.own, st.HeldDepartures)
+		})
+	}
+}

@@ -119,9 +119,14 @@ type listed struct {
 //	                                                    or absent, one more listing missed; after
 //	                                                    AfterListings (HeldListings in a mass drop)
 //	                                                    and GracePeriod: departed
-func (l *lifecycle) apply(source string, ls listing, now time.Time) listed {
+//
+// answered holds the keys of the source's clusters in the answer before
+// this listing (the last snapshot's Clusters): a drop and the breaker are
+// counted against them, so this listing's newcomers never dilute a drop,
+// and the source's listings served from another source (duplicates) or
+// losing their name never pad it.
+func (l *lifecycle) apply(source string, ls listing, answered map[string]bool, now time.Time) listed {
 	l.listings++
-	servedBefore := l.servedCount() // before this listing: its newcomers never dilute a drop
 	var gone []missing
 	for i := range ls.clusters {
 		if m, leaving := l.take(source, &ls.clusters[i]); leaving {
@@ -137,20 +142,9 @@ func (l *lifecycle) apply(source string, ls listing, now time.Time) listed {
 			gone = append(gone, missing{key: key, r: r})
 		}
 	}
-	out := l.depart(source, gone, l.holds(gone, servedBefore, ls.accounts), servedBefore, now)
+	out := l.depart(source, gone, l.holds(gone, answered, ls.accounts), answered, now)
 	l.view()
 	return out
-}
-
-// servedCount counts the source's served clusters.
-func (l *lifecycle) servedCount() int {
-	n := 0
-	for _, r := range l.tracked {
-		if r.Served {
-			n++
-		}
-	}
-	return n
 }
 
 // missing is a served cluster absent from a listing, or leaving in it.
@@ -210,7 +204,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 // the departure of those that missed enough (the last row of apply's
 // table), within the breaker; the others stay served with their last
 // rendering.
-func (l *lifecycle) depart(source string, gone []missing, hold func(missing) bool, servedBefore int, now time.Time) listed {
+func (l *lifecycle) depart(source string, gone []missing, hold func(missing) bool, answered map[string]bool, now time.Time) listed {
 	var out listed
 	var due []missing
 	for _, g := range gone {
@@ -231,7 +225,7 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 		}
 		l.keepServing(g)
 	}
-	due, out.blocked = l.breaker(source, due, servedBefore)
+	due, out.blocked = l.breaker(source, due, answered)
 	for _, g := range due {
 		delete(l.tracked, g.key)
 		out.departed = append(out.departed, Departed{Name: g.r.Rendering.Name, Source: source, ID: g.key, At: now})

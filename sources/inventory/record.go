@@ -46,7 +46,7 @@ func (inv *Inventory) record(st *sourceState, ls listing, err error, start time.
 // holds inv.mu.
 func (inv *Inventory) recordListing(st *sourceState, ls listing, start time.Time) listed {
 	clusters := ls.clusters
-	res := st.life.apply(st.spec.Name, ls, start)
+	res := st.life.apply(st.spec.Name, ls, inv.answered(st.spec.Name), start)
 	for _, d := range res.departed {
 		inv.departed[clusterKey{d.Source, d.ID}] = d
 	}
@@ -59,6 +59,18 @@ func (inv *Inventory) recordListing(st *sourceState, ls listing, start time.Time
 	inv.endIfEmpty(st)
 	st.seeding = false
 	return res
+}
+
+// answered returns the keys of source's clusters in the current
+// snapshot's answer. The caller holds inv.mu.
+func (inv *Inventory) answered(source string) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range inv.snap.Load().Clusters {
+		if c.Source == source {
+			out[c.Key()] = true
+		}
+	}
+	return out
 }
 
 // publish merges a new snapshot and stores it, with the next version when
