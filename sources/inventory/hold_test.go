@@ -1,6 +1,6 @@
 package inventory
 
-// The rules that decide who keeps a name and when a drop is held.
+// The rules that decide when a drop is held.
 
 import (
 	"context"
@@ -17,34 +17,6 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
-
-// TestRenameOntoAHeldNameIsTheNewcomer: the name goes to the cluster that
-// holds it, not to the older one renamed onto it.
-func TestRenameOntoAHeldNameIsTheNewcomer(t *testing.T) {
-	s1, s2 := &listings{}, &listings{}
-	inv := newLifecycleInventory(t, Departure{}, time.Second, s1, s2)
-	older := inPhase("a", sources.PhaseReady)
-	s1.set(older)
-	s2.set()
-	require.NoError(t, inv.RefreshAll(context.Background()))
-	holder := inPhase("b", sources.PhaseReady)
-	s2.set(holder)
-	require.NoError(t, inv.RefreshAll(context.Background()))
-	require.Equal(t, []string{"a", "b"}, names(inv.Snapshot()))
-
-	renamed := older
-	renamed.Name = "b" // the older cluster renamed onto the name b holds
-	s1.set(renamed)
-	require.NoError(t, inv.RefreshAll(context.Background()))
-	snap := inv.Snapshot()
-	require.Len(t, snap.Clusters, 1)
-	assert.Equal(t, "s2", snap.Clusters[0].Source, "the holder keeps its name")
-	assert.Equal(t, "https://b.example.com", snap.Clusters[0].Server, "its Applications keep pointing at it")
-	assert.Equal(t, []Conflict{{Name: "b", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
-	assert.True(t, snap.Knows("s1", "id-a"), "the newcomer is known by its identity: its Secret is not pruned")
-	assert.True(t, snap.Knows("s2", "id-b"))
-	assert.False(t, snap.Knows("s2", "id-a"))
-}
 
 // TestMassDropCounting: a drop is counted against the clusters served
 // before the listing, so newcomers in the same listing never hide it, and

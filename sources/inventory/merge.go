@@ -40,16 +40,34 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	sort.Slice(snap.Unserved, func(i, j int) bool { return snap.Unserved[i].Name < snap.Unserved[j].Name })
 	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
 	if snap.Synced() && !inv.follower {
-		for _, c := range snap.Clusters {
-			if r := inv.recordOf(c); r != nil {
-				if r.Established.IsZero() {
-					r.Established = now
-				}
-				r.Holds = c.Name
+		inv.establish(snap.Clusters, now)
+	}
+	return snap
+}
+
+// establish marks the clusters of an answer established (since now, for
+// those that were not) and holding the name they are served under; every
+// other record holds no name: a cluster that lost its name (renamed onto
+// a held one, or a duplicate) does not take back the one it held before
+// from the cluster served under it since. The caller holds inv.mu.
+func (inv *Inventory) establish(answer []*sources.Cluster, now time.Time) {
+	holders := make(map[*Record]bool, len(answer))
+	for _, c := range answer {
+		if r := inv.recordOf(c); r != nil {
+			if r.Established.IsZero() {
+				r.Established = now
+			}
+			r.Holds = c.Name
+			holders[r] = true
+		}
+	}
+	for _, st := range inv.states {
+		for _, r := range st.life.tracked {
+			if r.Holds != "" && !holders[r] {
+				r.Holds = ""
 			}
 		}
 	}
-	return snap
 }
 
 // recordOf returns what the lifecycle of c's source remembers of c.
@@ -99,7 +117,7 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 				winner, since = c, at
 			}
 		}
-		for _, c := range group {
+		for _, c := range group { // only the cluster in the last answer under name holds it
 			if r := inv.recordOf(c); r != nil && r.Holds == name {
 				winner = c
 				break

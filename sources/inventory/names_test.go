@@ -1,0 +1,73 @@
+package inventory
+
+// The rules that decide who keeps a name.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// TestRenameOntoAHeldNameIsTheNewcomer: the name goes to the cluster that
+// holds it, not to the older one renamed onto it.
+func TestRenameOntoAHeldNameIsTheNewcomer(t *testing.T) {
+	s1, s2 := &listings{}, &listings{}
+	inv := newLifecycleInventory(t, Departure{}, time.Second, s1, s2)
+	older := inPhase("a", sources.PhaseReady)
+	s1.set(older)
+	s2.set()
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	holder := inPhase("b", sources.PhaseReady)
+	s2.set(holder)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Equal(t, []string{"a", "b"}, names(inv.Snapshot()))
+
+	renamed := older
+	renamed.Name = "b" // the older cluster renamed onto the name b holds
+	s1.set(renamed)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	snap := inv.Snapshot()
+	require.Len(t, snap.Clusters, 1)
+	assert.Equal(t, "s2", snap.Clusters[0].Source, "the holder keeps its name")
+	assert.Equal(t, "https://b.example.com", snap.Clusters[0].Server, "its Applications keep pointing at it")
+	assert.Equal(t, []Conflict{{Name: "b", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
+	assert.True(t, snap.Knows("s1", "id-a"), "the newcomer is known by its identity: its Secret is not pruned")
+	assert.True(t, snap.Knows("s2", "id-b"))
+	assert.False(t, snap.Knows("s2", "id-a"))
+}
+
+// TestANameLostIsNoLongerHeld: a cluster renamed onto a held name loses
+// it, and with it the name it held before: a newcomer served under that
+// name since keeps it when the cluster is renamed back.
+func TestANameLostIsNoLongerHeld(t *testing.T) {
+	s1, s2 := &listings{}, &listings{}
+	inv := newLifecycleInventory(t, Departure{}, time.Second, s1, s2)
+	x, y, z := inPhase("a", sources.PhaseReady), inPhase("b", sources.PhaseReady), inPhase("z", sources.PhaseReady)
+	s1.set(x)
+	s2.set(y)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Equal(t, []string{"a", "b"}, names(inv.Snapshot()))
+
+	x.Name = "b" // x renamed onto the name y holds: y keeps it, x is not served
+	s1.set(x)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Equal(t, []string{"b"}, names(inv.Snapshot()))
+	z.Name = "a" // a new cluster takes the name x left
+	s2.set(y, z)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	require.Equal(t, []string{"a", "b"}, names(inv.Snapshot()))
+
+	x.Name = "a" // x renamed back
+	s1.set(x)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	snap := inv.Snapshot()
+	require.Equal(t, []string{"a", "b"}, names(snap))
+	assert.Equal(t, "https://z.example.com", snap.Clusters[0].Server, "z holds a: its Applications keep pointing at it")
+	assert.Equal(t, "s2", snap.Clusters[0].Source)
+	assert.Equal(t, []Conflict{{Name: "a", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
+}
