@@ -209,7 +209,9 @@ func (p Phase) OrReady() Phase {
 // subscription, its Azure resource group (AKS, ARO), its Rancher fleet
 // workspace, its name (path.Match patterns). Each one set must match, and
 // one at least of the first four must be set: a name only narrows (a
-// Rancher cluster's owner may rename it).
+// Rancher cluster's owner may rename it). A Rancher cluster's account only
+// narrows too: it is the one of the cloud credential or role its owner
+// names on the cluster, so it needs Sources or FleetWorkspaces as well.
 type TenantRule struct {
 	Project          string   `json:"project,omitempty"`
 	Namespaces       []string `json:"namespaces,omitempty"`
@@ -224,8 +226,11 @@ type TenantRule struct {
 // Admits reports whether c proves it belongs to the rule's tenant (see
 // TenantRule).
 func (r TenantRule) Admits(c *Cluster) bool {
-	if len(r.Sources) == 0 && len(r.Accounts) == 0 && len(r.ResourceGroups) == 0 && len(r.FleetWorkspaces) == 0 {
+	switch {
+	case len(r.Sources) == 0 && len(r.Accounts) == 0 && len(r.ResourceGroups) == 0 && len(r.FleetWorkspaces) == 0:
 		return false // names alone prove nothing
+	case c.Provider == ProviderRancher && len(r.Sources) == 0 && len(r.FleetWorkspaces) == 0:
+		return false // nor does the account a Rancher cluster's owner names
 	}
 	if len(r.Sources) > 0 && !slices.Contains(r.Sources, c.Source) {
 		return false

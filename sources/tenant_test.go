@@ -6,20 +6,26 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+// tenantRules are the rules TestTenantFromTheOwner checks claims with.
+func tenantRules() map[string]TenantRule {
+	return map[string]TenantRule{
+		"acme":      {Project: "acme", Sources: []string{"rancher-acme"}},
+		"globex":    {Project: "globex", Accounts: []string{"111111111111"}, Names: []string{"globex-*"}},
+		"initech":   {Namespaces: []string{"initech"}},   // proves nothing: no sources, accounts, groups or names
+		"hooli":     {Sources: []string{"rancher-acme"}}, // admits, but sets no project
+		"wayne":     {Project: "wayne", ResourceGroups: []string{"RG-Wayne"}},
+		"lumon":     {Project: "lumon", Names: []string{"acme-*"}}, // names alone prove nothing
+		"stark":     {Project: "stark", Sources: []string{"rancher-acme"}, FleetWorkspaces: []string{"fleet-stark"}},
+		"cyberdyne": {Project: "cyberdyne", Sources: []string{"rancher-acme"}, Accounts: []string{"111111111111"}},
+	}
+}
+
 // TestTenantFromTheOwner: a tenant or a project that the cluster's owner
 // wrote counts only when the source trusts its clusters' labels, or when a
 // tenant rule admits the cluster (and, for the project, sets it): the
 // owner may select among the tenants the operator allows, never claim one.
 func TestTenantFromTheOwner(t *testing.T) {
-	rules := map[string]TenantRule{
-		"acme":    {Project: "acme", Sources: []string{"rancher-acme"}},
-		"globex":  {Project: "globex", Accounts: []string{"111111111111"}, Names: []string{"globex-*"}},
-		"initech": {Namespaces: []string{"initech"}},   // proves nothing: no sources, accounts, groups or names
-		"hooli":   {Sources: []string{"rancher-acme"}}, // admits, but sets no project
-		"wayne":   {Project: "wayne", ResourceGroups: []string{"RG-Wayne"}},
-		"lumon":   {Project: "lumon", Names: []string{"acme-*"}}, // names alone prove nothing
-		"stark":   {Project: "stark", Sources: []string{"rancher-acme"}, FleetWorkspaces: []string{"fleet-stark"}},
-	}
+	rules := tenantRules()
 	cluster := func(change func(c *Cluster)) Cluster {
 		c := Cluster{Name: "acme-prod", Source: "rancher-acme", Account: "111111111111", Tenant: "acme", TenantFromOwner: true}
 		if change != nil {
@@ -64,6 +70,15 @@ func TestTenantFromTheOwner(t *testing.T) {
 		}), wantProject: "stark"},
 		{name: "a Rancher cluster in fleet-default", c: cluster(func(c *Cluster) { c.Tenant, c.Provider, c.Group = "stark", ProviderRancher, "fleet-default" }),
 			why: `tenant "stark" is the cluster owner's label or tag, and no rule secrets.tenants.stark admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
+		{name: "a Rancher cluster's account alone proves nothing (its owner names the cloud credential)", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Name, c.Provider = "globex", "globex-eu", ProviderRancher
+		}), why: `tenant "globex" is the cluster owner's label or tag, and no rule secrets.tenants.globex admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
+		{name: "a Rancher cluster's account narrows its source", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Name, c.Provider = "cyberdyne", "cyberdyne-eu", ProviderRancher
+		}), wantProject: "cyberdyne"},
+		{name: "a Rancher cluster in another account than its source's rule names", c: cluster(func(c *Cluster) {
+			c.Tenant, c.Provider, c.Account = "cyberdyne", ProviderRancher, "222222222222"
+		}), why: `tenant "cyberdyne" is the cluster owner's label or tag, and no rule secrets.tenants.cyberdyne admits this cluster (sources, accounts, resourceGroups, fleetWorkspaces or names)`},
 		{name: "a project the owner wrote, no rule setting one", c: cluster(func(c *Cluster) {
 			c.Tenant, c.Project, c.ProjectFromOwner = "hooli", "default", true
 		}), why: `project "default" is the cluster owner's label or tag; only the tenant's rule (secrets.tenants.<tenant>.project) or the source may set it`},
