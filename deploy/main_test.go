@@ -75,10 +75,14 @@ func runMain(m *testing.M) int {
 		ControlPlaneStopTimeout: 30 * time.Second,
 		CRDDirectoryPaths:       []string{filepath.Join(assets, "argocd-crds"), filepath.Join("testdata", "crds")},
 		ErrorIfCRDPathMissing:   true,
+		// envtest waits 10s for the CRDs by default: too short on two busy
+		// cores, where the test packages start their control planes at once
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},
 	}
 	restConfig, err = env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: start kube-apiserver and etcd: %v\n", err)
+		_ = env.Stop() // a start that failed after the control plane came up leaves it running
 		return 1
 	}
 	// stop the control plane on SIGTERM/SIGINT too: an interrupted run must

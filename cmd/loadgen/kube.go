@@ -60,9 +60,11 @@ func startKube(ctx context.Context, assets, dir string) (*kubeEnv, error) {
 		}
 	}
 	k := &kubeEnv{env: &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{crds, profileCRD},
-		ErrorIfCRDPathMissing: true, ControlPlaneStopTimeout: 30 * time.Second}}
+		ErrorIfCRDPathMissing: true, ControlPlaneStopTimeout: 30 * time.Second,
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute}}}
 	cfg, err := k.env.Start()
 	if err != nil {
+		_ = k.env.Stop() // a start that failed after the control plane came up leaves it running
 		return nil, fmt.Errorf("start kube-apiserver and etcd: %w", err)
 	}
 	fail := func(err error) (*kubeEnv, error) {

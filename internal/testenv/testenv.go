@@ -34,10 +34,13 @@ func Main(m *testing.M, root string, cfg **rest.Config, crdPaths ...string) {
 		}
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStopTimeout: 30 * time.Second,
-		CRDInstallOptions: envtest.CRDInstallOptions{Paths: crdPaths, ErrorIfPathMissing: true}}
+		// MaxTime: envtest waits 10s for the CRDs by default, too short on two
+		// busy cores, where the test packages start their control planes at once
+		CRDInstallOptions: envtest.CRDInstallOptions{Paths: crdPaths, ErrorIfPathMissing: true, MaxTime: 2 * time.Minute}}
 	c, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: start kube-apiserver and etcd: %v\n", err)
+		_ = env.Stop() // a start that failed after the control plane came up leaves it running
 		os.Exit(1)
 	}
 	*cfg = c
