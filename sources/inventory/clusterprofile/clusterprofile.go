@@ -60,6 +60,12 @@ const (
 	// objects do not add up to it is reading a save in progress (or one
 	// cut short) and waits: it never serves part of a save.
 	CountsKey = "records.json"
+	// SumsKey holds, per source, the sum (modulo 2^64) of its records'
+	// digests (see recordSum), written with the counts: a save that only
+	// changes records (a rename, a departure counted) adds up to the same
+	// counts mid-way, never to the same sums. A ConfigMap without it (an
+	// earlier version's) is checked by its counts only.
+	SumsKey = "record-sums.json"
 	// configMapPrefix starts the default name of that ConfigMap.
 	configMapPrefix = "argocd-cluster-discovery-ledger-"
 )

@@ -66,8 +66,10 @@ func never(*http.Request) bool { return false }
 
 // TestFeedServesNoHole holds the reader's completeness checks (bookOf): a
 // book is delivered only when the objects, by their source labels, and the
-// records read from them, by source, both add up to the counts. Neither a
-// save cut after its deletes (objects below the counts), nor a counted
+// records read from them, by source, both add up to the counts, and their
+// records to the sums. Neither a save cut after its deletes (objects below
+// the counts), nor one of changed records only cut among its applies
+// (records of two saves, the counts unchanged), nor a counted
 // object whose record cannot be read, nor an object of ours that the
 // counts do not hold and whose record cannot be read, is delivered: the
 // reader keeps the last complete book until the ledger adds up again.
@@ -88,6 +90,20 @@ func TestFeedServesNoHole(t *testing.T) {
 			return func() int {
 				require.NoError(t, l.Save(ctx, ledgertest.Fleet(2)), "the leader's next save completes it")
 				return 3
+			}
+		}},
+		{name: "a save of changed records only, cut among its applies", disturb: func(t *testing.T, c *cluster, l *Ledger) func() int {
+			departing := ledgertest.Fleet(6) // the same objects: the counts add up all along
+			for i := range departing.Clusters[1:] {
+				r := &departing.Clusters[1+i]
+				r.Missed, r.MissingSince = 1, time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+			}
+			c.counter.failAfter.Store(c.counter.writes.Load() + 2) // two of the six applies
+			require.Error(t, l.Save(ctx, departing))
+			c.counter.failAfter.Store(0)
+			return func() int {
+				require.NoError(t, l.Save(ctx, departing), "the leader's next save completes it")
+				return 7
 			}
 		}},
 		{name: "a counted object whose record cannot be read", disturb: func(t *testing.T, c *cluster, l *Ledger) func() int {

@@ -105,8 +105,9 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 }
 
 // bookOf builds the book of what the informers hold, and reports whether
-// it is complete: the records of each source add up to the count the
-// leader wrote after them. An incomplete book is a save in progress, or
+// it is complete: the records of each source add up to the count, and
+// their digests to the sum, the leader wrote after them (a save that
+// changes records only keeps the counts all along). An incomplete book is a save in progress, or
 // cut short, or objects whose events have not arrived yet (the two
 // informers are two watches, in no order): serving it could leave
 // clusters out of a 200. The records were decoded once, by the
@@ -114,8 +115,8 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (inventory.Book, bool) {
 	items := profiles.List()
 	b := inventory.Book{Sources: []inventory.SourceRecord{}}
-	want, srcs, ok := l.countsAndSources(cms, logger)
-	if !ok || !maps.Equal(labelCounts(items), want) {
+	want, sums, srcs, ok := l.countsAndSources(cms, logger)
+	if !ok || !maps.Equal(labelCounts(items), want) || sums != nil && !maps.Equal(labelSums(items), sums) {
 		return b, false // a save in progress
 	}
 	b.Sources = srcs
@@ -152,17 +153,19 @@ func digestOf(profiles, cms cache.Store) uint64 {
 	for _, item := range cms.List() {
 		if cm, ok := item.(*corev1.ConfigMap); ok {
 			h := fnv.New64a()
-			_, _ = h.Write([]byte(cm.Name + "\x00" + cm.Labels[LabelOwner] + "\x00" + cm.Data[SourcesKey] + "\x00" + cm.Data[CountsKey]))
+			_, _ = h.Write([]byte(cm.Name + "\x00" + cm.Labels[LabelOwner] + "\x00" + cm.Data[SourcesKey] + "\x00" + cm.Data[CountsKey] + "\x00" + cm.Data[SumsKey]))
 			sum += h.Sum64()
 		}
 	}
 	return sum
 }
 
-// countsAndSources reads the ConfigMap: the count of each source's records
-// and the source records. ok is false when it cannot be read.
-func (l *Ledger) countsAndSources(cms cache.Store, logger *slog.Logger) (map[string]int, []inventory.SourceRecord, bool) {
+// countsAndSources reads the ConfigMap: the count of each source's
+// records, their sums (nil when the ConfigMap has none: an earlier
+// version's) and the source records. ok is false when it cannot be read.
+func (l *Ledger) countsAndSources(cms cache.Store, logger *slog.Logger) (map[string]int, map[string]uint64, []inventory.SourceRecord, bool) {
 	want, srcs := map[string]int{}, []inventory.SourceRecord{}
+	var sums map[string]uint64
 	for _, item := range cms.List() {
 		cm, ok := item.(*corev1.ConfigMap)
 		if !ok || cm.Name != l.opts.ConfigMap || cm.Labels[LabelOwner] != l.opts.OwnerID {
@@ -173,12 +176,15 @@ func (l *Ledger) countsAndSources(cms cache.Store, logger *slog.Logger) (map[str
 		if err == nil && cm.Data[CountsKey] != "" {
 			err = json.Unmarshal([]byte(cm.Data[CountsKey]), &want)
 		}
+		if raw, ok := cm.Data[SumsKey]; err == nil && ok {
+			err = json.Unmarshal([]byte(raw), &sums)
+		}
 		if err != nil {
 			logger.Error("source records cannot be read", "error", err.Error())
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 	}
-	return want, srcs, true
+	return want, sums, srcs, true
 }
 
 // labelCounts counts the objects of each source by their source label.
@@ -187,6 +193,18 @@ func labelCounts(items []any) map[string]int {
 	for _, item := range items {
 		if p, ok := item.(*profile); ok {
 			out[p.source]++
+		}
+	}
+	return out
+}
+
+// labelSums sums the records' digests of the objects of each source, by
+// their source label (see SumsKey).
+func labelSums(items []any) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, item := range items {
+		if p, ok := item.(*profile); ok {
+			out[p.source] += p.sum
 		}
 	}
 	return out
@@ -208,6 +226,8 @@ type profile struct {
 	ack    bool
 	err    error
 	digest uint64
+	// sum is the record's part of its source's sum (see SumsKey)
+	sum uint64
 }
 
 // GetObjectMeta implements metav1.ObjectMetaAccessor, for the informer's
@@ -242,11 +262,15 @@ func (l *Ledger) compact(obj any) (any, error) {
 	a := u.GetAnnotations()
 	p := &profile{name: u.GetName(), namespace: u.GetNamespace(), resourceVersion: u.GetResourceVersion(),
 		source: u.GetLabels()[LabelSource], ack: a[AnnotationAcknowledge] == "true"}
-	if raw, ok := a[AnnotationRecord]; !ok {
+	raw, ok := a[AnnotationRecord]
+	digest := sha256.Sum256([]byte(raw))
+	p.sum = recordSum(digest)
+	if !ok {
 		_, p.err = recordOf(u)
-	} else if r, ok := l.written.get(sha256.Sum256([]byte(raw))); ok {
+	} else if r, ok := l.written.get(digest); ok {
 		p.record = r
 	} else {
+		l.written.edited(u.GetName())
 		r, err := recordOf(u)
 		if r.Rendering != nil {
 			r.Rendering.CA = sources.CA{}

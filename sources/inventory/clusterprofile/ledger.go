@@ -151,7 +151,8 @@ const Writers = 16
 // Save implements inventory.Ledger: it creates the ClusterProfiles of new
 // records, applies those that changed, deletes those whose record is gone
 // (a confirmed departure), then writes the source records and counts when
-// they changed (only once every object is written: see CountsKey), then
+// they changed (only once every object is written: see CountsKey and
+// SumsKey), then
 // the statuses that changed. Writes of one step run Writers at a time. It
 // goes on past a failed object and returns every error.
 func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
@@ -165,6 +166,7 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.forgetEdited()
 	now := l.now()
 	sl := newSaveLog()
 	errs := l.save(ctx, b, now, sl)
@@ -184,7 +186,7 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 		// reader keeps the last complete save
 		return errs
 	}
-	if err := l.saveSources(ctx, b.Sources, countsOf(b.Clusters), sl); err != nil {
+	if err := l.saveSources(ctx, b.Sources, countsOf(b.Clusters), l.sumsOf(b.Clusters), sl); err != nil {
 		return []error{err}
 	}
 	lap(&prev) // the source records: their time is the total's
@@ -205,6 +207,34 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 	})
 	sl.statusesTook = lap(&prev)
 	return errs
+}
+
+// forgetEdited forgets what is stored of the objects someone else edited
+// (see written.edited), so that this save writes them as they should be.
+// The caller holds l.mu.
+func (l *Ledger) forgetEdited() {
+	edited := l.written.takeEdited()
+	if len(edited) == 0 {
+		return
+	}
+	for _, s := range l.known {
+		if edited[s.name] {
+			s.meta = [sha256.Size]byte{}
+		}
+	}
+}
+
+// sumsOf sums the digests of the records' annotations as written, by
+// source (see SumsKey). Every record is known once its put succeeded. The
+// caller holds l.mu.
+func (l *Ledger) sumsOf(records []inventory.Record) map[string]uint64 {
+	out := map[string]uint64{}
+	for i := range records {
+		if s := l.known[identity(records[i].Source, records[i].ID)]; s != nil {
+			out[records[i].Source] += recordSum(s.record)
+		}
+	}
+	return out
 }
 
 // putAll puts the object of every record (see put) and returns the

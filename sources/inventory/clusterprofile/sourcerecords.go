@@ -2,6 +2,8 @@ package clusterprofile
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
@@ -14,8 +16,8 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
-// The source records and the count of each source's records live in one
-// ConfigMap the leader writes (see SourcesKey and CountsKey).
+// The source records and the count and sum of each source's records live
+// in one ConfigMap the leader writes (see SourcesKey, CountsKey, SumsKey).
 
 // loadSources reads the source records and what the ConfigMap holds as
 // saveSources writes it (nil and no records when there is none yet). A
@@ -35,8 +37,12 @@ func (l *Ledger) loadSources(ctx context.Context) ([]inventory.SourceRecord, []b
 	if err != nil {
 		return nil, nil, err
 	}
-	return srcs, []byte(cm.Data[SourcesKey] + "\n" + cm.Data[CountsKey]), nil
+	return srcs, []byte(cm.Data[SourcesKey] + "\n" + cm.Data[CountsKey] + "\n" + cm.Data[SumsKey]), nil
 }
+
+// recordSum is the part of a record in its source's sum (SumsKey): the
+// first 8 bytes of digest, the SHA-256 of its record annotation.
+func recordSum(digest [sha256.Size]byte) uint64 { return binary.BigEndian.Uint64(digest[:8]) }
 
 // countsOf counts the records of each source.
 func countsOf(records []inventory.Record) map[string]int {
@@ -59,9 +65,9 @@ func decodeSources(cm *corev1.ConfigMap) ([]inventory.SourceRecord, error) {
 	return srcs, nil
 }
 
-// saveSources writes the source records and the count of each source's
-// records, when either changed (and counts the write in sl).
-func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord, counts map[string]int, sl *saveLog) error {
+// saveSources writes the source records, and the count and sum of each
+// source's records, when any changed (and counts the write in sl).
+func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord, counts map[string]int, sums map[string]uint64, sl *saveLog) error {
 	rawSources, err := json.Marshal(srcs)
 	if err != nil {
 		return fmt.Errorf("encode source records: %w", err)
@@ -70,7 +76,11 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 	if err != nil {
 		return fmt.Errorf("encode record counts: %w", err)
 	}
-	raw := []byte(string(rawSources) + "\n" + string(rawCounts))
+	rawSums, err := json.Marshal(sums)
+	if err != nil {
+		return fmt.Errorf("encode record sums: %w", err)
+	}
+	raw := []byte(string(rawSources) + "\n" + string(rawCounts) + "\n" + string(rawSums))
 	if string(raw) == string(l.sources) {
 		return nil
 	}
@@ -80,7 +90,7 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 	cms := l.core.CoreV1().ConfigMaps(l.opts.Namespace)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.opts.ConfigMap, Namespace: l.opts.Namespace,
 		Labels: map[string]string{LabelManager: Manager, LabelOwner: l.opts.OwnerID}},
-		Data: map[string]string{SourcesKey: string(rawSources), CountsKey: string(rawCounts)}}
+		Data: map[string]string{SourcesKey: string(rawSources), CountsKey: string(rawCounts), SumsKey: string(rawSums)}}
 	if l.sources == nil {
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: Manager})
 	}

@@ -19,6 +19,36 @@ import (
 type written struct {
 	mu    sync.RWMutex
 	bySum map[[sha256.Size]byte]*inventory.Record
+	// stale names the objects the feed saw holding a record this process
+	// did not write (see edited)
+	stale map[string]bool
+}
+
+// edited notes that the object name holds a record this process did not
+// write: someone else's edit, or a deposed leader's late write. Once this
+// process has loaded or written the ledger, its next save writes the
+// object again: until then the object's record is not the one the sums
+// hold (SumsKey), and no reader gets a new book. A follower notes
+// nothing.
+func (w *written) edited(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.bySum == nil {
+		return
+	}
+	if w.stale == nil {
+		w.stale = map[string]bool{}
+	}
+	w.stale[name] = true
+}
+
+// takeEdited returns the objects edited notes, and forgets them.
+func (w *written) takeEdited() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.stale
+	w.stale = nil
+	return out
 }
 
 // put remembers r, whose annotation has digest sum, in place of the
