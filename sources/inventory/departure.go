@@ -184,11 +184,11 @@ func (l *lifecycle) holds(gone []missing, answered map[string]bool, accounts []s
 // source's part of it before this listing) absent in this listing (gone
 // without being seen leaving: a cluster deleted upstream is seen leaving
 // first) are more than MaxFraction of that part, and either more than one
-// or its only one. Clusters still departing
-// from earlier listings count too, held ones included, so a loss spread
-// over several listings (a role removed subscription by subscription) is
-// caught as one drop, and clusters vanishing after part of it was held
-// join it: the window is the departure's own. A lost role, token or
+// or its only one. Clusters still departing from earlier listings count
+// too, held ones included, so a loss spread over several listings (a
+// role removed subscription by subscription) is caught as one drop, and
+// clusters vanishing after part of it was held join it: the window is the
+// departure's own. A lost role, token or
 // subscription looks like that far more often than a deletion.
 func (l *lifecycle) massDrop(gone []missing, answered map[string]bool) bool {
 	absent := 0
