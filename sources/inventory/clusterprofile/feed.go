@@ -116,7 +116,8 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (invento
 	items := profiles.List()
 	b := inventory.Book{Sources: []inventory.SourceRecord{}}
 	want, sums, srcs, ok := l.countsAndSources(cms, logger)
-	if !ok || !maps.Equal(labelCounts(items), want) || sums != nil && !maps.Equal(labelSums(items), sums) {
+	counts, labelled := labelTallies(items)
+	if !ok || !maps.Equal(counts, want) || sums != nil && !maps.Equal(labelled, sums) {
 		return b, false // a save in progress
 	}
 	b.Sources = srcs
@@ -187,27 +188,17 @@ func (l *Ledger) countsAndSources(cms cache.Store, logger *slog.Logger) (map[str
 	return want, sums, srcs, true
 }
 
-// labelCounts counts the objects of each source by their source label.
-func labelCounts(items []any) map[string]int {
-	out := map[string]int{}
+// labelTallies counts the objects of each source, by their source label,
+// and sums their records' digests (see SumsKey).
+func labelTallies(items []any) (map[string]int, map[string]uint64) {
+	counts, sums := map[string]int{}, map[string]uint64{}
 	for _, item := range items {
 		if p, ok := item.(*profile); ok {
-			out[p.source]++
+			counts[p.source]++
+			sums[p.source] += p.sum
 		}
 	}
-	return out
-}
-
-// labelSums sums the records' digests of the objects of each source, by
-// their source label (see SumsKey).
-func labelSums(items []any) map[string]uint64 {
-	out := map[string]uint64{}
-	for _, item := range items {
-		if p, ok := item.(*profile); ok {
-			out[p.source] += p.sum
-		}
-	}
-	return out
+	return counts, sums
 }
 
 // profile is what the feed's informer keeps of a ClusterProfile: its name,
