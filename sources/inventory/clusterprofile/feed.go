@@ -62,7 +62,11 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 	profiles := &kubeclient.Informer{SharedIndexInformer: metadatainformer.NewFilteredMetadataInformer(l.meta, Resource,
 		l.opts.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = l.selector() }).Informer()}
 	_ = profiles.SetTransform(l.compact)
-	_, _ = profiles.AddEventHandler(handler)
+	_, _ = profiles.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    handler.AddFunc,
+		UpdateFunc: handler.UpdateFunc,
+		DeleteFunc: func(obj any) { l.written.deleted(deletedName(obj)); poke() },
+	})
 	cms := kubeclient.NewInformer(l.core.CoreV1().ConfigMaps(l.opts.Namespace), &corev1.ConfigMap{},
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.opts.ConfigMap).String()
@@ -137,6 +141,18 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (invento
 	}
 	b.Sort()
 	return b, maps.Equal(countsOf(b.Clusters), want)
+}
+
+// deletedName is the name of the object a delete event is about.
+func deletedName(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		_, name, _ := cache.SplitMetaNamespaceKey(d.Key)
+		return name
+	}
+	if p, ok := obj.(*profile); ok {
+		return p.name
+	}
+	return ""
 }
 
 // digestOf sums the digests of what the informers hold: the records and

@@ -210,16 +210,21 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 }
 
 // forgetEdited forgets what is stored of the objects someone else edited
-// (see written.edited), so that this save writes them as they should be.
-// The caller holds l.mu.
+// or deleted (see written.edited, written.deleted), so that this save
+// writes them as they should be: an edited object is applied again, a
+// deleted one created again (a create, so that a name someone else took
+// meanwhile is not taken over). The caller holds l.mu.
 func (l *Ledger) forgetEdited() {
-	edited := l.written.takeEdited()
-	if len(edited) == 0 {
+	stale := l.written.takeEdited()
+	if len(stale) == 0 {
 		return
 	}
-	for _, s := range l.known {
-		if edited[s.name] {
+	for id, s := range l.known {
+		switch stale[s.name] {
+		case staleEdited:
 			s.meta = [sha256.Size]byte{}
+		case staleDeleted:
+			delete(l.known, id)
 		}
 	}
 }

@@ -20,9 +20,19 @@ type written struct {
 	mu    sync.RWMutex
 	bySum map[[sha256.Size]byte]*inventory.Record
 	// stale names the objects the feed saw holding a record this process
-	// did not write (see edited)
-	stale map[string]bool
+	// did not write (see edited), or deleted (see deleted)
+	stale map[string]staleness
 }
+
+// staleness is what the feed saw someone else do to an object.
+type staleness int
+
+const (
+	// staleEdited: the object holds a record this process did not write
+	staleEdited staleness = iota + 1
+	// staleDeleted: the object was deleted
+	staleDeleted
+)
 
 // edited notes that the object name holds a record this process did not
 // write: someone else's edit, or a deposed leader's late write. Once this
@@ -30,20 +40,34 @@ type written struct {
 // object again: until then the object's record is not the one the sums
 // hold (SumsKey), and no reader gets a new book. A follower notes
 // nothing.
-func (w *written) edited(name string) {
+func (w *written) edited(name string) { w.note(name, staleEdited) }
+
+// deleted notes that the object name was deleted: by someone else (kubectl
+// delete, a deposed leader's late delete) or by this process's own save
+// (which forgets the object itself). Once this process has loaded or
+// written the ledger, its next save creates the object again if its book
+// still holds the record: until then the objects do not add up to the
+// counts (CountsKey), and no reader gets a new book. A follower notes
+// nothing.
+func (w *written) deleted(name string) { w.note(name, staleDeleted) }
+
+// note remembers what happened to the object name, the latest news
+// first: a deletion is not undone by an edit seen before it.
+func (w *written) note(name string, what staleness) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.bySum == nil {
 		return
 	}
 	if w.stale == nil {
-		w.stale = map[string]bool{}
+		w.stale = map[string]staleness{}
 	}
-	w.stale[name] = true
+	w.stale[name] = what
 }
 
-// takeEdited returns the objects edited notes, and forgets them.
-func (w *written) takeEdited() map[string]bool {
+// takeEdited returns the objects edited and deleted note, and forgets
+// them.
+func (w *written) takeEdited() map[string]staleness {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := w.stale

@@ -1,0 +1,76 @@
+package clusterprofile
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
+)
+
+// What others do to the ledger's objects: the leader puts the ledger back
+// as its book says, and no reader serves what others left in between.
+
+// TestDeletedProfileIsWrittenAgain: a ClusterProfile of a record the
+// leader holds, deleted by someone else (kubectl delete, a deposed
+// leader's late delete), makes the objects not add up: no reader serves a
+// book without it, and the leader's next save creates it again, so that
+// every replica gets new books again. Before, the leader took the object
+// for written, and every replica kept its last book for as long as the
+// process led.
+func TestDeletedProfileIsWrittenAgain(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	l := c.ledger(t, "owner-1")
+	b := ledgertest.Fleet(3)
+	require.NoError(t, l.Save(ctx, b))
+	books := watchOn(t, l)
+	nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
+	names := c.profileNames(t) // the rancher ones
+	require.Len(t, names, 3)
+	require.NoError(t, c.adminDy.Resource(Resource).Namespace(c.ns).Delete(ctx, names[1], metav1.DeleteOptions{}))
+	deadline := time.After(2 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case got := <-books:
+			require.Len(t, got.Clusters, 4, "a book without the deleted object's record was served")
+		case <-deadline:
+			waiting = false
+		}
+	}
+	require.NoError(t, l.Save(ctx, b), "the leader's next save")
+	assert.ElementsMatch(t, names, c.profileNames(t), "the deleted object created again")
+	have, err := recordOf(c.profile(t, names[1]))
+	require.NoError(t, err)
+	assert.Equal(t, "rancher", have.Source)
+	obj, err := c.adminDy.Resource(Resource).Namespace(c.ns).Get(ctx, names[1], metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, conditionStatuses(t, obj), "its status written too")
+	// a book follows once the objects add up again (a new one: the leader's
+	// record of the object is the same, its digest too, so the feed must
+	// tell the deletion and the creation apart to deliver it)
+	l2 := c.ledger(t, "owner-1")
+	got, err := l2.Load(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got.Clusters, 4, "a new leader loads every record")
+	assert.Equal(t, 4, len(nextBookAfterSave(t, l, books, b).Clusters))
+}
+
+// nextBookAfterSave saves b again with a changed source record, so that a
+// new book is due, and returns it: a feed that has stopped delivering
+// fails here.
+func nextBookAfterSave(t *testing.T, l *Ledger, books <-chan inventory.Book, b inventory.Book) inventory.Book {
+	t.Helper()
+	b.Sources = append([]inventory.SourceRecord(nil), b.Sources...)
+	b.Sources[0].LastError = "list clusters: throttled"
+	b.Sources[0].Stale = true
+	require.NoError(t, l.Save(context.Background(), b))
+	return nextBook(t, books, func(got inventory.Book) bool {
+		return len(got.Sources) > 0 && got.Sources[0].LastError == "list clusters: throttled"
+	})
+}
