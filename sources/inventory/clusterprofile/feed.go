@@ -71,7 +71,19 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.opts.ConfigMap).String()
 		}, nil)
-	_, _ = cms.AddEventHandler(handler)
+	sawConfigMap := func(obj any) {
+		var stored []byte // deleted, or not ours
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels[LabelOwner] == l.opts.OwnerID {
+			stored = storedSources(cm)
+		}
+		l.written.sawConfigMap(stored)
+		poke()
+	}
+	_, _ = cms.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    sawConfigMap,
+		UpdateFunc: func(_, obj any) { sawConfigMap(obj) },
+		DeleteFunc: func(any) { sawConfigMap(nil) },
+	})
 	profiles.Start(ctx.Done())
 	cms.Start(ctx.Done())
 	defer profiles.Shutdown()

@@ -213,8 +213,16 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 // or deleted (see written.edited, written.deleted), so that this save
 // writes them as they should be: an edited object is applied again, a
 // deleted one created again (a create, so that a name someone else took
-// meanwhile is not taken over). The caller holds l.mu.
+// meanwhile is not taken over). So for the ConfigMap: this save writes
+// it again unless it holds what this save would write. The caller holds
+// l.mu.
 func (l *Ledger) forgetEdited() {
+	if stored, seen := l.written.takeConfigMap(); seen && string(stored) != string(l.sources) {
+		// someone else's write or delete (or an event of one of ours
+		// overtaken by a later save: then this save writes it again,
+		// unchanged)
+		l.sources = stored
+	}
 	stale := l.written.takeEdited()
 	if len(stale) == 0 {
 		return

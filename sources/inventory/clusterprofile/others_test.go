@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
@@ -73,4 +74,49 @@ func nextBookAfterSave(t *testing.T, l *Ledger, books <-chan inventory.Book, b i
 	return nextBook(t, books, func(got inventory.Book) bool {
 		return len(got.Sources) > 0 && got.Sources[0].LastError == "list clusters: throttled"
 	})
+}
+
+// TestConfigMapDeletedOrEditedIsWrittenAgain: the ConfigMap of the source
+// records and counts, deleted or edited by someone else, is written again
+// by the leader's next save, as its book says, though the book did not
+// change. Before, the leader took it for written, and every replica kept
+// its last book for as long as the process led.
+func TestConfigMapDeletedOrEditedIsWrittenAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		do   func(t *testing.T, c *cluster, l *Ledger)
+	}{
+		{name: "deleted", do: func(t *testing.T, c *cluster, l *Ledger) {
+			require.NoError(t, c.admin.CoreV1().ConfigMaps(c.ns).Delete(context.Background(), l.opts.ConfigMap, metav1.DeleteOptions{}))
+		}},
+		{name: "its counts edited", do: func(t *testing.T, c *cluster, l *Ledger) {
+			patch := mustJSON(t, map[string]any{"data": map[string]string{CountsKey: `{"eks":1,"rancher":2}`}})
+			_, err := c.admin.CoreV1().ConfigMaps(c.ns).Patch(context.Background(), l.opts.ConfigMap, types.MergePatchType, patch, metav1.PatchOptions{})
+			require.NoError(t, err)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := newCluster(t)
+			l := c.ledger(t, "owner-1")
+			b := ledgertest.Fleet(3)
+			require.NoError(t, l.Save(ctx, b))
+			want := c.configMapData(t, l)
+			books := watchOn(t, l)
+			nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
+			tc.do(t, c, l)
+			deadline := time.After(2 * time.Second)
+			for waiting := true; waiting; {
+				select {
+				case got := <-books:
+					require.Len(t, got.Clusters, 4, "a book that does not add up was served")
+				case <-deadline:
+					waiting = false
+				}
+			}
+			require.NoError(t, l.Save(ctx, b), "the leader's next save")
+			assert.Equal(t, want, c.configMapData(t, l), "the ConfigMap written again")
+			assert.Len(t, nextBookAfterSave(t, l, books, b).Clusters, 4, "the feed delivers again")
+		})
+	}
 }

@@ -37,7 +37,12 @@ func (l *Ledger) loadSources(ctx context.Context) ([]inventory.SourceRecord, []b
 	if err != nil {
 		return nil, nil, err
 	}
-	return srcs, []byte(cm.Data[SourcesKey] + "\n" + cm.Data[CountsKey] + "\n" + cm.Data[SumsKey]), nil
+	return srcs, storedSources(cm), nil
+}
+
+// storedSources is what cm holds as saveSources writes it.
+func storedSources(cm *corev1.ConfigMap) []byte {
+	return []byte(cm.Data[SourcesKey] + "\n" + cm.Data[CountsKey] + "\n" + cm.Data[SumsKey])
 }
 
 // recordSum is the part of a record in its source's sum (SumsKey): the

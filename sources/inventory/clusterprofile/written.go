@@ -22,6 +22,32 @@ type written struct {
 	// stale names the objects the feed saw holding a record this process
 	// did not write (see edited), or deleted (see deleted)
 	stale map[string]staleness
+	// configMap is what the feed last saw the ConfigMap hold (see
+	// storedSources; nil: deleted, or not ours), configMapSeen whether it
+	// saw anything since the last takeConfigMap
+	configMap     []byte
+	configMapSeen bool
+}
+
+// sawConfigMap notes what the feed saw the ConfigMap hold (nil: deleted,
+// or another owner's). A follower notes nothing.
+func (w *written) sawConfigMap(stored []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.bySum == nil {
+		return
+	}
+	w.configMap, w.configMapSeen = stored, true
+}
+
+// takeConfigMap returns what sawConfigMap noted last, if anything since
+// the last call.
+func (w *written) takeConfigMap() ([]byte, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := w.configMapSeen
+	w.configMapSeen = false
+	return w.configMap, seen
 }
 
 // staleness is what the feed saw someone else do to an object.
