@@ -35,15 +35,7 @@ func TestDeletedProfileIsWrittenAgain(t *testing.T) {
 	names := c.profileNames(t) // the rancher ones
 	require.Len(t, names, 3)
 	require.NoError(t, c.adminDy.Resource(Resource).Namespace(c.ns).Delete(ctx, names[1], metav1.DeleteOptions{}))
-	deadline := time.After(2 * time.Second)
-	for waiting := true; waiting; {
-		select {
-		case got := <-books:
-			require.Len(t, got.Clusters, 4, "a book without the deleted object's record was served")
-		case <-deadline:
-			waiting = false
-		}
-	}
+	everyBookHas(t, books, 4, 2*time.Second)
 	require.NoError(t, l.Save(ctx, b), "the leader's next save")
 	assert.ElementsMatch(t, names, c.profileNames(t), "the deleted object created again")
 	have, err := recordOf(c.profile(t, names[1]))
@@ -105,18 +97,25 @@ func TestConfigMapDeletedOrEditedIsWrittenAgain(t *testing.T) {
 			books := watchOn(t, l)
 			nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
 			tc.do(t, c, l)
-			deadline := time.After(2 * time.Second)
-			for waiting := true; waiting; {
-				select {
-				case got := <-books:
-					require.Len(t, got.Clusters, 4, "a book that does not add up was served")
-				case <-deadline:
-					waiting = false
-				}
-			}
+			everyBookHas(t, books, 4, 2*time.Second)
 			require.NoError(t, l.Save(ctx, b), "the leader's next save")
 			assert.Equal(t, want, c.configMapData(t, l), "the ConfigMap written again")
 			assert.Len(t, nextBookAfterSave(t, l, books, b).Clusters, 4, "the feed delivers again")
 		})
+	}
+}
+
+// everyBookHas checks that every book delivered within d has n records:
+// no book that does not add up is served.
+func everyBookHas(t *testing.T, books <-chan inventory.Book, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case got := <-books:
+			require.Len(t, got.Clusters, n, "a book that does not add up was served")
+		case <-deadline:
+			return
+		}
 	}
 }
