@@ -81,10 +81,10 @@ func ClusterParameters(c *sources.Cluster) Parameters {
 	return p
 }
 
-// UnavailableError means the answer is not known yet: a configured source
-// has never completed a listing (the start-up barrier: until every source
-// has, a source listing later could change any answer). It becomes a 503,
-// never a 200, because Argo CD deletes the Applications a 200 leaves out.
+// UnavailableError means the answer is not known yet: the start-up
+// barrier (see inventory.Snapshot.Waiting) waits for a configured source
+// that has never completed a listing. It becomes a 503, never a 200,
+// because Argo CD deletes the Applications a 200 leaves out.
 type UnavailableError struct{ Sources []string }
 
 func (e *UnavailableError) Error() string {
@@ -98,8 +98,10 @@ func (e *UnavailableError) Error() string {
 type Result struct {
 	// Count is the number of parameter sets.
 	Count int
-	// Stale names the selected sources whose latest listing failed; their
-	// last complete listing was used.
+	// Stale names the selected sources whose latest listing failed (their
+	// last complete listing was used) or that have not completed one yet
+	// once the start-up barrier is behind (none of their clusters is in
+	// the answer yet).
 	Stale string
 
 	// stale is the header value prepared once, shared read-only by every
@@ -112,7 +114,7 @@ type Result struct {
 
 // Render answers a filter from a snapshot. It fails with *InputError when
 // the filter names a source or provider that is not configured, and with
-// *UnavailableError until every source has synced.
+// *UnavailableError behind the start-up barrier.
 //
 // Render encodes the whole snapshot; the server encodes it once per
 // snapshot version and shares that between filters.
@@ -137,17 +139,14 @@ func render(snap *inventory.Snapshot, f *Filter, encode func(*inventory.Snapshot
 			return Result{}, inputErrorf("input.parameters.provider: no %s source is configured (configured: %s)", p, sourceNames(snap))
 		}
 	}
-	var unsynced, stale []string
+	if waiting := snap.Waiting(); len(waiting) > 0 {
+		return Result{}, &UnavailableError{Sources: waiting}
+	}
+	var stale []string
 	for _, st := range snap.Sources {
-		if !st.Synced {
-			unsynced = append(unsynced, st.Name)
-		}
-		if st.Stale && f.MaySelect(st.Name, st.Provider) {
+		if (st.Stale || !st.Synced) && f.MaySelect(st.Name, st.Provider) {
 			stale = append(stale, st.Name)
 		}
-	}
-	if len(unsynced) > 0 {
-		return Result{}, &UnavailableError{Sources: unsynced}
 	}
 	enc, err := encode(snap)
 	if err != nil {

@@ -152,3 +152,43 @@ func TestGracePeriodHoldsADeselectedSecret(t *testing.T) {
 	assert.Equal(t, []string{sn("dropped")}, names(ch.Delete))
 	assert.Equal(t, []string{sn("kept")}, e.secretNames())
 }
+
+// TestSourceAddedLaterHoldsOnlyItsOwn: once the ledger holds an answer (a
+// cluster established), a source added later that never lists holds back
+// nothing but its own clusters: the other source's newcomer gets its
+// Secret. Before, no Secret was written until the new source listed.
+func TestSourceAddedLaterHoldsOnlyItsOwn(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a")
+	mem := inventory.NewMemory()
+	spec := func(name string, src sources.Source) inventory.SourceSpec {
+		return inventory.SourceSpec{Name: name, Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}
+	}
+	lead := func(specs ...inventory.SourceSpec) (*inventory.Inventory, func()) {
+		inv, err := inventory.New(specs, inventory.Options{Ledger: mem, Departure: inventory.Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); inv.Run(ctx) }()
+		return inv, func() { cancel(); <-done }
+	}
+	fleetSource := func() sources.Source {
+		src, err := static.New(static.Config{File: f.path}, "")
+		require.NoError(t, err)
+		return src
+	}
+	_, stop := lead(spec("fleet", fleetSource())) // day 1: answered
+	require.Eventually(t, func() bool {
+		b, err := mem.Load(context.Background())
+		return err == nil && len(b.Clusters) == 1 && !b.Clusters[0].Established.IsZero()
+	}, 5*time.Second, 10*time.Millisecond)
+	stop()
+
+	f.write("a", "new") // day 2: a source added that cannot list
+	inv, stop := lead(spec("fleet", fleetSource()), spec("down", unreachableSource{}))
+	defer stop()
+	require.Eventually(t, func() bool { return len(inv.Snapshot().Clusters) == 2 }, 5*time.Second, 10*time.Millisecond)
+	require.False(t, inv.Snapshot().Synced(), "the added source has not listed")
+	pass(t, newReconciler(t, e, &fleet{t: t, path: f.path, inv: inv}))
+	assert.Equal(t, []string{sn("a"), sn("new")}, e.secretNames(), "the listed source's clusters have their Secrets")
+}

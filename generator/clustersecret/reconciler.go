@@ -248,7 +248,7 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 		return Changes{}, nil, errors.New("the cache of cluster secrets has not synced yet; writing nothing")
 	}
 	snap, listings := r.inv.SnapshotAndListings()
-	if !snap.Synced() {
+	if len(snap.Waiting()) > 0 {
 		// the start-up barrier: a source that has not listed yet could
 		// claim any cluster (a duplicate, a name conflict)
 		r.logger.Debug("not every source has listed yet; writing nothing")

@@ -17,14 +17,15 @@ import (
 // and by EKS is a duplicate, not a name conflict. In both steps an
 // established cluster (served in an earlier snapshot) wins over a
 // newcomer; among newcomers, dedupe follows the preference and a name
-// listed twice is served to none. Once every source has synced, the served
-// clusters become established.
+// listed twice is served to none. Once the start-up barrier is behind (see
+// Snapshot.Waiting), the served clusters become established.
 func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	snap := &Snapshot{Version: version}
 	var all []*sources.Cluster
 	for _, st := range inv.states {
 		for _, r := range st.life.tracked {
 			snap.Known = append(snap.Known, Ref{Source: r.Source, ID: r.ID})
+			snap.Answered = snap.Answered || !r.Established.IsZero()
 		}
 		snap.Sources = append(snap.Sources, st.status.SourceState)
 		snap.Sources[len(snap.Sources)-1].HeldDepartures = st.life.held
@@ -39,7 +40,7 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	slices.SortFunc(snap.Known, compareRefs)
 	sort.Slice(snap.Unserved, func(i, j int) bool { return snap.Unserved[i].Name < snap.Unserved[j].Name })
 	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
-	if snap.Synced() && !inv.follower {
+	if len(snap.Waiting()) == 0 && !inv.follower {
 		inv.establish(snap.Clusters, now)
 	}
 	return snap

@@ -115,6 +115,10 @@ type Snapshot struct {
 	// Known identifies every cluster the inventory knows, served or not
 	// (pending, in a name conflict, a duplicate), sorted by source and ID.
 	Known []Ref
+	// Answered: the book holds a cluster served in an earlier answer (an
+	// established record), so the start-up barrier is behind it (see
+	// Waiting).
+	Answered bool
 }
 
 // Present reports whether a cluster of that name is known to the snapshot
@@ -179,9 +183,7 @@ func (s *Snapshot) Source(name string) (SourceState, bool) {
 	return SourceState{}, false
 }
 
-// Synced reports whether every source has completed a listing: the
-// start-up barrier. Until then no answer is given (503) and no Secret is
-// written.
+// Synced reports whether every source has completed a listing.
 func (s *Snapshot) Synced() bool {
 	for _, st := range s.Sources {
 		if !st.Synced {
@@ -189,4 +191,25 @@ func (s *Snapshot) Synced() bool {
 		}
 	}
 	return true
+}
+
+// Waiting returns the sources the start-up barrier waits for: until every
+// source has completed a listing, no answer is given (503), no Secret is
+// written and no cluster is established, since a source listing later
+// could claim any cluster (a duplicate, a name conflict). Once an answer
+// has been given (Answered), a source that has not listed yet (one added
+// later, a bad credential) waits alone: the established clusters keep
+// their names and servers against its newcomers, and its clusters, never
+// served, join the answer once it lists. Nil: no barrier.
+func (s *Snapshot) Waiting() []string {
+	if s.Answered {
+		return nil
+	}
+	var out []string
+	for _, st := range s.Sources {
+		if !st.Synced {
+			out = append(out, st.Name)
+		}
+	}
+	return out
 }
