@@ -108,10 +108,15 @@ func TestContractHTTP(t *testing.T) {
 		{"token-unresolved-secret-ref", func() *http.Request {
 			return rawRequest("POST", GetParamsPath, []byte(`{}`), "Bearer $argocd-cluster-discovery-token:token")
 		}, 401},
-		// a value after "$" that is not a key name (a pasted secret): the
-		// 401 says Argo CD sent a literal reference, never the value
+		// a value after "$" that is not a key name (a pasted secret), or a
+		// token that starts with "$" and looks like a key name (rotated in
+		// before the tokens are read again): the 401 says Argo CD sent a
+		// value starting with "$", never the value
 		{"token-dollar-not-a-reference", func() *http.Request {
 			return rawRequest("POST", GetParamsPath, []byte(`{}`), "Bearer $Zm9vYmFy/c2VjcmV0+dmFsdWU=")
+		}, 401},
+		{"token-dollar-like-a-reference", func() *http.Request {
+			return rawRequest("POST", GetParamsPath, []byte(`{}`), "Bearer $Xq7-9fK2.aa81Zt0Pq3w")
 		}, 401},
 	})
 }

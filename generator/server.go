@@ -221,8 +221,6 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-var refPattern = regexp.MustCompile(`^\$[A-Za-z0-9._-]{1,253}(:[A-Za-z0-9._-]{1,253})?$`)
-
 // authorize checks the bearer token and writes the 401 itself.
 // withToken serves next only to a request with a valid bearer token.
 func (s *Server) withToken(next echo.HandlerFunc) echo.HandlerFunc {
@@ -249,15 +247,13 @@ func (s *Server) authorize(c echo.Context) bool {
 	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="argocd-cluster-discovery", error="invalid_token"`)
 	msg := "invalid bearer token"
 	if strings.HasPrefix(token, "$") {
-		// Argo CD sends the reference itself when it cannot resolve it. A
-		// reference is a key name, not a secret; anything else is not echoed.
-		ref := "the literal reference"
-		if refPattern.MatchString(token) {
-			ref = fmt.Sprintf("the literal reference %q", token)
-		}
-		msg = fmt.Sprintf("invalid bearer token: Argo CD sent %s, which means it could not resolve the token of the plugin ConfigMap; "+
-			"for $plugin.<name>.token the key must exist in argocd-secret, for $<secret>:<key> the Secret must exist in Argo CD's namespace "+
-			"with label app.kubernetes.io/part-of: argocd and hold the key", ref)
+		// Argo CD sends the reference itself when it cannot resolve it. It
+		// is not echoed: a token rotated in before this process reloads
+		// its tokens may start with "$" too, and Argo CD shows this
+		// message in the ApplicationSet's conditions.
+		msg = "invalid bearer token: Argo CD sent a value starting with \"$\" (not shown here), which means it could not resolve the token of the plugin ConfigMap; " +
+			"for $plugin.<name>.token the key must exist in argocd-secret, for $<secret>:<key> the Secret must exist in Argo CD's namespace " +
+			"with label app.kubernetes.io/part-of: argocd and hold the key"
 	}
 	_ = writeMessage(c, http.StatusUnauthorized, msg)
 	return false
