@@ -51,7 +51,7 @@ ARGOCD ?= $(firstword $(ARGOCD_VERSIONS))
 # steps of TestEndToEnd that prove our service alone from CA_fetch_failure on (the steps before it run, in the same order
 # as in the whole suite)
 E2E_MATRIX_RUN  := ^(TestEndToEnd|TestArgoCDConnectCheck|TestArgoCDK8sAuthBinary|TestRancherCredentialsConnect|TestAROAgentClusters|TestCloudLifecycle)$$
-E2E_MATRIX_SKIP := ^TestEndToEnd$$/^(CA_fetch_failure|duplicate|foreign_Secret_with_our_server|rename|Secret_names|mass_drop|outage|recovery|held_drop|upgrade_from|two_replicas|lifecycle_again|removal_under_upsert-only)
+E2E_MATRIX_SKIP := ^TestEndToEnd$$/^(CA_fetch_failure|duplicate|foreign_Secret_with_our_server|rename|Secret_names|mass_drop|outage|recovery|held_drop|two_replicas|lifecycle_again|removal_under_upsert-only)
 E2E_MATRIX      := $(filter-out $(patsubst v%,%,$(ARGOCD)),$(ARGOCD_VERSIONS))
 
 # what .ci/unit reads (make test and make unit)

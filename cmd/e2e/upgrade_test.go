@@ -20,9 +20,9 @@ import (
 // ledger (no ClusterProfile, no ledger ConfigMap: all the old version left
 // is its Secrets). Its first listing of rancher lacks every cluster our
 // Secrets name, so it is refused: every answer is a 503 naming rancher,
-// every Application and Secret is kept and no Secret is written. The
-// access comes back: the listing is taken, the answer is a 200 again, and
-// nothing was recreated.
+// every Application and Secret is kept, the ApplicationSet shows our
+// message, and no Secret is written. The access comes back: the listing is
+// taken, the answer is a 200 again, and nothing was recreated.
 func testUpgradeFromNoLedger(t *testing.T) {
 	was := settledFleet(t)
 	e.StopService(t)
@@ -42,6 +42,15 @@ func testUpgradeFromNoLedger(t *testing.T) {
 	t.Run("the first listing lacks every cluster our Secrets name: 503, nothing removed, nothing written", func(t *testing.T) {
 		e.Through(t, "rancher", n0, SteadyListings, func() error { return errors.Join(e.SameFleet(was)(), e.SecretsUnwritten(stopped)()) },
 			e.Answers503("rancher"))
+		e.Eventually(t, 20*time.Second, "the ApplicationSet shows the 503", func() error {
+			s, msg, err := e.Condition("acme-guestbook", "ErrorOccurred")
+			if err == nil && (s != "True" || !strings.Contains(msg, "rancher")) {
+				err = fmt.Errorf("ErrorOccurred=%s %q", s, msg)
+			}
+			return err
+		})
+		_, msg, _ := e.Condition("acme-guestbook", "ErrorOccurred")
+		t.Logf("ApplicationSet condition: %s", msg)
 		st, err := e.Status()
 		if err != nil {
 			t.Fatal(err)
@@ -60,6 +69,17 @@ func testUpgradeFromNoLedger(t *testing.T) {
 			_, err := e.Params(map[string]string{"tenant": "acme"})
 			return err
 		})
+		e.Eventually(t, Interval+10*time.Second, "the ApplicationSet error clears without waiting for Argo CD's 3-minute retry", func() error {
+			s, msg, err := e.Condition("acme-guestbook", "ErrorOccurred")
+			if err == nil && s != "False" {
+				err = fmt.Errorf("ErrorOccurred=%s %q", s, msg)
+			}
+			return err
+		})
+		// the annotation was still set by the failed reconcile: set again
+		if n, err := e.Metric("argocd_cluster_discovery_appset_refresh_patches_total", `{outcome="repatched"}`); err != nil || n < 1 {
+			t.Errorf("repatched refreshes: %v (%v)", n, err)
+		}
 		e.Holds(t, 2*Interval, "nothing recreated", e.SameFleet(was))
 		list, err := e.Dyn.Resource(clusterprofile.Resource).Namespace(ArgoNS).List(context.Background(),
 			metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=rancher"})
