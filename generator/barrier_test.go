@@ -2,6 +2,7 @@ package generator
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -108,4 +109,41 @@ func runUntil(t *testing.T, specs []inventory.SourceSpec, ledger *inventory.Memo
 		t.Cleanup(stopAll)
 	}
 	return leader
+}
+
+// unsettledFeed has read a ledger that does not add up, and says so.
+type unsettledFeed struct{ reason string }
+
+func (f unsettledFeed) Watch(ctx context.Context, fn func(inventory.Book)) {
+	fn(inventory.Book{Unsettled: f.reason})
+	<-ctx.Done()
+}
+
+// TestUnsettledLedgerIsA503WithItsReason: a replica whose feed has read a
+// ledger it cannot take (its objects do not add up) is ready and answers
+// every request 503 with the reason, which Argo CD shows, rather than
+// being taken out of the Service (connection refused, no message).
+func TestUnsettledLedgerIsA503WithItsReason(t *testing.T) {
+	view, err := inventory.New([]inventory.SourceSpec{staticSpec("alpha", &scripted{steps: []func() ([]sources.Cluster, error){ok()}})}, inventory.Options{})
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); view.Follow(ctx, unsettledFeed{reason: "the ledger does not add up"}) }()
+	defer func() { stop(); <-done }()
+	require.Eventually(t, view.Followed, 5*time.Second, 10*time.Millisecond)
+	h := newServer(t, view, func(o *Options) {
+		o.Ready = func() error {
+			if !view.Followed() {
+				return errors.New("the ledger has not been read yet")
+			}
+			return nil
+		}
+	}).Handler()
+	assert.Equal(t, http.StatusOK, do(h, rawRequest("GET", "/readyz", nil, "")).Code)
+	for _, params := range []map[string]any{nil, {"source": "alpha"}} {
+		rec := do(h, argoRequest(t, GetParamsPath, params))
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%v", params)
+		assert.Contains(t, rec.Body.String(), "the ledger does not add up; this replica has no answer yet")
+		assert.NotEmpty(t, rec.Header().Get("Retry-After"))
+	}
 }

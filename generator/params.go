@@ -83,11 +83,18 @@ func ClusterParameters(c *sources.Cluster) Parameters {
 
 // UnavailableError means the answer is not known yet: the start-up
 // barrier (see inventory.Snapshot.Waiting) waits for a configured source
-// that has never completed a listing. It becomes a 503, never a 200,
-// because Argo CD deletes the Applications a 200 leaves out.
-type UnavailableError struct{ Sources []string }
+// that has never completed a listing (Sources), or the ledger this
+// replica follows does not add up (Reason). It becomes a 503, never a
+// 200, because Argo CD deletes the Applications a 200 leaves out.
+type UnavailableError struct {
+	Sources []string
+	Reason  string
+}
 
 func (e *UnavailableError) Error() string {
+	if e.Reason != "" {
+		return e.Reason + "; this replica has no answer yet (Argo CD will retry)"
+	}
 	return fmt.Sprintf("source(s) %s have not completed a listing yet; refusing to answer with incomplete parameters (Argo CD will retry)", strings.Join(e.Sources, ", "))
 }
 
@@ -138,6 +145,9 @@ func render(snap *inventory.Snapshot, f *Filter, encode func(*inventory.Snapshot
 		if !found {
 			return Result{}, inputErrorf("input.parameters.provider: no %s source is configured (configured: %s)", p, sourceNames(snap))
 		}
+	}
+	if snap.Unsettled != "" {
+		return Result{}, &UnavailableError{Reason: snap.Unsettled}
 	}
 	if waiting := snap.Waiting(); len(waiting) > 0 {
 		return Result{}, &UnavailableError{Sources: waiting}

@@ -72,12 +72,8 @@ func (inv *Inventory) restore(b Book) {
 			st.life.tracked[r.ID] = r
 		}
 	}
-	for _, st := range inv.states {
-		st.life.view()
-		byPhase := countPhases(st.life.served)
-		st.status.Served = len(st.life.served)
-		st.status.Absent = byPhase[sources.PhaseAbsent] + byPhase[sources.PhaseLeaving]
-	}
+	inv.viewAll()
+	inv.unsettled = ""
 	_, _, changed := inv.publish(inv.now())
 	inv.notify(changed, false)
 	inv.followed = inv.follower
@@ -160,5 +156,36 @@ func (inv *Inventory) Follow(ctx context.Context, feed Feed) {
 	inv.mu.Lock()
 	inv.follower = true
 	inv.mu.Unlock()
-	feed.Watch(ctx, inv.restore)
+	feed.Watch(ctx, func(b Book) {
+		if b.Unsettled != "" {
+			inv.unsettle(b.Unsettled)
+			return
+		}
+		inv.restore(b)
+	})
+}
+
+// viewAll makes every source's view of its records again, and its served
+// counts. The caller holds inv.mu.
+func (inv *Inventory) viewAll() {
+	for _, st := range inv.states {
+		st.life.view()
+		byPhase := countPhases(st.life.served)
+		st.status.Served = len(st.life.served)
+		st.status.Absent = byPhase[sources.PhaseAbsent] + byPhase[sources.PhaseLeaving]
+	}
+}
+
+// unsettle makes an inventory that follows a ledger and has no book yet
+// publish a snapshot that says why (Snapshot.Unsettled): the feed has
+// read the ledger, and it does not add up. One that has a book keeps it.
+func (inv *Inventory) unsettle(reason string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.followed {
+		return
+	}
+	inv.unsettled, inv.followed = reason, true
+	_, _, changed := inv.publish(inv.now())
+	inv.notify(changed, false)
 }

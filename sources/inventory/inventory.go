@@ -140,7 +140,10 @@ type Inventory struct {
 	follower bool
 	// followed: a follower has restored a book (see Followed).
 	followed bool
-	ledger   Ledger
+	// unsettled is why the ledger it follows could not be read yet (see
+	// Book.Unsettled); "" once a book came
+	unsettled string
+	ledger    Ledger
 	// rule and acked are every lifecycle's, kept for retired sources.
 	rule  Departure
 	acked func(source, id string) bool

@@ -19,6 +19,13 @@ type Book struct {
 	Sources []SourceRecord `json:"sources"`
 	// Clusters sorted by source, then ID.
 	Clusters []Record `json:"clusters"`
+	// Unsettled, set by a Feed in a book of nothing else, says why the
+	// feed has read the ledger but cannot deliver it: its objects do not
+	// add up (a save in progress or cut short, a record that cannot be
+	// read). A feed sends it at most once, before its first book, so that
+	// a replica that has no book yet answers a 503 with the reason
+	// instead of not answering at all. Never saved.
+	Unsettled string `json:"-"`
 }
 
 // SourceRecord is what the ledger keeps of one source. It changes only

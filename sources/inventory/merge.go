@@ -20,7 +20,7 @@ import (
 // listed twice is served to none. Once the start-up barrier is behind (see
 // Snapshot.Waiting), the served clusters become established.
 func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
-	snap := &Snapshot{Version: version}
+	snap := &Snapshot{Version: version, Unsettled: inv.unsettled}
 	var all []*sources.Cluster
 	for _, st := range inv.states {
 		for _, r := range st.life.tracked {
@@ -42,6 +42,7 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	sort.Slice(snap.Kept, func(i, j int) bool { return snap.Kept[i].Name < snap.Kept[j].Name })
 	if len(snap.Waiting()) == 0 && !inv.follower {
 		inv.establish(snap.Clusters, now)
+		snap.Answered = snap.Answered || len(snap.Clusters) > 0 // established now
 	}
 	return snap
 }
@@ -141,7 +142,8 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 }
 
 func sameContent(a, b *Snapshot) bool {
-	return reflect.DeepEqual(a.Sources, b.Sources) &&
+	return a.Answered == b.Answered && a.Unsettled == b.Unsettled &&
+		reflect.DeepEqual(a.Sources, b.Sources) &&
 		reflect.DeepEqual(a.Conflicts, b.Conflicts) &&
 		reflect.DeepEqual(a.Duplicates, b.Duplicates) &&
 		reflect.DeepEqual(a.Unserved, b.Unserved) &&

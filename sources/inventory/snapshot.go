@@ -119,6 +119,9 @@ type Snapshot struct {
 	// established record), so the start-up barrier is behind it (see
 	// Waiting).
 	Answered bool
+	// Unsettled: this replica follows a ledger it has read but not been
+	// able to take (see Book.Unsettled), and why; it has no answer.
+	Unsettled string
 }
 
 // Present reports whether a cluster of that name is known to the snapshot

@@ -28,14 +28,19 @@ import (
 // book is built from all of them.
 const Coalesce = 100 * time.Millisecond
 
+// Unsettled is what the feed tells a reader that has no book yet when the
+// ledger it has read does not add up (see inventory.Book.Unsettled).
+const Unsettled = "the ledger's ClusterProfiles do not add up to the counts its ConfigMap holds " +
+	"(a save in progress or cut short, or a record that cannot be read: see the logs)"
+
 // Watch implements inventory.Feed with informers on this installation's
 // ClusterProfiles and on the ConfigMap of the source records: the first
 // book once both have synced, then one after each burst of changes. The
 // informers keep each object's record and nothing else. An object whose
 // record cannot be read is logged and makes the book incomplete: no book
-// is delivered (the follower keeps answering from its last one, or not at
-// all) until the object is readable again or deleted, as the leader's
-// Load refuses it too. A burst that changed no
+// is delivered (the follower keeps answering from its last one, or, with
+// none yet, is told why: see Unsettled) until the object is readable
+// again or deleted, as the leader's Load refuses it too. A burst that changed no
 // record (the status writes after a save) delivers no book. The informer
 // watches the objects' metadata only: the record is an annotation, and
 // neither the spec nor the status is decoded.
@@ -92,12 +97,15 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		return
 	}
 	var delivered uint64
-	first := true
+	first, told := true, false
 	for {
 		if d := digestOf(profiles.GetStore(), cms.GetStore()); first || d != delivered {
 			if b, complete := l.bookOf(profiles.GetStore(), cms.GetStore(), logger); complete {
 				fn(b)
 				first, delivered = false, d
+			} else if first && !told {
+				fn(inventory.Book{Unsettled: Unsettled})
+				told = true
 			}
 		}
 		select {

@@ -23,7 +23,8 @@ import (
 // object of ours whose record cannot be read fails Load, not left out, so
 // that a leader never starts from a book missing a cluster (it would
 // forget its departure count, or see it as new); an inventory on that
-// ledger does not list while it cannot load.
+// ledger does not list while it cannot load. A replica that starts then
+// has read the ledger (ready) and says why it has no answer.
 func TestUnreadableRecordFailsTheLoad(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ name, record string }{
@@ -34,10 +35,24 @@ func TestUnreadableRecordFailsTheLoad(t *testing.T) {
 			c := newCluster(t)
 			require.NoError(t, c.ledger(t, "owner-1").Save(ctx, ledgertest.Fleet(2)))
 			name := c.profileNames(t)[0]
-			c.setRecord(t, name, tc.record)
+			good := c.setRecord(t, name, tc.record)
 
 			_, err := c.ledger(t, "owner-1").Load(ctx)
 			assert.ErrorContains(t, err, name)
+
+			// a replica that starts now is ready and answers why it has no
+			// answer, until the record is readable again
+			view := newInventory(t, &listing{}, nil)
+			fctx, stop := context.WithCancel(ctx)
+			followed := make(chan struct{})
+			go func() { defer close(followed); view.Follow(fctx, c.ledger(t, "owner-1")) }()
+			defer func() { stop(); <-followed }()
+			require.Eventually(t, view.Followed, 10*time.Second, 10*time.Millisecond, "the feed has read the ledger")
+			assert.Equal(t, Unsettled, view.Snapshot().Unsettled)
+			c.setRecord(t, name, good)
+			require.Eventually(t, func() bool { return len(view.Snapshot().Clusters) == 2 }, 10*time.Second, 10*time.Millisecond)
+			assert.Empty(t, view.Snapshot().Unsettled)
+			c.setRecord(t, name, tc.record)
 
 			src := &listing{}
 			src.set(ready("prod-00"), ready("prod-01"))
