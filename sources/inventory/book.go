@@ -123,6 +123,23 @@ func (inv *Inventory) save(ctx context.Context) {
 	}
 	b := inv.book()
 	inv.mu.Unlock()
+	inv.saveBook(ctx, b)
+	// records someone else wrote meanwhile: taken, or deleted, by a save
+	// at once, so that the ledger adds up again for its readers
+	if s, ok := inv.ledger.(Strays); ok {
+		if strays := s.Strays(); len(strays) > 0 {
+			inv.adopt(strays)
+			inv.mu.Lock()
+			b = inv.book()
+			inv.mu.Unlock()
+			inv.saveBook(ctx, b)
+		}
+	}
+}
+
+// saveBook saves b, logging and counting a failure. The caller holds
+// inv.saveMu.
+func (inv *Inventory) saveBook(ctx context.Context, b Book) {
 	if err := inv.ledger.Save(ctx, b); err != nil && ctx.Err() == nil {
 		inv.metrics.ledgerErrors.Inc()
 		inv.logger.Error("cannot save the ledger; replicas keep answering from the last saved book", "error", err.Error())
@@ -174,6 +191,40 @@ func (inv *Inventory) viewAll() {
 		st.status.Served = len(st.life.served)
 		st.status.Absent = byPhase[sources.PhaseAbsent] + byPhase[sources.PhaseLeaving]
 	}
+}
+
+// adopt takes records the ledger found after the leader loaded it (see
+// Strays) as a restart would load them: a served cluster stays served and
+// goes through the departure rule if its source does not list it. A
+// record of an identity this process tracks is left out (its own is the
+// newer), and so is one of a source that is not configured (a new
+// leader's load would retire that source; a retired source added while
+// the sources run would never list): the next save deletes them. It
+// reports whether it took any. The caller holds no lock.
+func (inv *Inventory) adopt(records []Record) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	took := false
+	for i := range records {
+		r := records[i]
+		st := inv.bySource[r.Source]
+		if r.ID == "" || r.Served && r.Rendering == nil || st == nil || st.retired || st.life.tracked[r.ID] != nil {
+			inv.logger.Warn("the ledger holds a record this process did not write; not taken, the next save deletes it",
+				"source", r.Source, "id", r.ID)
+			continue
+		}
+		r.listing = 0 // not seen in a listing of this process
+		st.life.tracked[r.ID] = &r
+		took = true
+		inv.logger.Warn("the ledger holds a record this process did not write (a deposed leader's late write, a restored object); taken as a restart would load it",
+			"source", r.Source, "id", r.ID, "served", r.Served)
+	}
+	if took {
+		inv.viewAll()
+		_, _, changed := inv.publish(inv.now())
+		inv.notify(changed, false)
+	}
+	return took
 }
 
 // unsettle makes an inventory that follows a ledger and has no book yet

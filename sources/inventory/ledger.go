@@ -57,6 +57,17 @@ type Ledger interface {
 	Save(ctx context.Context, b Book) error
 }
 
+// Strays is implemented by a ledger that can find records it holds but
+// neither loaded nor wrote: a deposed leader's late create, an object
+// restored from a backup. The leader takes them as a restart would load
+// them (see Inventory.adopt); those it does not take, the next save
+// deletes.
+type Strays interface {
+	// Strays returns the records found since the last call, and forgets
+	// them.
+	Strays() []Record
+}
+
 // Feed is the ledger as its readers see it.
 type Feed interface {
 	// Watch calls fn with the whole book once the feed has synced, then

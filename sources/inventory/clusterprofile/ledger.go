@@ -47,6 +47,9 @@ type Ledger struct {
 
 	// written shares the leader's records with its own feed
 	written written
+	// strays are the records of objects this process neither loaded nor
+	// wrote, found by a save (see findStrays), for the inventory to take
+	strays []inventory.Record
 	// intern shares the strings and label sets of the records the feed
 	// decodes
 	intern feedInterner
@@ -166,10 +169,11 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.forgetEdited()
+	unknown := l.forgetEdited()
 	now := l.now()
 	sl := newSaveLog()
 	errs := l.save(ctx, b, now, sl)
+	errs = append(errs, l.findStrays(ctx, unknown)...)
 	sl.log(ctx, l.opts.Logger, len(b.Clusters), len(errs))
 	return errors.Join(errs...)
 }
@@ -216,7 +220,7 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 // meanwhile is not taken over). So for the ConfigMap: this save writes
 // it again unless it holds what this save would write. The caller holds
 // l.mu.
-func (l *Ledger) forgetEdited() {
+func (l *Ledger) forgetEdited() (unknown []string) {
 	if stored, seen := l.written.takeConfigMap(); seen && string(stored) != string(l.sources) {
 		// someone else's write or delete (or an event of one of ours
 		// overtaken by a later save: then this save writes it again,
@@ -225,7 +229,7 @@ func (l *Ledger) forgetEdited() {
 	}
 	stale := l.written.takeEdited()
 	if len(stale) == 0 {
-		return
+		return nil
 	}
 	for id, s := range l.known {
 		switch stale[s.name] {
@@ -234,7 +238,61 @@ func (l *Ledger) forgetEdited() {
 		case staleDeleted:
 			delete(l.known, id)
 		}
+		delete(stale, s.name)
 	}
+	for name, what := range stale {
+		if what == staleEdited {
+			unknown = append(unknown, name)
+		}
+	}
+	return unknown
+}
+
+// findStrays reads the objects named, edited by someone else and unknown
+// to this process (see forgetEdited), and takes the records of those
+// that are this installation's as known: the inventory takes them as a
+// restart would load them (Strays), and the next save keeps or deletes
+// them as it does any other. An object whose record cannot be read is
+// left: the feed logs it, and no reader takes a book until it is fixed
+// or deleted, as Load refuses it. The caller holds l.mu.
+func (l *Ledger) findStrays(ctx context.Context, names []string) []error {
+	var errs []error
+	for _, name := range names {
+		obj, err := l.profiles().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			l.written.edited(name) // the next save reads it again
+			errs = append(errs, fmt.Errorf("get clusterprofile %s: %w", name, err))
+			continue
+		}
+		if obj.GetLabels()[LabelOwner] != l.opts.OwnerID || obj.GetLabels()[LabelManager] != Manager {
+			continue
+		}
+		r, err := recordOf(obj)
+		if err != nil || l.known[identity(r.Source, r.ID)] != nil {
+			continue
+		}
+		s := l.storedOf(obj, &r)
+		s.record = sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord]))
+		l.known[identity(r.Source, r.ID)] = s
+		l.written.put([sha256.Size]byte{}, s.record, r)
+		l.strays = append(l.strays, r)
+	}
+	return errs
+}
+
+// Strays implements inventory.Strays: the records of objects of this
+// installation that a save found and this process neither loaded nor
+// wrote (a deposed leader's late create, an object restored from a
+// backup).
+func (l *Ledger) Strays() []inventory.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.strays
+	l.strays = nil
+	return out
 }
 
 // sumsOf sums the digests of the records' annotations as written, by
@@ -433,4 +491,7 @@ func (l *Ledger) putStatus(ctx context.Context, s *stored, d *desired) error {
 	return nil
 }
 
-var _ inventory.Ledger = (*Ledger)(nil)
+var (
+	_ inventory.Ledger = (*Ledger)(nil)
+	_ inventory.Strays = (*Ledger)(nil)
+)

@@ -2,6 +2,7 @@ package clusterprofile
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
 )
@@ -118,4 +120,62 @@ func everyBookHas(t *testing.T, books <-chan inventory.Book, n int, d time.Durat
 			return
 		}
 	}
+}
+
+// TestLateCreateIsTakenAsARestartWouldLoadIt: a ClusterProfile of ours
+// the leader neither loaded nor wrote (a deposed leader's late create,
+// with its counts) is found by the leader's next save and taken as a
+// restart would load it: served, then through the departure rule since
+// the source does not list it, and the ledger adds up again at once.
+// Before, the leader's counts left it out, and no reader took a book
+// again until someone deleted the object.
+func TestLateCreateIsTakenAsARestartWouldLoadIt(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	var all []sources.Cluster
+	for i := range 8 {
+		all = append(all, ready(fmt.Sprintf("c%02d", i)))
+	}
+	src := &listing{}
+	src.set(all...)
+	own := c.ledger(t, "owner-1")
+	leader := newInventory(t, src, own)
+	require.NoError(t, leader.RefreshAll(ctx))
+	watchOn(t, own) // the leader's own feed notes what others write
+
+	deposed := c.ledger(t, "owner-1")
+	b, err := deposed.Load(ctx)
+	require.NoError(t, err)
+	late := b.Clusters[0]
+	rendering := *late.Rendering
+	rendering.Name, rendering.ID, rendering.Server = "late", "id-late", "https://late.example.com/"
+	late.ID, late.Rendering, late.Holds = rendering.ID, &rendering, "late"
+	b.Clusters = append(b.Clusters, late)
+	b.Sort()
+	require.NoError(t, deposed.Save(ctx, b))
+	require.Eventually(t, func() bool {
+		own.written.mu.Lock()
+		defer own.written.mu.Unlock()
+		return len(own.written.stale) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the leader's feed saw the late create")
+
+	served := func() []string {
+		var out []string
+		for _, cl := range leader.Snapshot().Clusters {
+			out = append(out, cl.Name)
+		}
+		return out
+	}
+	require.NoError(t, leader.RefreshAll(ctx)) // a listing without "late"
+	assert.Contains(t, served(), "late", "taken, as a restart would load it")
+	assert.JSONEq(t, `{"s1":9}`, c.configMapData(t, own)[CountsKey])
+	nextBook(t, c.watch(t), func(got inventory.Book) bool { return len(got.Clusters) == 9 })
+
+	for range 2 { // its departure, confirmed after two listings
+		require.NoError(t, leader.RefreshAll(ctx))
+	}
+	assert.NotContains(t, served(), "late")
+	assert.Len(t, served(), 8)
+	assert.JSONEq(t, `{"s1":8}`, c.configMapData(t, own)[CountsKey])
+	nextBook(t, c.watch(t), func(got inventory.Book) bool { return len(got.Clusters) == 8 })
 }
