@@ -53,7 +53,7 @@ func TestDeletedProfileIsWrittenAgain(t *testing.T) {
 	got, err := l2.Load(ctx)
 	require.NoError(t, err)
 	assert.Len(t, got.Clusters, 4, "a new leader loads every record")
-	assert.Equal(t, 4, len(nextBookAfterSave(t, l, books, b).Clusters))
+	assert.Len(t, nextBookAfterSave(t, l, books, b).Clusters, 4)
 }
 
 // nextBookAfterSave saves b again with a changed source record, so that a

@@ -1,0 +1,99 @@
+package clusterprofile
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+)
+
+// What others write to the ledger's objects (an edit or delete by hand, a
+// deposed leader's late write, an object restored from a backup): the
+// leader's feed notes it (see written), and the leader's next save puts
+// the ledger back as its book says, or takes a record it did not know.
+
+// forgetEdited forgets what is stored of the objects someone else edited
+// or deleted (see written.edited, written.deleted), so that this save
+// writes them as they should be: an edited object is applied again, a
+// deleted one created again (a create, so that a name someone else took
+// meanwhile is not taken over). So for the ConfigMap: this save writes
+// it again unless it holds what this save would write. The caller holds
+// l.mu.
+func (l *Ledger) forgetEdited() (unknown []string) {
+	if stored, seen := l.written.takeConfigMap(); seen && string(stored) != string(l.sources) {
+		// someone else's write or delete (or an event of one of ours
+		// overtaken by a later save: then this save writes it again,
+		// unchanged)
+		l.sources = stored
+	}
+	stale := l.written.takeEdited()
+	if len(stale) == 0 {
+		return nil
+	}
+	for id, s := range l.known {
+		switch stale[s.name] {
+		case staleEdited:
+			s.meta = [sha256.Size]byte{}
+		case staleDeleted:
+			delete(l.known, id)
+		}
+		delete(stale, s.name)
+	}
+	for name, what := range stale {
+		if what == staleEdited {
+			unknown = append(unknown, name)
+		}
+	}
+	return unknown
+}
+
+// findStrays reads the objects named, edited by someone else and unknown
+// to this process (see forgetEdited), and takes the records of those
+// that are this installation's as known: the inventory takes them as a
+// restart would load them (Strays), and the next save keeps or deletes
+// them as it does any other. An object whose record cannot be read is
+// left: the feed logs it, and no reader takes a book until it is fixed
+// or deleted, as Load refuses it. The caller holds l.mu.
+func (l *Ledger) findStrays(ctx context.Context, names []string) []error {
+	var errs []error
+	for _, name := range names {
+		obj, err := l.profiles().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			l.written.edited(name) // the next save reads it again
+			errs = append(errs, fmt.Errorf("get clusterprofile %s: %w", name, err))
+			continue
+		}
+		if obj.GetLabels()[LabelOwner] != l.opts.OwnerID || obj.GetLabels()[LabelManager] != Manager {
+			continue
+		}
+		r, err := recordOf(obj)
+		if err != nil || l.known[identity(r.Source, r.ID)] != nil {
+			continue
+		}
+		s := l.storedOf(obj, &r)
+		s.record = sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord]))
+		l.known[identity(r.Source, r.ID)] = s
+		l.written.put([sha256.Size]byte{}, s.record, r)
+		l.strays = append(l.strays, r)
+	}
+	return errs
+}
+
+// Strays implements inventory.Strays: the records of objects of this
+// installation that a save found and this process neither loaded nor
+// wrote (a deposed leader's late create, an object restored from a
+// backup).
+func (l *Ledger) Strays() []inventory.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.strays
+	l.strays = nil
+	return out
+}
