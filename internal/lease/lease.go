@@ -99,12 +99,17 @@ func (f *fence) check() error {
 }
 
 // fencedLock is a resource lock that extends the fence at each successful
-// write of the Lease (acquire or renew).
+// write of the Lease (acquire or renew), and releases only a Lease it
+// holds.
 type fencedLock struct {
 	resourcelock.Interface
 	fence    *fence
 	duration time.Duration
 	observe  func(error) // may be nil
+
+	mu sync.Mutex
+	// holder is the holder the last read of the Lease found
+	holder string
 }
 
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -113,6 +118,11 @@ func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 		l.told(nil) // not created yet: the next step creates it
 	} else {
 		l.told(err)
+	}
+	if err == nil && r != nil {
+		l.mu.Lock()
+		l.holder = r.HolderIdentity
+		l.mu.Unlock()
 	}
 	return r, raw, err
 }
@@ -128,6 +138,9 @@ func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRe
 }
 
 func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	if r.HolderIdentity == "" {
+		return l.release(ctx, r)
+	}
 	start := l.fence.now()
 	err := l.Interface.Update(ctx, r)
 	if err == nil {
@@ -135,6 +148,23 @@ func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRe
 	}
 	l.told(err)
 	return err
+}
+
+// release writes r, a release (no holder), only over a Lease this process
+// holds as last read, and never extends the fence. client-go's release
+// reads the Lease, then trusts the holder it last observed itself: a
+// leader whose renewals timed out while another took the Lease would
+// write the release over the new holder's Lease (with its resource
+// version, so without a conflict), then take the empty Lease again, and
+// both would lead until the other's next renew failed.
+func (l *fencedLock) release(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	l.mu.Lock()
+	holder := l.holder
+	l.mu.Unlock()
+	if holder != l.Identity() {
+		return fmt.Errorf("not releasing the lease: %q holds it", holder)
+	}
+	return l.Interface.Update(ctx, r)
 }
 
 func (l *fencedLock) told(err error) {

@@ -13,6 +13,10 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
+// renew is a renewal's record: a holder (an update without one is a
+// release).
+var renew = resourcelock.LeaderElectionRecord{HolderIdentity: "a"}
+
 // lock is a resource lock whose writes succeed or fail on demand.
 type lock struct {
 	resourcelock.Interface
@@ -37,12 +41,12 @@ func TestFence(t *testing.T) {
 	require.NoError(t, Check(ctx))
 
 	now = now.Add(10 * time.Second)
-	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{}), "renewed at +10s")
+	require.NoError(t, l.Update(ctx, renew), "renewed at +10s")
 	now = now.Add(14 * time.Second)
 	require.NoError(t, Check(ctx), "+24s: within 15s of the renew")
 
 	inner.fail = errors.New("conflict")
-	require.Error(t, l.Update(ctx, resourcelock.LeaderElectionRecord{}))
+	require.Error(t, l.Update(ctx, renew))
 	now = now.Add(time.Second)
 	err := Check(ctx)
 	require.Error(t, err, "a failed renew does not extend the fence")
@@ -72,7 +76,7 @@ func TestObserve(t *testing.T) {
 	inner.getErr = apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "x", errors.New("no"))
 	_, _, _ = l.Get(ctx)
 	inner.fail = errors.New("conflict")
-	_ = l.Update(ctx, resourcelock.LeaderElectionRecord{})
+	_ = l.Update(ctx, renew)
 	require.Len(t, got, 3)
 	require.NoError(t, got[0], "not found: about to be created")
 	assert.True(t, apierrors.IsForbidden(got[1]))
@@ -112,7 +116,7 @@ func TestFenceCountsFromTheRenewsStart(t *testing.T) {
 	ctx := context.WithValue(context.Background(), fenceKey{}, f)
 
 	sent := now
-	require.NoError(t, l.Update(ctx, resourcelock.LeaderElectionRecord{}))
+	require.NoError(t, l.Update(ctx, renew))
 	require.Equal(t, sent.Add(5*time.Second), now, "the answer came 5 s later")
 	now = sent.Add(15*time.Second - time.Millisecond)
 	require.NoError(t, Check(ctx), "within 15 s of the renew's start")
