@@ -215,8 +215,10 @@ type Prune struct {
 
 // LeaderElection lets several replicas serve the API while one writes.
 type LeaderElection struct {
-	Enabled       bool             `json:"enabled"`
-	LeaseName     string           `json:"leaseName"`
+	Enabled   bool   `json:"enabled"`
+	LeaseName string `json:"leaseName"`
+	// LeaseDuration is a whole number of seconds: the Lease records whole
+	// seconds, and another replica takes it after those.
 	LeaseDuration sources.Duration `json:"leaseDuration"`
 	RenewDeadline sources.Duration `json:"renewDeadline"`
 	RetryPeriod   sources.Duration `json:"retryPeriod"`

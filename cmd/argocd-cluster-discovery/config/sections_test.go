@@ -61,6 +61,8 @@ func TestSecretsSectionErrors(t *testing.T) {
 		{"secrets: {enabled: true, ownerID: a, policy: mirror}", `secrets.policy: Unsupported value: "mirror"`},
 		{"secrets: {enabled: true, ownerID: a, resync: soon}", `secrets.resync: Invalid value: "soon": not a duration`},
 		{"secrets: {enabled: true, ownerID: a, leaderElection: {enabled: true, leaseName: l, leaseDuration: 5s, renewDeadline: 10s, retryPeriod: 1s}}", "secrets.leaderElection: Invalid value: needs a leaseName"},
+		{"secrets: {enabled: true, ownerID: a, leaderElection: {enabled: true, leaseName: l, leaseDuration: 15500ms, renewDeadline: 10s, retryPeriod: 2s}}", `secrets.leaderElection.leaseDuration: Invalid value: "15.5s": must be a whole number of seconds`},
+		{"secrets: {enabled: true, ownerID: a, leaderElection: {enabled: true, leaseName: l, leaseDuration: 900ms, renewDeadline: 500ms, retryPeriod: 100ms}}", `secrets.leaderElection.leaseDuration: Invalid value: "900ms": must be a whole number of seconds`},
 		{"secrets: {credentials: {nope: {exec: {command: x}}}}", `secrets.credentials[nope]: Not found: "nope": no source of that name is configured`},
 		{"secrets: {enabled: true, ownerID: a, prune: {maxDeletionsPercent: 200}}", "maxDeletions"},
 		{"secrets: {enabled: true, ownerID: a, prune: {after: 2}}", "secrets.prune.after: Forbidden: unknown key"},

@@ -342,6 +342,12 @@ func (c *Config) validateLeaderElection(at *field.Path) field.ErrorList {
 	if le.Enabled && (le.LeaseName == "" || le.RenewDeadline.Std() >= le.LeaseDuration.Std() || le.RetryPeriod.Std() <= 0) {
 		errs = append(errs, field.Invalid(at, field.OmitValueType{}, "needs a leaseName and retryPeriod < renewDeadline < leaseDuration"))
 	}
+	// the Lease records whole seconds (leaseDurationSeconds), and the other
+	// replica waits only those: a fraction more would let both lead
+	if d := le.LeaseDuration.Std(); le.Enabled && le.LeaseDuration.Parsed() && (d < time.Second || d%time.Second != 0) {
+		errs = append(errs, field.Invalid(at.Child("leaseDuration"), le.LeaseDuration.String(),
+			"must be a whole number of seconds, at least 1s: the Lease records whole seconds, and another replica takes it after those"))
+	}
 	return errs
 }
 
