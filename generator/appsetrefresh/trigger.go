@@ -52,6 +52,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -310,9 +311,17 @@ func (t *Trigger) patch(ctx context.Context, a *unstructured.Unstructured) (stri
 	outcome := OutcomePatched
 	if _, pending := a.GetAnnotations()[AnnotationRefresh]; pending || t.patchNotShown(a) {
 		outcome = OutcomeRepatched
+		if err := lease.Check(ctx); err != nil {
+			return OutcomeFailed, err
+		}
 		if _, err := client.Patch(ctx, a.GetName(), types.MergePatchType, removePatch, opts); err != nil {
 			return t.failed(a, err)
 		}
+	}
+	// right before each write: a leader frozen past its lease must not
+	// patch when it wakes up (see lease.Check)
+	if err := lease.Check(ctx); err != nil {
+		return OutcomeFailed, err
 	}
 	patched, err := client.Patch(ctx, a.GetName(), types.MergePatchType, setPatch, opts)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -83,6 +85,19 @@ func TestRefreshDryRunPatchesNothing(t *testing.T) {
 	assert.Equal(t, map[string]int{OutcomeDryRun: 3}, res.Outcomes)
 	assert.Empty(t, w.patched(), "dry run writes nothing")
 	assert.Empty(t, w.annotations(t, "argocd", "acme"))
+}
+
+// TestRefreshPastTheFencePatchesNothing: a leader frozen past its lease
+// wakes up with its context not cancelled yet; lease.Check, right before
+// each patch, stops every one.
+func TestRefreshPastTheFencePatchesNothing(t *testing.T) {
+	w := newWorld()
+	tr := w.trigger(t)
+	deposed := lease.WithDeadline(context.Background(), time.Now().Add(-time.Second), nil)
+	res, err := tr.Refresh(deposed, "test")
+	require.Error(t, err)
+	assert.Equal(t, map[string]int{OutcomeFailed: 3}, res.Outcomes)
+	assert.Empty(t, w.patched(), "a deposed leader patches nothing")
 }
 
 func TestRefreshFailuresAndVanishedApplicationSets(t *testing.T) {
