@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -191,4 +192,36 @@ func TestSourceAddedLaterHoldsOnlyItsOwn(t *testing.T) {
 	require.False(t, inv.Snapshot().Synced(), "the added source has not listed")
 	pass(t, newReconciler(t, e, &fleet{t: t, path: f.path, inv: inv}))
 	assert.Equal(t, []string{sn("a"), sn("new")}, e.secretNames(), "the listed source's clusters have their Secrets")
+}
+
+// TestNewTermWritesNothingBeforeTheLedgerIsLoaded: a process that leads
+// again starts its inventory's Run (which loads the ledger) beside the
+// reconciler; until the load, the inventory's snapshot is the end of its
+// last term, which the leader between may have moved on from (here: it
+// confirmed b's departure and deleted its Secret). No pass writes from
+// it. Before, the first pass of the new term created b's Secret again.
+func TestNewTermWritesNothingBeforeTheLedgerIsLoaded(t *testing.T) {
+	e := newEnv(t)
+	f := newFleet(t, "a", "b")
+	src, err := static.New(static.Config{File: f.path}, "")
+	require.NoError(t, err)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src, Interval: time.Hour, Timeout: 5 * time.Second}},
+		inventory.Options{Ledger: inventory.NewMemory(), Departure: inventory.Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 1}})
+	require.NoError(t, err)
+	ctx, endTerm := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	require.Eventually(t, func() bool { return inv.Loaded() && len(inv.Snapshot().Clusters) == 2 }, 5*time.Second, 10*time.Millisecond)
+	r := newReconciler(t, e, &fleet{t: t, path: f.path, inv: inv})
+	pass(t, r)
+	require.Equal(t, []string{sn("a"), sn("b")}, e.secretNames())
+	endTerm()
+	<-done
+
+	// the other leader's term: b departed, its Secret deleted
+	require.NoError(t, e.admin.CoreV1().Secrets(e.ns).Delete(context.Background(), sn("b"), metav1.DeleteOptions{}))
+	require.False(t, inv.Loaded(), "a term ended: the next one loads again")
+	ch := pass(t, r)
+	assert.Zero(t, ch.Writes(), "no write from the last term's snapshot")
+	assert.Equal(t, []string{sn("a")}, e.secretNames())
 }

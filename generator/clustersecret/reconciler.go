@@ -28,6 +28,12 @@ type Inventory interface {
 	SubscribeListings() (<-chan struct{}, func())
 }
 
+// loader is an Inventory that loads a ledger at the start of each of the
+// leader's terms (inventory.Inventory): until it has, its snapshot is
+// the end of an earlier term, which another leader may have moved on
+// from, and the reconciler writes nothing from it.
+type loader interface{ Loaded() bool }
+
 // Status is what /status shows of the reconciler.
 type Status struct {
 	Enabled bool   `json:"enabled"`
@@ -246,6 +252,10 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	}
 	if !r.src.synced() {
 		return Changes{}, nil, errors.New("the cache of cluster secrets has not synced yet; writing nothing")
+	}
+	if l, ok := r.inv.(loader); ok && !l.Loaded() {
+		r.logger.Debug("the ledger is not loaded in this term yet; writing nothing")
+		return Changes{}, nil, nil
 	}
 	snap, listings := r.inv.SnapshotAndListings()
 	if len(snap.Waiting()) > 0 {

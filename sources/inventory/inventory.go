@@ -143,7 +143,10 @@ type Inventory struct {
 	// unsettled is why the ledger it follows could not be read yet (see
 	// Book.Unsettled); "" once a book came
 	unsettled string
-	ledger    Ledger
+	// loaded: no Run has started, or the one in progress has loaded the
+	// ledger (see Loaded)
+	loaded bool
+	ledger Ledger
 	// rule and acked are every lifecycle's, kept for retired sources.
 	rule  Departure
 	acked func(source, id string) bool
@@ -230,7 +233,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	inv := &Inventory{logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
+	inv := &Inventory{loaded: true, logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
 		ledger: opts.Ledger, rule: departure, acked: opts.Acknowledged, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {

@@ -18,9 +18,12 @@ import (
 // (see HintQuiet). It returns once every loop has stopped. Only the leader
 // runs it.
 func (inv *Inventory) Run(ctx context.Context) {
+	inv.setLoaded(false)
+	defer inv.setLoaded(false) // a later Run (the next term) loads again
 	if inv.ledger != nil && !inv.load(ctx) {
 		return
 	}
+	inv.setLoaded(true)
 	var wg sync.WaitGroup
 	states := inv.statesNow()
 	for _, st := range states {
@@ -35,6 +38,27 @@ func (inv *Inventory) Run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// setLoaded records whether the Run in progress has loaded the ledger (see
+// Loaded).
+func (inv *Inventory) setLoaded(b bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.loaded = b
+}
+
+// Loaded reports whether the snapshot is of the Run in progress: a
+// leader's Run loads the ledger at the start of each term, and until it
+// has, the snapshot is the end of its last term, which another leader may
+// have moved on from since (departures confirmed, clusters renamed). What
+// writes from the snapshot (the Secret reconciler) waits for it. An
+// inventory that follows a ledger, or that no Run has started (one listed
+// by RefreshAll), is loaded.
+func (inv *Inventory) Loaded() bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.loaded || inv.follower
 }
 
 // statesNow returns the sources' states as they are now: a restore may
