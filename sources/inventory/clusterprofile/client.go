@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/kubeclient"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 )
 
 // The ledger's clients.
@@ -65,7 +66,12 @@ func (l *Ledger) profiles() dynamic.ResourceInterface {
 
 // write sends one write of a ClusterProfile (subresource "" or "status")
 // with our field manager, and reads nothing of the answer but its status.
+// The lease is checked right before it (a put may send a create, a read
+// and an apply).
 func (l *Ledger) write(ctx context.Context, req *rest.Request, subresource string, body []byte) error {
+	if err := lease.Check(ctx); err != nil {
+		return err
+	}
 	return req.Namespace(l.opts.Namespace).Resource(Resource.Resource).SubResource(subresource).
 		Param("fieldManager", Manager).Body(body).Do(ctx).Error()
 }

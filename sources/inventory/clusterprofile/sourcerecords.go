@@ -110,6 +110,9 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 			}
 			var patch []byte
 			if patch, err = json.Marshal(map[string]any{"data": cm.Data}); err == nil {
+				err = lease.Check(ctx) // again: a create and a read went before
+			}
+			if err == nil {
 				_, err = cms.Patch(ctx, l.opts.ConfigMap, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: Manager})
 			}
 		}

@@ -55,6 +55,38 @@ func TestNoWriteOnceTheLeaseMayHavePassed(t *testing.T) {
 	}
 }
 
+// TestEveryWriteOfASaveChecksTheLease: a ClusterProfile write checks the
+// lease itself (a put may send a create, a read and an apply after the
+// one check of its turn), and so does the ConfigMap's patch after its
+// create and read: the lease passing between two requests of one step
+// stops the second.
+func TestEveryWriteOfASaveChecksTheLease(t *testing.T) {
+	c := newCluster(t)
+	l := c.ledger(t, "owner-1")
+	require.NoError(t, l.Save(context.Background(), ledgertest.Fleet(2)))
+	name := c.profileNames(t)[0]
+	c.counter.writes.Store(0)
+	expired := lease.WithDeadline(context.Background(), time.Now().Add(-time.Second), nil)
+	require.ErrorContains(t, l.apply(expired, name, "", []byte(`{}`)), "lease was not renewed")
+
+	// the ConfigMap: the first check passes, the one before the patch
+	// does not
+	checks := 0
+	deadline := time.Now().Add(time.Hour)
+	passing := lease.WithDeadline(context.Background(), deadline, func() time.Time {
+		if checks++; checks > 1 {
+			return deadline
+		}
+		return time.Now()
+	})
+	l.mu.Lock()
+	l.sources = []byte("stale") // not what the ConfigMap holds: a patch is due
+	err := l.saveSources(passing, []inventory.SourceRecord{{Name: "eks"}}, map[string]int{}, map[string]uint64{}, newSaveLog())
+	l.mu.Unlock()
+	require.ErrorContains(t, err, "lease was not renewed")
+	assert.Zero(t, c.counter.writes.Load(), "writes sent past the lease")
+}
+
 // TestConfigMapOfAnotherOwnerIsNotWritten holds the owner check of the
 // ConfigMap write: a ConfigMap under the ledger's name that another owner
 // holds (relabelled since we wrote it, or created by another owner since
