@@ -294,8 +294,12 @@ func (l *Ledger) compact(obj any) (any, error) {
 	p.sum = recordSum(digest)
 	if !ok {
 		_, p.err = recordOf(u)
-	} else if r, ok := l.written.get(digest); ok {
+	} else if r, name, ok := l.written.get(digest); ok {
 		p.record = r
+		if name != u.GetName() {
+			// a second object holding a record of ours: not ours to count
+			l.written.edited(u.GetName())
+		}
 	} else {
 		l.written.edited(u.GetName())
 		r, err := recordOf(u)

@@ -50,6 +50,9 @@ type Ledger struct {
 	// strays are the records of objects this process neither loaded nor
 	// wrote, found by a save (see findStrays), for the inventory to take
 	strays []inventory.Record
+	// doomed are objects holding the record of an identity another object
+	// holds too, found by Load, for the next save to delete
+	doomed []doomedObject
 	// intern shares the strings and label sets of the records the feed
 	// decodes
 	intern feedInterner
@@ -79,6 +82,7 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 	}
 	b := inventory.Book{Clusters: make([]inventory.Record, 0, len(list.Items))}
 	known := make(map[string]*stored, len(list.Items))
+	var doomed []doomedObject
 	in := sources.NewInterner()
 	for i := range list.Items {
 		obj := &list.Items[i]
@@ -86,12 +90,19 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 		if err != nil {
 			return inventory.Book{}, err
 		}
+		if known[identity(r.Source, r.ID)] != nil {
+			// a second object of one identity (one restored from a
+			// backup under the name of a former display name): the book
+			// takes the first, the next save deletes this one
+			doomed = append(doomed, doomedOf(obj))
+			continue
+		}
 		internRecord(in, &r) // a new leader's records share what they have in common
 		b.Clusters = append(b.Clusters, r)
 		s := l.storedOf(obj, &r)
 		s.record = sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord]))
 		known[identity(r.Source, r.ID)] = s
-		l.written.put([sha256.Size]byte{}, s.record, r)
+		l.written.put([sha256.Size]byte{}, s.record, r, s.name)
 	}
 	srcs, raw, err := l.loadSources(ctx)
 	if err != nil {
@@ -100,7 +111,7 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 	b.Sources = srcs
 	b.Sort()
 	l.mu.Lock()
-	l.known, l.sources = known, raw
+	l.known, l.sources, l.doomed = known, raw, doomed
 	l.mu.Unlock()
 	return b, nil
 }
@@ -172,7 +183,8 @@ func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	unknown := l.forgetEdited()
 	now := l.now()
 	sl := newSaveLog()
-	errs := l.save(ctx, b, now, sl)
+	errs := l.deleteDoomed(ctx)
+	errs = append(errs, l.save(ctx, b, now, sl)...)
 	errs = append(errs, l.findStrays(ctx, unknown)...)
 	sl.log(ctx, l.opts.Logger, len(b.Clusters), len(errs))
 	return errors.Join(errs...)
@@ -354,7 +366,7 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 	if s != nil {
 		old = s.record
 	}
-	l.written.put(old, d.record, *r)
+	l.written.put(old, d.record, *r, name)
 	var created *stored
 	if s == nil {
 		// create, never apply, an object we do not know: a name taken by

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -74,13 +75,22 @@ func (l *Ledger) findStrays(ctx context.Context, names []string) []error {
 			continue
 		}
 		r, err := recordOf(obj)
-		if err != nil || l.known[identity(r.Source, r.ID)] != nil {
+		if err != nil {
+			continue
+		}
+		if s := l.known[identity(r.Source, r.ID)]; s != nil {
+			if s.name != name {
+				// a second object of a known identity: the leader's is the
+				// record, this one would never add up
+				l.doomed = append(l.doomed, doomedOf(obj))
+				errs = append(errs, l.deleteDoomed(ctx)...)
+			}
 			continue
 		}
 		s := l.storedOf(obj, &r)
 		s.record = sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord]))
 		l.known[identity(r.Source, r.ID)] = s
-		l.written.put([sha256.Size]byte{}, s.record, r)
+		l.written.put([sha256.Size]byte{}, s.record, r, name)
 		l.strays = append(l.strays, r)
 	}
 	return errs
@@ -96,4 +106,43 @@ func (l *Ledger) Strays() []inventory.Record {
 	out := l.strays
 	l.strays = nil
 	return out
+}
+
+// doomedObject is an object of ours that a save deletes (see
+// Ledger.doomed): its name, and the uid and resource version it was
+// read with, so that an object written since is not deleted.
+type doomedObject struct{ name, uid, resourceVersion string }
+
+func doomedOf(obj metav1.Object) doomedObject {
+	return doomedObject{name: obj.GetName(), uid: string(obj.GetUID()), resourceVersion: obj.GetResourceVersion()}
+}
+
+// deleteDoomed deletes the doomed objects, each as it was read, and
+// keeps those whose delete failed for the next save. The caller holds
+// l.mu.
+func (l *Ledger) deleteDoomed(ctx context.Context) []error {
+	doomed := l.doomed
+	l.doomed = nil
+	failed := make([]bool, len(doomed))
+	for i := range failed {
+		failed[i] = true // until deleted: forEach may not call fn at all
+	}
+	errs := forEach(ctx, len(doomed), func(i int) error {
+		d := doomed[i]
+		uid := types.UID(d.uid)
+		err := l.profiles().Delete(ctx, d.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &d.resourceVersion}})
+		switch {
+		case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err): // deleted, or no longer as read
+			failed[i] = false
+			return nil
+		default:
+			return fmt.Errorf("delete clusterprofile %s, a second object of its identity: %w", d.name, err)
+		}
+	})
+	for i, d := range doomed {
+		if failed[i] {
+			l.doomed = append(l.doomed, d)
+		}
+	}
+	return errs
 }

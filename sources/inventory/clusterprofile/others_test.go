@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -178,4 +179,44 @@ func TestLateCreateIsTakenAsARestartWouldLoadIt(t *testing.T) {
 	assert.Len(t, served(), 8)
 	assert.JSONEq(t, `{"s1":8}`, c.configMapData(t, own)[CountsKey])
 	nextBook(t, c.watch(t), func(got inventory.Book) bool { return len(got.Clusters) == 8 })
+}
+
+// TestSecondObjectOfAnIdentityIsDeleted: an object of ours holding the
+// record of an identity another object holds (restored from a backup
+// under the name of a former display name) would never add up: the
+// leader that meets it, running (its feed notes it) or loading, deletes
+// it, and the ledger adds up again.
+func TestSecondObjectOfAnIdentityIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	l := c.ledger(t, "owner-1")
+	b := ledgertest.Fleet(3)
+	require.NoError(t, l.Save(ctx, b))
+	books := watchOn(t, l)
+	nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
+	ours := map[string]string{LabelManager: Manager, LabelOwner: "owner-1", LabelSource: "rancher"}
+	gone := func(name string) bool {
+		_, err := c.adminDy.Resource(Resource).Namespace(c.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}
+
+	// the running leader
+	c.createProfile(t, "restored-1", ours, &b.Clusters[1])
+	require.Eventually(t, func() bool {
+		l.written.mu.Lock()
+		defer l.written.mu.Unlock()
+		return len(l.written.stale) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the leader's feed saw it")
+	require.NoError(t, l.Save(ctx, b))
+	assert.True(t, gone("restored-1"), "deleted by the leader's save")
+	assert.Len(t, nextBookAfterSave(t, l, books, b).Clusters, 4)
+
+	// a new leader
+	c.createProfile(t, "restored-2", ours, &b.Clusters[2])
+	next := c.ledger(t, "owner-1")
+	got, err := next.Load(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got.Clusters, 4, "one record per identity")
+	require.NoError(t, next.Save(ctx, got))
+	assert.True(t, gone("restored-2"), "deleted by the new leader's first save")
 }

@@ -192,7 +192,7 @@ func (s *recordsSent) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	raw, ok := obj.Annotations[AnnotationRecord]
-	_, known := l.written.get(sha256.Sum256([]byte(raw)))
+	_, _, known := l.written.get(sha256.Sum256([]byte(raw)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ok {

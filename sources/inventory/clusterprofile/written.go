@@ -18,7 +18,7 @@ import (
 // remembered with the object (stored.record), not here.
 type written struct {
 	mu    sync.RWMutex
-	bySum map[[sha256.Size]byte]*inventory.Record
+	bySum map[[sha256.Size]byte]*writtenRecord
 	// stale names the objects the feed saw holding a record this process
 	// did not write (see edited), or deleted (see deleted)
 	stale map[string]staleness
@@ -106,19 +106,27 @@ func (w *written) takeEdited() map[string]staleness {
 // of that digest already held is kept: it is the same record (a save puts
 // every record, changed or not), and the feed's objects share it; a copy
 // would hold each record twice once the next save ran.
-func (w *written) put(old, sum [sha256.Size]byte, r inventory.Record) {
+func (w *written) put(old, sum [sha256.Size]byte, r inventory.Record, name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.bySum == nil {
-		w.bySum = map[[sha256.Size]byte]*inventory.Record{}
+		w.bySum = map[[sha256.Size]byte]*writtenRecord{}
 	}
 	if old != sum {
 		delete(w.bySum, old)
 	}
 	if _, ok := w.bySum[sum]; !ok {
 		r.Acknowledged = false // read from the object, never from the record
-		w.bySum[sum] = &r
+		w.bySum[sum] = &writtenRecord{Record: &r, name: name}
 	}
+}
+
+// writtenRecord is a record this process wrote or loaded, and the name of
+// the object that holds it: another object holding the same record is
+// not this process's (see Ledger.findStrays).
+type writtenRecord struct {
+	*inventory.Record
+	name string
 }
 
 // forget drops the record of digest sum: its object is deleted, or a
@@ -129,11 +137,14 @@ func (w *written) forget(sum [sha256.Size]byte) {
 	delete(w.bySum, sum)
 }
 
-// get returns the record whose annotation has digest sum, shared: the
-// caller must not modify it.
-func (w *written) get(sum [sha256.Size]byte) (*inventory.Record, bool) {
+// get returns the record whose annotation has digest sum, shared (the
+// caller must not modify it), and the name of the object that holds it.
+func (w *written) get(sum [sha256.Size]byte) (*inventory.Record, string, bool) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	r, ok := w.bySum[sum]
-	return r, ok
+	if !ok {
+		return nil, "", false
+	}
+	return r.Record, r.name, true
 }
