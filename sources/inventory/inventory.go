@@ -143,9 +143,10 @@ type Inventory struct {
 	// unsettled is why the ledger it follows could not be read yet (see
 	// Book.Unsettled); "" once a book came
 	unsettled string
-	// loaded: no Run has started, or the one in progress has loaded the
-	// ledger (see Loaded)
+	// loaded: no Run has started, or the latest (runs) has loaded the
+	// ledger and its context has not ended (see Loaded)
 	loaded bool
+	runs   uint64
 	ledger Ledger
 	// rule and acked are every lifecycle's, kept for retired sources.
 	rule  Departure

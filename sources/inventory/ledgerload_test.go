@@ -148,3 +148,38 @@ func heldDropIn(t *testing.T, ledger *Memory, rule Departure, src *watchedSource
 	st, _ := previous.Snapshot().Source("s1")
 	require.Equal(t, 8, st.HeldDepartures)
 }
+
+// blocking is a source whose listings wait for release, whatever their
+// context says: a Run of it returns only once released.
+type blocking struct{ release chan struct{} }
+
+func (b blocking) Clusters(context.Context) ([]sources.Cluster, error) {
+	<-b.release
+	return []sources.Cluster{cluster("a")}, nil
+}
+
+// TestLoadedFollowsTheTermNotTheRun: a term ends when its context does,
+// though its Run returns later (a listing in flight); from then on the
+// inventory is not loaded, and the next term's Run, once it has loaded,
+// is not undone by the earlier Run returning meanwhile.
+func TestLoadedFollowsTheTermNotTheRun(t *testing.T) {
+	src := blocking{release: make(chan struct{})}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Ledger: NewMemory()})
+	require.NoError(t, err)
+	term := func() (func(), chan struct{}) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); inv.Run(ctx) }()
+		return cancel, done
+	}
+	end1, done1 := term()
+	require.Eventually(t, inv.Loaded, 5*time.Second, time.Millisecond, "term 1 loaded")
+	end1()
+	require.Eventually(t, func() bool { return !inv.Loaded() }, 5*time.Second, time.Millisecond, "term 1 ended: not loaded though its Run has not returned")
+	end2, done2 := term()
+	defer func() { end2(); close(src.release); <-done2 }()
+	require.Eventually(t, inv.Loaded, 5*time.Second, time.Millisecond, "term 2 loaded")
+	src.release <- struct{}{} // term 1's listing returns, and its Run
+	<-done1
+	assert.True(t, inv.Loaded(), "term 1's Run ending does not undo term 2's load")
+}

@@ -18,12 +18,15 @@ import (
 // (see HintQuiet). It returns once every loop has stopped. Only the leader
 // runs it.
 func (inv *Inventory) Run(ctx context.Context) {
-	inv.setLoaded(false)
-	defer inv.setLoaded(false) // a later Run (the next term) loads again
+	run := inv.startRun()
+	// the term ends when ctx does, before this Run has returned and maybe
+	// after the next term's Run has started: not loaded from then on
+	stop := context.AfterFunc(ctx, func() { inv.setLoaded(run, false) })
+	defer stop()
 	if inv.ledger != nil && !inv.load(ctx) {
 		return
 	}
-	inv.setLoaded(true)
+	inv.setLoaded(run, true)
 	var wg sync.WaitGroup
 	states := inv.statesNow()
 	for _, st := range states {
@@ -40,12 +43,30 @@ func (inv *Inventory) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// setLoaded records whether the Run in progress has loaded the ledger (see
-// Loaded).
-func (inv *Inventory) setLoaded(b bool) {
+// startRun counts a new Run, not loaded yet (see Loaded), and returns its
+// number.
+func (inv *Inventory) startRun() uint64 {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	inv.runs++
+	inv.loaded = false
+	return inv.runs
+}
+
+// setLoaded records whether Run number run has loaded the ledger (see
+// Loaded), unless a later Run has started. A Run that has loaded tells
+// the subscribers, so that what waited for it (the Secret reconciler's
+// pass, woken by the load's own snapshot before) runs now.
+func (inv *Inventory) setLoaded(run uint64, b bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if run != inv.runs {
+		return
+	}
 	inv.loaded = b
+	if b {
+		inv.notify(true, false)
+	}
 }
 
 // Loaded reports whether the snapshot is of the Run in progress: a
