@@ -160,6 +160,9 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 	if err != nil && errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("timed out after %s: %w", st.spec.Timeout, err)
 	}
+	if err == nil && st.retired {
+		err = inv.retiredMayList()
+	}
 	if err == nil {
 		clusters, err = prepare(st.spec, clusters, inv.tenants)
 	}

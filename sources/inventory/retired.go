@@ -10,6 +10,8 @@ package inventory
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -86,4 +88,25 @@ func (inv *Inventory) endIfEmpty(st *sourceState) {
 	}
 	delete(inv.bySource, st.spec.Name)
 	st.ended = true
+}
+
+// retiredMayList fails a retired source's listing while a configured
+// source has not completed one: that source may list the retired one's
+// clusters (a renamed source, whose first listing failed), and until it
+// has, no departure of the retired source is counted, as for any failed
+// listing. It needs no lock.
+func (inv *Inventory) retiredMayList() error {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	var waiting []string
+	for _, st := range inv.states {
+		if !st.retired && !st.status.Synced {
+			waiting = append(waiting, st.spec.Name)
+		}
+	}
+	if len(waiting) > 0 {
+		return fmt.Errorf("waiting for %s to complete a listing: a source that is not configured departs only once every configured source has listed (one may list its clusters)",
+			strings.Join(waiting, ", "))
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -66,6 +67,9 @@ func TestRenamedSourceIsANewSource(t *testing.T) {
 	assert.True(t, st.Synced, "a retired source is no barrier")
 	assert.False(t, snap.Synced(), "the new source has never listed: the barrier, as for any new source")
 
+	// the first listing of the new source: the retired one's, alongside,
+	// may fail while the new one has not completed it (not counted)
+	_ = renamed.RefreshAll(context.Background())
 	for i := 1; i < rule.HeldListings; i++ {
 		require.NoError(t, renamed.RefreshAll(context.Background()))
 		snap = renamed.Snapshot()
@@ -94,4 +98,50 @@ func TestRenamedSourceIsANewSource(t *testing.T) {
 		f := follower.Snapshot()
 		return assert.ObjectsAreEqual(snap.Clusters, f.Clusters) && assert.ObjectsAreEqual(snap.Sources, f.Sources)
 	}, 5*time.Second, time.Millisecond, "the follower answers as the leader (the leader alone remembers the departures it confirmed)")
+}
+
+// TestRetiredSourceWaitsForTheConfiguredOnes: a source renamed in the
+// configuration whose new name cannot list (a wrong credential): the old
+// source's clusters are not counted away while the new one has never
+// listed, not even past HeldListings (the in-memory ledger's release), so
+// the 200 keeps them; once the new source lists, the retired one departs
+// as before. Before, once an answer had been given, the retired clusters
+// left the answer after HeldListings listings, with nothing listing them.
+func TestRetiredSourceWaitsForTheConfiguredOnes(t *testing.T) {
+	rule := Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 2}
+	clk := &clock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), step: time.Second}
+	ledger := NewMemory()
+	src := &listings{}
+	src.set(inPhase("c0", sources.PhaseReady), inPhase("c1", sources.PhaseReady))
+	start := func(name string) *Inventory {
+		inv, err := New([]SourceSpec{spec(name, src)}, Options{Departure: rule, Now: clk.Now, Registerer: prometheus.NewRegistry(), Ledger: ledger})
+		require.NoError(t, err)
+		require.True(t, inv.load(context.Background()))
+		return inv
+	}
+	require.NoError(t, start("rancher").RefreshAll(context.Background()))
+
+	src.mu.Lock()
+	src.err = errors.New("401 Unauthorized")
+	src.mu.Unlock()
+	renamed := start("rancher-eu")
+	for i := range 2 * (rule.AfterListings + rule.HeldListings) {
+		_ = renamed.RefreshAll(context.Background())
+		assert.Equal(t, map[string]sources.Phase{"c0": sources.PhaseReady, "c1": sources.PhaseReady}, served(renamed.Snapshot()),
+			"listing %d: served while the new source has never listed", i)
+	}
+	for _, st := range renamed.Status().Sources {
+		if st.Name == "rancher" {
+			assert.Contains(t, st.LastError, "waiting for rancher-eu to complete a listing")
+		}
+	}
+
+	src.set(inPhase("c0", sources.PhaseReady), inPhase("c1", sources.PhaseReady))
+	_ = renamed.RefreshAll(context.Background()) // the new source lists (the retired one alongside may not know yet)
+	for range rule.AfterListings + rule.HeldListings + 1 {
+		require.NoError(t, renamed.RefreshAll(context.Background()))
+	}
+	_, retired := renamed.Snapshot().Source("rancher")
+	assert.False(t, retired, "once the new source lists, the retired one departs")
+	assert.Len(t, renamed.Snapshot().Clusters, 2)
 }
