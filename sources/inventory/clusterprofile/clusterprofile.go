@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -83,9 +84,20 @@ type Options struct {
 	// argocd-cluster-discovery-ledger-<owner id> (and a short hash), so
 	// that two installations in one namespace never share one.
 	ConfigMap string
+	// UnsettledAfter is how long a reader with no book yet waits for the
+	// ledger to add up before it is told why it does not (see
+	// Unsettled): a save in progress adds up within seconds, a record
+	// that cannot be read does not. Zero: DefaultUnsettledAfter.
+	UnsettledAfter time.Duration
 }
 
+// DefaultUnsettledAfter is Options.UnsettledAfter's default.
+const DefaultUnsettledAfter = 20 * time.Second
+
 func (o *Options) validate() error {
+	if o.UnsettledAfter <= 0 {
+		o.UnsettledAfter = DefaultUnsettledAfter
+	}
 	if o.ConfigMap == "" {
 		o.ConfigMap = sources.HashedName(configMapPrefix+o.OwnerID, o.OwnerID)
 	}

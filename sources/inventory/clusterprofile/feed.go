@@ -39,7 +39,8 @@ const Unsettled = "the ledger's ClusterProfiles do not add up to the counts its 
 // informers keep each object's record and nothing else. An object whose
 // record cannot be read is logged and makes the book incomplete: no book
 // is delivered (the follower keeps answering from its last one, or, with
-// none yet, is told why: see Unsettled) until the object is readable
+// none yet, is told why after Options.UnsettledAfter: see Unsettled)
+// until the object is readable
 // again or deleted, as the leader's Load refuses it too. A burst that changed no
 // record (the status writes after a save) delivers no book. The informer
 // watches the objects' metadata only: the record is an annotation, and
@@ -97,20 +98,27 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		return
 	}
 	var delivered uint64
-	first, told := true, false
+	first := true
+	// unsettled fires once, UnsettledAfter after the first look found no
+	// complete book, if none came since
+	unsettled := time.NewTimer(l.opts.UnsettledAfter)
+	defer unsettled.Stop()
 	for {
 		if d := digestOf(profiles.GetStore(), cms.GetStore()); first || d != delivered {
 			if b, complete := l.bookOf(profiles.GetStore(), cms.GetStore(), logger); complete {
 				fn(b)
 				first, delivered = false, d
-			} else if first && !told {
-				fn(inventory.Book{Unsettled: Unsettled})
-				told = true
+				unsettled.Stop()
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-unsettled.C:
+			if first {
+				fn(inventory.Book{Unsettled: Unsettled})
+			}
+			continue
 		case <-changed:
 		}
 		t := time.NewTimer(Coalesce)

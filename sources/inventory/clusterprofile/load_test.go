@@ -45,9 +45,12 @@ func TestUnreadableRecordFailsTheLoad(t *testing.T) {
 			view := newInventory(t, &listing{}, nil)
 			fctx, stop := context.WithCancel(ctx)
 			followed := make(chan struct{})
-			feed := c.ledger(t, "owner-1")
+			feed, err := New(c.cfg, Options{Namespace: c.ns, OwnerID: "owner-1", UnsettledAfter: time.Second})
+			require.NoError(t, err)
 			go func() { defer close(followed); view.Follow(fctx, feed) }()
 			defer func() { stop(); <-followed }()
+			require.Never(t, view.Followed, 500*time.Millisecond, 10*time.Millisecond,
+				"told before UnsettledAfter (a save in progress adds up within it)")
 			require.Eventually(t, view.Followed, 10*time.Second, 10*time.Millisecond, "the feed has read the ledger")
 			assert.Equal(t, Unsettled, view.Snapshot().Unsettled)
 			c.setRecord(t, name, good)
