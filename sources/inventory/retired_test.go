@@ -67,9 +67,9 @@ func TestRenamedSourceIsANewSource(t *testing.T) {
 	assert.True(t, st.Synced, "a retired source is no barrier")
 	assert.False(t, snap.Synced(), "the new source has never listed: the barrier, as for any new source")
 
-	// the first listing of the new source: the retired one's, alongside,
-	// may fail while the new one has not completed it (not counted)
-	_ = renamed.RefreshAll(context.Background())
+	// the first listing of the new source, alone: the retired one's
+	// alongside would fail or not depending on which ends first
+	listOnly(t, renamed, "rancher-eu")
 	for i := 1; i < rule.HeldListings; i++ {
 		require.NoError(t, renamed.RefreshAll(context.Background()))
 		snap = renamed.Snapshot()
@@ -137,11 +137,23 @@ func TestRetiredSourceWaitsForTheConfiguredOnes(t *testing.T) {
 	}
 
 	src.set(inPhase("c0", sources.PhaseReady), inPhase("c1", sources.PhaseReady))
-	_ = renamed.RefreshAll(context.Background()) // the new source lists (the retired one alongside may not know yet)
+	listOnly(t, renamed, "rancher-eu")
 	for range rule.AfterListings + rule.HeldListings + 1 {
 		require.NoError(t, renamed.RefreshAll(context.Background()))
 	}
 	_, retired := renamed.Snapshot().Source("rancher")
 	assert.False(t, retired, "once the new source lists, the retired one departs")
 	assert.Len(t, renamed.Snapshot().Clusters, 2)
+}
+
+// listOnly lists the source name of inv alone.
+func listOnly(t *testing.T, inv *Inventory, name string) {
+	t.Helper()
+	for _, st := range inv.statesNow() {
+		if st.spec.Name == name {
+			require.NoError(t, inv.refresh(context.Background(), st))
+			return
+		}
+	}
+	t.Fatalf("no source %s", name)
 }
