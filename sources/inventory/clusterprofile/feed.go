@@ -58,38 +58,7 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		default:
 		}
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}
-	// no index: the book is built from the whole store (a factory's
-	// informer indexes every key by namespace, 10,000 keys in one set)
-	profiles := &kubeclient.Informer{SharedIndexInformer: metadatainformer.NewFilteredMetadataInformer(l.meta, Resource,
-		l.opts.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = l.selector() }).Informer()}
-	_ = profiles.SetTransform(l.compact)
-	_, _ = profiles.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    handler.AddFunc,
-		UpdateFunc: handler.UpdateFunc,
-		DeleteFunc: func(obj any) { l.written.deleted(deletedName(obj)); poke() },
-	})
-	cms := kubeclient.NewInformer(l.core.CoreV1().ConfigMaps(l.opts.Namespace), &corev1.ConfigMap{},
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.opts.ConfigMap).String()
-		}, nil)
-	sawConfigMap := func(obj any) {
-		var stored []byte // deleted, or not ours
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels[LabelOwner] == l.opts.OwnerID {
-			stored = storedSources(cm)
-		}
-		l.written.sawConfigMap(stored)
-		poke()
-	}
-	_, _ = cms.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    sawConfigMap,
-		UpdateFunc: func(_, obj any) { sawConfigMap(obj) },
-		DeleteFunc: func(any) { sawConfigMap(nil) },
-	})
+	profiles, cms := l.informers(poke)
 	profiles.Start(ctx.Done())
 	cms.Start(ctx.Done())
 	defer profiles.Shutdown()
@@ -169,6 +138,41 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (invento
 	}
 	b.Sort()
 	return b, maps.Equal(countsOf(b.Clusters), want)
+}
+
+// informers makes the feed's informers: this installation's
+// ClusterProfiles (metadata only, each kept as its profile) and the
+// ConfigMap of the source records. Each event pokes; a deletion and what
+// the ConfigMap holds are noted for the leader's next save (see written).
+func (l *Ledger) informers(poke func()) (profiles, cms *kubeclient.Informer) {
+	// no index: the book is built from the whole store (a factory's
+	// informer indexes every key by namespace, 10,000 keys in one set)
+	profiles = &kubeclient.Informer{SharedIndexInformer: metadatainformer.NewFilteredMetadataInformer(l.meta, Resource,
+		l.opts.Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = l.selector() }).Informer()}
+	_ = profiles.SetTransform(l.compact)
+	_, _ = profiles.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(obj any) { l.written.deleted(deletedName(obj)); poke() },
+	})
+	cms = kubeclient.NewInformer(l.core.CoreV1().ConfigMaps(l.opts.Namespace), &corev1.ConfigMap{},
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.opts.ConfigMap).String()
+		}, nil)
+	sawConfigMap := func(obj any) {
+		var stored []byte // deleted, or not ours
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels[LabelOwner] == l.opts.OwnerID {
+			stored = storedSources(cm)
+		}
+		l.written.sawConfigMap(stored)
+		poke()
+	}
+	_, _ = cms.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    sawConfigMap,
+		UpdateFunc: func(_, obj any) { sawConfigMap(obj) },
+		DeleteFunc: func(any) { sawConfigMap(nil) },
+	})
+	return profiles, cms
 }
 
 // deletedName is the name of the object a delete event is about.
