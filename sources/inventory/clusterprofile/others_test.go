@@ -30,11 +30,7 @@ import (
 func TestDeletedProfileIsWrittenAgain(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t)
-	l := c.ledger(t, "owner-1")
-	b := ledgertest.Fleet(3)
-	require.NoError(t, l.Save(ctx, b))
-	books := watchOn(t, l)
-	nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
+	l, b, books := savedAndWatched(t, c)
 	names := c.profileNames(t) // the rancher ones
 	require.Len(t, names, 3)
 	require.NoError(t, c.adminDy.Resource(Resource).Namespace(c.ns).Delete(ctx, names[1], metav1.DeleteOptions{}))
@@ -93,12 +89,8 @@ func TestConfigMapDeletedOrEditedIsWrittenAgain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			c := newCluster(t)
-			l := c.ledger(t, "owner-1")
-			b := ledgertest.Fleet(3)
-			require.NoError(t, l.Save(ctx, b))
+			l, b, books := savedAndWatched(t, c)
 			want := c.configMapData(t, l)
-			books := watchOn(t, l)
-			nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
 			tc.do(t, c, l)
 			everyBookHas(t, books, 4, 2*time.Second)
 			require.NoError(t, l.Save(ctx, b), "the leader's next save")
@@ -189,11 +181,7 @@ func TestLateCreateIsTakenAsARestartWouldLoadIt(t *testing.T) {
 func TestSecondObjectOfAnIdentityIsDeleted(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t)
-	l := c.ledger(t, "owner-1")
-	b := ledgertest.Fleet(3)
-	require.NoError(t, l.Save(ctx, b))
-	books := watchOn(t, l)
-	nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
+	l, b, books := savedAndWatched(t, c)
 	ours := map[string]string{LabelManager: Manager, LabelOwner: "owner-1", LabelSource: "rancher"}
 	gone := func(name string) bool {
 		_, err := c.adminDy.Resource(Resource).Namespace(c.ns).Get(ctx, name, metav1.GetOptions{})
@@ -219,4 +207,17 @@ func TestSecondObjectOfAnIdentityIsDeleted(t *testing.T) {
 	assert.Len(t, got.Clusters, 4, "one record per identity")
 	require.NoError(t, next.Save(ctx, got))
 	assert.True(t, gone("restored-2"), "deleted by the new leader's first save")
+}
+
+// savedAndWatched saves Fleet(3) with a leader's ledger of owner-1 in c,
+// starts its own feed, and returns them once the feed has delivered the
+// book.
+func savedAndWatched(t *testing.T, c *cluster) (*Ledger, inventory.Book, <-chan inventory.Book) {
+	t.Helper()
+	l := c.ledger(t, "owner-1")
+	b := ledgertest.Fleet(3)
+	require.NoError(t, l.Save(context.Background(), b))
+	books := watchOn(t, l)
+	nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
+	return l, b, books
 }
