@@ -199,9 +199,9 @@ func (inv *Inventory) viewAll() {
 // record of an identity this process tracks is left out (its own is the
 // newer), and so is one of a source that is not configured (a new
 // leader's load would retire that source; a retired source added while
-// the sources run would never list): the next save deletes them. It
-// reports whether it took any. The caller holds no lock.
-func (inv *Inventory) adopt(records []Record) bool {
+// the sources run would never list): the next save deletes them. The
+// caller holds no lock.
+func (inv *Inventory) adopt(records []Record) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	took := false
@@ -224,7 +224,6 @@ func (inv *Inventory) adopt(records []Record) bool {
 		_, _, changed := inv.publish(inv.now())
 		inv.notify(changed, false)
 	}
-	return took
 }
 
 // unsettle makes an inventory that follows a ledger and has no book yet
