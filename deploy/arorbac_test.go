@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/agentsecrets"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/tokenbindings"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -185,4 +188,47 @@ func TestAROSourcesWithoutSecretsAsAuthorized(t *testing.T) {
 			require.Error(t, err, "the ServiceAccount cannot create a Secret")
 		})
 	}
+}
+
+// TestInventoryLeaseWithoutSecrets: without cluster Secrets, under leader
+// election (the default) only the leader lists the sources and writes the
+// ledger, and it takes its Lease in the ledger's namespace. The chart's
+// Role there lets the ServiceAccount take and renew it (impersonated, with
+// the Lease the service would use); before, no replica could lead and every
+// answer stayed a 503.
+func TestInventoryLeaseWithoutSecrets(t *testing.T) {
+	c := chartCase{name: "static-nosecrets", ns: "static-nosecrets-discovery", argocdNS: "static-nosecrets-argocd",
+		set: []string{"--set", "config.secrets.enabled=false"}}
+	ms := ensureApplied(t, c)
+	raw, _ := configOf(t, ms, c)
+	cfg, err := parseRenderedConfig(t, raw, t.TempDir())
+	require.NoError(t, err)
+	require.True(t, cfg.Secrets.LeaderElection.Enabled, "leader election is the chart's default")
+	require.Equal(t, c.ns, cfg.EffectiveLedgerNamespace(), "the ledger lives in the release's namespace")
+
+	user, groups := serviceAccount(c)
+	asSA := rest.CopyConfig(restConfig)
+	asSA.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	led, once := make(chan struct{}), sync.Once{}
+	done := make(chan error, 1)
+	go func() {
+		done <- lease.RunLeading(ctx, kubernetes.NewForConfigOrDie(asSA).CoordinationV1(), lease.Config{
+			Namespace: cfg.EffectiveLedgerNamespace(), Name: cfg.Secrets.LeaderElection.LeaseName, Identity: "chart-test",
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond,
+		}, func(bool) {}, func(context.Context) { once.Do(func() { close(led) }) })
+	}()
+	select {
+	case <-led:
+	case err := <-done:
+		require.Failf(t, "the Lease was not taken as the ServiceAccount", "%v", err)
+	case <-time.After(15 * time.Second):
+		require.Fail(t, "the Lease was not taken as the ServiceAccount within 15 s")
+	}
+	cancel()
+	<-done
+	can := authorizer(t, c)
+	assert.False(t, can("update", "coordination.k8s.io", "leases", c.ns, "other"), "only the service's Lease")
+	assert.False(t, can("create", "coordination.k8s.io", "leases", c.argocdNS, ""), "nothing in Argo CD's namespace")
 }

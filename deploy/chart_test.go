@@ -299,6 +299,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"digest", []string{"--set", "image.digest=latest"}, "/image/digest"},
 		{"files key", []string{"--set-string", `files.config\.yaml=x`}, "config.yaml"},
 		{"two replicas without leader election", []string{"--set", "config.secrets.leaderElection.enabled=false"}, "leaderElection.enabled"},
+		{"two replicas writing one ledger without leader election", []string{"--set", "config.secrets.enabled=false", "--set", "config.secrets.leaderElection.enabled=false"}, "ledger.kind kubernetes needs"},
 		{"ops port on the http port", []string{"--set", "ports.ops=8080"}, "ports.ops must differ"},
 		{"credentials twice", []string{"--set", "credentials.existingSecret=x", "--set", "credentials.stringData.token=y"}, "not both"},
 		{"ledger kind", []string{"--set", "ledger.kind=etcd"}, "/ledger/kind"},
@@ -321,6 +322,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"--set", "ports.ops=9090", "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true"},
 		{"--set", "argocd.token.existingSecret=my-token", "--set", "argocd.plugin.name=fleet"},
 		{"--set", "ledger.kind=memory", "--set", "clusterProfiles.installCRD=false"},
+		{"--set", "ledger.kind=memory", "--set", "config.secrets.enabled=false", "--set", "config.secrets.leaderElection.enabled=false"}, // each replica its own
 		{"--set", "config.secrets.argocdVersion=3.4.2"},
 	} {
 		_, err := helm(append([]string{"template", release, chartDir, "--namespace", "x", "--set", "argocd.token.generateWithoutLookup=true"}, args...)...)

@@ -164,6 +164,9 @@ namespace, the owner id, the ledger). It is the input of the config checksum ann
 {{- if and (gt (int .Values.replicaCount) 1) .Values.config.secrets.enabled (not $le.enabled) }}
 {{- fail "replicaCount > 1 with config.secrets.enabled needs config.secrets.leaderElection.enabled: true (or every replica writes the same Secrets)" }}
 {{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (include "acd.kubernetesLedger" .) (not $le.enabled) }}
+{{- fail "replicaCount > 1 with ledger.kind kubernetes needs config.secrets.leaderElection.enabled: true (or every replica lists the sources and writes the same ClusterProfiles)" }}
+{{- end }}
 {{- if and .Values.ports.ops (eq (int .Values.ports.ops) (int .Values.ports.http)) }}
 {{- fail "ports.ops must differ from ports.http (set it to 0 to serve both on one port)" }}
 {{- end }}
