@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -182,24 +183,30 @@ func TestAnotherSpellingOfAServer(t *testing.T) {
 	}
 }
 
-// TestTwoEstablishedClustersOnOneServer: when one of two established
-// clusters comes to list exactly the other's server, they are one cluster
-// (one Argo CD cluster per server): only the one established first is
-// served, whichever of them moved and whatever their names, and the other
-// is reported a duplicate by server.
-func TestTwoEstablishedClustersOnOneServer(t *testing.T) {
+// TestServedClusterMovingOntoAnotherOnesServer: when the listing of a
+// served cluster moves it onto the server another served cluster serves
+// (a Rancher cluster's owner writing another's endpoint as its own), the
+// one serving it keeps it and the mover keeps its last rendering, reported
+// as kept: both stay in the answer (dropping either would delete its
+// Applications), on two servers, whichever of them was established first,
+// whatever their names and sources. Once the server is free (its holder
+// moved elsewhere), the move is taken.
+func TestServedClusterMovingOntoAnotherOnesServer(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		twoSources bool
 		firstMoves bool // the one established first takes the other's server
+		bothMove   bool // both move onto one new server in one listing
 	}{
 		{name: "the later one moves onto the earlier's server"},
 		{name: "the earlier one moves onto the later's server", firstMoves: true},
 		{name: "listed by two sources", twoSources: true},
+		{name: "listed by two sources, the earlier one moves", twoSources: true, firstMoves: true},
+		{name: "both move onto one new server", bothMove: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s1, s2 := &listings{}, &listings{}
-			inv := newLifecycleInventory(t, Departure{}, time.Second, s1, s2)
+			inv := newLifecycleInventory(t, Departure{AfterListings: 1}, time.Second, s1, s2)
 			first, later := inPhase("z-first", sources.PhaseReady), inPhase("a-later", sources.PhaseReady) // by name, later ranks first
 			laterSource := "s1"
 			if tc.twoSources {
@@ -221,21 +228,60 @@ func TestTwoEstablishedClustersOnOneServer(t *testing.T) {
 			list(false)
 			list(true)
 			require.Equal(t, []string{"a-later", "z-first"}, names(inv.Snapshot()), "two clusters, both established")
+			before := serversOf(inv.Snapshot())
 
-			if tc.firstMoves {
-				first.Server = "https://a-later.example.com"
-			} else {
-				later.Server = "https://z-first.example.com"
+			mover, holder, moverSource, target := later, first, laterSource, before[first.Name]
+			switch {
+			case tc.bothMove:
+				target = "https://shared.example.com"
+				first.Server, later.Server = target, target
+				mover, holder = first, later // the listing is taken in name order: a-later claims it first
+			case tc.firstMoves:
+				mover, holder, moverSource, target = first, later, "s1", before[later.Name]
+				first.Server = target
+			default:
+				later.Server = target
 			}
 			list(true)
 			snap := inv.Snapshot()
-			assert.Equal(t, []string{"z-first"}, names(snap), "one server, one cluster: the one established first")
-			assert.Equal(t, []Duplicate{{Name: "a-later", Source: laterSource, KeptName: "z-first", KeptSource: "s1", Reason: "server"}},
-				snap.Duplicates)
-			assert.True(t, snap.Present("a-later"), "a duplicate is not gone")
+			want := maps.Clone(before)
+			if tc.bothMove {
+				want[holder.Name] = target
+			}
+			assert.Equal(t, want, serversOf(snap), "both served, on two servers: the mover on its last one")
+			require.Len(t, snap.Kept, 1)
+			assert.Equal(t, mover.Name, snap.Kept[0].Name)
+			assert.Equal(t, moverSource, snap.Kept[0].Source)
+			assert.Contains(t, snap.Kept[0].Reason, "cluster "+holder.Key())
+			assert.Empty(t, snap.Duplicates)
 			assert.Empty(t, snap.Conflicts)
+
+			if tc.bothMove {
+				return
+			}
+			// the holder moves elsewhere: the server is free, the move is
+			// taken (at the latest by the listing after)
+			if holder.Name == first.Name {
+				first.Server = "https://elsewhere.example.com"
+			} else {
+				later.Server = "https://elsewhere.example.com"
+			}
+			list(true)
+			list(true)
+			snap = inv.Snapshot()
+			assert.Equal(t, map[string]string{mover.Name: target, holder.Name: "https://elsewhere.example.com"}, serversOf(snap))
+			assert.Empty(t, snap.Kept)
 		})
 	}
+}
+
+// serversOf returns name → server of the answer's clusters.
+func serversOf(snap *Snapshot) map[string]string {
+	out := map[string]string{}
+	for _, c := range snap.Clusters {
+		out[c.Name] = c.Server
+	}
+	return out
 }
 
 // TestEstablishedClustersLearningOneCloudIDStayServed: a Rancher listing

@@ -120,16 +120,23 @@ type listed struct {
 //	                                                    AfterListings (HeldListings in a mass drop)
 //	                                                    and GracePeriod: departed
 //
+// servers tells which cluster serves a server: a served cluster whose
+// listing moves it onto another cluster's server keeps its last rendering
+// (Kept), as one that could not be rendered does. One server is one
+// cluster in Argo CD, and the server a listing gives may be the cluster
+// owner's to write (Rancher's authorized endpoint): a move must neither
+// push the cluster serving it out of the answer nor take its place.
+//
 // answered holds the keys of the source's clusters in the answer before
 // this listing (the last snapshot's Clusters): a drop and the breaker are
 // counted against them, so this listing's newcomers never dilute a drop,
 // and the source's listings served from another source (duplicates) or
 // losing their name never pad it.
-func (l *lifecycle) apply(source string, ls listing, answered map[string]bool, now time.Time) listed {
+func (l *lifecycle) apply(source string, ls listing, answered map[string]bool, servers *serverClaims, now time.Time) listed {
 	l.listings++
 	var gone []missing
 	for i := range ls.clusters {
-		if m, leaving := l.take(source, &ls.clusters[i]); leaving {
+		if m, leaving := l.take(source, &ls.clusters[i], servers); leaving {
 			gone = append(gone, m)
 		}
 	}
@@ -158,7 +165,7 @@ type missing struct {
 // take moves one listed cluster c along its lifecycle (apply's table). A
 // served cluster leaving is left to depart: take returns it, with leaving
 // true.
-func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving bool) {
+func (l *lifecycle) take(source string, c *sources.Cluster, servers *serverClaims) (m missing, leaving bool) {
 	key := c.Key()
 	r := l.tracked[key]
 	if r == nil {
@@ -184,6 +191,15 @@ func (l *lifecycle) take(source string, c *sources.Cluster) (m missing, leaving 
 		phase = sources.PhaseDegraded // an established cluster re-provisioning has not left
 	case !phase.Valid() || phase == sources.PhaseAbsent:
 		phase = sources.PhaseDegraded // unknown is degraded, never absence
+	}
+	moved := c.Ready && r.Served && r.Rendering != nil && r.Rendering.Server != c.Server
+	if moved {
+		if holder, taken := servers.heldByAnother(c.Server, Ref{Source: source, ID: key}); taken {
+			r.Rendering = withPhase(r.Rendering, phase, c.State)
+			r.KeptReason = serverTakenReason(c.Server, holder)
+			return missing{}, false
+		}
+		servers.claim(c.Server, Ref{Source: source, ID: key})
 	}
 	switch {
 	case c.Ready:
