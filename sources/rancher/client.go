@@ -236,9 +236,13 @@ type clusterCollection struct {
 
 // page is a page of a /v3 collection: its pagination, and the data the
 // collection type adds.
-type page interface{ collection() *types.Collection }
+type page interface {
+	collection() *types.Collection
+	items() int
+}
 
 func (c *clusterCollection) collection() *types.Collection { return &c.Collection }
+func (c *clusterCollection) items() int                    { return len(c.Data) }
 
 // pager is how followPages reaches a /v3 collection: where a next link
 // may be requested (the link on Rancher's origin, or why not), and how a
@@ -257,7 +261,10 @@ func listingPager[P any](l *listing) pager[P] {
 // one, then each pagination.next through pg (on Rancher's origin, never an
 // earlier page's). take judges and keeps each page, or its fetch error;
 // name starts the page's description ("<name> page <n>"). Any failed page
-// fails the whole: a missing page is not an empty one.
+// fails the whole: a missing page is not an empty one; so does a last
+// page (no next link) when the pages held fewer items than its
+// pagination.total (norman's count of the whole collection at that
+// request): a next link lost on the way, or pages cut short.
 func followPages[P interface {
 	*T
 	page
@@ -266,16 +273,22 @@ func followPages[P interface {
 	err := first(p)
 	seenLinks := map[string]bool{}
 	what := name + " page 1"
+	var got int64
 	for n := 2; ; n++ {
 		if err := take(what, p, err); err != nil {
 			return err
 		}
+		got += int64(p.items())
 		next := ""
-		if c := p.collection(); c.Pagination != nil {
+		c := p.collection()
+		if c.Pagination != nil {
 			next = c.Pagination.Next
 		}
-		if next == "" {
-			return nil // partial: true without next is the last page
+		if next == "" { // the last page (partial is set on every page after the first too)
+			if c.Pagination != nil && c.Pagination.Total != nil && got < *c.Pagination.Total {
+				return invalid(op, "%s: the pages held %d items of the %d its pagination counts", what, got, *c.Pagination.Total)
+			}
+			return nil
 		}
 		link, lerr := pg.onOrigin(next)
 		if lerr != nil {

@@ -83,6 +83,7 @@ func isGUID(s string) bool {
 var errCredentialsForbidden = errors.New("rancher answered 403 Forbidden: the user may not read cloud credentials")
 
 func (c *cloudCredentialCollection) collection() *types.Collection { return &c.Collection }
+func (c *cloudCredentialCollection) items() int                    { return len(c.Data) }
 
 // cloudCredentials reads the subscriptions of every page of
 // /v3/cloudcredentials, as clusters does. Rancher lists the credentials the

@@ -209,6 +209,42 @@ func TestPaginationLoops(t *testing.T) {
 	require.ErrorContains(t, err, "c-m-00000000 listed twice")
 }
 
+// TestPagesCutShort: a last page (no next link) after fewer clusters than
+// the pagination's total (a next link lost by a proxy, a page cut short)
+// fails the listing: the clusters not listed must not count as absent.
+func TestPagesCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		page int
+		body string
+	}{
+		{"page 1 partial without next", 1, `{"type":"collection","pagination":{"limit":1,"total":3,"partial":true},"data":[{"id":"c-m-00000000","state":"active"}]}`},
+		{"page 2 the last of two, of three", 2, `{"type":"collection","pagination":{"limit":1,"total":3,"partial":true},"data":[{"id":"c-m-00000001","state":"active"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, false)
+			f.Generate(3)
+			cfg := config(t, f)
+			cfg.PageLimit = 1
+			s := newTestSource(t, "rancher-a", cfg, testOptions{})
+			all, err := s.Clusters(t.Context())
+			require.NoError(t, err)
+			require.Len(t, all, 3, "the fake pages as norman does: every page counted")
+
+			f.InterceptPages(func(w http.ResponseWriter, _ *http.Request, page int) bool {
+				if page != tc.page {
+					return false
+				}
+				_, _ = w.Write([]byte(tc.body))
+				return true
+			})
+			_, err = s.Clusters(t.Context())
+			require.ErrorContains(t, err, fmt.Sprintf("page %d: the pages held %d items of the 3", tc.page, tc.page))
+			assert.Equal(t, 1.0, errCount(t, s, upstream.KindInvalidResponse, opClusters))
+		})
+	}
+}
+
 func TestCancelWhileRancherHangs(t *testing.T) {
 	f := newFake(t, false)
 	f.ServeFixturePages(true)

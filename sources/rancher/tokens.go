@@ -52,6 +52,7 @@ type tokenCollection struct { // a page of GET /v3/tokens
 }
 
 func (c *tokenCollection) collection() *types.Collection { return &c.Collection }
+func (c *tokenCollection) items() int                    { return len(c.Data) }
 
 type heldToken struct { // a token minted or adopted, and not revoked
 	name   string
