@@ -186,7 +186,7 @@ func (e *events) run(ctx context.Context, hint func()) {
 			backoff = min(2*backoff, e.timing.backoffMax)
 		}
 		log.Debug("rancher's cluster events stream closed; reconnecting", "error", err.Error(), "after", time.Since(opened).Round(time.Millisecond).String())
-		if !sleep(ctx, fullJitter(e.timing.backoffMin)) {
+		if !sleep(ctx, fullJitter(backoff)) { // a short-lived connection backs off as a failed dial does
 			return
 		}
 	}

@@ -122,6 +122,22 @@ func TestEventsReconnect(t *testing.T) {
 		"a read deadline passed")
 }
 
+// TestEventsShortLivedBackOff: a stream that closes as soon as it opens
+// (a proxy cutting upgraded connections) is reconnected after a growing
+// wait, as a failed dial is: each reconnect is a listing, so reconnecting
+// at the shortest wait would list Rancher every few hundred milliseconds.
+func TestEventsShortLivedBackOff(t *testing.T) {
+	f := newEventsFake(t, fakerancher.WithSubscribeTiming(50*time.Millisecond, time.Millisecond))
+	s := eventSource(t, f, config(t, f), testOptions{})
+	runHints(t, s)
+	time.Sleep(time.Second)
+	// waits of at least 10, 20, 40, 50, 50, ... ms (half of 20, 40, 80,
+	// then the 100 ms cap): at most ~20 connects in a second; ~70 at the
+	// shortest wait
+	assert.LessOrEqual(t, f.SubscribeConnects(), 25, "reconnects back off")
+	assert.GreaterOrEqual(t, f.SubscribeConnects(), 5, "and go on")
+}
+
 // TestEventsNotServed: a 404 turns the subscriber off for good, with a
 // log line, a metric and /status; the listing goes on.
 func TestEventsNotServed(t *testing.T) {
