@@ -64,6 +64,8 @@ func TestLedgerValues(t *testing.T) {
 			require.Len(t, crds, 1)
 			assert.Equal(t, clusterProfileCRD, crds[0].GetName())
 			assert.Equal(t, "keep", crds[0].GetAnnotations()["helm.sh/resource-policy"], "uninstalling must not delete every ClusterProfile")
+			assert.Equal(t, "Prune=false,Delete=false", crds[0].GetAnnotations()["argocd.argoproj.io/sync-options"],
+				"nor deleting or pruning the release's Argo CD Application")
 		})
 	}
 }
