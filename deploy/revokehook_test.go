@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,4 +44,30 @@ func TestRevokeHook(t *testing.T) {
 	d := caseNamed(t, "default")
 	_, ok = render(t, d).find("Job", d.ns, release+"-revoke-tokens")
 	assert.False(t, ok, "no Rancher source: no tokens to revoke")
+}
+
+// TestHookJobNamesFitALabel: a Job's name is also its pods' job-name
+// label (at most 63 characters): the hooks' Jobs are named within it
+// whatever the release's name, or the hook cannot be created (an
+// uninstall blocked by its pre-delete hook).
+func TestHookJobNamesFitALabel(t *testing.T) {
+	c := caseNamed(t, "rancher")
+	for _, full := range []string{"", strings.Repeat("f", 63), strings.Repeat("f", 50) + "-fleet"} {
+		var extra []string
+		if full != "" {
+			extra = []string{"--set", "fullnameOverride=" + full}
+		}
+		var suffixes []string
+		for _, j := range render(t, c, extra...).all("Job") {
+			name := j.GetName()
+			assert.LessOrEqual(t, len(name), 63, name)
+			assert.NotContains(t, name, "--", name)
+			for _, suffix := range []string{"-revoke-tokens", "-validate"} {
+				if strings.HasSuffix(name, suffix) {
+					suffixes = append(suffixes, suffix)
+				}
+			}
+		}
+		assert.ElementsMatch(t, []string{"-revoke-tokens", "-validate"}, suffixes, "both hooks, their suffixes whole")
+	}
 }

@@ -112,6 +112,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* The ledger is kept in the Kubernetes API (ClusterProfiles and a ConfigMap in the release namespace). */}}
+{{/* The full name with a suffix, within 63 characters (a Job's name is also its pods' job-name label):
+(list . "suffix"). */}}
+{{- define "acd.suffixed" -}}
+{{- $suffix := index . 1 }}
+{{- printf "%s-%s" (include "acd.fullname" (index . 0) | trunc (int (sub 62 (len $suffix))) | trimSuffix "-") $suffix }}
+{{- end }}
+
 {{- define "acd.kubernetesLedger" -}}
 {{- if eq (((.Values.ledger).kind) | default "kubernetes") "kubernetes" }}true{{ end }}
 {{- end }}
