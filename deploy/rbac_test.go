@@ -415,3 +415,24 @@ func refreshPatchedAs(t *testing.T, asSA *rest.Config, ns string) {
 	err = res.Delete(ctx, as.GetName(), metav1.DeleteOptions{})
 	require.Error(t, err, "the ServiceAccount cannot delete ApplicationSets")
 }
+
+// TestRefreshRBACAheadOfTheTrigger: rbac.applicationSetRefresh grants with
+// the refresh trigger off what the trigger needs once turned on through
+// the configuration alone: the same Role in Argo CD's namespace as with it
+// on (its Lease and, without cluster Secrets, the watch on them included).
+func TestRefreshRBACAheadOfTheTrigger(t *testing.T) {
+	for _, secrets := range []string{"true", "false"} {
+		t.Run("secrets "+secrets, func(t *testing.T) {
+			c := chartCase{name: "refresh-ahead-secrets-" + secrets, ns: "refresh-ahead-discovery", argocdNS: "refresh-ahead-argocd",
+				set: []string{"--set", "config.secrets.enabled=" + secrets}}
+			rulesWith := func(extra ...string) []rbacv1.PolicyRule {
+				d, ok := render(t, c, extra...).find("Role", c.argocdNS, release)
+				require.True(t, ok, "a Role in Argo CD's namespace")
+				return into[rbacv1.Role](t, d).Rules
+			}
+			on := rulesWith("--set", "config.applicationSetRefresh.enabled=true")
+			ahead := rulesWith("--set", "rbac.applicationSetRefresh=true")
+			assert.Equal(t, on, ahead)
+		})
+	}
+}
