@@ -26,7 +26,7 @@ func installationID(client kubeclient.Interface, namespace string, logger *slog.
 	defer cancel()
 	r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("read who this process is (a SelfSubjectReview, which names this installation in the tokens it mints): %w", err)
+		return "", fmt.Errorf("read who this process is (a SelfSubjectReview, authentication.k8s.io/v1 from Kubernetes 1.28, which names this installation in the tokens it mints): %w", err)
 	}
 	if uid := string(r.Status.UserInfo.UID); markerSafe(uid) {
 		return uid, nil
