@@ -150,6 +150,9 @@ func inventoryRunner(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.L
 // message from the plugin API, which Argo CD shows, rather than a refused
 // connection from a replica taken out of the Service.
 func (p *parts) ready() error {
+	if p.draining.Load() {
+		return errors.New("shutting down")
+	}
 	if !p.view.Followed() {
 		return errors.New("the ledger has not been read yet")
 	}

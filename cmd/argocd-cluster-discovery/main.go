@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -244,6 +245,9 @@ type parts struct {
 	tokens *generator.TokenSet
 	// issuers are the sources that mint a token per cluster, by name.
 	issuers map[string]sources.TokenIssuer
+	// draining is set on SIGTERM: /readyz answers 503 while the process
+	// still answers (server.drainDelay).
+	draining atomic.Bool
 }
 
 // build builds the sources (reading what they need at start, such as a
@@ -325,6 +329,11 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	var serveErr error
 	select {
 	case <-ctx.Done():
+		if d := cfg.Server.DrainDelay.Std(); d > 0 {
+			p.draining.Store(true)
+			logger.Info("shutting down: still answering while the Service stops sending requests here", "drainDelay", d.String())
+			time.Sleep(d)
+		}
 		logger.Info("shutting down: finishing in-flight requests", "timeout", cfg.Server.ShutdownTimeout.Std().String())
 	case serveErr = <-errc:
 		logger.Error("server failed; shutting down", "error", serveErr.Error())

@@ -322,3 +322,55 @@ sources:
 	assert.Equal(t, 503, resp.StatusCode)
 	assert.Contains(t, string(body), "source(s) down have not completed a listing yet")
 }
+
+// TestDrainOnSIGTERM: with server.drainDelay, SIGTERM first turns /readyz
+// to 503 while the plugin API goes on answering (the Service still sends
+// requests to a pod being deleted for a moment), then the process stops.
+func TestDrainOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("a-token-for-the-test\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "clusters.yaml"), []byte("clusters:\n  - name: one\n    server: https://one.example.com\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(`
+server:
+  listen: 127.0.0.1:0
+  drainDelay: 2s
+  tokens: [{file: token}]
+sources:
+  - {name: files, provider: static, static: {file: clusters.yaml}}
+`), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan int, 1)
+	logs := &testlog.Buffer{}
+	go func() {
+		done <- cmdServe(ctx, []string{"--config", filepath.Join(dir, "config.yaml")}, logs,
+			&serveHooks{listening: func(api, _ string) { addr <- api }})
+	}()
+	defer func() { cancel(); http.DefaultClient.CloseIdleConnections() }()
+	base := "http://" + <-addr
+	waitReady(t, base, "a-token-for-the-test")
+
+	cancel() // SIGTERM
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, time.Second, 10*time.Millisecond, "/readyz turns 503 at once")
+	resp, body := post(t, base+"/api/v1/getparams.execute", "a-token-for-the-test", `{"input":{}}`)
+	assert.Equal(t, 200, resp.StatusCode, "the plugin API still answers: %s", body)
+	select {
+	case <-done:
+		t.Fatal("stopped before the drain delay")
+	default:
+	}
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop after the drain delay")
+	}
+	assert.Contains(t, logs.String(), "still answering while the Service stops sending requests here")
+}

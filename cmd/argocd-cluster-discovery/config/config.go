@@ -63,7 +63,13 @@ type Server struct {
 	Tokens []sources.SecretRef `json:"tokens"`
 	// TokenReloadInterval is how often token files are re-read.
 	TokenReloadInterval sources.Duration `json:"tokenReloadInterval"`
-	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM.
+	// DrainDelay is how long the process goes on answering after SIGTERM,
+	// with /readyz 503, before it stops accepting connections: the time
+	// the Service takes to stop sending requests to a pod being deleted
+	// (0: none, the default outside the chart).
+	DrainDelay sources.Duration `json:"drainDelay,omitzero"`
+	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM,
+	// after DrainDelay.
 	ShutdownTimeout sources.Duration `json:"shutdownTimeout"`
 }
 

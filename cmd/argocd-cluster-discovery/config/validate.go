@@ -81,6 +81,7 @@ func (c *Config) validateServer(at *field.Path) field.ErrorList {
 		}
 	}
 	errs = check(errs, s.TokenReloadInterval.Validate(at.Child("tokenReloadInterval"), time.Second, 0))
+	errs = check(errs, s.DrainDelay.Validate(at.Child("drainDelay"), 0, time.Minute))
 	return check(errs, s.ShutdownTimeout.Validate(at.Child("shutdownTimeout"), time.Millisecond, 0))
 }
 

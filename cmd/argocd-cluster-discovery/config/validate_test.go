@@ -73,6 +73,7 @@ func TestParseInvalidLogAndServer(t *testing.T) {
 		{name: "ops listen equal to listen", yaml: "server:\n  listen: :9000\n  opsListen: :9000\n  tokens: [{env: T}]\n" + okSources, wantErr: []string{`server.opsListen: Invalid value: ":9000": must differ`}, wantCount: 1},
 		{name: "ops listen equal to default listen", yaml: "server:\n  opsListen: :8080\n  tokens: [{env: T}]\n" + okSources, wantErr: []string{"server.opsListen: Invalid value: \":8080\": must differ"}, wantCount: 1},
 		{name: "token reload interval too short", yaml: "server:\n  tokenReloadInterval: 500ms\n  tokens: [{env: T}]\n" + okSources, wantErr: []string{`server.tokenReloadInterval: Invalid value: "500ms": must be at least 1s`}, wantCount: 1},
+		{name: "drain delay over a minute", yaml: "server:\n  drainDelay: 2m\n  tokens: [{env: T}]\n" + okSources, wantErr: []string{`server.drainDelay: Invalid value: "2m0s": must be at most 1m0s`}, wantCount: 1},
 		{name: "shutdown timeout zero", yaml: "server:\n  shutdownTimeout: 0s\n  tokens: [{env: T}]\n" + okSources, wantErr: []string{`server.shutdownTimeout: Invalid value: "0s": must be at least 1ms`}, wantCount: 1},
 	})
 }
