@@ -227,7 +227,7 @@ func TestInventoryLeaseWithoutSecrets(t *testing.T) {
 		require.Fail(t, "the Lease was not taken as the ServiceAccount within 15 s")
 	}
 	cancel()
-	<-done
+	require.NoError(t, <-done)
 	can := authorizer(t, c)
 	assert.False(t, can("update", "coordination.k8s.io", "leases", c.ns, "other"), "only the service's Lease")
 	assert.False(t, can("create", "coordination.k8s.io", "leases", c.argocdNS, ""), "nothing in Argo CD's namespace")
