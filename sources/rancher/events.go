@@ -133,8 +133,8 @@ func (s *Source) HintStatus() sources.HintStatus {
 	return st
 }
 
-// run connects, reads and reconnects until ctx is cancelled or Rancher
-// says it has no such stream (404).
+// run connects, reads and reconnects until ctx is cancelled. A 404 (no
+// such stream) is asked again after the long wait a refusal gets.
 func (e *events) run(ctx context.Context, hint func()) {
 	log := e.s.log.With("stream", "/v3/subscribe")
 	backoff := e.timing.backoffMin
@@ -148,9 +148,15 @@ func (e *events) run(ctx context.Context, hint func()) {
 			var he *handshakeError
 			switch {
 			case errors.As(err, &he) && he.status == http.StatusNotFound:
-				e.disable(err)
-				log.Warn("rancher does not serve its cluster events (404): the source is polled only, at its interval", "error", err.Error())
-				return
+				// a Rancher with its multi-cluster manager off, or one whose
+				// ingress answers 404 during a rollout: asked again rarely
+				if e.disable(err) {
+					log.Warn("rancher does not serve its cluster events (404): the source is polled only, at its interval; asking again every "+
+						e.timing.authBackoff.String(), "error", err.Error())
+				}
+				if !sleep(ctx, jitter(e.timing.authBackoff)) {
+					return
+				}
 			case errors.As(err, &he) && (he.status == http.StatusUnauthorized || he.status == http.StatusForbidden):
 				e.failed(upstream.KindAuth, err)
 				log.Error("rancher refused the subscription to its cluster events; retrying in "+e.timing.authBackoff.String()+", polling meanwhile",
@@ -310,9 +316,10 @@ func (e *events) read(ctx context.Context, c *websocket.Conn, hint func()) error
 func (e *events) connected(first bool) {
 	e.m.connected.Set(1)
 	e.m.connects.Inc()
+	e.m.disabled.Set(0)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.status.Connected, e.status.LastConnect, e.status.LastError = true, time.Now(), ""
+	e.status.Connected, e.status.LastConnect, e.status.LastError, e.status.Disabled = true, time.Now(), "", ""
 	if !first {
 		e.status.Reconnects++
 	}
@@ -339,12 +346,16 @@ func (e *events) failed(kind upstream.Kind, err error) {
 	e.status.LastError = err.Error()
 }
 
-func (e *events) disable(err error) {
+// disable reports a 404 to /v3/subscribe, and whether the stream was not
+// reported disabled already.
+func (e *events) disable(err error) bool {
 	e.m.disabled.Set(1)
 	e.m.failures.WithLabelValues(string(upstream.KindNotFound)).Inc()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	was := e.status.Disabled != ""
 	e.status.Disabled, e.status.LastError = "rancher answered 404 to /v3/subscribe: polling only", err.Error()
+	return !was
 }
 
 // sleep waits d or until ctx is cancelled, and reports whether it waited.

@@ -138,22 +138,17 @@ func TestEventsShortLivedBackOff(t *testing.T) {
 	assert.GreaterOrEqual(t, f.SubscribeConnects(), 5, "and go on")
 }
 
-// TestEventsNotServed: a 404 turns the subscriber off for good, with a
-// log line, a metric and /status; the listing goes on.
+// TestEventsNotServed: a 404 turns the subscriber off, with a log line, a
+// metric and /status, and the listing goes on; it asks again after the
+// long wait (5 minutes in production), and a stream served again (a 404
+// from an ingress during a Rancher rollout) is followed again.
 func TestEventsNotServed(t *testing.T) {
 	f := newEventsFake(t)
 	f.SetSubscribeServed(false)
 	logs := &testlog.Buffer{}
 	s := eventSource(t, f, config(t, f), testOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	h := runHints(t, s)
-	require.Eventually(t, func() bool {
-		select {
-		case <-h.done:
-			return true
-		default:
-			return false
-		}
-	}, 5*time.Second, 5*time.Millisecond, "the subscriber stops")
+	require.Eventually(t, func() bool { return s.HintStatus().Disabled != "" }, 5*time.Second, 5*time.Millisecond, "reported off")
 	assert.Zero(t, h.n.Load())
 	st := s.HintStatus()
 	assert.Contains(t, st.Disabled, "404")
@@ -162,6 +157,13 @@ func TestEventsNotServed(t *testing.T) {
 	assert.Contains(t, logs.String(), "polled only")
 	_, err := s.Clusters(context.Background())
 	require.NoError(t, err, "the listing goes on")
+	time.Sleep(5 * fastEvents.authBackoff) // asked again, still 404: logged once
+	assert.Equal(t, 1, strings.Count(logs.String(), "polled only"))
+
+	f.SetSubscribeServed(true)
+	h.atLeast(t, 1, "served again: the connect is a hint")
+	assert.Empty(t, s.HintStatus().Disabled)
+	assert.Equal(t, 0.0, testutil.ToFloat64(s.events.m.disabled))
 }
 
 // TestEventsRefused: a 401 backs off (long in production) and is reported
