@@ -183,3 +183,22 @@ func TestLoadedFollowsTheTermNotTheRun(t *testing.T) {
 	<-done1
 	assert.True(t, inv.Loaded(), "term 1's Run ending does not undo term 2's load")
 }
+
+// TestARunThatReturnedIsNotLoaded: once a term's Run has returned, the
+// inventory is not loaded, at once. Before, only a context.AfterFunc
+// cleared it: its function runs in a goroutine of its own, after Run may
+// have returned, and not at all when Run's deferred stop won the race.
+func TestARunThatReturnedIsNotLoaded(t *testing.T) {
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Ledger: NewMemory()})
+	require.NoError(t, err)
+	for i := range 1000 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); inv.Run(ctx) }()
+		require.Eventually(t, inv.Loaded, 5*time.Second, time.Millisecond, "term %d loaded", i)
+		cancel()
+		<-done
+		require.False(t, inv.Loaded(), "term %d returned: not loaded", i)
+	}
+}

@@ -20,7 +20,10 @@ import (
 func (inv *Inventory) Run(ctx context.Context) {
 	run := inv.startRun()
 	// the term ends when ctx does, before this Run has returned and maybe
-	// after the next term's Run has started: not loaded from then on
+	// after the next term's Run has started: not loaded from then on. The
+	// AfterFunc runs in a goroutine of its own, maybe after Run has
+	// returned or not at all (stop won): the deferred call settles it.
+	defer inv.setLoaded(run, false)
 	stop := context.AfterFunc(ctx, func() { inv.setLoaded(run, false) })
 	defer stop()
 	if inv.ledger != nil && !inv.load(ctx) {
