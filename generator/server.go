@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -147,6 +148,10 @@ func (s *Server) newEcho(api, ops bool) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.observe)
+	// a panic in a handler is a 500 with a message, logged and counted,
+	// not a connection cut by net/http: either way Argo CD keeps what it
+	// has, but this one says why
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
 	if api {
 		e.POST(s.opts.PathPrefix+GetParamsPath, s.getParams)
 	}
@@ -197,6 +202,13 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		s.logger.Error("request failed", "path", c.Path(), "error", err.Error())
 	}
 	_ = writeMessage(c, code, msg)
+}
+
+// logPanic logs a recovered panic with its stack and returns the
+// request's error: a 500 that errorHandler does not log again.
+func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
+	s.logger.Error("request panicked", "path", c.Path(), "error", err.Error(), "stack", string(stack))
+	return echo.NewHTTPError(http.StatusInternalServerError).SetInternal(err)
 }
 
 // observe counts requests by route and status code and times them.

@@ -1,7 +1,9 @@
 package generator
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 // TestSanitizeName uses the cases of Argo CD's own utils.SanitizeName
@@ -205,4 +208,29 @@ func TestMethodNotAllowedSaysAllow(t *testing.T) {
 		assert.Equal(t, 405, rec.Code, m)
 		assert.Contains(t, rec.Header().Get("Allow"), "POST", m)
 	}
+}
+
+// panicking is an inventory with a bug: its snapshot panics.
+type panicking struct{ Inventory }
+
+func (panicking) Snapshot() *inventory.Snapshot { panic("a bug in the snapshot") }
+
+// TestPanicIsA500WithAMessage: a handler that panics answers a 500 with
+// Argo CD's {"message"} (Argo CD keeps what it has, and shows why),
+// logged once with its stack. Before, net/http cut the
+// connection and logged to stderr, outside the service's log.
+func TestPanicIsA500WithAMessage(t *testing.T) {
+	var logs bytes.Buffer
+	inv := demoInventory(t)
+	h := newServer(t, panicking{inv}, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }).Handler()
+	rec := do(h, argoRequest(t, GetParamsPath, nil))
+	assert.Equal(t, http.StatusInternalServerError, rec.Code)
+	assert.JSONEq(t, `{"message":"Internal Server Error"}`, rec.Body.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), "\n"), "one log line: %s", logs.String())
+	assert.Contains(t, logs.String(), `"msg":"request panicked"`)
+	assert.Contains(t, logs.String(), "a bug in the snapshot")
+	assert.Contains(t, logs.String(), "goroutine ", "with its stack")
+
+	rec = do(h, rawRequest(http.MethodGet, "/healthz", nil, ""))
+	assert.Equal(t, http.StatusOK, rec.Code, "the next request is served")
 }
