@@ -26,10 +26,15 @@ func (Provider) NewConfig() sources.ProviderConfig { return &Config{} }
 // Default does nothing: the static section has no defaults.
 func (c *Config) Default() {}
 
-// SetDirectory makes a relative File relative to dir.
+// SetDirectory makes a relative File, and the relative bearerToken.file
+// of an inline cluster, relative to dir. A file's clusters take theirs
+// from the file's own directory.
 func (c *Config) SetDirectory(dir string) {
 	if c.File != "" && !filepath.IsAbs(c.File) {
 		c.File = filepath.Join(dir, c.File)
+	}
+	for i := range c.Clusters {
+		c.Clusters[i].Auth.BearerToken = inDir(c.Clusters[i].Auth.BearerToken, dir)
 	}
 }
 
@@ -40,7 +45,7 @@ func (c *Config) Validate(path *field.Path) field.ErrorList {
 	if c.File == "" && len(c.Clusters) == 0 {
 		errs = append(errs, field.Required(path, "set file or clusters"))
 	}
-	seen := make(map[string]int, len(c.Clusters))
+	seen, servers := make(map[string]int, len(c.Clusters)), make(map[string]int, len(c.Clusters))
 	list := path.Child("clusters")
 	for i, sc := range c.Clusters {
 		at := list.Index(i)
@@ -49,14 +54,21 @@ func (c *Config) Validate(path *field.Path) field.ErrorList {
 			continue
 		}
 		seen[sc.Name] = i
-		if _, err := toCluster(sc); err != nil {
+		cl, err := toCluster(sc)
+		if err != nil {
 			var ce *clusterError
 			if errors.As(err, &ce) {
 				errs = append(errs, field.Invalid(at.Child(ce.field), field.OmitValueType{}, ce.detail))
 			} else {
 				errs = append(errs, field.Invalid(at, field.OmitValueType{}, err.Error()))
 			}
+			continue
 		}
+		if j, dup := servers[sources.ServerKey(cl.Server)]; dup {
+			errs = append(errs, field.Invalid(at.Child("server"), cl.Server, "already the server of "+list.Index(j).String()))
+			continue
+		}
+		servers[sources.ServerKey(cl.Server)] = i
 	}
 	return errs
 }

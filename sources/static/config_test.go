@@ -50,6 +50,14 @@ func TestRegistration(t *testing.T) {
 			want: []string{"sources[0].static.clusters[1].name"},
 			typ:  field.ErrorTypeInvalid,
 		},
+		{
+			name: "duplicate server",
+			cfg: Config{Clusters: []Cluster{
+				{Name: "a", Server: "https://a.example.com"}, {Name: "b", Server: "https://b.example.com"}, {Name: "c", Server: "https://A.example.com:443/"},
+			}},
+			want: []string{"sources[0].static.clusters[2].server"},
+			typ:  field.ErrorTypeInvalid,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"sigs.k8s.io/yaml"
 
@@ -71,7 +72,7 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 		ok bool
 	)
 	if raw == nil {
-		cs, sum, ok = decodeItems(f, len(s.fromFile))
+		cs, sum, ok = decodeItems(f, len(s.fromFile), filepath.Dir(s.path))
 	}
 	if !ok {
 		if raw == nil { // the same file, not the path again: it may have been replaced since
@@ -102,7 +103,7 @@ func (s *Source) decodeFile(raw []byte) ([]sources.Cluster, error) {
 	if f.Clusters == nil {
 		return nil, fmt.Errorf("clusters file %s has no clusters key (write `clusters: []` for an empty list)", s.path)
 	}
-	cs, err := convert(*f.Clusters, "clusters")
+	cs, err := convert(*f.Clusters, "clusters", filepath.Dir(s.path))
 	if err != nil {
 		return nil, fmt.Errorf("clusters file %s: %w", s.path, err)
 	}
@@ -126,12 +127,12 @@ var errLayout = errors.New("not a block sequence under clusters")
 // out as described above, or any item fails to decode or convert: the
 // caller then decodes the whole file. hint is the expected number of
 // clusters.
-func decodeItems(f io.ReadSeeker, hint int) (cs []sources.Cluster, sum [sha256.Size]byte, ok bool) {
+func decodeItems(f io.ReadSeeker, hint int, dir string) (cs []sources.Cluster, sum [sha256.Size]byte, ok bool) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, sum, false
 	}
 	h := sha256.New()
-	conv := newConverter("clusters", hint)
+	conv := newConverter("clusters", hint, dir)
 	d := itemDecoder{r: bufio.NewReaderSize(io.TeeReader(f, h), 64<<10), indent: -1}
 	if err := d.each(conv.add); err != nil {
 		return nil, sum, false

@@ -55,7 +55,7 @@ func TestItemByItem(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &Source{path: "clusters.yaml"}
 			whole, wholeErr := s.decodeFile([]byte(tt.content))
-			items, sum, ok := decodeItems(strings.NewReader(tt.content), 0)
+			items, sum, ok := decodeItems(strings.NewReader(tt.content), 0, "")
 			assert.Equal(t, tt.byItem, ok, "read item by item")
 			if ok {
 				require.NoError(t, wholeErr)
@@ -116,7 +116,7 @@ func TestFileErrorsAsWhole(t *testing.T) {
 func TestLongLines(t *testing.T) {
 	long := strings.Repeat("x", 200<<10)
 	content := fmt.Sprintf("clusters:\n  - name: a\n    server: https://a.example.com\n    notReadyReason: %s\n    ready: false\n", long)
-	cs, _, ok := decodeItems(strings.NewReader(content), 0)
+	cs, _, ok := decodeItems(strings.NewReader(content), 0, "")
 	require.True(t, ok)
 	require.Len(t, cs, 1)
 	assert.Equal(t, long, cs[0].NotReadyReason)
@@ -207,7 +207,7 @@ func BenchmarkReadFile(b *testing.B) {
 	b.Run("item-by-item", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, ok := decodeItems(bytes.NewReader(content), 0); !ok {
+			if _, _, ok := decodeItems(bytes.NewReader(content), 0, ""); !ok {
 				b.Fatal("not read item by item")
 			}
 		}

@@ -43,7 +43,7 @@ func FuzzClustersFile(f *testing.F) {
 		}
 		src := &Source{path: path}
 		cs, err := src.Clusters(ctx)
-		if items, _, ok := decodeItems(bytes.NewReader(content), 0); ok {
+		if items, _, ok := decodeItems(bytes.NewReader(content), 0, ""); ok {
 			whole, err := src.decodeFile(content)
 			if err != nil || !reflect.DeepEqual(items, whole) {
 				t.Fatalf("item by item gives %d clusters, the whole document %d (error %v)", len(items), len(whole), err)

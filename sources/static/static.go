@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -84,9 +86,10 @@ type Source struct {
 // (SetDirectory). When cfg names a file, the file is read and validated
 // once, so that a broken file is a start-up error.
 func New(cfg Config, baseDir string) (*Source, error) {
+	cfg.Clusters = slices.Clone(cfg.Clusters) // SetDirectory writes to them
 	cfg.SetDirectory(baseDir)
 	s := &Source{}
-	inline, err := convert(cfg.Clusters, "clusters")
+	inline, err := convert(cfg.Clusters, "clusters", "")
 	if err != nil {
 		return nil, err
 	}
@@ -129,13 +132,18 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 	if len(s.inline) == 0 {
 		return fromFile[:len(fromFile):len(fromFile)], nil // an append by the caller copies
 	}
-	inline := make(map[string]bool, len(s.inline)) // unique among themselves, as the file's are
+	// names and servers are unique among the inline clusters, and among
+	// the file's
+	names, servers := make(map[string]bool, len(s.inline)), make(map[string]bool, len(s.inline))
 	for _, c := range s.inline {
-		inline[c.Name] = true
+		names[c.Name], servers[sources.ServerKey(c.Server)] = true, true
 	}
 	for _, c := range fromFile {
-		if inline[c.Name] {
+		if names[c.Name] {
 			return nil, fmt.Errorf("cluster %s is listed both inline and in %s", c.Name, s.path)
+		}
+		if servers[sources.ServerKey(c.Server)] {
+			return nil, fmt.Errorf("cluster %s of %s: its server %s is also an inline cluster's", c.Name, s.path, c.Server)
 		}
 	}
 	return append(append(make([]sources.Cluster, 0, len(s.inline)+len(fromFile)), s.inline...), fromFile...), nil
@@ -143,8 +151,8 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 
 // convert maps YAML clusters to the model, validating each one; field
 // names the YAML path in errors.
-func convert(in []Cluster, field string) ([]sources.Cluster, error) {
-	conv := newConverter(field, len(in))
+func convert(in []Cluster, field, dir string) ([]sources.Cluster, error) {
+	conv := newConverter(field, len(in), dir)
 	for _, sc := range in {
 		if err := conv.add(sc); err != nil {
 			return nil, err
@@ -158,22 +166,25 @@ func convert(in []Cluster, field string) ([]sources.Cluster, error) {
 // strings and maps clusters have in common.
 type converter struct {
 	field string // the YAML path of the list, for errors
+	dir   string // a relative bearerToken.file is taken from here
 	// done holds the full blocks of clusters, cur the one being filled:
 	// blocks rather than one growing slice, which would leave several
 	// times the listing's size in garbage while decoding a file.
-	done [][]sources.Cluster
-	cur  []sources.Cluster
-	n    int
-	seen map[string]int // index by name
-	strs *sources.Interner
+	done    [][]sources.Cluster
+	cur     []sources.Cluster
+	n       int
+	seen    map[string]int // index by name
+	servers map[string]int // index by sources.ServerKey
+	strs    *sources.Interner
 }
 
 // convertBlock is the number of clusters in a block after the first.
 const convertBlock = 256
 
-// newConverter returns a converter for about n clusters.
-func newConverter(field string, n int) *converter {
-	return &converter{field: field, cur: make([]sources.Cluster, 0, n), seen: make(map[string]int, n), strs: sources.NewInterner()}
+// newConverter returns a converter for about n clusters, whose relative
+// bearerToken.file references are taken from dir (none: as written).
+func newConverter(field string, n int, dir string) *converter {
+	return &converter{field: field, dir: dir, cur: make([]sources.Cluster, 0, n), seen: make(map[string]int, n), servers: make(map[string]int, n), strs: sources.NewInterner()}
 }
 
 // add maps the next cluster of the list.
@@ -187,6 +198,14 @@ func (cv *converter) add(sc Cluster) error {
 	if err != nil {
 		return fmt.Errorf("%s[%d]: %w", cv.field, i, err)
 	}
+	// two clusters on one server would be one cluster in Argo CD: the
+	// inventory would serve one of them, a copy-paste mistake is likelier
+	key := sources.ServerKey(c.Server)
+	if j, dup := cv.servers[key]; dup {
+		return fmt.Errorf("%s[%d].server: %s is already the server of %s[%d]", cv.field, i, c.Server, cv.field, j)
+	}
+	cv.servers[key] = i
+	c.Auth.TokenRef = inDir(c.Auth.TokenRef, cv.dir)
 	cv.strs.Cluster(&c)
 	if len(cv.cur) == cap(cv.cur) {
 		if len(cv.cur) > 0 {
@@ -260,4 +279,15 @@ func toCluster(sc Cluster) (sources.Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// inDir returns ref with a relative file taken from dir: the directory of
+// the file that names it. ref itself is left as it is.
+func inDir(ref *sources.SecretRef, dir string) *sources.SecretRef {
+	if ref == nil || ref.File == "" || dir == "" || filepath.IsAbs(ref.File) {
+		return ref
+	}
+	r := *ref
+	r.File = filepath.Join(dir, r.File)
+	return &r
 }

@@ -106,6 +106,8 @@ func TestNewErrors(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "no-name.yaml"), "clusters:\n  - server: https://a.example.com\n")
 	writeFile(t, filepath.Join(dir, "two-auth.yaml"), "clusters:\n  - name: a\n    server: https://a.example.com\n    auth:\n      bearerToken: {env: T}\n      aws: {clusterName: a}\n")
 	writeFile(t, filepath.Join(dir, "clash.yaml"), clustersYAML("x", "inline"))
+	writeFile(t, filepath.Join(dir, "dup-server.yaml"), clustersYAML("a", "b")+"  - name: c\n    server: HTTPS://A.example.com:443/\n")
+	writeFile(t, filepath.Join(dir, "inline-server.yaml"), "clusters:\n  - name: other\n    server: https://inline.example.com\n")
 
 	inline := []Cluster{{Name: "inline", Server: "https://inline.example.com"}}
 	tests := []struct {
@@ -130,6 +132,13 @@ func TestNewErrors(t *testing.T) {
 		{name: "missing name in file", cfg: Config{File: "no-name.yaml"}, wantErr: []string{"clusters[0]: name: required"}},
 		{name: "two auth forms in file", cfg: Config{File: "two-auth.yaml"}, wantErr: []string{"clusters[0]: auth: set at most one of bearerToken, aws and exec"}},
 		{name: "inline and file share a name", cfg: Config{File: "clash.yaml", Clusters: inline}, wantErr: []string{"cluster inline is listed both inline and in " + filepath.Join(dir, "clash.yaml")}},
+		{
+			name:    "inline duplicate server",
+			cfg:     Config{Clusters: []Cluster{{Name: "a", Server: "https://a.example.com"}, {Name: "b", Server: "https://a.example.com/"}}},
+			wantErr: []string{"clusters[1].server: https://a.example.com is already the server of clusters[0]"},
+		},
+		{name: "duplicate server in file", cfg: Config{File: "dup-server.yaml"}, wantErr: []string{filepath.Join(dir, "dup-server.yaml") + ": clusters[2].server: ", "is already the server of clusters[0]"}},
+		{name: "inline and file share a server", cfg: Config{File: "inline-server.yaml", Clusters: inline}, wantErr: []string{"cluster other of " + filepath.Join(dir, "inline-server.yaml") + ": its server https://inline.example.com is also an inline cluster's"}},
 		{name: "invalid inline with valid file", cfg: Config{File: "clash.yaml", Clusters: []Cluster{{Name: "y"}}}, wantErr: []string{"clusters[0]: server:"}},
 	}
 	for _, tt := range tests {
@@ -186,4 +195,43 @@ func TestClustersCancelledContext(t *testing.T) {
 			assert.Nil(t, cs)
 		})
 	}
+}
+
+// TestRelativeTokenFiles: a relative bearerToken.file is taken from the
+// directory of what names it: the configuration's for an inline cluster,
+// the clusters file's for the file's. Before, both were taken from the
+// process's working directory.
+func TestRelativeTokenFiles(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "fleet"), 0o700))
+	writeFile(t, filepath.Join(dir, "inline.token"), "inline-token")
+	writeFile(t, filepath.Join(dir, "fleet", "a.token"), "a-token")
+	abs := filepath.Join(dir, "abs.token")
+	writeFile(t, abs, "abs-token")
+	writeFile(t, filepath.Join(dir, "fleet", "clusters.yaml"), clustersYAML("a", "b")+
+		"  - name: c\n    server: https://c.example.com\n    auth:\n      bearerToken: {env: C_TOKEN}\n")
+	// a and b get their auth by editing the YAML: a relative, b absolute
+	raw, err := os.ReadFile(filepath.Join(dir, "fleet", "clusters.yaml"))
+	require.NoError(t, err)
+	withAuth := strings.Replace(string(raw), "server: https://a.example.com/\n", "server: https://a.example.com/\n    auth:\n      bearerToken: {file: a.token}\n", 1)
+	withAuth = strings.Replace(withAuth, "server: https://b.example.com/\n", "server: https://b.example.com/\n    auth:\n      bearerToken: {file: "+abs+"}\n", 1)
+	writeFile(t, filepath.Join(dir, "fleet", "clusters.yaml"), withAuth)
+
+	inline := []Cluster{{Name: "inline", Server: "https://inline.example.com", Auth: Auth{BearerToken: &sources.SecretRef{File: "inline.token"}}}}
+	src, err := New(Config{File: "fleet/clusters.yaml", Clusters: inline}, dir)
+	require.NoError(t, err)
+	assert.Equal(t, "inline.token", inline[0].Auth.BearerToken.File, "the configuration given is left as it is")
+	cs, err := src.Clusters(context.Background())
+	require.NoError(t, err)
+	want := map[string]string{"inline": "inline-token", "a": "a-token", "b": "abs-token"}
+	for _, c := range cs {
+		if c.Auth.TokenRef == nil || c.Auth.TokenRef.File == "" {
+			continue
+		}
+		tok, err := c.Auth.TokenRef.ReadLocal()
+		require.NoError(t, err, c.Name)
+		assert.Equal(t, want[c.Name], tok, c.Name)
+		delete(want, c.Name)
+	}
+	assert.Empty(t, want, "every file reference read")
 }
