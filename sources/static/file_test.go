@@ -98,6 +98,8 @@ func TestFileErrorsAsWhole(t *testing.T) {
 		{name: "syntax after an invalid item", content: "clusters:\n" + valid + "  - name: b\n    server: b.example.com\n  - name: [c\n", wantErr: "line 6: did not find expected ',' or ']'"},
 		{name: "invalid cluster", content: "clusters:\n" + valid + "  - name: b\n    server: b.example.com\n", wantErr: "clusters[1]: server: server url scheme must be https or http"},
 		{name: "duplicate name", content: "clusters:\n" + valid + valid, wantErr: `clusters[1].name: "a" is already used by clusters[0]`},
+		{name: "two documents", content: "---\nclusters:\n" + valid + "---\nclusters:\n  - name: b\n    server: https://b.example.com\n", wantErr: "2 YAML documents (separated by ---)"},
+		{name: "a document on the marker's line", content: "clusters:\n" + valid + "--- {clusters: []}\n", wantErr: "2 YAML documents"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,4 +223,25 @@ func BenchmarkReadFile(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDocuments counts the documents that hold more than comments.
+func TestDocuments(t *testing.T) {
+	for _, tt := range []struct {
+		name, raw string
+		want      int
+	}{
+		{"empty", "", 0},
+		{"one", "clusters: []\n", 1},
+		{"marker first", "---\nclusters: []\n", 1},
+		{"marker last", "clusters: []\n---\n", 1},
+		{"comments after a marker", "clusters: []\n---\n# nothing\n\n...\n", 1},
+		{"two", "clusters: []\n---\nclusters: []\n", 2},
+		{"CRLF", "clusters: []\r\n---\r\nclusters: []\r\n", 2},
+		{"on the marker's line", "clusters: []\n--- {clusters: []}\n", 2},
+		{"a marker-like scalar is indented", "clusters:\n  - name: a\n    annotations:\n      note: |\n        ---\n        x\n", 1},
+		{"not a marker", "clusters: []\n----\n", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, documents([]byte(tt.raw))) })
+	}
 }
