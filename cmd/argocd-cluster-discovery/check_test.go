@@ -118,11 +118,13 @@ func checkFixture(t *testing.T) (config, apiURL, silentAddr string) {
   - {name: disconnected, server: %[1]s/k8s/clusters/c-disconnected, caData: %[2]s, auth: {bearerToken: {file: %[3]s/good}}}
   - {name: eks, server: %[1]s/eks, caData: %[2]s, auth: {aws: {clusterName: eks}}}
   - {name: eks-wrong-ca, server: %[1]s/eks-other, caData: %[4]s, auth: {aws: {clusterName: eks-other}}}
-  - {name: eks-twice, server: %[1]s/eks, caData: %[2]s, auth: {aws: {clusterName: eks}}}
   - {name: silent, server: "https://%[5]s", caData: %[2]s, auth: {bearerToken: {file: %[3]s/good}}}
   - {name: waiting, server: %[1]s/waiting, phase: pending, ready: false, notReadyReason: "waiting for the agent"}
 `, api.URL, caData, dir, testca.CAData(otherDER), silent.Addr()))
-	write("config.yaml", "server: {tokens: [{file: api-token}]}\nsources: [{name: f, provider: static, static: {file: clusters.yaml}}]\n")
+	// a second source lists eks again: one file may not name a server twice
+	write("more.yaml", fmt.Sprintf("clusters:\n  - {name: eks-twice, server: %s/eks, caData: %s, auth: {aws: {clusterName: eks}}}\n", api.URL, caData))
+	write("config.yaml", "server: {tokens: [{file: api-token}]}\nsources:\n"+
+		"  - {name: f, provider: static, static: {file: clusters.yaml}}\n  - {name: g, provider: static, static: {file: more.yaml}}\n")
 
 	return filepath.Join(dir, "config.yaml"), api.URL, silent.Addr().String()
 }

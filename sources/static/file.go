@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/yamldocs"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -96,7 +97,7 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 
 // decodeFile decodes and converts a whole clusters file.
 func (s *Source) decodeFile(raw []byte) ([]sources.Cluster, error) {
-	if n := documents(raw); n > 1 {
+	if n := yamldocs.Count(raw); n > 1 {
 		// the decoder reads the first and drops the rest: their clusters
 		// would be absent from every listing, departures once confirmed
 		return nil, fmt.Errorf("parse clusters file %s: %d YAML documents (separated by ---): write one, with every cluster under its clusters key", s.path, n)
@@ -271,27 +272,6 @@ func isKeyLine(line []byte) bool {
 	}
 	trimmed := bytes.TrimLeft(rest, " ")
 	return len(trimmed) == 0 || trimmed[0] == '\n' || trimmed[0] == '#' && len(trimmed) < len(rest)
-}
-
-// documents counts the YAML documents of raw that hold more than blank
-// lines and comments. A document starts at a line that begins with "---"
-// then a space or its end; such a line cannot be part of a scalar of a
-// document whose top level is a mapping, as a clusters file's is.
-func documents(raw []byte) int {
-	n, content := 0, false
-	for line := range bytes.Lines(raw) {
-		if bytes.HasPrefix(line, []byte("---")) && (len(line) == 3 || line[3] == ' ' || line[3] == '\n' || line[3] == '\r') {
-			content = false
-			line = line[3:] // what follows the marker is the new document's
-		}
-		_, rest := splitIndent(bytes.TrimRight(line, "\r\n\t "))
-		if len(rest) == 0 || rest[0] == '#' || string(rest) == "..." || content {
-			continue
-		}
-		content = true
-		n++
-	}
-	return n
 }
 
 // isDocStart reports whether line is a document start marker alone.

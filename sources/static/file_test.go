@@ -224,24 +224,3 @@ func BenchmarkReadFile(b *testing.B) {
 		}
 	})
 }
-
-// TestDocuments counts the documents that hold more than comments.
-func TestDocuments(t *testing.T) {
-	for _, tt := range []struct {
-		name, raw string
-		want      int
-	}{
-		{"empty", "", 0},
-		{"one", "clusters: []\n", 1},
-		{"marker first", "---\nclusters: []\n", 1},
-		{"marker last", "clusters: []\n---\n", 1},
-		{"comments after a marker", "clusters: []\n---\n# nothing\n\n...\n", 1},
-		{"two", "clusters: []\n---\nclusters: []\n", 2},
-		{"CRLF", "clusters: []\r\n---\r\nclusters: []\r\n", 2},
-		{"on the marker's line", "clusters: []\n--- {clusters: []}\n", 2},
-		{"a marker-like scalar is indented", "clusters:\n  - name: a\n    annotations:\n      note: |\n        ---\n        x\n", 1},
-		{"not a marker", "clusters: []\n----\n", 1},
-	} {
-		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, documents([]byte(tt.raw))) })
-	}
-}

@@ -149,3 +149,15 @@ func TestValueAt(t *testing.T) {
 	_, _, _, ok := valueAt(nil, []byte(`{"a":1}`), 3)
 	assert.False(t, ok, "no value ends there")
 }
+
+// TestParseOneDocument: a configuration of several YAML documents is an
+// error; before, every document but the first was dropped without a word
+// (its sources never listed). A marker first or last is one document.
+func TestParseOneDocument(t *testing.T) {
+	_, err := Parse([]byte("log: {level: info}\n---\nsources: []\n"), "/etc/acd")
+	require.Error(t, err)
+	assert.Equal(t, "parse: 2 YAML documents (separated by ---): the configuration is one", err.Error())
+	_, err = Parse([]byte("---\n# nothing but a comment\n---\n"), "/etc/acd")
+	require.Error(t, err)
+	assert.Equal(t, []string{"server.tokens", "sources"}, paths(err), "markers alone: the defaults")
+}

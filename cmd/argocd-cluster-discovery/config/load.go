@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/yamldocs"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
@@ -61,6 +62,9 @@ func parse(raw []byte, dir string, reg *sources.Registry, p Purpose) (*Config, e
 	cfg.Dir, cfg.registry, cfg.offline = dir, reg, p == Offline
 	// not YAMLToJSONStrict: it stops at the first key written twice, with
 	// its line; duplicateKeys reports each, with its path
+	if n := yamldocs.Count(raw); n > 1 { // YAMLToJSON would drop all but the first
+		return nil, fmt.Errorf("parse: %d YAML documents (separated by ---): the configuration is one", n)
+	}
 	doc, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
