@@ -42,10 +42,14 @@ type Source interface {
 // AccountLister is a Source that discovers the accounts its clusters live
 // in (AKS subscriptions found by listing them) rather than being given
 // them. ClustersAndAccounts is Clusters with, for a complete listing, every
-// account it covered, with clusters or without. A served cluster missing
-// together with its account (Cluster.Account) did not leave: the account
-// went out of sight (a role removed, a subscription moved), and the
-// inventory holds its departure until an operator confirms it.
+// account it covered, with clusters or without, or every scope: a prefix
+// of cluster IDs ending in "/" (an Azure resource group,
+// "/subscriptions/<id>/resourcegroups/<name>/"), for an upstream that
+// grants access to parts of an account. A served cluster missing whose
+// account (Cluster.Account) is not covered, and whose ID is in no covered
+// scope, did not leave: what holds it went out of sight (a role removed,
+// a subscription moved), and the inventory holds its departure until an
+// operator confirms it.
 type AccountLister interface {
 	Source
 	ClustersAndAccounts(ctx context.Context) ([]Cluster, []string, error)

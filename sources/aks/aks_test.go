@@ -3,6 +3,7 @@ package aks
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
 )
@@ -131,15 +133,16 @@ func TestSubscriptionThatLeavesOnlyRemovesItsClusters(t *testing.T) {
 			cs, accounts, err := env.src.ClustersAndAccounts(ctx)
 			require.NoError(t, err)
 			require.Equal(t, []string{"alpha", "bravo"}, names(cs))
-			assert.ElementsMatch(t, []string{subA, subB}, accounts)
-			assert.Equal(t, subB, cs[1].Account, "a cluster's account is its subscription, as the accounts name it")
+			assert.ElementsMatch(t, []string{azurearm.Scope(subA, "rg"), azurearm.Scope(subB, "rg")}, accounts, "the resource groups covered")
+			assert.Equal(t, subB, cs[1].Account, "a cluster's account is its subscription")
+			assert.True(t, strings.HasPrefix(cs[1].ID, azurearm.Scope(subB, "rg")), "its id is in its resource group's scope")
 
 			f.withSubscriptions(tt.after)
 			f.resetCalls()
 			cs, accounts, err = env.src.ClustersAndAccounts(ctx)
 			require.NoError(t, err, "a subscription that left is no error")
 			assert.Equal(t, []string{"alpha"}, names(cs), "its clusters are absent, the others listed as before")
-			assert.Equal(t, []string{subA}, accounts, "the listing no longer covers it: the inventory holds its clusters")
+			assert.Equal(t, []string{azurearm.Scope(subA, "rg")}, accounts, "the listing no longer covers it: the inventory holds its clusters")
 			assert.Equal(t, sources.PhaseReady, cs[0].Phase)
 			assert.Equal(t, 1, f.Calls("list"))
 			assert.NotContains(t, env.src.client.clusters.Subscriptions(), subB, "its client is forgotten")
@@ -309,4 +312,32 @@ func TestNewBuildsTheDefaultCredentialWithoutCallingAzure(t *testing.T) {
 	require.IsType(t, &Source{}, src)
 	assert.NotNil(t, src.(*Source).client.Cred)
 	assert.NotNil(t, src.(*Source).client.Subs)
+}
+
+// TestLostResourceGroupLeavesItsClustersUncovered: through the ARM fake, a
+// Reader role removed from one resource group takes its clusters out of
+// the subscription's 200, and the scopes the listing reports no longer
+// cover them (the inventory holds their departure, see sources/aro's
+// TestLostResourceGroupIsAHeldDrop); the other group's stay covered.
+func TestLostResourceGroupLeavesItsClustersUncovered(t *testing.T) {
+	a := newARMServer(t)
+	a.SetSubscriptions([]string{subA}, nil)
+	a.SetClusters(
+		fakeazure.ManagedCluster{Sub: subA, RG: "rg-apps", Name: "apps", Provisioning: "Succeeded", PowerState: "Running"},
+		fakeazure.ManagedCluster{Sub: subA, RG: "RG-Data", Name: "data", Provisioning: "Succeeded", PowerState: "Running"},
+	)
+	env := newTestEnvWithOptions(t, Config{}, a.clientOptions(), nil)
+	cs, scopes, err := env.src.ClustersAndAccounts(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{"apps", "data"}, names(cs))
+	assert.Equal(t, []string{azurearm.Scope(subA, "rg-apps"), azurearm.Scope(subA, "rg-data")}, scopes)
+	for _, c := range cs {
+		assert.True(t, slices.ContainsFunc(scopes, func(s string) bool { return strings.HasPrefix(c.ID, s) }), c.Name)
+	}
+
+	a.HideResourceGroups(subA, "rg-data")
+	cs, scopes, err = env.src.ClustersAndAccounts(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"apps"}, names(cs))
+	assert.Equal(t, []string{azurearm.Scope(subA, "rg-apps")}, scopes)
 }

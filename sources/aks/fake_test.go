@@ -17,6 +17,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8"
 	csfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/containerservice/armcontainerservice/v8/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
+	rgfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 	subfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions/fake"
 	"github.com/stretchr/testify/require"
@@ -47,12 +49,14 @@ type fakeARM struct {
 
 	mu         sync.Mutex
 	transports map[string]*csfake.ManagedClustersServerTransport
+	groupsTr   map[string]*rgfake.ResourceGroupsServerTransport
 	subsTr     *subfake.ServerTransport
 	calls      map[string]int
 }
 
 func newFakeARM(t testing.TB, pages func(sub string) [][]*armcontainerservice.ManagedCluster) *fakeARM {
-	return &fakeARM{t: t, pages: pages, transports: map[string]*csfake.ManagedClustersServerTransport{}, calls: map[string]int{}}
+	return &fakeARM{t: t, pages: pages, transports: map[string]*csfake.ManagedClustersServerTransport{},
+		groupsTr: map[string]*rgfake.ResourceGroupsServerTransport{}, calls: map[string]int{}}
 }
 
 // staticPages serves the same pages on every listing.
@@ -128,6 +132,10 @@ func (f *fakeARM) Do(req *http.Request) (*http.Response, error) {
 		f.mu.Unlock()
 		return tr.Do(req)
 	}
+	if len(parts) == 3 && strings.EqualFold(parts[2], "resourcegroups") {
+		f.count("groups")
+		return f.groups(strings.ToLower(parts[1])).Do(req)
+	}
 	if strings.HasSuffix(req.URL.Path, "/listClusterUserCredential") {
 		f.count("credentials")
 	} else {
@@ -166,6 +174,38 @@ func (f *fakeARM) transport(sub string) *csfake.ManagedClustersServerTransport {
 	}
 	tr := csfake.NewManagedClustersServerTransport(srv)
 	f.transports[sub] = tr
+	return tr
+}
+
+// groups serves the resource groups of sub: those of the clusters its
+// pages list (none when a pager replaces them).
+func (f *fakeARM) groups(sub string) *rgfake.ResourceGroupsServerTransport {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tr, ok := f.groupsTr[sub]; ok {
+		return tr
+	}
+	srv := &rgfake.ResourceGroupsServer{
+		NewListPager: func(*armresources.ResourceGroupsClientListOptions) (resp azfake.PagerResponder[armresources.ResourceGroupsClientListResponse]) {
+			var page armresources.ResourceGroupsClientListResponse
+			seen := map[string]bool{}
+			if f.pager == nil {
+				for _, p := range f.pages(sub) {
+					for _, mc := range p {
+						parts := strings.Split(strings.ToLower(*mc.ID), "/")
+						if len(parts) > 4 && !seen[parts[4]] {
+							seen[parts[4]] = true
+							page.Value = append(page.Value, &armresources.ResourceGroup{Name: to.Ptr(parts[4]), Location: to.Ptr("westeurope")})
+						}
+					}
+				}
+			}
+			resp.AddPage(http.StatusOK, page, nil)
+			return resp
+		},
+	}
+	tr := rgfake.NewResourceGroupsServerTransport(srv)
+	f.groupsTr[sub] = tr
 	return tr
 }
 

@@ -80,7 +80,8 @@ func TestFixturesOverHTTP(t *testing.T) {
 			assert.Contains(t, seen, "GET /subscriptions/"+subB+"/providers/Microsoft.ContainerService/managedClusters?api-version=2025-10-01")
 			assert.True(t, slices.ContainsFunc(seen, func(s string) bool { return strings.Contains(s, "%24skiptoken=") }),
 				"page 2 through the rewritten nextLink, followed verbatim")
-			assert.Len(t, seen, 4+len(want), "one credential read per served cluster")
+			assert.Contains(t, seen, "GET /subscriptions/"+subB+"/resourcegroups?api-version=2025-04-01", "each subscription's resource groups")
+			assert.Len(t, seen, 4+len(want)+2, "one credential read per served cluster, one group list per subscription")
 			assert.Equal(t, "Bearer fake_token", a.Authorizations()[0])
 		})
 	}

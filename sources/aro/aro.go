@@ -170,12 +170,17 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 	return out, err
 }
 
-// ClustersAndAccounts is Clusters with the subscriptions the listing
-// covered (lower case), so that the inventory can tell a cluster deleted
-// from one whose subscription went out of sight (sources.AccountLister).
+// ClustersAndAccounts is Clusters with the resource groups the listing
+// covered, as scopes (azurearm.Scopes), so that the inventory can tell a
+// cluster deleted from one whose subscription or resource group went out
+// of sight (sources.AccountLister).
 func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []string, error) {
 	defer s.metrics.Observe(time.Now())
 	out, subs, err := s.list(ctx)
+	var scopes []string
+	if err == nil {
+		scopes, err = s.client.Scopes(ctx, subs, s.cfg.Concurrency)
+	}
 	if err != nil {
 		if upstream.OperationOf(err) == "" {
 			err = &upstream.Error{Kind: azurearm.Classify(err), Operation: opClusters, Err: err}
@@ -183,7 +188,7 @@ func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []
 		s.metrics.Failed(err)
 		return nil, nil, err
 	}
-	return out, azurearm.IDs(subs), nil
+	return out, scopes, nil
 }
 
 func (s *Source) list(ctx context.Context) ([]sources.Cluster, []azurearm.Subscription, error) {

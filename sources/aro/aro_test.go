@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,7 +20,6 @@ import (
 	fakeazure "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/azure"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 const (
@@ -47,7 +46,10 @@ func TestFixturesOverHTTP(t *testing.T) {
 	env := newTestEnv(t, cfg, a.clientOptions(), bindings, nil)
 	cs, accounts, err := env.src.ClustersAndAccounts(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{subA}, accounts)
+	assert.Equal(t, []string{subA}, subscriptionsOf(accounts))
+	for _, c := range cs {
+		assert.True(t, slices.ContainsFunc(accounts, func(s string) bool { return strings.HasPrefix(c.ID, s) }), "%s: its resource group covered", c.Name)
+	}
 	require.Equal(t, []string{"aro-data-new", "aro-legacy-neu", "aro-payments-prod", "aro-shared-weu"}, names(cs))
 
 	assert.Equal(t, sources.Cluster{
@@ -100,7 +102,8 @@ func TestFixturesOverHTTP(t *testing.T) {
 		}
 	}
 	seen := a.Seen()
-	require.Len(t, seen, 2)
+	require.Len(t, seen, 3)
+	assert.Equal(t, "GET /subscriptions/"+subA+"/resourcegroups?api-version=2025-04-01", seen[2], "the resource groups after the clusters")
 	assert.Equal(t, "GET /subscriptions/"+subA+"/providers/Microsoft.RedHatOpenShift/openShiftClusters?api-version=2023-11-22", seen[0])
 	assert.Regexp(t, `%24skipToken=[^&]+`, seen[1], "page 2 through the fixture's nextLink")
 	assert.Equal(t, "Bearer fake_token", a.Authorizations()[0])
@@ -193,7 +196,7 @@ func TestSubscriptionStatesOverHTTP(t *testing.T) {
 	env := newTestEnv(t, Config{}, a.clientOptions(), boundAll(all...), nil)
 	cs, accounts, err := env.src.ClustersAndAccounts(context.Background())
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{subA, subB, subWarned}, accounts)
+	assert.ElementsMatch(t, []string{subA, subB, subWarned}, subscriptionsOf(accounts))
 	type got struct {
 		Phase    sources.Phase
 		SubState string
@@ -228,29 +231,19 @@ func TestLostSubscriptionIsAHeldDrop(t *testing.T) {
 		cluster(subC, "rg", "c1"),
 	}
 	a.SetOpenShiftClusters(all...)
-	env := newTestEnv(t, Config{}, a.clientOptions(), boundAll(all...), nil)
-	inv, err := inventory.New([]inventory.SourceSpec{{Name: "aro-prod", Provider: sources.ProviderARO, Kind: sources.KindCloud, Source: env.src,
-		Interval: time.Hour, Timeout: 30 * time.Second}},
-		inventory.Options{Departure: inventory.Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 0.5, HeldListings: 5}})
-	require.NoError(t, err)
-	require.NoError(t, inv.RefreshAll(t.Context()))
-	require.Len(t, inv.Snapshot().Clusters, 5)
+	env, inv := listedOnce(t, a, all, 5)
 
 	a.SetSubscriptions([]string{subA}, nil) // c1's subscription went out of sight
 	a.RemoveOpenShiftClusters(subA, "a4")   // a4 was deleted
 	cs, accounts, err := env.src.ClustersAndAccounts(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a1", "a2", "a3"}, names(cs))
-	assert.Equal(t, []string{subA}, accounts)
+	assert.Equal(t, []string{azurearm.Scope(subA, "rg")}, accounts)
 	for range 2 {
 		require.NoError(t, inv.RefreshAll(t.Context()))
 	}
 	snap := inv.Snapshot()
-	var served []string
-	for _, c := range snap.Clusters {
-		served = append(served, c.Name)
-	}
-	assert.Equal(t, []string{"a1", "a2", "a3", "c1"}, served, "c1 is held, a4 departed")
+	assert.Equal(t, []string{"a1", "a2", "a3", "c1"}, servedNames(snap), "c1 is held, a4 departed")
 	st, ok := snap.Source("aro-prod")
 	require.True(t, ok)
 	assert.Equal(t, 1, st.HeldDepartures)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/azurearm"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -155,4 +157,26 @@ func assertNoToken(t testing.TB, env *testEnv, v any, secrets ...string) {
 		require.NotContains(t, string(b), s)
 		require.NotContains(t, env.logs.String(), s)
 	}
+}
+
+// subscriptionsOf returns the subscriptions of scopes (azurearm.Scope),
+// each once, in order.
+func subscriptionsOf(scopes []string) []string {
+	var out []string
+	for _, s := range scopes {
+		sub := strings.Split(s, "/")[2]
+		if !slices.Contains(out, sub) {
+			out = append(out, sub)
+		}
+	}
+	return out
+}
+
+// servedNames returns the names of the clusters of snap, in order.
+func servedNames(snap *inventory.Snapshot) []string {
+	var out []string
+	for _, c := range snap.Clusters {
+		out = append(out, c.Name)
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armsubscriptions"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
@@ -42,6 +43,8 @@ type Client struct {
 	Opts *arm.ClientOptions
 	// Subs lists the subscriptions; nil with configured subscriptions.
 	Subs *armsubscriptions.Client
+	// groups lists each subscription's resource groups (Scopes).
+	groups *Clients[armresources.ResourceGroupsClient]
 }
 
 // NewClient builds the client of a source whose identity is id; discover
@@ -58,6 +61,7 @@ func NewClient(id Identity, discover bool, h Hooks, counter policy.Policy) (*Cli
 		}
 	}
 	c.Cred = classifiedCredential{c.Cred}
+	c.groups = NewClients(c, armresources.NewResourceGroupsClient)
 	if discover {
 		if c.Subs, err = armsubscriptions.NewClient(c.Cred, c.Opts); err != nil {
 			return nil, fmt.Errorf("subscriptions client: %w", err)

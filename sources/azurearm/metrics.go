@@ -25,8 +25,8 @@ const sdkSubscriptionsList = "Client.NewListPager"
 // retry, after the bearer token policy, so it sees exactly the requests
 // sent. operations names the provider's SDK operations (the SDK's API
 // name, e.g. "ManagedClustersClient.NewListPager", to the operation
-// label); the subscription list is OpSubscriptions, anything else
-// "other".
+// label); the subscription list is OpSubscriptions, the resource group
+// list OpResourceGroups, anything else "other".
 func NewCountingPolicy(m *upstream.Metrics, operations map[string]string) policy.Policy {
 	return countingPolicy{m: m, operations: operations}
 }
@@ -54,8 +54,11 @@ func (p countingPolicy) Do(req *policy.Request) (*http.Response, error) {
 // label.
 func (p countingPolicy) operation(ctx context.Context) string {
 	if s, ok := ctx.Value(runtime.CtxAPINameKey{}).(string); ok {
-		if s == sdkSubscriptionsList {
+		switch s {
+		case sdkSubscriptionsList:
 			return OpSubscriptions
+		case sdkResourceGroupsList:
+			return OpResourceGroups
 		}
 		if op, known := p.operations[s]; known {
 			return op

@@ -31,8 +31,8 @@ type Subscription struct {
 // and leaving its clusters out would make them look gone.
 //
 // A subscription that drops out of the list makes its clusters absent
-// from the listing, and IDs no longer names it: the inventory holds their
-// departure until an operator confirms it. None visible at all is an
+// from the listing, and Scopes no longer names its resource groups: the
+// inventory holds their departure until an operator confirms it. None visible at all is an
 // error (kind auth): an identity that lost its role assignments must not
 // make every cluster disappear.
 func (c *Client) Subscriptions(ctx context.Context, configured []string, log *slog.Logger) ([]Subscription, error) {
@@ -70,16 +70,6 @@ func (c *Client) Subscriptions(ctx context.Context, configured []string, log *sl
 		return nil, fmt.Errorf("list subscriptions: %w", err)
 	}
 	return out, nil
-}
-
-// IDs returns the ids of subs, the accounts a listing covered
-// (sources.AccountLister).
-func IDs(subs []Subscription) []string {
-	ids := make([]string, len(subs))
-	for i := range subs {
-		ids[i] = subs[i].ID
-	}
-	return ids
 }
 
 // flagged reports whether the subscription's state is one the clusters

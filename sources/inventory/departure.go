@@ -176,8 +176,20 @@ func (l *lifecycle) holds(gone []missing, answered map[string]bool, accounts []s
 	}
 	return func(g missing) bool {
 		a := g.r.Rendering.Account
-		return a != "" && !covered[strings.ToLower(a)]
+		return a != "" && !covered[strings.ToLower(a)] && !inCoveredScope(covered, g.r.ID)
 	}
+}
+
+// inCoveredScope reports whether a prefix of id ending in "/" (a scope,
+// see sources.AccountLister) is covered.
+func inCoveredScope(covered map[string]bool, id string) bool {
+	id = strings.ToLower(id)
+	for i := range len(id) {
+		if id[i] == '/' && covered[id[:i+1]] {
+			return true
+		}
+	}
+	return false
 }
 
 // massDrop reports whether the clusters of the answer (answered: the

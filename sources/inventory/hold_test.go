@@ -369,3 +369,23 @@ func TestDropCountsTheSourcesPartOfTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestInCoveredScope: a cluster is in a covered scope when a prefix of
+// its id ending in "/" is covered, in whatever case.
+func TestInCoveredScope(t *testing.T) {
+	covered := map[string]bool{"/subscriptions/s1/resourcegroups/rg-apps/": true, "account-2": true}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"/subscriptions/s1/resourcegroups/rg-apps/providers/microsoft.containerservice/managedclusters/a", true},
+		{"/SUBSCRIPTIONS/S1/resourceGroups/RG-Apps/providers/x/a", true},
+		{"/subscriptions/s1/resourcegroups/rg-apps-2/providers/x/a", false},
+		{"/subscriptions/s1/resourcegroups/rg-data/providers/x/a", false},
+		{"/subscriptions/s1/resourcegroups/rg-apps", false},
+		{"account-2", false},
+		{"", false},
+	} {
+		t.Run(tc.id, func(t *testing.T) { assert.Equal(t, tc.want, inCoveredScope(covered, tc.id)) })
+	}
+}

@@ -83,6 +83,8 @@ type ARM struct {
 	readOnly   map[string]bool
 	// aro is the Azure Red Hat OpenShift model (aro.go)
 	aro aroState
+	// groups is the resource group model (groups.go)
+	groups groupsState
 	// auth
 	token, miHeader string
 	// what was asked

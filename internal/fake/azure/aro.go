@@ -345,7 +345,7 @@ func aroOffset(sub, tok string) (int, bool) {
 func (a *ARM) serveAROModel(w http.ResponseWriter, r *http.Request, sub, rg string) {
 	var all []OpenShiftCluster
 	for _, c := range a.aro.clusters[sub] {
-		if rg == "" || strings.EqualFold(c.RG, rg) {
+		if (rg == "" || strings.EqualFold(c.RG, rg)) && !a.isHidden(sub, c.RG) {
 			all = append(all, c)
 		}
 	}

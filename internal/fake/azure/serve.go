@@ -69,6 +69,8 @@ func (a *ARM) serve(w http.ResponseWriter, r *http.Request) {
 			"' is disabled and therefore marked as read only. You cannot perform any write actions on this subscription until it is re-enabled.")
 	case isList:
 		a.serveList(w, r, sub)
+	case r.Method == http.MethodGet && len(parts) == 3 && strings.EqualFold(parts[2], "resourcegroups"):
+		a.serveGroups(w, sub)
 	case r.Method == http.MethodPost && len(parts) == 9 && parts[8] == "listClusterUserCredential":
 		a.serveCredentials(w, sub, parts[7])
 	default:
@@ -158,7 +160,9 @@ func (a *ARM) serveModelList(w http.ResponseWriter, r *http.Request, sub string)
 	}
 	list := []map[string]any{}
 	for _, c := range all[start:end] {
-		list = append(list, a.modelCluster(c))
+		if !a.isHidden(sub, c.RG) {
+			list = append(list, a.modelCluster(c))
+		}
 	}
 	page := map[string]any{"value": list}
 	if end < len(all) {
