@@ -16,13 +16,13 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -148,10 +148,6 @@ func (s *Server) newEcho(api, ops bool) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.observe)
-	// a panic in a handler is a 500 with a message, logged and counted,
-	// not a connection cut by net/http: either way Argo CD keeps what it
-	// has, but this one says why
-	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
 	if api {
 		e.POST(s.opts.PathPrefix+GetParamsPath, s.getParams)
 	}
@@ -204,18 +200,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	_ = writeMessage(c, code, msg)
 }
 
-// logPanic logs a recovered panic with its stack and returns the
-// request's error: a 500 that errorHandler does not log again.
-func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
-	s.logger.Error("request panicked", "path", c.Path(), "error", err.Error(), "stack", string(stack))
-	return echo.NewHTTPError(http.StatusInternalServerError).SetInternal(err)
-}
-
 // observe counts requests by route and status code and times them.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
-		err := next(c)
+		err := s.recovering(next, c)
 		if err != nil {
 			c.Error(err)
 		}
@@ -231,6 +220,26 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return nil
 	}
+}
+
+// recovering calls next, and turns a panic in it into a 500 with a
+// message, logged once with its stack: net/http would cut the connection
+// and log to stderr instead. Either way Argo CD keeps what it has; this
+// one says why. (echo's Recover middleware does the same with an
+// allocation per request, which the cached answers do not afford.)
+func (s *Server) recovering(next echo.HandlerFunc, c echo.Context) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if r == http.ErrAbortHandler { //nolint:errorlint // net/http's sentinel, compared as net/http does
+			panic(r)
+		}
+		s.logger.Error("request panicked", "path", c.Path(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		err = echo.NewHTTPError(http.StatusInternalServerError)
+	}()
+	return next(c)
 }
 
 // authorize checks the bearer token and writes the 401 itself.
