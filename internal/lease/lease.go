@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,14 +34,16 @@ type Config struct {
 
 // RunLeading calls run each time this process acquires the Lease, with a
 // context that ends as soon as the Lease is lost (so no new write starts),
-// and campaigns again after a loss. leading is told of every change. It
-// returns when ctx ends, releasing the Lease.
+// and campaigns again after a loss, once run has returned. leading is told
+// of every change, in order. It returns when ctx ends, releasing the
+// Lease, once run has returned.
 //
 // run's context also carries a fence (see Check): a write must not start
 // once a lease duration has passed since the last renew began, even if the
 // context is not cancelled yet.
 func RunLeading(ctx context.Context, client coordinationv1.LeasesGetter, cfg Config, leading func(bool), run func(context.Context)) error {
 	f := &fence{now: time.Now}
+	var current atomic.Pointer[term]
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &fencedLock{Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace},
@@ -53,20 +56,53 @@ func RunLeading(ctx context.Context, client coordinationv1.LeasesGetter, cfg Con
 		ReleaseOnCancel: true,
 		Name:            cfg.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				leading(true)
-				run(context.WithValue(ctx, fenceKey{}, f))
-			},
-			OnStoppedLeading: func() { leading(false) },
+			OnStartedLeading: func(ctx context.Context) { current.Load().lead(ctx, f, leading, run) },
+			OnStoppedLeading: func() { current.Load().stop(leading) },
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
 	for ctx.Err() == nil {
+		current.Store(&term{done: make(chan struct{})})
 		elector.Run(ctx) // returns when the lease is lost or ctx ends
 	}
 	return nil
+}
+
+// term is one campaign of RunLeading. client-go calls OnStartedLeading in
+// a goroutine of its own and OnStoppedLeading when its Run returns, with
+// no order between them and without waiting for the first: a term that
+// stops before it started never starts, and one that started is stopped
+// (leading(false)) after leading(true) and finished when run has returned.
+type term struct {
+	mu               sync.Mutex
+	started, stopped bool
+	done             chan struct{} // closed when run has returned
+}
+
+func (t *term) lead(ctx context.Context, f *fence, leading func(bool), run func(context.Context)) {
+	t.mu.Lock()
+	if t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	t.started = true
+	leading(true)
+	t.mu.Unlock()
+	defer close(t.done)
+	run(context.WithValue(ctx, fenceKey{}, f))
+}
+
+func (t *term) stop(leading func(bool)) {
+	t.mu.Lock()
+	t.stopped = true
+	started := t.started
+	leading(false)
+	t.mu.Unlock()
+	if started {
+		<-t.done
+	}
 }
 
 // fence is the time until which this process may still write: the start

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,4 +56,46 @@ func TestReleaseOnlyWhatWeHold(t *testing.T) {
 			require.Error(t, Check(context.WithValue(ctx, fenceKey{}, f)), "a release extends no fence")
 		})
 	}
+}
+
+// TestRunLeadingWaitsForRun: RunLeading returns once the term's run has
+// returned, not only its context ended, and leading(false) comes after
+// leading(true). Before, client-go's OnStartedLeading goroutine could
+// outlive RunLeading (and a next term start beside it).
+func TestRunLeadingWaitsForRun(t *testing.T) {
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var told []bool
+	returned := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- RunLeading(ctx, client.CoordinationV1(), Config{Namespace: "ns", Name: "l", Identity: "a",
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 100 * time.Millisecond},
+			func(b bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				told = append(told, b)
+			},
+			func(ctx context.Context) {
+				<-ctx.Done()
+				time.Sleep(200 * time.Millisecond) // a write in flight finishing
+				close(returned)
+			})
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(told) == 1
+	}, 10*time.Second, 10*time.Millisecond, "leading")
+	cancel()
+	require.NoError(t, <-errc)
+	select {
+	case <-returned:
+	default:
+		t.Fatal("RunLeading returned before run did")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []bool{true, false}, told)
 }
