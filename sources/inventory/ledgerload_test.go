@@ -202,3 +202,33 @@ func TestARunThatReturnedIsNotLoaded(t *testing.T) {
 		require.False(t, inv.Loaded(), "term %d returned: not loaded", i)
 	}
 }
+
+// endsTheTerm is a ledger whose load succeeds as the term ends.
+type endsTheTerm struct {
+	*Memory
+	end context.CancelFunc
+}
+
+func (l endsTheTerm) Load(ctx context.Context) (Book, error) {
+	b, err := l.Memory.Load(ctx)
+	l.end()
+	return b, err
+}
+
+// TestATermEndedDuringTheLoadIsNotLoaded: a load that succeeds after the
+// term ended does not make the inventory loaded, though the Run goes on
+// until its listing in flight returns. Before, the end could be recorded
+// first and the load after it, which then held until the Run returned.
+func TestATermEndedDuringTheLoadIsNotLoaded(t *testing.T) {
+	src := blocking{release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Ledger: endsTheTerm{Memory: NewMemory(), end: cancel}})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	<-ctx.Done()
+	require.Never(t, inv.Loaded, 300*time.Millisecond, time.Millisecond)
+	close(src.release)
+	<-done
+	assert.False(t, inv.Loaded())
+}

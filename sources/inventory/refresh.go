@@ -23,13 +23,13 @@ func (inv *Inventory) Run(ctx context.Context) {
 	// after the next term's Run has started: not loaded from then on. The
 	// AfterFunc runs in a goroutine of its own, maybe after Run has
 	// returned or not at all (stop won): the deferred call settles it.
-	defer inv.setLoaded(run, false)
-	stop := context.AfterFunc(ctx, func() { inv.setLoaded(run, false) })
+	defer inv.unload(run)
+	stop := context.AfterFunc(ctx, func() { inv.unload(run) })
 	defer stop()
 	if inv.ledger != nil && !inv.load(ctx) {
 		return
 	}
-	inv.setLoaded(run, true)
+	inv.markLoaded(ctx, run)
 	var wg sync.WaitGroup
 	states := inv.statesNow()
 	for _, st := range states {
@@ -56,20 +56,29 @@ func (inv *Inventory) startRun() uint64 {
 	return inv.runs
 }
 
-// setLoaded records whether Run number run has loaded the ledger (see
-// Loaded), unless a later Run has started. A Run that has loaded tells
-// the subscribers, so that what waited for it (the Secret reconciler's
-// pass, woken by the load's own snapshot before) runs now.
-func (inv *Inventory) setLoaded(run uint64, b bool) {
+// unload records that Run number run is not loaded (see Loaded), unless
+// a later Run has started.
+func (inv *Inventory) unload(run uint64) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if run != inv.runs {
+	if run == inv.runs {
+		inv.loaded = false
+	}
+}
+
+// markLoaded records that Run number run, whose term is ctx, has loaded
+// the ledger, unless a later Run has started or the term has ended
+// meanwhile (its end may have been recorded already). It tells the
+// subscribers, so that what waited for it (the Secret reconciler's pass,
+// woken by the load's own snapshot before) runs now.
+func (inv *Inventory) markLoaded(ctx context.Context, run uint64) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if run != inv.runs || ctx.Err() != nil {
 		return
 	}
-	inv.loaded = b
-	if b {
-		inv.notify(true, false)
-	}
+	inv.loaded = true
+	inv.notify(true, false)
 }
 
 // Loaded reports whether the snapshot is of the Run in progress: a
