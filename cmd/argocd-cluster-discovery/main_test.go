@@ -333,7 +333,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(`
 server:
   listen: 127.0.0.1:0
-  drainDelay: 2s
+  drainDelay: 5s
   tokens: [{file: token}]
 sources:
   - {name: files, provider: static, static: {file: clusters.yaml}}
@@ -358,7 +358,7 @@ sources:
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusServiceUnavailable
-	}, time.Second, 10*time.Millisecond, "/readyz turns 503 at once")
+	}, 3*time.Second, 10*time.Millisecond, "/readyz turns 503 at once")
 	resp, body := post(t, base+"/api/v1/getparams.execute", "a-token-for-the-test", `{"input":{}}`)
 	assert.Equal(t, 200, resp.StatusCode, "the plugin API still answers: %s", body)
 	select {

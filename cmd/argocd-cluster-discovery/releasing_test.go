@@ -65,6 +65,9 @@ func TestReleasingFeed(t *testing.T) {
 					got = <-delivered
 				}
 			}
+			if tt.want > 0 { // waited for: the release's timer may fire late on a loaded machine
+				require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(releases) >= tt.want }, delay+5*time.Second, 10*time.Millisecond)
+			}
 			time.Sleep(delay + delay/2)
 			cancel()
 			<-done

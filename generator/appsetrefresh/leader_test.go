@@ -17,7 +17,7 @@ func TestRunLeading(t *testing.T) {
 	w := newWorld()
 	tr := w.trigger(t)
 	le := lease.Config{Namespace: "argocd", Name: "test-refresh", Identity: "me",
-		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 100 * time.Millisecond} // nothing here waits for an expiry
 	stop := run(func(ctx context.Context) { assert.NoError(t, tr.RunLeading(ctx, le)) })
 	require.Eventually(t, func() bool { return tr.Leader() && len(w.patched()) == 4 }, 5*time.Second, 10*time.Millisecond,
 		"leads and makes the pass at start")

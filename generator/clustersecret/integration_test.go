@@ -197,8 +197,10 @@ func TestLeaderHandover(t *testing.T) {
 	e := newEnv(t)
 	f := newFleet(t, "a")
 	le := func(id string) lease.Config {
+		// the handover is a release, not an expiry: long timings keep a
+		// slow apiserver from costing the leader its Lease mid-test
 		return lease.Config{Name: "argocd-cluster-discovery", Identity: id,
-			LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 200 * time.Millisecond}
 	}
 	terms1, terms2 := &termCounter{}, &termCounter{}
 	r1 := newReconciler(t, e, f, func(c *Config) { c.Issuers = map[string]sources.TokenIssuer{"other": terms1} })

@@ -45,7 +45,7 @@ func TestUnreadableRecordFailsTheLoad(t *testing.T) {
 			view := newInventory(t, &listing{}, nil)
 			fctx, stop := context.WithCancel(ctx)
 			followed := make(chan struct{})
-			feed, err := New(c.cfg, Options{Namespace: c.ns, OwnerID: "owner-1", UnsettledAfter: time.Second})
+			feed, err := New(c.cfg, Options{Namespace: c.ns, OwnerID: "owner-1", UnsettledAfter: 3 * time.Second})
 			require.NoError(t, err)
 			go func() { defer close(followed); view.Follow(fctx, feed) }()
 			defer func() { stop(); <-followed }()
