@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,28 +42,29 @@ type Config struct {
 // context is not cancelled yet.
 func RunLeading(ctx context.Context, client coordinationv1.LeasesGetter, cfg Config, leading func(bool), run func(context.Context)) error {
 	f := &fence{now: time.Now}
-	var current atomic.Pointer[term]
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &fencedLock{Interface: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace},
-			Client:     client,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-		}, fence: f, duration: cfg.LeaseDuration, observe: cfg.Observe},
-		LeaseDuration:   cfg.LeaseDuration,
-		RenewDeadline:   cfg.RenewDeadline,
-		RetryPeriod:     cfg.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            cfg.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { current.Load().lead(ctx, f, leading, run) },
-			OnStoppedLeading: func() { current.Load().stop(leading) },
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
 	for ctx.Err() == nil {
-		current.Store(&term{done: make(chan struct{})})
+		// an elector per term: client-go may call a term's
+		// OnStartedLeading after the next term has begun
+		t := &term{done: make(chan struct{})}
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &fencedLock{Interface: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace},
+				Client:     client,
+				LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+			}, fence: f, duration: cfg.LeaseDuration, observe: cfg.Observe},
+			LeaseDuration:   cfg.LeaseDuration,
+			RenewDeadline:   cfg.RenewDeadline,
+			RetryPeriod:     cfg.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            cfg.Name,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) { t.lead(ctx, f, leading, run) },
+				OnStoppedLeading: func() { t.stop(leading) },
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
 		elector.Run(ctx) // returns when the lease is lost or ctx ends
 	}
 	return nil
