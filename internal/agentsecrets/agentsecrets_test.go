@@ -44,10 +44,15 @@ func setup(t *testing.T, ns string, secrets ...*corev1.Secret) {
 	t.Helper()
 	kc, ctx := admin(t), context.Background()
 	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if !apierrors.IsAlreadyExists(err) { // a namespace is never deleted: envtest runs no namespace controller
+		require.NoError(t, err)
+	}
 	for _, s := range secrets {
 		_, err := kc.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
 		require.NoError(t, err)
+		t.Cleanup(func() { // so that the test can run again (-count) in the package's apiserver
+			assert.NoError(t, kc.CoreV1().Secrets(ns).Delete(context.Background(), s.Name, metav1.DeleteOptions{}))
+		})
 	}
 }
 
@@ -181,12 +186,18 @@ func TestAgentsErrors(t *testing.T) {
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
+		t.Cleanup(func() {
+			assert.NoError(t, admin(t).RbacV1().Roles("readable").Delete(context.Background(), "list-secrets", metav1.DeleteOptions{}))
+		})
 		_, err = admin(t).RbacV1().RoleBindings("readable").Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "list-secrets"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "list-secrets"},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "reader"}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
+		t.Cleanup(func() {
+			assert.NoError(t, admin(t).RbacV1().RoleBindings("readable").Delete(context.Background(), "list-secrets", metav1.DeleteOptions{}))
+		})
 		c := rest.CopyConfig(cfg)
 		c.Impersonate = rest.ImpersonationConfig{UserName: "reader"}
 		config := func() (*rest.Config, error) { return c, nil }
