@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"sigs.k8s.io/yaml"
 
@@ -102,6 +103,11 @@ func (s *Source) decodeFile(raw []byte) ([]sources.Cluster, error) {
 		// would be absent from every listing, departures once confirmed
 		return nil, fmt.Errorf("parse clusters file %s: %d YAML documents (separated by ---): write one, with every cluster under its clusters key", s.path, n)
 	}
+	if rw := yamldocs.Rewrites(raw, fileType); len(rw) > 0 {
+		// YAML 1.1 reads an unquoted yes as true, 1.30 as 1.3 and
+		// 0123 as 83: the decoder would list what nobody wrote
+		return nil, fmt.Errorf("parse clusters file %s: %w", s.path, yamldocs.RewritesError(rw))
+	}
 	var f file
 	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
 		return nil, fmt.Errorf("parse clusters file %s: %w", s.path, err)
@@ -127,6 +133,13 @@ const itemsBytes = 64 << 10
 
 // errLayout says the file is not laid out as decodeItems reads it.
 var errLayout = errors.New("not a block sequence under clusters")
+
+// errRewritten says an item holds an unquoted scalar the decoder reads
+// as another string (see yamldocs.Rewrites).
+var errRewritten = errors.New("an unquoted scalar read as another string")
+
+// fileType is the type a clusters file decodes into.
+var fileType = reflect.TypeFor[file]()
 
 // decodeItems reads f from its start item by item and returns its clusters
 // and the SHA-256 of what it read. ok is false when the file is not laid
@@ -215,6 +228,9 @@ func (d *itemDecoder) each(add func(Cluster) error) error {
 func (d *itemDecoder) flush(add func(Cluster) error) error {
 	if d.n == 0 {
 		return nil
+	}
+	if len(yamldocs.Rewrites(d.items, fileType)) > 0 {
+		return errRewritten // reported by the whole file's decoder, with its lines
 	}
 	var f file
 	if err := yaml.UnmarshalStrict(d.items, &f); err != nil {

@@ -37,10 +37,11 @@ func TestItemByItem(t *testing.T) {
 		{name: "no newline at the end", content: "clusters:\n  - name: a\n    server: https://a.example.com", byItem: true, clusters: 1},
 		{name: "dash alone on its line", content: "clusters:\n  -\n    name: a\n    server: https://a.example.com\n", byItem: true, clusters: 1},
 		{name: "flow items", content: "clusters:\n  - {name: a, server: https://a.example.com, labels: {env: prod}}\n  - {name: b,\n     server: https://b.example.com}\n", byItem: true, clusters: 2},
-		{name: "nested sequences and block scalars", content: "clusters:\n  - name: a\n    server: https://a.example.com\n    namespaces:\n    - x\n    - y\n    notReadyReason: |\n      two\n      lines\n\n    ready: false\n  - name: b\n    server: https://b.example.com\n    caData: >-\n      " + ca + "\n", byItem: true, clusters: 2},
+		{name: "nested sequences and block scalars", content: "clusters:\n  - name: a\n    server: https://a.example.com\n    namespaces:\n    - x\n    - w\n    notReadyReason: |\n      two\n      lines\n\n    ready: false\n  - name: b\n    server: https://b.example.com\n    caData: >-\n      " + ca + "\n", byItem: true, clusters: 2},
 		{name: "anchor within an item", content: "clusters:\n  - name: a\n    server: https://a.example.com\n    labels: &l {env: prod}\n    annotations: *l\n", byItem: true, clusters: 1},
 		{name: "anchor used by another item", content: "clusters:\n  - name: a\n    server: https://a.example.com\n    labels: &l {env: prod}\n  - name: b\n    server: https://b.example.com\n    labels: *l\n", byItem: true, clusters: 2},
 		{name: "anchor used by an item decoded apart", content: "clusters:\n  - name: a\n    server: https://a.example.com\n    labels: &l {env: prod}\n    notReadyReason: " + strings.Repeat("x", itemsBytes) + "\n  - name: b\n    server: https://b.example.com\n    labels: *l\n", clusters: 2},
+		{name: "unquoted scalars read as written", content: "clusters:\n  - name: a\n    server: https://a.example.com\n    labels: {tier: 1, canary: true, env: prod}\n    clusterResources: yes\n    ready: off\n    notReadyReason: 2 nodes down\n", byItem: true, clusters: 1},
 		{name: "flow sequence", content: "clusters: [{name: a, server: https://a.example.com}]\n", clusters: 1},
 		{name: "empty list", content: "clusters: []\n", clusters: 0},
 		{name: "quoted key", content: "\"clusters\":\n  - name: a\n    server: https://a.example.com\n", clusters: 1},
@@ -100,6 +101,10 @@ func TestFileErrorsAsWhole(t *testing.T) {
 		{name: "duplicate name", content: "clusters:\n" + valid + valid, wantErr: `clusters[1].name: "a" is already used by clusters[0]`},
 		{name: "two documents", content: "---\nclusters:\n" + valid + "---\nclusters:\n  - name: b\n    server: https://b.example.com\n", wantErr: "2 YAML documents (separated by ---)"},
 		{name: "a document on the marker's line", content: "clusters:\n" + valid + "--- {clusters: []}\n", wantErr: "2 YAML documents"},
+		{name: "a YAML 1.1 boolean in a label", content: "clusters:\n" + valid + "  - name: b\n    server: https://b.example.com\n    labels: {env: yes}\n", wantErr: `line 6: clusters[1].labels.env: the unquoted value yes is read as "true" (YAML 1.1): quote it`},
+		{name: "a version read as a float", content: "clusters:\n" + valid + "  - name: b\n    server: https://b.example.com\n    kubernetesVersion: 1.30\n", wantErr: `line 6: clusters[1].kubernetesVersion: the unquoted value 1.30 is read as "1.3"`},
+		{name: "an account read as a number", content: "clusters:\n" + valid + "  - name: b\n    server: https://b.example.com\n    account: 012345678901\n", wantErr: `clusters[1].account: the unquoted value 012345678901 is read as "1.2345679e+10"`},
+		{name: "a key read as a boolean", content: "clusters:\n" + valid + "  - name: b\n    server: https://b.example.com\n    annotations:\n      on: call\n", wantErr: `line 7: clusters[1].annotations: the unquoted key on is read as "true"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
