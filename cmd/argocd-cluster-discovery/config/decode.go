@@ -13,6 +13,8 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/yamldocs"
 )
 
 // maxTypeErrors bounds the values of the wrong type reported per decoded
@@ -48,7 +50,11 @@ func decodeInto(at *field.Path, raw []byte, v any, strict bool) field.ErrorList 
 		if !ok || !found {
 			return append(errs, field.Invalid(pathOrRoot(at), field.OmitValueType{}, err.Error()))
 		}
-		errs = append(errs, field.TypeInvalid(p, field.OmitValueType{}, fmt.Sprintf("got a JSON %s where %s is expected", te.value, te.typ)))
+		detail := fmt.Sprintf("got a JSON %s where %s is expected", te.value, te.typ)
+		if te.typ != nil && te.typ.Kind() == reflect.String {
+			detail += " (YAML reads an unquoted yes, on, 1.30 or 0123 as a boolean or a number: quote the string)"
+		}
+		errs = append(errs, field.TypeInvalid(p, field.OmitValueType{}, detail))
 		raw = slices.Concat(raw[:start], []byte("null"), raw[end:])
 		target.Set(initial)
 	}
@@ -212,6 +218,18 @@ func joinPath(at *field.Path, rel string) *field.Path {
 		}
 	}
 	return pathOrRoot(p)
+}
+
+// rewrittenKeys reports the unquoted keys YAMLToJSON turns into other
+// strings than the ones written: `on:` is the key "true" (YAML 1.1), which
+// a map of labels would take without a word.
+func rewrittenKeys(raw []byte) field.ErrorList {
+	var errs field.ErrorList
+	for _, r := range yamldocs.Rewrites(raw, reflect.TypeFor[any]()) {
+		errs = append(errs, field.Invalid(field.NewPath(r.Path), r.Written,
+			fmt.Sprintf("line %d: the unquoted key is read as %q (YAML 1.1): quote it to keep it as written", r.Line, r.Read)))
+	}
+	return errs
 }
 
 // duplicateKeys returns each key written again in a mapping of the YAML

@@ -59,6 +59,20 @@ func TestParseDuplicateKeys(t *testing.T) {
 	assert.Contains(t, err.Error(), "sources: Duplicate value")
 }
 
+// TestParseRewrittenKeys: an unquoted key that YAML 1.1 reads as another
+// string (`on:` is "true") is an error at its path and line; a value in a
+// string's place says to quote it.
+func TestParseRewrittenKeys(t *testing.T) {
+	doc := okServer + "sources:\n  - name: one\n    provider: static\n    static:\n      clusters:\n" +
+		"        - name: a\n          server: https://a.example.com\n          labels: {on: x, \"off\": y, env: yes}\n"
+	_, err := Parse([]byte(doc), "/etc/acd")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `sources[0].static.clusters[0].labels: Invalid value: "on": line `)
+	assert.Contains(t, err.Error(), `the unquoted key is read as "true" (YAML 1.1): quote it`)
+	assert.NotContains(t, err.Error(), `"off"`, "a quoted key is what it says")
+	assert.Contains(t, err.Error(), "sources[0].static.clusters[0].labels.env: Invalid value: got a JSON bool where string is expected (YAML reads an unquoted yes")
+}
+
 // TestParseWrongTypes: a value of the wrong JSON type is reported at its
 // full path, indexes included; the rest of the file is still checked.
 func TestParseWrongTypes(t *testing.T) {

@@ -76,6 +76,7 @@ func parse(raw []byte, dir string, reg *sources.Registry, p Purpose) (*Config, e
 		return nil, errors.New("parse: the configuration must be a mapping of keys (log:, server:, sources:, ...)")
 	}
 	errs := duplicateKeys(raw)
+	errs = append(errs, rewrittenKeys(raw)...)
 	errs = append(errs, decodeInto(nil, doc, &cfg, true)...)
 	errs = append(errs, cfg.decodeSources(reg)...)
 	for i := range cfg.Sources {
