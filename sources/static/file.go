@@ -42,19 +42,30 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 		return nil, fmt.Errorf("read clusters file: %w", err)
 	}
 	defer f.Close()
-	// A regular file is read to know whether it changed, then again to be
-	// decoded item by item. Anything else (a FIFO, a device) can be read
-	// only once: it is read whole, then decoded whole.
+	st, err := f.Stat()
+	return s.readFrom(f, err == nil && st.Mode().IsRegular())
+}
+
+// readFrom is readFile of the open file f. A regular file is read to know
+// whether it changed, then again to be decoded item by item; when the two
+// reads differ, the file was written meanwhile (in place, not renamed
+// into place) and either may be a part of it: nothing is taken from
+// them, and the next listing reads it again. Anything else (a FIFO, a
+// device) can be read only once: it is read whole, then decoded whole.
+func (s *Source) readFrom(f io.ReadSeeker, regular bool) ([]sources.Cluster, error) {
 	var (
-		raw []byte
-		sum [sha256.Size]byte
+		raw   []byte
+		sum   [sha256.Size]byte
+		err   error
+		first [sha256.Size]byte
 	)
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+	if regular {
 		h := sha256.New()
 		if _, err := io.Copy(h, f); err != nil {
 			return nil, fmt.Errorf("read clusters file: %w", err)
 		}
 		h.Sum(sum[:0])
+		first = sum
 	} else {
 		if raw, err = io.ReadAll(f); err != nil {
 			return nil, fmt.Errorf("read clusters file: %w", err)
@@ -86,15 +97,25 @@ func (s *Source) readFile() ([]sources.Cluster, error) {
 			}
 			sum = sha256.Sum256(raw)
 		}
+		if regular && sum != first {
+			return nil, fmt.Errorf("read clusters file %s: %w", s.path, errChangedWhileRead)
+		}
 		if cs, err = s.decodeFile(raw); err != nil {
 			s.failedSum, s.failed = sum, err
 			return nil, err
 		}
 	}
+	if regular && sum != first {
+		return nil, fmt.Errorf("read clusters file %s: %w", s.path, errChangedWhileRead)
+	}
 	s.lastSum, s.fromFile = sum, cs
 	s.failed = nil
 	return cs, nil
 }
+
+// errChangedWhileRead says a clusters file was written while it was read.
+var errChangedWhileRead = errors.New("it changed while it was read, and may have been read half-written " +
+	"(write it elsewhere, then rename it into place); it is read again at the next listing")
 
 // decodeFile decodes and converts a whole clusters file.
 func (s *Source) decodeFile(raw []byte) ([]sources.Cluster, error) {

@@ -212,3 +212,44 @@ func TestFileWithoutClustersKeyIsAnError(t *testing.T) {
 	require.Error(t, err, "truncated file fails the listing")
 	assert.Nil(t, cs)
 }
+
+// rewrittenInPlace reads as first until it is rewound, then as then: a
+// file written in place between the two reads of a listing.
+type rewrittenInPlace struct {
+	*strings.Reader
+	then string
+}
+
+func (r *rewrittenInPlace) Seek(offset int64, whence int) (int64, error) {
+	if r.then != "" {
+		r.Reader, r.then = strings.NewReader(r.then), ""
+	}
+	return r.Reader.Seek(offset, whence)
+}
+
+// TestFileWrittenWhileRead: a file that changes between the read that
+// tells whether it changed and the read that decodes it gives nothing of
+// either read (one may be a half-written file that still parses, with
+// clusters missing or a server cut short); the next listing reads it
+// again. Both ways of decoding are covered: item by item, and whole.
+func TestFileWrittenWhileRead(t *testing.T) {
+	full := clustersYAML("a", "b", "c")
+	half, _, found := strings.Cut(full, "  - name: c") // a cluster missing, still valid YAML
+	require.True(t, found)
+	flow := "clusters: [{name: a, server: 'https://a.example.com'}]\n"
+	for _, tt := range []struct{ name, first, then string }{
+		{"item by item, the second read half-written", full, half},
+		{"item by item, the first read half-written", half, full},
+		{"whole", flow, "clusters: [{name: a, server: 'https://a.exam'}]\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Source{path: "clusters.yaml"}
+			_, err := s.readFrom(&rewrittenInPlace{Reader: strings.NewReader(tt.first), then: tt.then}, true)
+			require.ErrorIs(t, err, errChangedWhileRead)
+			assert.Nil(t, s.fromFile, "nothing kept of either read")
+			cs, err := s.readFrom(strings.NewReader(tt.then), true)
+			require.NoError(t, err, "read again: what is there now")
+			assert.NotEmpty(t, cs)
+		})
+	}
+}
