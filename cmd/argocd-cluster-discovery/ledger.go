@@ -161,8 +161,10 @@ func (p *parts) ready() error {
 
 // answering is what the plugin API reads: the view's snapshot (the
 // ledger's, the same on every replica) and its status, with what only the
-// leader's inventory knows added where this process leads: each source's
-// latest attempt and listing, and the departures it confirmed.
+// leader's inventory knows added while this process leads, its term's
+// ledger loaded: each source's latest attempt and listing, and the
+// departures it confirmed. A replica that led before adds nothing of its
+// last term.
 type answering struct {
 	view, leader *inventory.Inventory
 }
@@ -171,6 +173,9 @@ func (a answering) Snapshot() *inventory.Snapshot { return a.view.Snapshot() }
 
 func (a answering) Status() inventory.Status {
 	st := a.view.Status()
+	if !a.leader.Loaded() {
+		return st // not leading (any more), or the term's ledger not loaded yet
+	}
 	lst := a.leader.Status()
 	for i := range st.Sources {
 		s := &st.Sources[i]

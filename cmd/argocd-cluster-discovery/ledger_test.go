@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
 )
 
 // TestLedgerConfigDoublesTheRate checks that the ledger's client may write
@@ -35,4 +41,33 @@ func TestLedgerConfigDoublesTheRate(t *testing.T) {
 			assert.Equal(t, tc.burst, client.Burst)
 		})
 	}
+}
+
+// TestStatusOfAFormerLeader: /status adds this process's own listings
+// (attempt, duration, clusters listed) and confirmed departures only
+// while it leads with the ledger loaded; a replica that led before shows
+// the ledger's figures, not its last term's.
+func TestStatusOfAFormerLeader(t *testing.T) {
+	newInv := func() *inventory.Inventory {
+		src, err := static.New(static.Config{Clusters: []static.Cluster{{Name: "a", Server: "https://a.example.com"}}}, "")
+		require.NoError(t, err)
+		inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src,
+			Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{})
+		require.NoError(t, err)
+		return inv
+	}
+	view, leader := newInv(), newInv()
+	a := answering{view: view, leader: leader}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { leader.Run(ctx); close(done) }()
+	require.Eventually(t, func() bool { return !a.Status().Sources[0].LastAttempt.IsZero() }, 10*time.Second, 10*time.Millisecond,
+		"the leader's own listing, while it leads")
+	assert.Equal(t, 1, a.Status().Sources[0].Clusters)
+
+	cancel()
+	<-done
+	st := a.Status().Sources[0]
+	assert.True(t, st.LastAttempt.IsZero(), "not the last term's attempt: %v", st.LastAttempt)
+	assert.Zero(t, st.Clusters)
 }
