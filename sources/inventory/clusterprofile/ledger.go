@@ -291,9 +291,8 @@ func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool, sl *sav
 	}
 	deleted := make([]bool, len(gone))
 	errs := forEach(ctx, len(gone), func(i int) error {
-		name := l.known[gone[i]].name
-		if err := l.profiles().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete clusterprofile %s: %w", name, err)
+		if err := l.deleteAsWritten(ctx, l.known[gone[i]]); err != nil {
+			return err
 		}
 		deleted[i] = true
 		sl.deleted.Add(1)

@@ -40,6 +40,9 @@ type counter struct {
 	writes    atomic.Int64
 	lists     atomic.Int64
 	failAfter atomic.Int64
+	// beforeWrite, when set, runs before each write is sent: what another
+	// process does while the write is on its way
+	beforeWrite atomic.Pointer[func(*http.Request)]
 
 	mu sync.Mutex
 	// reads is the Accept header of each GET of ClusterProfiles
@@ -70,6 +73,9 @@ func (c counted) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	switch {
 	case r.Method != http.MethodGet:
+		if f := c.beforeWrite.Load(); f != nil {
+			(*f)(r)
+		}
 		if n := c.writes.Add(1); c.failAfter.Load() > 0 && n > c.failAfter.Load() {
 			return nil, errors.New("connection cut: the leader died")
 		}

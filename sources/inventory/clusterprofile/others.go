@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/lease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
 
@@ -145,4 +146,39 @@ func (l *Ledger) deleteDoomed(ctx context.Context) []error {
 		}
 	}
 	return errs
+}
+
+// deleteAsWritten deletes the object of s if it still holds the record
+// this process wrote or loaded, and as it was read right before: never an
+// object another leader has written since (a deposed leader's late save,
+// its lease checked before a network delay). An object that holds another
+// record is not deleted this time, and its record is taken as known, so
+// that a leader whose record someone edited by hand deletes it at its next
+// save. Its caller touches nothing else of s (see forEach).
+func (l *Ledger) deleteAsWritten(ctx context.Context, s *stored) error {
+	obj, err := l.meta.Resource(Resource).Namespace(l.opts.Namespace).Get(ctx, s.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get clusterprofile %s to delete it: %w", s.name, err)
+	}
+	if sum := sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord])); s.record != ([sha256.Size]byte{}) && sum != s.record {
+		l.written.forget(s.record)
+		s.record = sum
+		return fmt.Errorf("clusterprofile %s holds a record this process did not write (another leader's, or an edit): not deleted", s.name)
+	}
+	if err := lease.Check(ctx); err != nil { // again: a read went before
+		return err
+	}
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	err = l.profiles().Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("clusterprofile %s was written while it was deleted: not deleted", s.name)
+	default:
+		return fmt.Errorf("delete clusterprofile %s: %w", s.name, err)
+	}
 }

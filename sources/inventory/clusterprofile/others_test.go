@@ -2,7 +2,12 @@ package clusterprofile
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,4 +225,116 @@ func savedAndWatched(t *testing.T, c *cluster) (*Ledger, inventory.Book, <-chan 
 	books := watchOn(t, l)
 	nextBook(t, books, func(got inventory.Book) bool { return len(got.Clusters) == 4 })
 	return l, b, books
+}
+
+// handover is a ledger of Fleet(3) saved by a leader since deposed, and
+// the new leader that loaded it: the deposed leader's book, the new
+// leader's, and the index in both of the cluster c-prod-01.
+type handover struct {
+	deposed, leader *Ledger
+	b, nb           inventory.Book
+	i               int
+}
+
+func newHandover(t *testing.T, c *cluster) *handover {
+	t.Helper()
+	ctx := context.Background()
+	h := &handover{deposed: c.ledger(t, "owner-1"), leader: c.ledger(t, "owner-1"), b: ledgertest.Fleet(3)}
+	require.NoError(t, h.deposed.Save(ctx, h.b))
+	var err error
+	h.nb, err = h.leader.Load(ctx)
+	require.NoError(t, err)
+	h.i = slices.IndexFunc(h.b.Clusters, func(r inventory.Record) bool { return r.ID == "c-prod-01" })
+	require.GreaterOrEqual(t, h.i, 0)
+	require.Equal(t, h.b.Clusters[h.i].ID, h.nb.Clusters[h.i].ID)
+	return h
+}
+
+// leaderRewrites has the new leader write c-prod-01's record anew.
+func (h *handover) leaderRewrites(t *testing.T) {
+	h.nb.Clusters[h.i].Established = h.nb.Clusters[h.i].Established.Add(time.Hour)
+	require.NoError(t, h.leader.Save(context.Background(), h.nb))
+}
+
+// departed is the deposed leader's book without c-prod-01.
+func (h *handover) departed() inventory.Book {
+	out := h.b
+	out.Clusters = append(append([]inventory.Record(nil), h.b.Clusters[:h.i]...), h.b.Clusters[h.i+1:]...)
+	return out
+}
+
+// whileOnItsWay runs f once, before the first write that match selects is
+// sent, and not for f's own writes.
+func whileOnItsWay(c *cluster, match func(*http.Request) bool, f func()) {
+	var once sync.Once
+	hook := func(r *http.Request) {
+		if match(r) {
+			once.Do(func() { c.counter.beforeWrite.Store(nil); f() })
+		}
+	}
+	c.counter.beforeWrite.Store(&hook)
+}
+
+// TestLateDeleteOfADeposedLeader: a deposed leader's late save deletes no
+// object the new leader has written since: a departure it counted on its
+// own, undone by the new leader (the cluster listed again), stays. A
+// leader whose object someone edited by hand deletes it at its next save.
+// Before, the delete took whatever object had the name, and the answer
+// lost a cluster the leader serves.
+func TestLateDeleteOfADeposedLeader(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	h := newHandover(t, c)
+	names := c.profileNames(t) // the rancher ones
+	require.Len(t, names, 3)
+	h.leaderRewrites(t)
+
+	err := h.deposed.Save(ctx, h.departed())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "holds a record this process did not write (another leader's, or an edit): not deleted")
+	assert.ElementsMatch(t, names, c.profileNames(t), "nothing deleted")
+
+	// the same save again: the record it found is taken as known (an
+	// edit by hand must not block a departure for ever)
+	require.NoError(t, h.deposed.Save(ctx, h.departed()))
+	assert.Len(t, c.profileNames(t), 2)
+}
+
+// TestDeleteOnItsWayWhenTheNewLeaderWrites: the object a deposed leader
+// read before its delete, written by the new leader while the delete is
+// on its way, is not deleted: the delete holds the uid and resource
+// version it read.
+func TestDeleteOnItsWayWhenTheNewLeaderWrites(t *testing.T) {
+	c := newCluster(t)
+	h := newHandover(t, c)
+	names := c.profileNames(t) // the rancher ones
+	whileOnItsWay(c, func(r *http.Request) bool { return r.Method == http.MethodDelete }, func() { h.leaderRewrites(t) })
+	err := h.deposed.Save(context.Background(), h.departed())
+	c.counter.beforeWrite.Store(nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "was written while it was deleted: not deleted")
+	assert.ElementsMatch(t, names, c.profileNames(t), "nothing deleted")
+}
+
+// TestSourceRecordsOnTheirWayWhenTheNewLeaderWrites: the source records
+// of a deposed leader, on their way while the new leader writes its own,
+// do not replace them: the patch holds the resource version it read.
+func TestSourceRecordsOnTheirWayWhenTheNewLeaderWrites(t *testing.T) {
+	c := newCluster(t)
+	h := newHandover(t, c)
+	whileOnItsWay(c, func(r *http.Request) bool {
+		return r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/configmaps/")
+	}, func() {
+		h.nb.Sources[0].LastError = "the new leader's"
+		require.NoError(t, h.leader.Save(context.Background(), h.nb))
+	})
+	late := h.b
+	late.Sources = append([]inventory.SourceRecord(nil), h.b.Sources...)
+	late.Sources[0].LastError = "the deposed leader's"
+	err := h.deposed.Save(context.Background(), late)
+	c.counter.beforeWrite.Store(nil)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsConflict(errors.Unwrap(err)) || strings.Contains(err.Error(), "the object has been modified"), "%v", err)
+	assert.Contains(t, c.configMapData(t, h.leader)[SourcesKey], "the new leader's")
+	assert.NotContains(t, c.configMapData(t, h.leader)[SourcesKey], "the deposed leader's")
 }

@@ -108,8 +108,10 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 			if cur.Labels[LabelOwner] != l.opts.OwnerID {
 				return fmt.Errorf("configmap %s is not ours: not written", l.opts.ConfigMap)
 			}
+			// as read: a write of another leader since (this one deposed,
+			// its patch late) fails it with a conflict
 			var patch []byte
-			if patch, err = json.Marshal(map[string]any{"data": cm.Data}); err == nil {
+			if patch, err = json.Marshal(map[string]any{"metadata": map[string]string{"resourceVersion": cur.ResourceVersion}, "data": cm.Data}); err == nil {
 				err = lease.Check(ctx) // again: a create and a read went before
 			}
 			if err == nil {
