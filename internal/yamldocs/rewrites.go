@@ -146,8 +146,10 @@ func retypable(s string) bool {
 // mayRewrite reports whether raw may hold a plain scalar YAML 1.1 reads
 // as something else than a string: a word outside quotes and comments,
 // between the delimiters of YAML's flow and block syntax (a colon only
-// before a space or another delimiter), that is retypable. It may say yes for a word inside a block scalar, never no
-// for a plain scalar that is retypable.
+// before a space or another delimiter), that is retypable. It errs
+// towards yes (a word of a block scalar counts); what it can miss is a
+// scalar after a quote left open inside a block scalar and closed by a
+// later one.
 func mayRewrite(raw []byte) bool {
 	start := -1 // of the current word
 	for i := 0; i <= len(raw); i++ {
@@ -162,7 +164,7 @@ func mayRewrite(raw []byte) bool {
 				return true // unterminated: let the parser say
 			}
 			i = j
-		case start < 0 && c == '#':
+		case start < 0 && c == '#' && (i == 0 || strings.IndexByte(" \t\r\n", raw[i-1]) >= 0):
 			for i < len(raw) && raw[i] != '\n' {
 				i++
 			}

@@ -100,6 +100,7 @@ func TestMayRewrite(t *testing.T) {
 		{"a: x:1", false},
 		{"a: x,1", true}, // a comma delimits in flow mappings only: a yes too many
 		{"a: 'open", true},
+		{"a: [x,#, yes]", true},     // # starts a comment after a space only
 		{"a: |\n  2 nodes\n", true}, // a block scalar: the parse says no
 	} {
 		t.Run(tt.raw, func(t *testing.T) { assert.Equal(t, tt.want, mayRewrite([]byte(tt.raw))) })
