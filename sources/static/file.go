@@ -87,26 +87,23 @@ func (s *Source) readFrom(f io.ReadSeeker, regular bool) ([]sources.Cluster, err
 	if raw == nil {
 		cs, sum, ok = decodeItems(f, len(s.fromFile), filepath.Dir(s.path))
 	}
+	if !ok && raw == nil { // the same file, not the path again: it may have been replaced since
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("read clusters file: %w", err)
+		}
+		if raw, err = io.ReadAll(f); err != nil {
+			return nil, fmt.Errorf("read clusters file: %w", err)
+		}
+		sum = sha256.Sum256(raw)
+	}
+	if regular && sum != first {
+		return nil, fmt.Errorf("read clusters file %s: %w", s.path, errChangedWhileRead)
+	}
 	if !ok {
-		if raw == nil { // the same file, not the path again: it may have been replaced since
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
-				return nil, fmt.Errorf("read clusters file: %w", err)
-			}
-			if raw, err = io.ReadAll(f); err != nil {
-				return nil, fmt.Errorf("read clusters file: %w", err)
-			}
-			sum = sha256.Sum256(raw)
-		}
-		if regular && sum != first {
-			return nil, fmt.Errorf("read clusters file %s: %w", s.path, errChangedWhileRead)
-		}
 		if cs, err = s.decodeFile(raw); err != nil {
 			s.failedSum, s.failed = sum, err
 			return nil, err
 		}
-	}
-	if regular && sum != first {
-		return nil, fmt.Errorf("read clusters file %s: %w", s.path, errChangedWhileRead)
 	}
 	s.lastSum, s.fromFile = sum, cs
 	s.failed = nil
