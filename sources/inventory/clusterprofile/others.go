@@ -162,6 +162,8 @@ func (l *Ledger) deleteAsWritten(ctx context.Context, s *stored) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("get clusterprofile %s to delete it: %w", s.name, err)
+	case obj.GetLabels()[LabelOwner] != l.opts.OwnerID || obj.GetLabels()[LabelManager] != Manager:
+		return nil // ours is gone: the name holds someone else's object, never ours to delete
 	}
 	if sum := sha256.Sum256([]byte(obj.GetAnnotations()[AnnotationRecord])); s.record != ([sha256.Size]byte{}) && sum != s.record {
 		l.written.forget(s.record)

@@ -338,3 +338,20 @@ func TestSourceRecordsOnTheirWayWhenTheNewLeaderWrites(t *testing.T) {
 	assert.Contains(t, c.configMapData(t, h.leader)[SourcesKey], "the new leader's")
 	assert.NotContains(t, c.configMapData(t, h.leader)[SourcesKey], "the deposed leader's")
 }
+
+// TestDepartureLeavesAnObjectNotOurs: an object of another owner that took
+// the name of a departed cluster's ClusterProfile (ours deleted by hand,
+// then the name reused) is not deleted by the departure.
+func TestDepartureLeavesAnObjectNotOurs(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	h := newHandover(t, c)
+	name := objectName("owner-1", &h.b.Clusters[h.i])
+	require.NoError(t, c.adminDy.Resource(Resource).Namespace(c.ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	c.createRaw(t, name, map[string]string{LabelManager: Manager, LabelOwner: "owner-2", LabelSource: "rancher"}, nil)
+	for range 2 { // nor by a later save
+		require.NoError(t, h.deposed.Save(ctx, h.departed()))
+	}
+	_, err := c.adminDy.Resource(Resource).Namespace(c.ns).Get(ctx, name, metav1.GetOptions{})
+	assert.NoError(t, err, "another owner's object is kept")
+}
