@@ -127,13 +127,17 @@ func check(n *yamlv3.Node, path string, key bool, out *[]Rewrite) {
 	*out = append(*out, Rewrite{Line: n.Line, Path: pathOrTop(path), Key: key, Written: n.Value, Read: read})
 }
 
+// numberStarts are the first characters of what YAML 1.1 may read as a
+// number (or, for ~, as null).
+const numberStarts = "0123456789+-.~"
+
 // retypable reports whether YAML 1.1 may read the plain scalar s as
 // something else than a string: a number, a boolean or null.
 func retypable(s string) bool {
 	if s == "" {
 		return false // null, decoded as "": what is written
 	}
-	if strings.ContainsRune("0123456789+-.~", rune(s[0])) {
+	if strings.IndexByte(numberStarts, s[0]) >= 0 {
 		return true
 	}
 	switch strings.ToLower(s) {
@@ -188,7 +192,7 @@ func retypableWord(w []byte) bool {
 		return false
 	}
 	if len(w) > len("false") {
-		return strings.IndexByte("0123456789+-.~", w[0]) >= 0
+		return strings.IndexByte(numberStarts, w[0]) >= 0
 	}
 	var lower [len("false")]byte
 	for i, c := range w {
