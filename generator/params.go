@@ -2,7 +2,6 @@ package generator
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -46,28 +45,11 @@ type response struct {
 	} `json:"output"`
 }
 
-var invalidDNSNameChars = regexp.MustCompile(`[^-a-z0-9.]`)
-
-// SanitizeName applies the rule of Argo CD's utils.SanitizeName, which the
-// cluster generator uses for nameNormalized: lower case, every character
-// other than [-a-z0-9.] replaced by '-', at most 253 characters, leading and
-// trailing '-' and '.' trimmed.
-func SanitizeName(name string) string {
-	name = strings.ToLower(name)
-	if strings.ContainsFunc(name, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '.' }) {
-		name = invalidDNSNameChars.ReplaceAllString(name, "-")
-	}
-	if len(name) > 253 {
-		name = name[:253]
-	}
-	return strings.Trim(name, "-.")
-}
-
 // ClusterParameters renders one cluster. Nothing secret is read: the model
 // holds none.
 func ClusterParameters(c *sources.Cluster) Parameters {
 	p := Parameters{
-		Name: c.Name, NameNormalized: SanitizeName(c.Name), Server: c.Server, Project: c.Project,
+		Name: c.Name, NameNormalized: sources.NormalizedName(c.Name), Server: c.Server, Project: c.Project,
 		Metadata: Metadata{Labels: c.Labels, Annotations: c.Annotations},
 		Provider: string(c.Provider), Source: c.Source, Region: c.Region, Tenant: c.Tenant,
 		KubernetesVersion: c.KubernetesVersion, Phase: string(c.Phase.OrReady()), State: c.State,

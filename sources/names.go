@@ -9,6 +9,24 @@ import (
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
+var invalidDNSNameChars = regexp.MustCompile(`[^-a-z0-9.]`)
+
+// NormalizedName is Argo CD's utils.SanitizeName of name, what its cluster
+// generator gives as nameNormalized and what Application names are made
+// of: lower case, every character other than [-a-z0-9.] replaced by '-',
+// at most 253 characters, leading and trailing '-' and '.' trimmed. Two
+// clusters whose names normalize alike would make one Application name.
+func NormalizedName(name string) string {
+	name = strings.ToLower(name)
+	if strings.ContainsFunc(name, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '.' }) {
+		name = invalidDNSNameChars.ReplaceAllString(name, "-")
+	}
+	if len(name) > 253 {
+		name = name[:253]
+	}
+	return strings.Trim(name, "-.")
+}
+
 // HashedName is a deterministic, DNS-safe Kubernetes object name, unique
 // per identity: readable lower-cased, every other character replaced by
 // '-', cut to fit 253 characters, then a short hash of identity. Two

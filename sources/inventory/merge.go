@@ -99,10 +99,15 @@ func (inv *Inventory) establishedAt(c *sources.Cluster) time.Time {
 // resolveNames keeps one cluster per name: the only one, else the one
 // that holds the name (was served under it), else the one established
 // first; a name listed twice with none established is served to none.
+// Names are compared as Argo CD's cluster generator normalizes them
+// (sources.NormalizedName): Application names are made of the normalized
+// name, so "Prod_EU" listed next to an established "prod-eu" would take
+// over its Application; it is a newcomer to that name like any other.
 func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, []Conflict) {
 	byName := map[string][]*sources.Cluster{}
 	for _, c := range cs {
-		byName[c.Name] = append(byName[c.Name], c)
+		key := sources.NormalizedName(c.Name)
+		byName[key] = append(byName[key], c)
 	}
 	served := make([]*sources.Cluster, 0, len(cs))
 	var conflicts []Conflict
@@ -120,7 +125,7 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 			}
 		}
 		for _, c := range group { // only the cluster in the last answer under name holds it
-			if r := inv.recordOf(c); r != nil && r.Holds == name {
+			if r := inv.recordOf(c); r != nil && r.Holds != "" && sources.NormalizedName(r.Holds) == name {
 				winner = c
 				break
 			}
@@ -128,8 +133,12 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 		conflict := Conflict{Name: name}
 		for _, c := range group {
 			conflict.Sources = append(conflict.Sources, c.Source)
+			if c.Name != name && !slices.Contains(conflict.Names, c.Name) {
+				conflict.Names = append(conflict.Names, c.Name)
+			}
 		}
 		sort.Strings(conflict.Sources)
+		sort.Strings(conflict.Names)
 		if winner != nil {
 			conflict.KeptSource = winner.Source
 			served = append(served, winner)

@@ -71,3 +71,61 @@ func TestANameLostIsNoLongerHeld(t *testing.T) {
 	assert.Equal(t, "s2", snap.Clusters[0].Source)
 	assert.Equal(t, []Conflict{{Name: "a", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
 }
+
+// TestNamesNormalizedAlike: Argo CD makes Application names of the
+// normalized name, so two clusters whose names normalize alike compete
+// for one name as two clusters of the same name do.
+func TestNamesNormalizedAlike(t *testing.T) {
+	named := func(name, host string) sources.Cluster {
+		c := inPhase(host, sources.PhaseReady)
+		c.Name = name
+		return c
+	}
+	cases := []struct {
+		name                 string
+		first, then          [2][]sources.Cluster // the listings of s1 and s2
+		wantServer, wantName string               // the one cluster served at the end, if any
+		want                 Conflict
+	}{{
+		name:       "a newcomer normalized alike does not take the established name",
+		first:      [2][]sources.Cluster{{named("prod-eu", "a")}, nil},
+		then:       [2][]sources.Cluster{{named("prod-eu", "a")}, {named("Prod_EU", "b")}},
+		wantServer: "https://a.example.com", wantName: "prod-eu",
+		want: Conflict{Name: "prod-eu", Names: []string{"Prod_EU"}, Sources: []string{"s1", "s2"}, KeptSource: "s1"},
+	}, {
+		name:       "the holder renamed to a name normalized alike keeps it",
+		first:      [2][]sources.Cluster{{named("prod-eu", "a")}, nil},
+		then:       [2][]sources.Cluster{{named("Prod-EU.", "a")}, {named("prod-eu", "b")}},
+		wantServer: "https://a.example.com", wantName: "Prod-EU.",
+		want: Conflict{Name: "prod-eu", Names: []string{"Prod-EU."}, Sources: []string{"s1", "s2"}, KeptSource: "s1"},
+	}, {
+		name: "newcomers normalized alike: neither is served",
+		then: [2][]sources.Cluster{{named("team_a", "a")}, {named("Team-A", "b")}},
+		want: Conflict{Name: "team-a", Names: []string{"Team-A", "team_a"}, Sources: []string{"s1", "s2"}},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s1, s2 := &listings{}, &listings{}
+			inv := newLifecycleInventory(t, Departure{}, time.Second, s1, s2)
+			if tc.first[0] != nil || tc.first[1] != nil {
+				s1.set(tc.first[0]...)
+				s2.set(tc.first[1]...)
+				require.NoError(t, inv.RefreshAll(context.Background()))
+			}
+			s1.set(tc.then[0]...)
+			s2.set(tc.then[1]...)
+			require.NoError(t, inv.RefreshAll(context.Background()))
+			snap := inv.Snapshot()
+			if tc.wantServer == "" {
+				assert.Empty(t, snap.Clusters)
+			} else if assert.Len(t, snap.Clusters, 1) {
+				assert.Equal(t, tc.wantServer, snap.Clusters[0].Server)
+				assert.Equal(t, tc.wantName, snap.Clusters[0].Name)
+			}
+			assert.Equal(t, []Conflict{tc.want}, snap.Conflicts)
+			for _, n := range append([]string{tc.want.Name}, tc.want.Names...) {
+				assert.True(t, snap.Present(n), "%s is present: a Secret written under it is not pruned by name", n)
+			}
+		})
+	}
+}

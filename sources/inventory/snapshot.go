@@ -27,11 +27,17 @@ type SourceState struct {
 	Retired bool `json:"retired,omitempty"`
 }
 
-// Conflict is a cluster name listed more than once. The cluster that was
-// served under that name first (Kept) keeps it; the others (newcomers) are
-// not served. When none was served before, none is served.
+// Conflict is a cluster name listed more than once, or names that Argo CD
+// normalizes alike (see Name). The cluster that was served under that name
+// first (Kept) keeps it; the others (newcomers) are not served. When none
+// was served before, none is served.
 type Conflict struct {
+	// Name is the name the clusters share, as Argo CD normalizes it
+	// (sources.NormalizedName).
 	Name string `json:"name"`
+	// Names are the clusters' names as listed, where they differ from
+	// Name ("Prod_EU" next to "prod-eu").
+	Names []string `json:"names,omitempty"`
 	// Sources lists the source of each cluster with that name (a source may
 	// appear twice when it listed the name twice).
 	Sources []string `json:"sources"`
@@ -139,7 +145,7 @@ func (s *Snapshot) Present(name string) bool {
 		}
 	}
 	for _, c := range s.Conflicts {
-		if c.Name == name {
+		if c.Name == name || slices.Contains(c.Names, name) {
 			return true
 		}
 	}
