@@ -11,7 +11,7 @@ import (
 const maxCachedBody = 4 << 10
 
 // maxSelectionBytes bounds the selections held at once (runBytes per
-// run). A selection of n clusters has at most n runs (every other cluster
+// run, and the bytes of the filter keyed). A selection of n clusters has at most n runs (every other cluster
 // of the snapshot), so at 10,000 clusters one takes at most ~40 KB and a
 // client sending many distinct filters cannot make the cache grow without
 // bound.
@@ -100,7 +100,10 @@ func (c *responseCache) putBody(version uint64, body []byte, r Result) {
 }
 
 func (c *responseCache) putFilter(version uint64, key string, r Result) {
-	size := len(r.runs) * runBytes
+	// the key counts too: it holds the filter's nameRegex and labelSelector
+	// as sent, up to a body's size, and a filter that selects nothing has
+	// no runs
+	size := len(r.runs)*runBytes + len(key)
 	c.put(version, func() {
 		if len(c.byFilter) >= c.max || c.bytes+size > c.maxBytes {
 			// byBody entries share these selections: drop both, or the

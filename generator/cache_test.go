@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestResponseCacheIsBounded(t *testing.T) {
 	assert.False(t, ok, "body entries share the selections and go with them")
 	_, ok = c.getFilter(1, "b")
 	assert.True(t, ok)
-	assert.Equal(t, 7*runBytes, c.bytes)
+	assert.Equal(t, 7*runBytes+len("b"), c.bytes)
 
 	c.putFilter(1, "huge", answer(13))
 	_, ok = c.getFilter(1, "huge")
@@ -38,7 +39,7 @@ func TestResponseCacheIsBounded(t *testing.T) {
 	c.putFilter(1, "none", answer(0))
 	_, ok = c.getFilter(1, "none")
 	assert.True(t, ok, "an empty selection is kept")
-	assert.Equal(t, runBytes, c.bytes, "one run however many clusters it holds")
+	assert.Equal(t, runBytes+len("all")+len("none"), c.bytes, "one run however many clusters it holds, and the keys")
 
 	c.maxBytes = 1 << 30
 	for i := range 2000 {
@@ -49,7 +50,25 @@ func TestResponseCacheIsBounded(t *testing.T) {
 	c.putFilter(2, "new", answer(10))
 	_, ok = c.getFilter(1, "b")
 	assert.False(t, ok, "a new snapshot version empties the cache")
-	assert.Equal(t, 10*runBytes, c.bytes)
+	assert.Equal(t, 10*runBytes+len("new"), c.bytes)
+}
+
+// TestResponseCacheCountsKeys: a filter's key holds its nameRegex and
+// labelSelector as sent, up to a request body's size; filters that
+// select nothing (no runs) must not hold memory without bound.
+func TestResponseCacheCountsKeys(t *testing.T) {
+	c := newResponseCache(4096)
+	pad := strings.Repeat("x", 64<<10)
+	for i := range 1000 {
+		c.putFilter(1, fmt.Sprintf("nameRegex=%d%s", i, pad), Result{})
+		require.LessOrEqual(t, c.bytes, c.maxBytes)
+	}
+	held := 0
+	for k := range c.byFilter {
+		held += len(k)
+	}
+	assert.LessOrEqual(t, held, maxSelectionBytes, "the keys held are within the cache's budget")
+	assert.Equal(t, held, c.bytes)
 }
 
 func TestResponseCacheEncodesOncePerVersion(t *testing.T) {
