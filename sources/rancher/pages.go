@@ -33,7 +33,9 @@ func listingPager[P any](l *listing) pager[P] {
 // fails the whole: a missing page is not an empty one; so does a last
 // page (no next link) when the pages held fewer items than its
 // pagination.total (norman's count of the whole collection at that
-// request): a next link lost on the way, or pages cut short.
+// request): a next link lost on the way, or pages cut short. A last page
+// without a total after pages that gave one is not complete either: norman
+// gives the total on every page of a limited listing.
 func followPages[P interface {
 	*T
 	page
@@ -43,6 +45,7 @@ func followPages[P interface {
 	seenLinks := map[string]bool{}
 	what := name + " page 1"
 	var got int64
+	counted := false // an earlier page gave a pagination.total
 	for n := 2; ; n++ {
 		if err := take(what, p, err); err != nil {
 			return err
@@ -53,12 +56,17 @@ func followPages[P interface {
 		if c.Pagination != nil {
 			next = c.Pagination.Next
 		}
+		total := c.Pagination != nil && c.Pagination.Total != nil
 		if next == "" { // the last page (partial is set on every page after the first too)
-			if c.Pagination != nil && c.Pagination.Total != nil && got < *c.Pagination.Total {
+			switch {
+			case total && got < *c.Pagination.Total:
 				return invalid(op, "%s: the pages held %d items of the %d its pagination counts", what, got, *c.Pagination.Total)
+			case !total && counted:
+				return invalid(op, "%s: the last page gives no pagination total where the pages before it did", what)
 			}
 			return nil
 		}
+		counted = counted || total
 		link, lerr := pg.onOrigin(next)
 		if lerr != nil {
 			return invalid(op, "%s: next link: %w", what, lerr)
