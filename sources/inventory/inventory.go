@@ -321,13 +321,16 @@ func (inv *Inventory) Trigger(name string) bool {
 // SnapshotAndListings returns the current snapshot together with, per
 // source, the start time of the successful listing it holds. Both are read
 // at once, so a consumer counting listings (the Secret reconciler's prune
-// countdown) never counts a listing the snapshot does not reflect.
+// countdown) never counts a listing the snapshot does not reflect. A
+// source synced only by what the ledger held (a new leader before its
+// first listing of it) has no entry: its snapshot part is the last term's,
+// and counting it would count a listing nobody made.
 func (inv *Inventory) SnapshotAndListings() (*Snapshot, map[string]time.Time) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	listings := make(map[string]time.Time, len(inv.states))
 	for _, st := range inv.states {
-		if st.status.Synced {
+		if st.status.Synced && !st.status.LastSuccess.IsZero() {
 			listings[st.spec.Name] = st.status.LastSuccess
 		}
 	}

@@ -232,3 +232,35 @@ func TestATermEndedDuringTheLoadIsNotLoaded(t *testing.T) {
 	<-done
 	assert.False(t, inv.Loaded())
 }
+
+// TestALoadedSourceHasNoListingYet: a new leader holds its sources as the
+// ledger does, synced, before it lists them; SnapshotAndListings gives a
+// source a listing only once this process has listed it, so that the
+// Secret reconciler's prune countdown never counts a listing nobody made
+// (with prune.afterListings 1 it would delete a Secret the last term
+// wrote before its ledger save).
+func TestALoadedSourceHasNoListingYet(t *testing.T) {
+	mem := NewMemory()
+	a := cluster("a")
+	a.ID, a.Source = "id-a", "s1"
+	require.NoError(t, mem.Save(context.Background(), Book{
+		Sources:  []SourceRecord{{Name: "s1", Provider: sources.ProviderStatic, Synced: true}},
+		Clusters: []Record{{Source: "s1", ID: "id-a", Rendering: &a, Served: true, Established: time.Now().Add(-time.Hour), Holds: "a"}}}))
+	src := blocking{release: make(chan struct{})}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Ledger: mem})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	defer func() { cancel(); close(src.release); <-done }()
+	require.Eventually(t, func() bool { st, _ := inv.Snapshot().Source("s1"); return st.Synced }, 5*time.Second, time.Millisecond,
+		"the ledger loaded: s1 synced as it says")
+
+	snap, listings := inv.SnapshotAndListings()
+	assert.Equal(t, []string{"a"}, names(snap), "served as the ledger says")
+	assert.NotContains(t, listings, "s1", "no listing of s1 in this term yet")
+
+	src.release <- struct{}{}
+	require.Eventually(t, func() bool { _, l := inv.SnapshotAndListings(); return !l["s1"].IsZero() }, 5*time.Second, time.Millisecond,
+		"this term's listing counts")
+}
