@@ -203,7 +203,7 @@ type serveHooks struct {
 // serveFlags declares serve's flags on fs.
 func serveFlags(fs *flag.FlagSet) (listen *string, dryRun *bool, logs *logFlags) {
 	return fs.String("listen", "", "override server.listen with this `ADDR` (host:port)"),
-		fs.Bool("dry-run", false, "compute and log cluster Secret plans, write nothing (sets secrets.dryRun)"),
+		fs.Bool("dry-run", false, "compute and log cluster Secret plans, write no Secret, token or ApplicationSet refresh (sets secrets.dryRun; the ledger is still written)"),
 		declareLogFlags(fs)
 }
 

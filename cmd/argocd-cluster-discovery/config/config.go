@@ -254,7 +254,7 @@ func (c *Config) Refresh() appsetrefresh.Config {
 	r := c.ApplicationSetRefresh
 	out := appsetrefresh.Config{
 		PluginConfigMap: r.PluginConfigMap, Namespaces: r.Namespaces, Debounce: r.Debounce.Std(),
-		DryRun: c.Secrets.DryRun, // --dry-run promises no write at all
+		DryRun: c.Secrets.DryRun, // --dry-run writes nothing Argo CD reads
 	}
 	if len(out.Namespaces) == 0 {
 		out.Namespaces = []string{c.Secrets.Namespace}
