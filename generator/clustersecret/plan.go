@@ -137,7 +137,8 @@ func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.De
 //	found by identity, content equal    served                          nothing
 //	foreign Secret, same server         served, ours exists             clash: reported, ours left as it is
 //	ours for another cluster, same      served                          clash: reported, no create; ours for
-//	server                                                              this cluster left as it is
+//	server, or same cluster name and                                    this cluster left as it is
+//	not renamed away in this plan
 //	foreign Secret, same cluster name   served, ours exists             clash: reported, ours kept up to date
 //	                                                                    (left as it is if ours was renamed onto it)
 //	any                                 served but held, unserved,
@@ -158,6 +159,7 @@ func (c *Changes) Writes() int { return len(c.Create) + len(c.Update) + len(c.De
 func Plan(in Input) Changes {
 	var ch Changes
 	cur := indexCurrent(in.Current, in.OwnerID)
+	cur.claimed = claimed(in.Desired, &cur)
 	matched := map[string]bool{}
 	for _, d := range in.Desired {
 		planDesired(&ch, &cur, matched, d, in.Policy)
@@ -184,8 +186,13 @@ type secretIndex struct {
 	// byLegacyName ours written before the cluster-id annotation existed,
 	// by source and cluster name.
 	owned, byIdentity, byLegacyName map[string]*Record
-	// ownedByServer holds ours by server (sources.ServerKey).
-	ownedByServer map[string]*Record
+	// ownedByServer holds ours by server (sources.ServerKey), and
+	// ownedByCluster by Argo CD cluster name; each also holds the Secrets
+	// the plan creates, as it plans them.
+	ownedByServer, ownedByCluster map[string]*Record
+	// claimed names ours that a desired cluster finds by its identity:
+	// the name each will hold once written (see claimed).
+	claimed map[string]string
 	// foreignByName holds the Secrets we do not own by name, and
 	// foreignByServer and foreignByCluster the cluster Secrets among them
 	// by server and by Argo CD cluster name.
@@ -194,12 +201,16 @@ type secretIndex struct {
 
 func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 	c := secretIndex{owned: map[string]*Record{}, byIdentity: map[string]*Record{}, byLegacyName: map[string]*Record{},
-		ownedByServer: map[string]*Record{}, foreignByName: map[string]*Record{}, foreignByServer: map[string]*Record{}, foreignByCluster: map[string]*Record{}}
+		ownedByServer: map[string]*Record{}, ownedByCluster: map[string]*Record{},
+		foreignByName: map[string]*Record{}, foreignByServer: map[string]*Record{}, foreignByCluster: map[string]*Record{}}
 	for _, s := range secrets {
 		if s.owned(ownerID) {
 			c.owned[s.Name] = s
 			if s.server != "" {
 				c.ownedByServer[sources.ServerKey(s.server)] = s
+			}
+			if s.name != "" {
+				c.ownedByCluster[s.name] = s
 			}
 			if id := s.clusterID; id != "" {
 				c.byIdentity[Identity(s.Label(LabelSource), id)] = s
@@ -220,6 +231,38 @@ func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 		}
 	}
 	return c
+}
+
+// claimed returns, for each Secret of ours a desired cluster finds by its
+// identity, the Argo CD cluster name that cluster wants it to hold.
+func claimed(desired []Desired, c *secretIndex) map[string]string {
+	out := make(map[string]string, len(desired))
+	for _, d := range desired {
+		cur := c.byIdentity[Identity(d.Source, d.ID)]
+		if cur == nil {
+			cur = c.byLegacyName[Identity(d.Source, d.Cluster)]
+		}
+		if cur != nil {
+			out[cur.Name] = d.Cluster
+		}
+	}
+	return out
+}
+
+// ownCluster returns ours, other than cur, that holds Argo CD cluster
+// name n and will still hold it once the plan is written: a departed or
+// unknown cluster's Secret kept (not sync, pinned, breaker, countdown), or
+// one created in this plan. One claimed by a desired cluster renamed
+// away from n does not hold it.
+func (c *secretIndex) ownCluster(n string, cur *Record) *Record {
+	s := c.ownedByCluster[n]
+	if s == nil || s == cur {
+		return nil
+	}
+	if want, ok := c.claimed[s.Name]; ok && want != n {
+		return nil
+	}
+	return s
 }
 
 // planDesired plans the Secret of d: a create, an update in place, nothing,
@@ -253,8 +296,18 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 			matched[d.name] = true // another cluster's: never updated, never pruned for this one
 		case ownServer != nil:
 			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: ownServer.Name, By: "server"})
+		case c.ownCluster(d.Cluster, nil) != nil:
+			// ours for a cluster that left under that name, kept: Argo CD
+			// would refuse the name both hold
+			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.ownedByCluster[d.Cluster].Name, By: "cluster name"})
 		default:
 			ch.Create = append(ch.Create, d)
+			// claimed within the plan: a second cluster of this server
+			// or name (two spellings of a server both established)
+			// clashes with it rather than getting a second Secret
+			created := &Record{Name: d.name, server: d.server, name: d.Cluster}
+			c.ownedByServer[sources.ServerKey(d.server)] = created
+			c.ownedByCluster[d.Cluster] = created
 			return
 		}
 		if d.cluster != nil && issuedOf(d.cluster, d.opts) != nil {
@@ -266,6 +319,13 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 	if holder := cmp.Or(foreignServer, ownServer); holder != nil {
 		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: holder.Name, By: "server"})
 		clearCountdown(ch, cur)
+		return
+	}
+	if other := c.ownCluster(d.Cluster, cur); other != nil && cur.name != d.Cluster {
+		// renamed onto the name ours for another cluster keeps: the
+		// newcomer, left as it is
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: other.Name, By: "cluster name"})
+		ch.Unchanged++
 		return
 	}
 	if f := c.foreignByCluster[d.Cluster]; f != nil {

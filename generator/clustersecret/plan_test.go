@@ -397,3 +397,42 @@ func TestChangesStringIsShort(t *testing.T) {
 	assert.Equal(t, "create=1000[cluster-fleet-0000,cluster-fleet-0001,cluster-fleet-0002,cluster-fleet-0003,cluster-fleet-0004,…] "+
 		"update=0[] delete=0[] blocked=0[] clashes=0 pending=0 unchanged=7", s)
 }
+
+// TestPlanOneSecretPerClusterName: Argo CD refuses a destination name two
+// cluster Secrets share, so no plan makes two of ours hold one Argo CD
+// cluster name or one server: a Secret of ours kept for a cluster that
+// left (not sync, pinned, the breaker, a countdown) keeps its name, and
+// the newcomer under it gets none until it goes.
+func TestPlanOneSecretPerClusterName(t *testing.T) {
+	recreated := cl("prod", withID("c-new"), func(c *sources.Cluster) { c.Server = "https://rancher.example.com/k8s/clusters/c-new" })
+	departed := cl("prod", withID("c-old"), func(c *sources.Cluster) { c.Server = "https://rancher.example.com/k8s/clusters/c-old" })
+	renamed := func(from, to string) sources.Cluster {
+		return cl(to, withID(from), func(c *sources.Cluster) { c.Server = "https://" + from + ".example.com" })
+	}
+	spelled := func(name, server string) sources.Cluster {
+		return cl(name, func(c *sources.Cluster) { c.Server = server })
+	}
+	runPlan(t, []planCase{
+		{name: "a cluster re-created under the name of one that left: ours for the one that left keeps it",
+			served:  []sources.Cluster{recreated},
+			current: []corev1.Secret{current(t, departed)},
+			want: planWant{unchanged: 1, clashes: []Clash{{Cluster: "prod", Secret: SecretName("cluster", "fleet", "prod", "c-old"), By: "cluster name"}},
+				pending: []string{SecretName("cluster", "fleet", "prod", "c-old") + ":1/3:policy upsert-only never deletes"}}},
+		{name: "renamed onto the name ours for a cluster that left holds: left as it is",
+			served:  []sources.Cluster{renamed("a", "b")},
+			current: []corev1.Secret{current(t, cl("b")), current(t, cl("a"))},
+			want: planWant{unchanged: 2, clashes: []Clash{{Cluster: "b", Secret: sn("b"), By: "cluster name"}},
+				pending: []string{sn("b") + ":1/3:policy upsert-only never deletes"}}},
+		{name: "two clusters swap their names: both renamed in place",
+			served:  []sources.Cluster{renamed("a", "b"), renamed("b", "a")},
+			current: []corev1.Secret{current(t, cl("a")), current(t, cl("b"))},
+			want:    planWant{update: map[string]string{sn("a"): "content", sn("b"): "content"}}},
+		{name: "renamed onto a name another served cluster leaves",
+			served:  []sources.Cluster{renamed("a", "b"), renamed("b", "c")},
+			current: []corev1.Secret{current(t, cl("a")), current(t, cl("b"))},
+			want:    planWant{update: map[string]string{sn("a"): "content", sn("b"): "content"}}},
+		{name: "two new clusters on two spellings of one server: one Secret",
+			served: []sources.Cluster{spelled("x", "https://api.example.com"), spelled("y", "https://API.example.com:443/")},
+			want:   planWant{create: []string{sn("x")}, clashes: []Clash{{Cluster: "y", Secret: sn("x"), By: "server"}}}},
+	})
+}
