@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -233,6 +234,27 @@ func TestCreateOnlyMintsNoTokenItCannotWrite(t *testing.T) {
 	assert.Equal(t, 2, k.get(func(k *keeper) any { return k.issuedFor["c-a"] }), "no token asked for once the Secret is known not to take it")
 	assert.Equal(t, "c-a-m1", bearers(t, e)["c-a"], "the Secret keeps the token it was created with")
 	assert.Empty(t, k.get(func(k *keeper) any { return k.released }), "nothing the Secret holds is revoked")
+}
+
+// TestDeselectedClusterGetsNoToken: a cluster outside secrets.select gets
+// no Secret, so no token is minted for it either (a live credential that
+// no Secret would hold, renewed every term).
+func TestDeselectedClusterGetsNoToken(t *testing.T) {
+	e := newEnv(t)
+	_, inv := issuingInventory(t, 2, "in", "out")
+	k := newKeeper()
+	r, err := New(testConfig(e, func(c *Config) {
+		c.Issuers = map[string]sources.TokenIssuer{"fleet": k}
+		c.Select = func(c *sources.Cluster) bool { return c.Name == "in" }
+	}), e.client, inv, nil, nil)
+	require.NoError(t, err)
+	for range 2 {
+		r.newTerm()
+		pass(t, r)
+	}
+	assert.Equal(t, []string{"c-in"}, slices.Sorted(maps.Keys(bearers(t, e))), "one Secret, the selected cluster's")
+	assert.Zero(t, k.get(func(k *keeper) any { return k.issuedFor["c-out"] }), "no token minted for the cluster outside secrets.select")
+	assert.NotZero(t, k.get(func(k *keeper) any { return k.issuedFor["c-in"] }))
 }
 
 // TestDepartureReleasesTheTokenUnderUpsertOnly: upsert-only never deletes

@@ -268,15 +268,9 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 	resolve, read := r.tokenResolver(ctx, parked)
 	defer func() { r.readsTokens.Store(read()) }()
 	r.releaseDeparted(ctx, snap)
-	if !r.cfg.DryRun {
-		r.adoptTokens(ctx)
-		prefetchIssued(ctx, snap.Clusters, &r.cfg.Options, resolve)
-	}
-	var desired []Desired
 	held, deselected := map[string]bool{}, map[string]bool{}
-	var heldNames []string
-	for i := range snap.Clusters {
-		c := snap.Clusters[i]
+	selected := make([]*sources.Cluster, 0, len(snap.Clusters))
+	for _, c := range snap.Clusters {
 		// an agent's cluster has the Secret the agent's tooling wrote: none
 		// of ours (one written before its source moved to agent mode counts
 		// down as a deselected cluster's does)
@@ -284,6 +278,15 @@ func (r *Reconciler) pass(ctx context.Context) (Changes, []string, error) {
 			deselected[Identity(c.Source, c.Key())] = true
 			continue
 		}
+		selected = append(selected, c)
+	}
+	if !r.cfg.DryRun {
+		r.adoptTokens(ctx)
+		prefetchIssued(ctx, selected, &r.cfg.Options, resolve) // a cluster that gets no Secret gets no token
+	}
+	var desired []Desired
+	var heldNames []string
+	for _, c := range selected {
 		d, err := Build(c, &r.cfg.Options, resolve)
 		if err != nil {
 			held[Identity(c.Source, c.Key())] = true
