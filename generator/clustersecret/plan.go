@@ -283,36 +283,7 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		ownServer = nil
 	}
 	if cur == nil {
-		switch {
-		case c.foreignByName[d.name] != nil:
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
-		case foreignServer != nil:
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignServer.Name, By: "server"})
-		case c.foreignByCluster[d.Cluster] != nil:
-			// Argo CD refuses a destination name that two clusters share
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByCluster[d.Cluster].Name, By: "cluster name"})
-		case c.owned[d.name] != nil:
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "identity"})
-			matched[d.name] = true // another cluster's: never updated, never pruned for this one
-		case ownServer != nil:
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: ownServer.Name, By: "server"})
-		case c.ownCluster(d.Cluster, nil) != nil:
-			// ours for a cluster that left under that name, kept: Argo CD
-			// would refuse the name both hold
-			ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.ownedByCluster[d.Cluster].Name, By: "cluster name"})
-		default:
-			ch.Create = append(ch.Create, d)
-			// claimed within the plan: a second cluster of this server
-			// or name (two spellings of a server both established)
-			// clashes with it rather than getting a second Secret
-			created := &Record{Name: d.name, server: d.server, name: d.Cluster}
-			c.ownedByServer[sources.ServerKey(d.server)] = created
-			c.ownedByCluster[d.Cluster] = created
-			return
-		}
-		if d.cluster != nil && issuedOf(d.cluster, d.opts) != nil {
-			ch.unwritable = append(ch.unwritable, d)
-		}
+		planCreate(ch, c, matched, d, foreignServer, ownServer)
 		return
 	}
 	matched[cur.Name] = true
@@ -353,6 +324,44 @@ func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired
 		}
 	default: // in place: an upgrade or a rename keeps the Secret
 		ch.Update = append(ch.Update, Update{Old: cur, Want: &d, Reason: "content"})
+	}
+}
+
+// planCreate plans the Secret of d, which has none of ours: a create, or a
+// clash with the Secret that holds its name, server or cluster name
+// (foreignServer and ownServer: the Secrets, not ours and ours, that hold
+// its server). A create claims its server and cluster name within the
+// plan.
+func planCreate(ch *Changes, c *secretIndex, matched map[string]bool, d Desired, foreignServer, ownServer *Record) {
+	switch {
+	case c.foreignByName[d.name] != nil:
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "name"})
+	case foreignServer != nil:
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: foreignServer.Name, By: "server"})
+	case c.foreignByCluster[d.Cluster] != nil:
+		// Argo CD refuses a destination name that two clusters share
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.foreignByCluster[d.Cluster].Name, By: "cluster name"})
+	case c.owned[d.name] != nil:
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: d.name, By: "identity"})
+		matched[d.name] = true // another cluster's: never updated, never pruned for this one
+	case ownServer != nil:
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: ownServer.Name, By: "server"})
+	case c.ownCluster(d.Cluster, nil) != nil:
+		// ours for a cluster that left under that name, kept: Argo CD
+		// would refuse the name both hold
+		ch.Clashes = append(ch.Clashes, Clash{Cluster: d.Cluster, Secret: c.ownedByCluster[d.Cluster].Name, By: "cluster name"})
+	default:
+		ch.Create = append(ch.Create, d)
+		// claimed within the plan: a second cluster of this server
+		// or name (two spellings of a server both established)
+		// clashes with it rather than getting a second Secret
+		created := &Record{Name: d.name, server: d.server, name: d.Cluster}
+		c.ownedByServer[sources.ServerKey(d.server)] = created
+		c.ownedByCluster[d.Cluster] = created
+		return
+	}
+	if d.cluster != nil && issuedOf(d.cluster, d.opts) != nil {
+		ch.unwritable = append(ch.unwritable, d)
 	}
 }
 
