@@ -186,6 +186,12 @@ func buildSpecs(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 	return specs, nil
 }
 
+// joinDelay is how long after the leader established a cluster every
+// replica's answer gives it (inventory.Options.JoinDelay): far above the
+// ledger's watch latency, so that replicas start serving a newcomer
+// together, and small against the time Argo CD takes to act on it.
+const joinDelay = time.Second
+
 func inventoryOptions(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) inventory.Options {
 	jitter := cfg.Inventory.Jitter
 	if jitter == 0 {
@@ -260,7 +266,9 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 	}
 	// the view lists nothing and registers no metrics: the leader's
 	// inventory does both
-	view, err := inventory.New(specs, inventoryOptions(cfg, logger.With("component", "ledger-view"), nil))
+	viewOpts := inventoryOptions(cfg, logger.With("component", "ledger-view"), nil)
+	viewOpts.JoinDelay = joinDelay
+	view, err := inventory.New(specs, viewOpts)
 	if err != nil {
 		return nil, err
 	}

@@ -79,6 +79,27 @@ func (inv *Inventory) restore(b Book) {
 	inv.followed = inv.follower
 }
 
+// scheduleJoin arranges for a follower's snapshot to be published again
+// when its first joining cluster is due (see holdJoining); publish calls
+// it. The caller holds inv.mu.
+func (inv *Inventory) scheduleJoin() {
+	if inv.joinTimer != nil {
+		inv.joinTimer.Stop()
+		inv.joinTimer = nil
+	}
+	if inv.joinAt.IsZero() {
+		return
+	}
+	// at least a moment: a clock that does not move (a test's) must not
+	// make it spin
+	inv.joinTimer = time.AfterFunc(max(inv.joinAt.Sub(inv.now()), 10*time.Millisecond), func() {
+		inv.mu.Lock()
+		defer inv.mu.Unlock()
+		_, _, changed := inv.publish(inv.now()) // schedules the next
+		inv.notify(changed, false)
+	})
+}
+
 // load restores the book the ledger holds, trying again with a growing
 // wait until it succeeds or ctx ends. It reports whether it succeeded: a
 // leader that cannot read the ledger must not list, or it would forget

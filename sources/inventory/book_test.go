@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -331,4 +333,55 @@ func TestNameHolderKeepsItsNameAfterARestart(t *testing.T) {
 			assert.Equal(t, []Conflict{{Name: "b", Sources: []string{"s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
 		})
 	}
+}
+
+// TestFollowerServesANewcomerAfterItsJoinDelay: a follower serves a
+// cluster JoinDelay after the leader established it, so that replicas
+// whose watches bring the record a moment apart start serving it at the
+// same time (a 200 with it from one replica, then one without it from
+// another, would delete the Application Argo CD just created). Until
+// then it is unserved, "joining"; the clusters served already stay, and
+// those of the first answer are served at once.
+func TestFollowerServesANewcomerAfterItsJoinDelay(t *testing.T) {
+	const delay = 2 * time.Second
+	s1 := &listings{}
+	p := newProcess(t, Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.5, HeldListings: 4}, s1)
+	p.clk.mu.Lock()
+	p.clk.now, p.clk.step = time.Now(), 0 // the leader establishes on the clock the follower reads
+	p.clk.mu.Unlock()
+	follower, err := New([]SourceSpec{spec("s1", s1)}, Options{JoinDelay: delay})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); follower.Follow(ctx, p.ledger.(Feed)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	joining := func(name string) func() bool {
+		return func() bool {
+			for _, u := range follower.Snapshot().Unserved {
+				if u.Name == name && strings.HasPrefix(u.Reason, "joining: served from ") {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	serves := func(want ...string) func() bool {
+		return func() bool { return slices.Equal(names(follower.Snapshot()), want) }
+	}
+
+	a := inPhase("a", sources.PhaseReady)
+	s1.set(a)
+	p.list()
+	require.Eventually(t, func() bool { return follower.Snapshot().Synced() }, delay, time.Millisecond)
+	assert.Equal(t, []string{"a"}, names(follower.Snapshot()),
+		"the first answer's clusters are served at once: an answer without them would delete their Applications")
+
+	p.clk.mu.Lock()
+	p.clk.now = time.Now()
+	p.clk.mu.Unlock()
+	s1.set(a, inPhase("b", sources.PhaseReady))
+	p.list()
+	require.Eventually(t, joining("b"), delay, time.Millisecond, "b is joining")
+	assert.Equal(t, []string{"a"}, names(follower.Snapshot()), "a stays served while b joins")
+	require.Eventually(t, serves("a", "b"), 2*delay, time.Millisecond, "served once its join delay passed, with no book to bring it")
 }

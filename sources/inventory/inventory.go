@@ -79,6 +79,12 @@ type Options struct {
 	Tenants map[string]sources.TenantRule
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// JoinDelay, for an inventory that follows a ledger (Follow), is how
+	// long after the leader established a cluster it is served: every
+	// replica whose watch brought the record by then serves it at the same
+	// time, so no replica's 200 drops what another's just gave Argo CD.
+	// Zero or negative: at once.
+	JoinDelay time.Duration
 	// Ledger keeps the records: Run loads them before the first listing
 	// and saves them after each. Nil keeps them in this process only.
 	Ledger Ledger
@@ -162,6 +168,12 @@ type Inventory struct {
 	bySource map[string]*sourceState
 	// departed remembers confirmed departures (see Departed).
 	departed map[clusterKey]Departed
+	// joinDelay is Options.JoinDelay; joinAt the earliest time a joining
+	// cluster of the snapshot is due (zero: none), joinTimer publishes
+	// again then.
+	joinDelay time.Duration
+	joinAt    time.Time
+	joinTimer *time.Timer
 
 	snap atomic.Pointer[Snapshot]
 }
@@ -235,7 +247,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	inv := &Inventory{loaded: true, logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
-		ledger: opts.Ledger, rule: departure, acked: opts.Acknowledged, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
+		ledger: opts.Ledger, joinDelay: opts.JoinDelay, rule: departure, acked: opts.Acknowledged, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {

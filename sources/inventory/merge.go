@@ -36,6 +36,9 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 	kept, dups := dedupe(all, inv.prefer, inv.establishedAt, inv.kindOf)
 	snap.Duplicates = dups
 	snap.Clusters, snap.Conflicts = inv.resolveNames(kept)
+	if inv.follower {
+		snap.Clusters, snap.Unserved, inv.joinAt = inv.holdJoining(snap.Clusters, snap.Unserved, now)
+	}
 	snap.Departed = sortedDeparted(inv.departed, now)
 	slices.SortFunc(snap.Known, compareRefs)
 	sort.Slice(snap.Unserved, func(i, j int) bool { return snap.Unserved[i].Name < snap.Unserved[j].Name })
@@ -45,6 +48,46 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 		snap.Answered = snap.Answered || len(snap.Clusters) > 0 // established now
 	}
 	return snap
+}
+
+// holdJoining takes out of served the newcomers the leader established
+// less than joinDelay before now: they are unserved ("joining") until
+// then. A newcomer joins an answer given before it: the clusters
+// established first (the first answer, at once, as a cold start or a
+// restart with the in-memory ledger establishes them) are never held, or
+// that answer would lack them. It returns when the first of them is due
+// (zero: none). The caller holds inv.mu.
+func (inv *Inventory) holdJoining(served []*sources.Cluster, unserved []Unserved, now time.Time) ([]*sources.Cluster, []Unserved, time.Time) {
+	if inv.joinDelay <= 0 {
+		return served, unserved, time.Time{}
+	}
+	var first time.Time
+	for _, st := range inv.states {
+		for _, r := range st.life.tracked {
+			if !r.Established.IsZero() && (first.IsZero() || r.Established.Before(first)) {
+				first = r.Established
+			}
+		}
+	}
+	var next time.Time
+	out := served[:0:0]
+	for _, c := range served {
+		at := inv.establishedAt(c)
+		due := at.Add(inv.joinDelay)
+		if !at.After(first) || !now.Before(due) {
+			out = append(out, c)
+			continue
+		}
+		unserved = append(unserved, Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: c.Phase, State: c.State,
+			Reason: "joining: served from " + due.UTC().Format(time.RFC3339Nano)})
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	if len(out) == len(served) {
+		return served, unserved, next
+	}
+	return out, unserved, next
 }
 
 // establish marks the clusters of an answer established (since now, for

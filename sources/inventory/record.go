@@ -89,6 +89,9 @@ func (inv *Inventory) publish(now time.Time) (prev, next *Snapshot, changed bool
 	// keep those the records have replaced since for as long as nothing
 	// changes.
 	inv.snap.Store(next)
+	if inv.follower {
+		inv.scheduleJoin()
+	}
 	return prev, next, changed
 }
 
