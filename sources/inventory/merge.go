@@ -61,6 +61,38 @@ func (inv *Inventory) holdJoining(served []*sources.Cluster, unserved []Unserved
 	if inv.joinDelay <= 0 {
 		return served, unserved, time.Time{}
 	}
+	var first, next time.Time
+	var out []*sources.Cluster // nil while none is held: served as it is
+	for i, c := range served {
+		at := inv.establishedAt(c)
+		due := at.Add(inv.joinDelay)
+		if now.Before(due) && first.IsZero() {
+			first = inv.firstEstablished()
+		}
+		if !now.Before(due) || !at.After(first) {
+			if out != nil {
+				out = append(out, c)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]*sources.Cluster, 0, len(served)), served[:i]...)
+		}
+		unserved = append(unserved, Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: c.Phase, State: c.State,
+			Reason: "joining: served from " + due.UTC().Format(time.RFC3339Nano)})
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	if out == nil {
+		return served, unserved, next
+	}
+	return out, unserved, next
+}
+
+// firstEstablished returns when the first of the tracked clusters was
+// established (zero: none). The caller holds inv.mu.
+func (inv *Inventory) firstEstablished() time.Time {
 	var first time.Time
 	for _, st := range inv.states {
 		for _, r := range st.life.tracked {
@@ -69,25 +101,7 @@ func (inv *Inventory) holdJoining(served []*sources.Cluster, unserved []Unserved
 			}
 		}
 	}
-	var next time.Time
-	out := served[:0:0]
-	for _, c := range served {
-		at := inv.establishedAt(c)
-		due := at.Add(inv.joinDelay)
-		if !at.After(first) || !now.Before(due) {
-			out = append(out, c)
-			continue
-		}
-		unserved = append(unserved, Unserved{Name: c.Name, Source: c.Source, ID: c.Key(), Phase: c.Phase, State: c.State,
-			Reason: "joining: served from " + due.UTC().Format(time.RFC3339Nano)})
-		if next.IsZero() || due.Before(next) {
-			next = due
-		}
-	}
-	if len(out) == len(served) {
-		return served, unserved, next
-	}
-	return out, unserved, next
+	return first
 }
 
 // establish marks the clusters of an answer established (since now, for
