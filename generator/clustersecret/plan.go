@@ -238,15 +238,21 @@ func indexCurrent(secrets []*Record, ownerID string) secretIndex {
 func claimed(desired []Desired, c *secretIndex) map[string]string {
 	out := make(map[string]string, len(desired))
 	for _, d := range desired {
-		cur := c.byIdentity[Identity(d.Source, d.ID)]
-		if cur == nil {
-			cur = c.byLegacyName[Identity(d.Source, d.Cluster)]
-		}
-		if cur != nil {
+		if cur := c.find(d); cur != nil {
 			out[cur.Name] = d.Cluster
 		}
 	}
 	return out
+}
+
+// find returns ours that d's cluster finds by its identity (source and
+// id; for a Secret written before the cluster-id annotation, source and
+// cluster name), nil if none.
+func (c *secretIndex) find(d Desired) *Record {
+	if cur := c.byIdentity[Identity(d.Source, d.ID)]; cur != nil {
+		return cur
+	}
+	return c.byLegacyName[Identity(d.Source, d.Cluster)]
 }
 
 // ownCluster returns ours, other than cur, that holds Argo CD cluster
@@ -269,10 +275,7 @@ func (c *secretIndex) ownCluster(n string, cur *Record) *Record {
 // or a clash. matched collects our Secrets that a desired cluster claims.
 func planDesired(ch *Changes, c *secretIndex, matched map[string]bool, d Desired, policy Policy) {
 	foreignServer := c.foreignByServer[sources.ServerKey(d.server)]
-	cur := c.byIdentity[Identity(d.Source, d.ID)]
-	if cur == nil {
-		cur = c.byLegacyName[Identity(d.Source, d.Cluster)]
-	}
+	cur := c.find(d)
 	if cur != nil && matched[cur.Name] {
 		cur = nil // a legacy Secret already taken by another cluster of that name
 	}
