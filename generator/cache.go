@@ -11,10 +11,10 @@ import (
 const maxCachedBody = 4 << 10
 
 // maxSelectionBytes bounds the selections held at once (runBytes per
-// run, and the bytes of the filter keyed). A selection of n clusters has at most n runs (every other cluster
-// of the snapshot), so at 10,000 clusters one takes at most ~40 KB and a
-// client sending many distinct filters cannot make the cache grow without
-// bound.
+// run, and the bytes of the filter keyed). A selection of n clusters has
+// at most n runs (every other cluster of the snapshot), so at 10,000
+// clusters one takes at most ~40 KB and a client sending many distinct
+// filters cannot make the cache grow without bound.
 const maxSelectionBytes = 8 << 20
 
 // responseCache holds the answers for one snapshot version: the snapshot's
