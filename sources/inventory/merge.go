@@ -181,11 +181,19 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 				winner, since = c, at
 			}
 		}
-		for _, c := range group { // only the cluster in the last answer under name holds it
+		// only a cluster in the last answer under name holds it. Two hold
+		// it only when a version that compared names as listed served
+		// both ("a_b" and "a-b"): both stay served, as they were, the
+		// conflict reported; an upgrade drops neither from the answer
+		var holders []*sources.Cluster
+		for _, c := range group {
 			if r := inv.recordOf(c); r != nil && r.Holds != "" && sources.NormalizedName(r.Holds) == name {
-				winner = c
-				break
+				holders = append(holders, c)
 			}
+		}
+		if len(holders) > 0 {
+			sort.Slice(holders, func(i, j int) bool { return holders[i].Name < holders[j].Name })
+			winner = holders[0]
 		}
 		conflict := Conflict{Name: name}
 		for _, c := range group {
@@ -196,13 +204,17 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 		}
 		sort.Strings(conflict.Sources)
 		sort.Strings(conflict.Names)
-		if winner != nil {
+		switch {
+		case len(holders) > 0:
+			conflict.KeptSource = winner.Source
+			served = append(served, holders...)
+		case winner != nil:
 			conflict.KeptSource = winner.Source
 			served = append(served, winner)
 		}
 		conflicts = append(conflicts, conflict)
 	}
-	sort.Slice(served, func(i, j int) bool { return served[i].Name < served[j].Name }) // names are unique here
+	sort.Slice(served, func(i, j int) bool { return served[i].Name < served[j].Name }) // names as listed are unique here
 	sort.Slice(conflicts, func(i, j int) bool { return conflicts[i].Name < conflicts[j].Name })
 	return served, conflicts
 }

@@ -129,3 +129,34 @@ func TestNamesNormalizedAlike(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeKeepsBothHoldersOfANormalizedName: a version that compared
+// names as listed served "a_b" and "a-b" both; after an upgrade that
+// compares them normalized, both stay served (an answer without one would
+// delete its Applications), the conflict reported, and a newcomer under
+// that name is still not served.
+func TestUpgradeKeepsBothHoldersOfANormalizedName(t *testing.T) {
+	x, y := inPhase("x", sources.PhaseReady), inPhase("y", sources.PhaseReady)
+	x.Name, x.Source = "a_b", "s1"
+	y.Name, y.Source = "a-b", "s2"
+	established := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	mem := NewMemory()
+	require.NoError(t, mem.Save(context.Background(), Book{
+		Sources: []SourceRecord{{Name: "s1", Provider: sources.ProviderStatic, Synced: true}, {Name: "s2", Provider: sources.ProviderStatic, Synced: true}},
+		Clusters: []Record{
+			{Source: "s1", ID: x.ID, Rendering: &x, Served: true, Established: established, Holds: x.Name},
+			{Source: "s2", ID: y.ID, Rendering: &y, Served: true, Established: established, Holds: y.Name},
+		}}))
+	s1, s2 := &listings{}, &listings{}
+	inv, err := New([]SourceSpec{spec("s1", s1), spec("s2", s2)}, Options{Ledger: mem})
+	require.NoError(t, err)
+	require.True(t, inv.load(context.Background()))
+	newcomer := inPhase("z", sources.PhaseReady)
+	newcomer.Name = "A_B"
+	s1.set(x, newcomer)
+	s2.set(y)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	snap := inv.Snapshot()
+	assert.Equal(t, []string{"a-b", "a_b"}, names(snap), "both holders stay served; the newcomer is not")
+	assert.Equal(t, []Conflict{{Name: "a-b", Names: []string{"A_B", "a_b"}, Sources: []string{"s1", "s1", "s2"}, KeptSource: "s2"}}, snap.Conflicts)
+}
