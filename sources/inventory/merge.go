@@ -191,9 +191,12 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 				holders = append(holders, c)
 			}
 		}
-		if len(holders) > 0 {
-			sort.Slice(holders, func(i, j int) bool { return holders[i].Name < holders[j].Name })
-			winner = holders[0]
+		kept := holders
+		switch {
+		case len(kept) > 0:
+			sort.Slice(kept, func(i, j int) bool { return kept[i].Name < kept[j].Name })
+		case winner != nil:
+			kept = []*sources.Cluster{winner}
 		}
 		conflict := Conflict{Name: name}
 		for _, c := range group {
@@ -204,13 +207,9 @@ func (inv *Inventory) resolveNames(cs []*sources.Cluster) ([]*sources.Cluster, [
 		}
 		sort.Strings(conflict.Sources)
 		sort.Strings(conflict.Names)
-		switch {
-		case len(holders) > 0:
-			conflict.KeptSource = winner.Source
-			served = append(served, holders...)
-		case winner != nil:
-			conflict.KeptSource = winner.Source
-			served = append(served, winner)
+		if len(kept) > 0 {
+			conflict.KeptSource = kept[0].Source
+			served = append(served, kept...)
 		}
 		conflicts = append(conflicts, conflict)
 	}
