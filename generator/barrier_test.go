@@ -111,39 +111,61 @@ func runUntil(t *testing.T, specs []inventory.SourceSpec, ledger *inventory.Memo
 	return leader
 }
 
-// unsettledFeed has read a ledger that does not add up, and says so.
-type unsettledFeed struct{ reason string }
+// unsettledFeed has read a ledger that does not add up, and says so; or,
+// with a book, delivers it, then says it is behind the ledger.
+type unsettledFeed struct {
+	reason string
+	book   *inventory.Book
+}
 
 func (f unsettledFeed) Watch(ctx context.Context, fn func(inventory.Book)) {
-	fn(inventory.Book{Unsettled: f.reason})
+	if f.book != nil {
+		fn(*f.book)
+		fn(inventory.Book{Behind: f.reason})
+	} else {
+		fn(inventory.Book{Unsettled: f.reason})
+	}
 	<-ctx.Done()
 }
 
 // TestUnsettledLedgerIsA503WithItsReason: a replica whose feed has read a
-// ledger it cannot take (its objects do not add up) is ready and answers
-// every request 503 with the reason, which Argo CD shows, rather than
-// being taken out of the Service (connection refused, no message).
+// ledger it cannot take (its objects do not add up), or whose view of the
+// ledger is behind it (its watch failing) once it had a book, is ready and
+// answers every request 503 with the reason, which Argo CD shows, rather
+// than being taken out of the Service (connection refused, no message), or
+// answering its last book.
 func TestUnsettledLedgerIsA503WithItsReason(t *testing.T) {
-	view, err := inventory.New([]inventory.SourceSpec{staticSpec("alpha", &scripted{steps: []func() ([]sources.Cluster, error){ok()}})}, inventory.Options{})
-	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); view.Follow(ctx, unsettledFeed{reason: "the ledger does not add up"}) }()
-	defer func() { stop(); <-done }()
-	require.Eventually(t, view.Followed, 5*time.Second, 10*time.Millisecond)
-	h := newServer(t, view, func(o *Options) {
-		o.Ready = func() error {
-			if !view.Followed() {
-				return errors.New("the ledger has not been read yet")
+	alpha := &sources.Cluster{Source: "alpha", Provider: sources.ProviderStatic, Name: "a1", ID: "a1",
+		Server: "https://a1.example.com", Ready: true, Phase: sources.PhaseReady}
+	book := &inventory.Book{Sources: []inventory.SourceRecord{{Name: "alpha", Provider: sources.ProviderStatic, Synced: true}},
+		Clusters: []inventory.Record{{Source: "alpha", ID: "a1", Rendering: alpha, Served: true, Established: time.Now().Add(-time.Hour)}}}
+	for _, feed := range []unsettledFeed{
+		{reason: "the ledger does not add up"},
+		{reason: "this replica's view of the ledger has been behind the leader's last save", book: book},
+	} {
+		t.Run(feed.reason, func(t *testing.T) {
+			view, err := inventory.New([]inventory.SourceSpec{staticSpec("alpha", &scripted{steps: []func() ([]sources.Cluster, error){ok()}})}, inventory.Options{})
+			require.NoError(t, err)
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); view.Follow(ctx, feed) }()
+			defer func() { stop(); <-done }()
+			require.Eventually(t, func() bool { return view.Snapshot().Unsettled != "" }, 5*time.Second, 10*time.Millisecond)
+			h := newServer(t, view, func(o *Options) {
+				o.Ready = func() error {
+					if !view.Followed() {
+						return errors.New("the ledger has not been read yet")
+					}
+					return nil
+				}
+			}).Handler()
+			assert.Equal(t, http.StatusOK, do(h, rawRequest("GET", "/readyz", nil, "")).Code)
+			for _, params := range []map[string]any{nil, {"source": "alpha"}} {
+				rec := do(h, argoRequest(t, GetParamsPath, params))
+				require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%v", params)
+				assert.Contains(t, rec.Body.String(), feed.reason+"; this replica has no answer yet")
+				assert.NotEmpty(t, rec.Header().Get("Retry-After"))
 			}
-			return nil
-		}
-	}).Handler()
-	assert.Equal(t, http.StatusOK, do(h, rawRequest("GET", "/readyz", nil, "")).Code)
-	for _, params := range []map[string]any{nil, {"source": "alpha"}} {
-		rec := do(h, argoRequest(t, GetParamsPath, params))
-		require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%v", params)
-		assert.Contains(t, rec.Body.String(), "the ledger does not add up; this replica has no answer yet")
-		assert.NotEmpty(t, rec.Header().Get("Retry-After"))
+		})
 	}
 }
