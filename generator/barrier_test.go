@@ -112,18 +112,26 @@ func runUntil(t *testing.T, specs []inventory.SourceSpec, ledger *inventory.Memo
 }
 
 // unsettledFeed has read a ledger that does not add up, and says so; or,
-// with a book, delivers it, then says it is behind the ledger.
+// with a book, delivers it, then, once behind is closed, says it is
+// behind the ledger.
 type unsettledFeed struct {
 	reason string
 	book   *inventory.Book
+	behind chan struct{}
 }
 
 func (f unsettledFeed) Watch(ctx context.Context, fn func(inventory.Book)) {
-	if f.book != nil {
-		fn(*f.book)
-		fn(inventory.Book{Behind: f.reason})
-	} else {
+	if f.book == nil {
 		fn(inventory.Book{Unsettled: f.reason})
+		<-ctx.Done()
+		return
+	}
+	fn(*f.book)
+	select {
+	case <-f.behind:
+		fn(inventory.Book{Behind: f.reason})
+	case <-ctx.Done():
+		return
 	}
 	<-ctx.Done()
 }
@@ -141,7 +149,7 @@ func TestUnsettledLedgerIsA503WithItsReason(t *testing.T) {
 		Clusters: []inventory.Record{{Source: "alpha", ID: "a1", Rendering: alpha, Served: true, Established: time.Now().Add(-time.Hour)}}}
 	for _, feed := range []unsettledFeed{
 		{reason: "the ledger does not add up"},
-		{reason: "this replica's view of the ledger has been behind the leader's last save", book: book},
+		{reason: "this replica's view of the ledger has been behind the leader's last save", book: book, behind: make(chan struct{})},
 	} {
 		t.Run(feed.reason, func(t *testing.T) {
 			view, err := inventory.New([]inventory.SourceSpec{staticSpec("alpha", &scripted{steps: []func() ([]sources.Cluster, error){ok()}})}, inventory.Options{})
@@ -150,7 +158,6 @@ func TestUnsettledLedgerIsA503WithItsReason(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); view.Follow(ctx, feed) }()
 			defer func() { stop(); <-done }()
-			require.Eventually(t, func() bool { return view.Snapshot().Unsettled != "" }, 5*time.Second, 10*time.Millisecond)
 			h := newServer(t, view, func(o *Options) {
 				o.Ready = func() error {
 					if !view.Followed() {
@@ -159,6 +166,15 @@ func TestUnsettledLedgerIsA503WithItsReason(t *testing.T) {
 					return nil
 				}
 			}).Handler()
+			if feed.book != nil {
+				// answered from the book first: that answer is not kept
+				require.Eventually(t, func() bool { return len(view.Snapshot().Clusters) == 1 }, 5*time.Second, 10*time.Millisecond)
+				for _, params := range []map[string]any{nil, {"source": "alpha"}} {
+					require.Equal(t, http.StatusOK, do(h, argoRequest(t, GetParamsPath, params)).Code)
+				}
+				close(feed.behind)
+			}
+			require.Eventually(t, func() bool { return view.Snapshot().Unsettled != "" }, 5*time.Second, 10*time.Millisecond)
 			assert.Equal(t, http.StatusOK, do(h, rawRequest("GET", "/readyz", nil, "")).Code)
 			for _, params := range []map[string]any{nil, {"source": "alpha"}} {
 				rec := do(h, argoRequest(t, GetParamsPath, params))

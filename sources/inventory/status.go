@@ -42,6 +42,10 @@ type Status struct {
 	Unserved []Unserved `json:"unserved"`
 	Kept     []Kept     `json:"kept"`
 	Departed []Departed `json:"departed"`
+	// NoAnswer is why this replica answers every request 503 (see
+	// Snapshot.Unsettled): the ledger it follows does not add up, or its
+	// view of the ledger is behind it. Empty while it answers.
+	NoAnswer string `json:"noAnswer,omitempty"`
 }
 
 // Status returns the live status of every source.
@@ -50,7 +54,8 @@ func (inv *Inventory) Status() Status {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	out := Status{SnapshotVersion: snap.Version, Clusters: len(snap.Clusters), Conflicts: nonNil(snap.Conflicts),
-		Duplicates: nonNil(snap.Duplicates), Unserved: nonNil(snap.Unserved), Kept: nonNil(snap.Kept), Departed: nonNil(snap.Departed)}
+		Duplicates: nonNil(snap.Duplicates), Unserved: nonNil(snap.Unserved), Kept: nonNil(snap.Kept), Departed: nonNil(snap.Departed),
+		NoAnswer: snap.Unsettled}
 	for _, st := range inv.states {
 		s := st.status
 		if i := slices.IndexFunc(snap.Sources, func(ss SourceState) bool { return ss.Name == st.spec.Name }); i >= 0 {

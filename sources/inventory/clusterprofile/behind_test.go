@@ -116,9 +116,11 @@ func TestAReplicaBehindTheLedgerHasNoAnswer(t *testing.T) {
 			require.Eventually(t, func() bool { return strings.Contains(view.Snapshot().Unsettled, tc.reason) }, 10*time.Second, 20*time.Millisecond,
 				"still answering its last book: %q", view.Snapshot().Unsettled)
 			assert.Len(t, view.Snapshot().Clusters, 3, "the view has not seen the save: it is behind indeed")
+			assert.Contains(t, view.Status().NoAnswer, tc.reason, "/status says why")
 
 			cut.set(false, false)
 			require.Eventually(t, serves(4), 90*time.Second, 20*time.Millisecond, "the view caught up: %q", view.Snapshot().Unsettled)
+			assert.Empty(t, view.Status().NoAnswer)
 		})
 	}
 }
