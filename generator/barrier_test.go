@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,77 +112,70 @@ func runUntil(t *testing.T, specs []inventory.SourceSpec, ledger *inventory.Memo
 	return leader
 }
 
-// unsettledFeed has read a ledger that does not add up, and says so; or,
-// with a book, delivers it, then, once behind is closed, says it is
-// behind the ledger.
-type unsettledFeed struct {
-	reason string
-	book   *inventory.Book
-	behind chan struct{}
-}
+// unsettledFeed has read a ledger that does not add up, and says so.
+type unsettledFeed struct{ reason string }
 
 func (f unsettledFeed) Watch(ctx context.Context, fn func(inventory.Book)) {
-	if f.book == nil {
-		fn(inventory.Book{Unsettled: f.reason})
-		<-ctx.Done()
-		return
-	}
-	fn(*f.book)
-	select {
-	case <-f.behind:
-		fn(inventory.Book{Behind: f.reason})
-	case <-ctx.Done():
-		return
-	}
+	fn(inventory.Book{Unsettled: f.reason})
 	<-ctx.Done()
 }
 
 // TestUnsettledLedgerIsA503WithItsReason: a replica whose feed has read a
-// ledger it cannot take (its objects do not add up), or whose view of the
-// ledger is behind it (its watch failing) once it had a book, is ready and
-// answers every request 503 with the reason, which Argo CD shows, rather
-// than being taken out of the Service (connection refused, no message), or
-// answering its last book.
+// ledger it cannot take (its objects do not add up) is ready and answers
+// every request 503 with the reason, which Argo CD shows, rather than
+// being taken out of the Service (connection refused, no message).
 func TestUnsettledLedgerIsA503WithItsReason(t *testing.T) {
-	alpha := &sources.Cluster{Source: "alpha", Provider: sources.ProviderStatic, Name: "a1", ID: "a1",
-		Server: "https://a1.example.com", Ready: true, Phase: sources.PhaseReady}
-	book := &inventory.Book{Sources: []inventory.SourceRecord{{Name: "alpha", Provider: sources.ProviderStatic, Synced: true}},
-		Clusters: []inventory.Record{{Source: "alpha", ID: "a1", Rendering: alpha, Served: true, Established: time.Now().Add(-time.Hour)}}}
-	for _, feed := range []unsettledFeed{
-		{reason: "the ledger does not add up"},
-		{reason: "this replica's view of the ledger has been behind the leader's last save", book: book, behind: make(chan struct{})},
-	} {
-		t.Run(feed.reason, func(t *testing.T) {
-			view, err := inventory.New([]inventory.SourceSpec{staticSpec("alpha", &scripted{steps: []func() ([]sources.Cluster, error){ok()}})}, inventory.Options{})
-			require.NoError(t, err)
-			ctx, stop := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); view.Follow(ctx, feed) }()
-			defer func() { stop(); <-done }()
-			h := newServer(t, view, func(o *Options) {
-				o.Ready = func() error {
-					if !view.Followed() {
-						return errors.New("the ledger has not been read yet")
-					}
-					return nil
-				}
-			}).Handler()
-			if feed.book != nil {
-				// answered from the book first: that answer is not kept
-				require.Eventually(t, func() bool { return len(view.Snapshot().Clusters) == 1 }, 5*time.Second, 10*time.Millisecond)
-				for _, params := range []map[string]any{nil, {"source": "alpha"}} {
-					require.Equal(t, http.StatusOK, do(h, argoRequest(t, GetParamsPath, params)).Code)
-				}
-				close(feed.behind)
+	view, err := inventory.New([]inventory.SourceSpec{staticSpec("alpha", &scripted{steps: []func() ([]sources.Cluster, error){ok()}})}, inventory.Options{})
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); view.Follow(ctx, unsettledFeed{reason: "the ledger does not add up"}) }()
+	defer func() { stop(); <-done }()
+	require.Eventually(t, view.Followed, 5*time.Second, 10*time.Millisecond)
+	h := newServer(t, view, func(o *Options) {
+		o.Ready = func() error {
+			if !view.Followed() {
+				return errors.New("the ledger has not been read yet")
 			}
-			require.Eventually(t, func() bool { return view.Snapshot().Unsettled != "" }, 5*time.Second, 10*time.Millisecond)
-			assert.Equal(t, http.StatusOK, do(h, rawRequest("GET", "/readyz", nil, "")).Code)
-			for _, params := range []map[string]any{nil, {"source": "alpha"}} {
-				rec := do(h, argoRequest(t, GetParamsPath, params))
-				require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%v", params)
-				assert.Contains(t, rec.Body.String(), feed.reason+"; this replica has no answer yet")
-				assert.NotEmpty(t, rec.Header().Get("Retry-After"))
-			}
-		})
+			return nil
+		}
+	}).Handler()
+	assert.Equal(t, http.StatusOK, do(h, rawRequest("GET", "/readyz", nil, "")).Code)
+	for _, params := range []map[string]any{nil, {"source": "alpha"}} {
+		rec := do(h, argoRequest(t, GetParamsPath, params))
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code, "%v", params)
+		assert.Contains(t, rec.Body.String(), "the ledger does not add up; this replica has no answer yet")
+		assert.NotEmpty(t, rec.Header().Get("Retry-After"))
 	}
+}
+
+// TestNoAnswerWhileTheBookIsBehind: a replica whose view of the ledger is
+// behind it (Options.Current says so) answers 503 with the reason, not
+// the 200 it gave before from the same snapshot (the answer cache is not
+// asked first), and answers again once its view is current.
+func TestNoAnswerWhileTheBookIsBehind(t *testing.T) {
+	var behind atomic.Pointer[error]
+	h := newServer(t, demoInventory(t), func(o *Options) {
+		o.Current = func(context.Context) error {
+			if err := behind.Load(); err != nil {
+				return *err
+			}
+			return nil
+		}
+	}).Handler()
+	params := map[string]any{"tenant": "acme"}
+	first := do(h, argoRequest(t, GetParamsPath, params))
+	require.Equal(t, http.StatusOK, first.Code)
+
+	err := errors.New("this replica's view of the ledger is behind it")
+	behind.Store(&err)
+	rec := do(h, argoRequest(t, GetParamsPath, params))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), "this replica's view of the ledger is behind it")
+	assert.NotEmpty(t, rec.Header().Get("Retry-After"))
+
+	behind.Store(nil)
+	again := do(h, argoRequest(t, GetParamsPath, params))
+	require.Equal(t, http.StatusOK, again.Code)
+	assert.Equal(t, first.Body.String(), again.Body.String())
 }

@@ -10,6 +10,7 @@ package generator
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +71,11 @@ type Options struct {
 	// 503 with our message is an answer); nil means ready once every source
 	// has completed a listing.
 	Ready func() error
+	// Current, when set, is asked before each answer whether the
+	// inventory's snapshot is the ledger's current one (a replica whose
+	// watch on the ledger has stopped is not): an error is answered 503
+	// with its message, and Argo CD keeps every Application.
+	Current func(context.Context) error
 }
 
 // Server is the plugin API and the operations endpoints.
@@ -300,6 +306,13 @@ func (s *Server) getParams(c echo.Context) error {
 	}
 	body := buf.Bytes()
 
+	if s.opts.Current != nil {
+		// before the snapshot is read: a view that catches up meanwhile
+		// answers from the ledger's current book
+		if err := s.opts.Current(req.Context()); err != nil {
+			return s.fail(c, "", &UnavailableError{Reason: err.Error()})
+		}
+	}
 	snap := s.opts.Inventory.Snapshot()
 	if res, ok := s.cache.getBody(snap.Version, body); ok {
 		return s.writeResult(c, res)

@@ -39,6 +39,7 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	p.inv.UseLedger(l)
+	p.current = l // a replica whose watch on the ledger stops answers 503
 	if cfg.Secrets.Enabled {
 		// until the ledger holds a source's first listing, a listing that
 		// lacks a mass of the clusters the Secrets we own name is refused
@@ -167,12 +168,33 @@ func (p *parts) ready() error {
 // last term.
 type answering struct {
 	view, leader *inventory.Inventory
+	current      currentLedger
+}
+
+// currentLedger says whether the book a replica answers from is the
+// ledger's current one, and if not, why (clusterprofile.Ledger).
+type currentLedger interface {
+	Current(context.Context) error
+	Behind() string
+}
+
+// currentFunc is what the plugin API asks before each answer (see
+// generator.Options.Current): whether the view's book is the ledger's
+// current one. Nil with the ledger in memory, whose book always is.
+func (p *parts) currentFunc() func(context.Context) error {
+	if p.current == nil {
+		return nil
+	}
+	return p.current.Current
 }
 
 func (a answering) Snapshot() *inventory.Snapshot { return a.view.Snapshot() }
 
 func (a answering) Status() inventory.Status {
 	st := a.view.Status()
+	if a.current != nil && st.NoAnswer == "" {
+		st.NoAnswer = a.current.Behind()
+	}
 	if !a.leader.Loaded() {
 		return st // not leading (any more), or the term's ledger not loaded yet
 	}

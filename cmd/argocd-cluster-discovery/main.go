@@ -246,9 +246,10 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer, hooks *serve
 type parts struct {
 	// inv lists the sources and writes the ledger (the leader's); view
 	// follows the ledger and is what every replica answers from.
-	inv    *inventory.Inventory
-	view   *inventory.Inventory
-	tokens *generator.TokenSet
+	inv     *inventory.Inventory
+	view    *inventory.Inventory
+	current currentLedger // nil: the ledger is in memory (see attachLedger)
+	tokens  *generator.TokenSet
 	// issuers are the sources that mint a token per cluster, by name.
 	issuers map[string]sources.TokenIssuer
 	// draining is set on SIGTERM: /readyz answers 503 while the process
@@ -372,8 +373,8 @@ func newComponents(cfg *config.Config, p *parts, logger *slog.Logger, reg *prome
 	}
 	runners := []func(context.Context){func(ctx context.Context) { p.view.Follow(ctx, feed) }}
 	opts := generator.Options{
-		Inventory: answering{view: p.view, leader: p.inv}, Tokens: tokens, Ready: p.ready, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
-		Registerer: reg, Gatherer: reg, Version: version, Providers: cfg.Registry().Names(),
+		Inventory: answering{view: p.view, leader: p.inv, current: p.current}, Tokens: tokens, Ready: p.ready, PathPrefix: cfg.Server.PathPrefix, Logger: logger,
+		Registerer: reg, Gatherer: reg, Version: version, Providers: cfg.Registry().Names(), Current: p.currentFunc(),
 	}
 	leads := leaderOnly(cfg)
 	if cfg.Secrets.Enabled {

@@ -195,14 +195,11 @@ func (inv *Inventory) Follow(ctx context.Context, feed Feed) {
 	inv.follower = true
 	inv.mu.Unlock()
 	feed.Watch(ctx, func(b Book) {
-		switch {
-		case b.Unsettled != "":
-			inv.unsettle(b.Unsettled, false)
-		case b.Behind != "":
-			inv.unsettle(b.Behind, true)
-		default:
-			inv.restore(b)
+		if b.Unsettled != "" {
+			inv.unsettle(b.Unsettled)
+			return
 		}
+		inv.restore(b)
 	})
 }
 
@@ -250,15 +247,13 @@ func (inv *Inventory) adopt(records []Record) {
 	}
 }
 
-// unsettle makes an inventory that follows a ledger publish a snapshot
-// that has no answer, and why (Snapshot.Unsettled). Without behind, the
-// feed has read the ledger and it does not add up: an inventory that has
-// a book keeps it. With behind, its last book is behind the ledger (see
-// Book.Behind): it has no answer until the next book.
-func (inv *Inventory) unsettle(reason string, behind bool) {
+// unsettle makes an inventory that follows a ledger and has no book yet
+// publish a snapshot that says why (Snapshot.Unsettled): the feed has
+// read the ledger, and it does not add up. One that has a book keeps it.
+func (inv *Inventory) unsettle(reason string) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if inv.followed && !behind {
+	if inv.followed {
 		return
 	}
 	inv.unsettled, inv.followed = reason, true

@@ -147,8 +147,7 @@ type Inventory struct {
 	// followed: a follower has restored a book (see Followed).
 	followed bool
 	// unsettled is why the ledger it follows could not be read yet (see
-	// Book.Unsettled), or why its last book is behind the ledger (see
-	// Book.Behind); "" once a book came
+	// Book.Unsettled); "" once a book came
 	unsettled string
 	// loaded: no Run has started, or the latest (runs) has loaded the
 	// ledger and its context has not ended (see Loaded)

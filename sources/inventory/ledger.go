@@ -26,14 +26,6 @@ type Book struct {
 	// a replica that has no book yet answers a 503 with the reason
 	// instead of not answering at all. Never saved.
 	Unsettled string `json:"-"`
-	// Behind, set by a Feed in a book of nothing else, says why the last
-	// book it delivered may no longer be the ledger's: the ledger changed
-	// and the feed has not seen the change for longer than it allows (its
-	// watch failing), or it cannot read the ledger at all. A replica told
-	// so answers a 503 with the reason until the feed's next book: its
-	// last one may lack a cluster the other replicas serve, and Argo CD
-	// would delete what one replica's answer created. Never saved.
-	Behind string `json:"-"`
 }
 
 // SourceRecord is what the ledger keeps of one source. It changes only

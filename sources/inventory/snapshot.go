@@ -126,8 +126,7 @@ type Snapshot struct {
 	// Waiting).
 	Answered bool
 	// Unsettled: this replica follows a ledger it has read but not been
-	// able to take (see Book.Unsettled), or whose last book it has is
-	// behind the ledger (see Book.Behind), and why; it has no answer.
+	// able to take (see Book.Unsettled), and why; it has no answer.
 	Unsettled string
 }
 

@@ -89,17 +89,15 @@ type Options struct {
 	// Unsettled): a save in progress adds up within seconds, a record
 	// that cannot be read does not. Zero: DefaultUnsettledAfter.
 	UnsettledAfter time.Duration
-	// BehindAfter is how long a feed's last book may be behind the ledger
-	// (the ConfigMap the API server holds is not the one the book was
-	// made from) before the reader is told (Book.Behind): a watch
-	// delivers a save within a second; one that has not for this long is
-	// failing. The feed reads the ConfigMap every half of it. Zero:
-	// DefaultBehindAfter.
-	BehindAfter time.Duration
+	// CatchUp is how long Current waits for the feed's last book to
+	// reach the ledger's ConfigMap as the API server holds it before it
+	// says the book is behind: a watch brings a save within a fraction of
+	// a second. Zero: DefaultCatchUp.
+	CatchUp time.Duration
 }
 
-// DefaultBehindAfter is Options.BehindAfter's default.
-const DefaultBehindAfter = 10 * time.Second
+// DefaultCatchUp is Options.CatchUp's default.
+const DefaultCatchUp = time.Second
 
 // DefaultUnsettledAfter is Options.UnsettledAfter's default.
 const DefaultUnsettledAfter = 20 * time.Second
@@ -108,8 +106,8 @@ func (o *Options) validate() error {
 	if o.UnsettledAfter <= 0 {
 		o.UnsettledAfter = DefaultUnsettledAfter
 	}
-	if o.BehindAfter <= 0 {
-		o.BehindAfter = DefaultBehindAfter
+	if o.CatchUp <= 0 {
+		o.CatchUp = DefaultCatchUp
 	}
 	if o.ConfigMap == "" {
 		o.ConfigMap = sources.HashedName(configMapPrefix+o.OwnerID, o.OwnerID)

@@ -41,11 +41,8 @@ const Unsettled = "the ledger's ClusterProfiles do not add up to the counts its 
 // is delivered (the follower keeps answering from its last one, or, with
 // none yet, is told why after Options.UnsettledAfter: see Unsettled)
 // until the object is readable
-// again or deleted, as the leader's Load refuses it too. Every half of
-// Options.BehindAfter it reads the ConfigMap from the API server: once
-// that has been newer than the last book's for BehindAfter (its watch
-// failing), or unreadable as long, the reader is told (Book.Behind), and
-// given the current book again when the books are in step. A burst that changed no
+// again or deleted, as the leader's Load refuses it too. Current says
+// whether the last book is still the ledger's. A burst that changed no
 // record (the status writes after a save) delivers no book. The informer
 // watches the objects' metadata only: the record is an annotation, and
 // neither the spec nor the status is decoded.
@@ -71,28 +68,24 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		return
 	}
 	var delivered uint64
-	var upTo string // the ledger's ConfigMap version the last book holds
-	var behind lag
-	first, again := true, false
+	first := true
 	// unsettled fires once, UnsettledAfter after the first look found no
 	// complete book, if none came since
 	unsettled := time.NewTimer(l.opts.UnsettledAfter)
 	defer unsettled.Stop()
-	check := time.NewTicker(l.opts.BehindAfter / 2)
-	defer check.Stop()
 	for {
 		// the version before the book: a change in between makes the book
-		// look older than it is, never newer
+		// look older than it is (Current waits), never newer
 		rv := l.configMapVersion(cms.GetStore())
-		if d := digestOf(profiles.GetStore(), cms.GetStore()); first || again || d != delivered {
+		if d := digestOf(profiles.GetStore(), cms.GetStore()); first || d != delivered {
 			if b, complete := l.bookOf(profiles.GetStore(), cms.GetStore(), logger); complete {
 				fn(b)
-				first, again, delivered, upTo = false, false, d, rv
-				behind.told = false
+				first, delivered = false, d
 				unsettled.Stop()
+				l.cur.book(rv)
 			}
 		} else {
-			upTo = rv // nothing the book holds changed
+			l.cur.book(rv) // nothing the book holds changed
 		}
 		select {
 		case <-ctx.Done():
@@ -100,11 +93,6 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		case <-unsettled.C:
 			if first {
 				fn(inventory.Book{Unsettled: Unsettled})
-			}
-			continue
-		case <-check.C:
-			if !first {
-				again = l.checkBehind(ctx, &behind, upTo, fn, logger) || again
 			}
 			continue
 		case <-changed:
@@ -122,29 +110,6 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		}
 		l.intern.reset()
 	}
-}
-
-// checkBehind reads the ledger's ConfigMap version from the API server
-// and compares it with upTo, the last book's (see lag). Once the books
-// have been behind for Options.BehindAfter it tells fn (Book.Behind), and
-// it reports whether fn must be given the current book again: it was
-// told, and the books are in step again.
-func (l *Ledger) checkBehind(ctx context.Context, g *lag, upTo string, fn func(inventory.Book), logger *slog.Logger) bool {
-	live, err := l.liveConfigMapVersion(ctx)
-	if ctx.Err() != nil {
-		return false
-	}
-	reason := g.observe(l.now(), live, err, upTo, l.opts.BehindAfter)
-	switch {
-	case reason != "" && !g.told:
-		logger.Warn("this replica's view of the ledger is behind it; answering 503 until it is not", "reason", reason)
-		fn(inventory.Book{Behind: reason})
-		g.told = true
-	case g.told && g.since.IsZero():
-		logger.Info("this replica's view of the ledger is in step with it again")
-		return true
-	}
-	return false
 }
 
 // bookOf builds the book of what the informers hold, and reports whether

@@ -56,6 +56,8 @@ type Ledger struct {
 	// intern shares the strings and label sets of the records the feed
 	// decodes
 	intern feedInterner
+	// cur follows whether the feed's last book is the ledger's (Current)
+	cur currency
 }
 
 // stored is what we know to be stored of one ClusterProfile.
