@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,51 +21,108 @@ import (
 // failed, or silently stalled, would otherwise answer its last book while
 // the other replicas answer the new one: a newcomer one replica serves is
 // missing from the other's 200, and Argo CD deletes the Application the
-// first one made it create. Current is asked before each answer.
+// first one made it create. Current is asked before each answer; and no
+// replica delivers a book sooner than Settle after its informer saw the
+// ConfigMap version it holds, so that by the time any replica answers from
+// a save, every read a stalled replica may still use (FreshFor) started
+// after that save's ConfigMap was written, and shows it.
 
 // FreshFor is how long one read of the ledger's ConfigMap version serves
-// the requests that follow it. Well under the join delay (a second) that
-// the replicas wait before serving a newcomer: a request that the leader's
-// replica answers with a newcomer is, on a stalled replica, checked
-// against a read made after the save that brought it.
+// the requests that follow it.
 const FreshFor = 250 * time.Millisecond
+
+// Settle is how long after the feed's informer saw a ConfigMap version
+// the book holding it is delivered, at least: FreshFor, and a margin.
+const Settle = FreshFor + 50*time.Millisecond
 
 // liveReadTimeout bounds one read of the ledger's ConfigMap.
 const liveReadTimeout = 2 * time.Second
 
 // currency follows the ConfigMap version the feed's last book holds and
-// the last read of the API server's (see Current).
+// the last read of the API server's (see Current). What every answer
+// reads is atomic; mu orders the rest.
 type currency struct {
+	// upTo is the version the last book delivered holds (nil: none yet)
+	upTo atomic.Pointer[string]
+	// last is the last read of the API server's version
+	last atomic.Pointer[liveRead]
+	// behind is why the last answer of Current was not nil, nil if it was
+	behind atomic.Pointer[string]
+	// seen is the ConfigMap version the feed's informer holds, and when it
+	// first did
+	seen atomic.Pointer[seenVersion]
+
+	// movedAt is when upTo last changed (nil: never): a read of the API
+	// server's version from before it cannot tell whether the book is
+	// behind
+	movedAt atomic.Pointer[time.Time]
+
 	mu sync.Mutex
-	// booked: a book has been delivered; upTo is the version it holds,
-	// moved is closed (and cleared) when that changes
-	booked bool
-	upTo   string
-	moved  chan struct{}
-	// the last read of the API server's version: when it started, what it
-	// gave; reading is closed when the read in flight ends (nil: none)
-	readAt  time.Time
-	live    string
-	readErr error
-	reading chan struct{}
-	// behind is why the last answer of Current was not nil, "" if it was
-	behind string
+	// moved is closed (and cleared) when upTo changes
+	moved chan struct{}
+	// reading is the read in flight (nil: none)
+	reading *liveRead
 }
 
-// book notes that the last book delivered (or one with the same
-// content) holds the ConfigMap at version rv.
+// liveRead is one read of the ConfigMap's version: when it started, what
+// it gave, once done is closed.
+type liveRead struct {
+	at   time.Time
+	done chan struct{}
+	live string
+	err  error
+}
+
+// seenVersion is a ConfigMap version the feed's informer saw, and when.
+type seenVersion struct {
+	rv string
+	at time.Time
+}
+
+// saw notes the version of the ConfigMap the feed's informer holds now.
+func (c *currency) saw(rv string) {
+	if p := c.seen.Load(); p == nil || p.rv != rv {
+		c.seen.Store(&seenVersion{rv: rv, at: time.Now()})
+	}
+}
+
+// settled returns how long a book holding version rv must still wait
+// before it is delivered (see Settle); 0: now.
+func (c *currency) settled(rv string) time.Duration {
+	if p := c.upTo.Load(); p == nil || *p == rv {
+		return 0 // the first book (no answer before it), or no new version
+	}
+	if p := c.seen.Load(); p != nil && p.rv == rv {
+		return max(Settle-time.Since(p.at), 0)
+	}
+	return Settle // seen by the store before the handler noted it
+}
+
+// book notes that the last book delivered (or one with the same content)
+// holds the ConfigMap at version rv.
 func (c *currency) book(rv string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.booked = true
-	if c.upTo == rv {
+	if p := c.upTo.Load(); p != nil && *p == rv {
 		return
 	}
-	c.upTo = rv
+	c.upTo.Store(&rv)
+	now := time.Now()
+	c.movedAt.Store(&now)
 	if c.moved != nil {
 		close(c.moved)
 		c.moved = nil
 	}
+}
+
+// inStep reports whether the last book holds live, or none was delivered
+// yet, and the version it holds.
+func (c *currency) inStep(live string) (bool, string) {
+	p := c.upTo.Load()
+	if p == nil {
+		return true, ""
+	}
+	return *p == live, *p
 }
 
 // configMapVersion is the resource version of the ledger's ConfigMap in
@@ -86,23 +144,34 @@ func (l *Ledger) configMapVersion(store cache.Store) string {
 // the book may be behind: the replica must not answer from it. Nil before
 // the first book: a reader has no answer then anyway.
 func (l *Ledger) Current(ctx context.Context) error {
-	live, err := l.liveVersion(ctx, time.Time{})
-	if err != nil {
-		return l.report(fmt.Errorf("this replica cannot read the ledger (%w): its last book may be behind the leader's", err))
-	}
+	c := &l.cur
+	giveUp := time.Now().Add(l.opts.CatchUp)
 	deadline := time.NewTimer(l.opts.CatchUp)
 	defer deadline.Stop()
-	c := &l.cur
 	for {
+		movedAt := c.movedAt.Load()
+		var notBefore time.Time
+		if movedAt != nil {
+			notBefore = *movedAt // a read from before the book moved cannot tell
+		}
+		live, err := l.liveVersion(ctx, notBefore, giveUp)
+		if err != nil {
+			return l.unreadable(ctx, err)
+		}
 		c.mu.Lock()
-		if !c.booked || c.upTo == live {
+		ok, upTo := c.inStep(live)
+		switch {
+		case ok:
 			c.mu.Unlock()
 			return l.report(nil)
+		case c.movedAt.Load() != movedAt:
+			c.mu.Unlock()
+			continue // the book moved during the read: read again
 		}
 		if c.moved == nil {
 			c.moved = make(chan struct{})
 		}
-		moved, upTo := c.moved, c.upTo
+		moved := c.moved
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -111,78 +180,93 @@ func (l *Ledger) Current(ctx context.Context) error {
 			return l.report(fmt.Errorf("this replica's view of the ledger is behind it: the ledger's ConfigMap is at resourceVersion %q, "+
 				"this replica's last book still at %q after %s (its watch on the ledger failing, or a ClusterProfile edited or deleted "+
 				"by hand, which the leader's next save writes again)", live, upTo, l.opts.CatchUp))
-		case <-moved:
-			// the book moved, maybe past live (a save since): read again
-			// (a read that starts now)
-			if live, err = l.liveVersion(ctx, time.Now()); err != nil {
-				return l.report(fmt.Errorf("this replica cannot read the ledger (%w): its last book may be behind the leader's", err))
-			}
+		case <-moved: // to live, or past it (a save since): see again
 		}
 	}
 }
 
+// unreadable is Current's answer to a read of the ConfigMap that failed:
+// the request's own end is not the ledger's fault.
+func (l *Ledger) unreadable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return l.report(fmt.Errorf("this replica cannot read the ledger (%w): its last book may be behind the leader's", err))
+}
+
 // Behind is why the last answer of Current was not nil, "" if it was.
 func (l *Ledger) Behind() string {
-	l.cur.mu.Lock()
-	defer l.cur.mu.Unlock()
-	return l.cur.behind
+	if p := l.cur.behind.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // report notes err as Current's last answer, logging when that changes
 // between nil and not, and returns it.
 func (l *Ledger) report(err error) error {
-	why := ""
+	var why *string
 	if err != nil {
-		why = err.Error()
+		s := err.Error()
+		why = &s
+	} else if l.cur.behind.Load() == nil {
+		return nil // every answer while in step: nothing to note
 	}
-	l.cur.mu.Lock()
-	was := l.cur.behind
-	l.cur.behind = why
-	l.cur.mu.Unlock()
+	was := l.cur.behind.Swap(why)
 	logger := l.opts.Logger
 	switch {
 	case logger == nil:
-	case why != "" && was == "":
-		logger.Warn("this replica's view of the ledger may be behind it; answering 503 until it is not", "reason", why)
-	case why == "" && was != "":
+	case why != nil && was == nil:
+		logger.Warn("this replica's view of the ledger may be behind it; answering 503 until it is not", "reason", *why)
+	case why == nil && was != nil:
 		logger.Info("this replica's view of the ledger is the ledger's again")
 	}
 	return err
 }
 
 // liveVersion returns the ConfigMap's version as the API server holds it,
-// "" when there is none: from a read that started after notBefore and
-// less than FreshFor ago, or from a new read, which the calls meanwhile
-// share.
-func (l *Ledger) liveVersion(ctx context.Context, notBefore time.Time) (string, error) {
+// "" when there is none: from the last read if it started after notBefore
+// and less than FreshFor ago, else from the read in flight if it started
+// after notBefore, else from a new one, which later calls share. It gives
+// up at deadline.
+func (l *Ledger) liveVersion(ctx context.Context, notBefore, deadline time.Time) (string, error) {
 	c := &l.cur
-	for {
-		c.mu.Lock()
-		if now := time.Now(); !c.readAt.IsZero() && !c.readAt.Before(notBefore) && now.Sub(c.readAt) < FreshFor {
-			live, err := c.live, c.readErr
-			c.mu.Unlock()
-			return live, err
-		}
-		if wait := c.reading; wait != nil {
-			c.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return "", ctx.Err()
-			}
-		}
-		done := make(chan struct{})
-		c.reading = done
-		c.mu.Unlock()
-		start := time.Now()
-		live, err := l.readLive(context.WithoutCancel(ctx))
-		c.mu.Lock()
-		c.readAt, c.live, c.readErr, c.reading = start, live, err, nil
-		close(done)
-		c.mu.Unlock()
-		return live, err
+	if r := c.last.Load(); r != nil && !r.at.Before(notBefore) && time.Since(r.at) < FreshFor {
+		return r.live, r.err
 	}
+	c.mu.Lock()
+	r := c.reading
+	if r == nil || r.at.Before(notBefore) || time.Since(r.at) >= FreshFor {
+		r = &liveRead{at: time.Now(), done: make(chan struct{})}
+		c.reading = r
+		go l.read(context.WithoutCancel(ctx), r)
+	}
+	c.mu.Unlock()
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case <-r.done:
+		return r.live, r.err
+	case <-wait.C:
+		return "", fmt.Errorf("read configmap %s/%s: no answer in time", l.opts.Namespace, l.opts.ConfigMap)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// read makes the read r and publishes it.
+func (l *Ledger) read(ctx context.Context, r *liveRead) {
+	r.live, r.err = l.readLive(ctx)
+	c := &l.cur
+	c.mu.Lock()
+	if c.reading == r {
+		c.reading = nil
+	}
+	if p := c.last.Load(); p == nil || !p.at.After(r.at) {
+		c.last.Store(r)
+	}
+	c.mu.Unlock()
+	close(r.done)
 }
 
 // readLive reads the ledger's ConfigMap from the API server and returns

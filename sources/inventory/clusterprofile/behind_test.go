@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
 )
 
@@ -89,6 +90,58 @@ func TestCurrentSaysWhenTheBookIsBehind(t *testing.T) {
 			assert.Len(t, view.Snapshot().Clusters, 4)
 			assert.Empty(t, feed.Behind())
 		})
+	}
+}
+
+// TestNoReplicaServesASaveAStalledOneCannotSee holds the two halves of
+// the promise together: as soon as a replica whose watch works serves a
+// save (a newcomer), a replica whose watch has stalled is told by Current
+// that its book is behind, even if it was asked a moment before the save
+// (its read of the ledger, shared for FreshFor, predates the save): books
+// wait Settle after their ConfigMap version was seen. Three saves, each
+// after the stalled replica caught up again.
+func TestNoReplicaServesASaveAStalledOneCannotSee(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	leader := c.ledger(t, "owner-1")
+	require.NoError(t, leader.Save(ctx, ledgertest.Fleet(2)))
+	healthy := c.ledger(t, "owner-1")
+	cut := &watchCut{}
+	cfg := rest.CopyConfig(c.cfg)
+	counted := cfg.WrapTransport
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return cuttable{rt: counted(rt), cut: cut} }
+	stalled, err := New(cfg, Options{Namespace: c.ns, OwnerID: "owner-1"})
+	require.NoError(t, err)
+	fctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	views := map[*Ledger]*inventory.Inventory{}
+	for _, l := range []*Ledger{healthy, stalled} {
+		view := newInventory(t, &listing{}, nil)
+		views[l] = view
+		wg.Add(1)
+		go func() { defer wg.Done(); view.Follow(fctx, l) }()
+	}
+	defer func() { stop(); wg.Wait() }()
+	serves := func(l *Ledger, n int) bool { return len(views[l].Snapshot().Clusters) == n }
+
+	for n := 3; n <= 5; n++ {
+		cut.set(false, false)
+		require.Eventually(t, func() bool { return serves(stalled, n-1) && stalled.Current(ctx) == nil }, 90*time.Second, 20*time.Millisecond)
+		cut.set(true, false)
+		asking := make(chan struct{})
+		go func() { // asked all along: its read of the ledger is always fresh
+			defer close(asking)
+			for !serves(healthy, n) {
+				_ = stalled.Current(ctx)
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		go func() { assert.NoError(t, leader.Save(ctx, ledgertest.Fleet(n))) }()
+		require.Eventually(t, func() bool { return serves(healthy, n) }, 10*time.Second, time.Millisecond)
+		err := stalled.Current(ctx)
+		<-asking
+		require.Error(t, err, "save %d: the other replica serves it, and the stalled one would answer its last book", n)
+		assert.True(t, serves(stalled, n-1))
 	}
 }
 

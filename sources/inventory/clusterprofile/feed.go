@@ -78,7 +78,9 @@ func (l *Ledger) WatchWithLogger(ctx context.Context, logger *slog.Logger, fn fu
 		// look older than it is (Current waits), never newer
 		rv := l.configMapVersion(cms.GetStore())
 		if d := digestOf(profiles.GetStore(), cms.GetStore()); first || d != delivered {
-			if b, complete := l.bookOf(profiles.GetStore(), cms.GetStore(), logger); complete {
+			if wait := l.cur.settled(rv); wait > 0 {
+				time.AfterFunc(wait, poke) // not yet (see Settle)
+			} else if b, complete := l.bookOf(profiles.GetStore(), cms.GetStore(), logger); complete {
 				fn(b)
 				first, delivered = false, d
 				unsettled.Stop()
@@ -172,6 +174,11 @@ func (l *Ledger) informers(poke func()) (profiles, cms *kubeclient.Informer) {
 			stored = storedSources(cm)
 		}
 		l.written.sawConfigMap(stored)
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			l.cur.saw(cm.ResourceVersion)
+		} else {
+			l.cur.saw("")
+		}
 		poke()
 	}
 	_, _ = cms.AddEventHandler(cache.ResourceEventHandlerFuncs{
