@@ -62,6 +62,10 @@ type currency struct {
 	moved chan struct{}
 	// reading is the read in flight (nil: none)
 	reading *liveRead
+	// prefetching: a read started ahead of the last one's expiry is in
+	// flight; waited counts the calls that found no fresh read
+	prefetching atomic.Bool
+	waited      atomic.Int64
 }
 
 // liveRead is one read of the ConfigMap's version: when it started, what
@@ -231,17 +235,19 @@ func (l *Ledger) report(err error) error {
 // up at deadline.
 func (l *Ledger) liveVersion(ctx context.Context, notBefore, deadline time.Time) (string, error) {
 	c := &l.cur
-	if r := c.last.Load(); r != nil && !r.at.Before(notBefore) && time.Since(r.at) < FreshFor {
-		return r.live, r.err
+	if r := c.last.Load(); r != nil && !r.at.Before(notBefore) {
+		if age := time.Since(r.at); age < FreshFor {
+			if age > FreshFor/2 && c.prefetching.CompareAndSwap(false, true) {
+				// the next read before this one expires: under steady
+				// traffic no answer waits for one
+				r := l.readFrom(ctx, time.Now())
+				go func() { <-r.done; c.prefetching.Store(false) }()
+			}
+			return r.live, r.err
+		}
 	}
-	c.mu.Lock()
-	r := c.reading
-	if r == nil || r.at.Before(notBefore) || time.Since(r.at) >= FreshFor {
-		r = &liveRead{at: time.Now(), done: make(chan struct{})}
-		c.reading = r
-		go l.read(context.WithoutCancel(ctx), r)
-	}
-	c.mu.Unlock()
+	c.waited.Add(1)
+	r := l.readFrom(ctx, notBefore)
 	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
 	select {
@@ -252,6 +258,21 @@ func (l *Ledger) liveVersion(ctx context.Context, notBefore, deadline time.Time)
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
+}
+
+// readFrom returns a read that started after notBefore: the one in
+// flight if it did and is less than FreshFor old, else a new one.
+func (l *Ledger) readFrom(ctx context.Context, notBefore time.Time) *liveRead {
+	c := &l.cur
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.reading
+	if r == nil || r.at.Before(notBefore) || time.Since(r.at) >= FreshFor {
+		r = &liveRead{at: time.Now(), done: make(chan struct{})}
+		c.reading = r
+		go l.read(context.WithoutCancel(ctx), r)
+	}
+	return r
 }
 
 // read makes the read r and publishes it.

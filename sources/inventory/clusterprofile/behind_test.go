@@ -73,6 +73,14 @@ func TestCurrentSaysWhenTheBookIsBehind(t *testing.T) {
 				require.NoError(t, feed.Current(ctx))
 			}
 			assert.LessOrEqual(t, cut.gets.Load()-before, int64(2), "reads of the ledger's ConfigMap for 50 requests")
+			// under steady traffic the next read starts before the last
+			// expires: no answer waits for one
+			waited := feed.cur.waited.Load()
+			for range 100 {
+				require.NoError(t, feed.Current(ctx))
+				time.Sleep(10 * time.Millisecond)
+			}
+			assert.LessOrEqual(t, feed.cur.waited.Load()-waited, int64(1), "answers of steady traffic that waited for a read")
 
 			cut.set(true, tc.all)
 			require.NoError(t, leader.Save(ctx, ledgertest.Fleet(4)))
