@@ -42,23 +42,20 @@ const liveReadTimeout = 2 * time.Second
 // the last read of the API server's (see Current). What every answer
 // reads is atomic; mu orders the rest.
 type currency struct {
-	// upTo is the version the last book delivered holds (nil: none yet)
-	upTo atomic.Pointer[string]
+	// booked is the version the last book delivered holds, and when it
+	// became that (nil: no book yet): a read of the API server's version
+	// from before then cannot tell whether the book is behind
+	booked atomic.Pointer[version]
 	// last is the last read of the API server's version
 	last atomic.Pointer[liveRead]
 	// behind is why the last answer of Current was not nil, nil if it was
 	behind atomic.Pointer[string]
 	// seen is the ConfigMap version the feed's informer holds, and when it
 	// first did
-	seen atomic.Pointer[seenVersion]
-
-	// movedAt is when upTo last changed (nil: never): a read of the API
-	// server's version from before it cannot tell whether the book is
-	// behind
-	movedAt atomic.Pointer[time.Time]
+	seen atomic.Pointer[version]
 
 	mu sync.Mutex
-	// moved is closed (and cleared) when upTo changes
+	// moved is closed (and cleared) when booked changes
 	moved chan struct{}
 	// reading is the read in flight (nil: none)
 	reading *liveRead
@@ -77,8 +74,9 @@ type liveRead struct {
 	err  error
 }
 
-// seenVersion is a ConfigMap version the feed's informer saw, and when.
-type seenVersion struct {
+// version is a ConfigMap version, and since when a feed's informer or
+// book held it.
+type version struct {
 	rv string
 	at time.Time
 }
@@ -86,14 +84,14 @@ type seenVersion struct {
 // saw notes the version of the ConfigMap the feed's informer holds now.
 func (c *currency) saw(rv string) {
 	if p := c.seen.Load(); p == nil || p.rv != rv {
-		c.seen.Store(&seenVersion{rv: rv, at: time.Now()})
+		c.seen.Store(&version{rv: rv, at: time.Now()})
 	}
 }
 
 // settled returns how long a book holding version rv must still wait
 // before it is delivered (see Settle); 0: now.
 func (c *currency) settled(rv string) time.Duration {
-	if p := c.upTo.Load(); p == nil || *p == rv {
+	if p := c.booked.Load(); p == nil || p.rv == rv {
 		return 0 // the first book (no answer before it), or no new version
 	}
 	if p := c.seen.Load(); p != nil && p.rv == rv {
@@ -107,26 +105,23 @@ func (c *currency) settled(rv string) time.Duration {
 func (c *currency) book(rv string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if p := c.upTo.Load(); p != nil && *p == rv {
+	if p := c.booked.Load(); p != nil && p.rv == rv {
 		return
 	}
-	c.upTo.Store(&rv)
-	now := time.Now()
-	c.movedAt.Store(&now)
+	c.booked.Store(&version{rv: rv, at: time.Now()})
 	if c.moved != nil {
 		close(c.moved)
 		c.moved = nil
 	}
 }
 
-// inStep reports whether the last book holds live, or none was delivered
-// yet, and the version it holds.
-func (c *currency) inStep(live string) (bool, string) {
-	p := c.upTo.Load()
-	if p == nil {
+// inStep reports whether the book b (the last delivered) holds live, or
+// none was delivered yet, and the version it holds.
+func inStep(b *version, live string) (bool, string) {
+	if b == nil {
 		return true, ""
 	}
-	return *p == live, *p
+	return b.rv == live, b.rv
 }
 
 // configMapVersion is the resource version of the ledger's ConfigMap in
@@ -153,22 +148,22 @@ func (l *Ledger) Current(ctx context.Context) error {
 	deadline := time.NewTimer(l.opts.CatchUp)
 	defer deadline.Stop()
 	for {
-		movedAt := c.movedAt.Load()
+		booked := c.booked.Load()
 		var notBefore time.Time
-		if movedAt != nil {
-			notBefore = *movedAt // a read from before the book moved cannot tell
+		if booked != nil {
+			notBefore = booked.at // a read from before the book moved cannot tell
 		}
 		live, err := l.liveVersion(ctx, notBefore, giveUp)
 		if err != nil {
 			return l.unreadable(ctx, err)
 		}
 		c.mu.Lock()
-		ok, upTo := c.inStep(live)
+		ok, upTo := inStep(booked, live)
 		switch {
 		case ok:
 			c.mu.Unlock()
 			return l.report(nil)
-		case c.movedAt.Load() != movedAt:
+		case c.booked.Load() != booked:
 			c.mu.Unlock()
 			continue // the book moved during the read: read again
 		}
