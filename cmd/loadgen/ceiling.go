@@ -28,9 +28,10 @@ import (
 // cluster on a cold start (its Secret, its ClusterProfile, the
 // ClusterProfile's status), made by an ideal client on a fresh
 // kube-apiserver and etcd: no rate limit, no informer or watch, request
-// bodies built before the clock starts, answers not decoded (but the
-// Secrets'). What it takes is what this machine's apiserver needs for
-// those writes, whatever the client.
+// bodies built before the clock starts (the ClusterProfiles' by the
+// ledger's own code), answers not decoded (but the Secrets'). What it
+// takes is what this machine's apiserver needs for those writes, whatever
+// the client.
 
 // ceilingWorkers is how many writes the ideal client has in flight: as
 // many as the service's ledger (clusterprofile.Writers).
@@ -126,9 +127,9 @@ func measureCeiling(ctx context.Context, assets, dir string, cs []cluster, caDat
 	}
 	fmt.Fprintf(log, "loadgen: %d clusters: apiserver ceiling: %d Secrets in %s\n", n, n, cr.Secrets.Round(time.Millisecond))
 
-	names, bodies := make([]string, n), make([][]byte, n)
+	names, bodies, statuses := make([]string, n), make([][]byte, n), make([][]byte, n)
 	for i := range cs {
-		if names[i], bodies[i], err = ceilingProfile(&cs[i], caData[i], now); err != nil {
+		if names[i], bodies[i], statuses[i], err = ceilingProfile(&cs[i], caData[i], now); err != nil {
 			return nil, fmt.Errorf("ceiling: %w", err)
 		}
 	}
@@ -144,15 +145,10 @@ func measureCeiling(ctx context.Context, assets, dir string, cs []cluster, caDat
 	}
 	fmt.Fprintf(log, "loadgen: %d clusters: apiserver ceiling: %d ClusterProfiles in %s\n", n, n, cr.Creates.Round(time.Millisecond))
 
-	for i := range cs {
-		if bodies[i], err = ceilingStatus(names[i], now); err != nil {
-			return nil, fmt.Errorf("ceiling: %w", err)
-		}
-	}
 	if cr.Status, err = inParallel(ctx, n, func(ctx context.Context, i int) error {
 		err := c.profiles.Patch(types.ApplyPatchType).Namespace(argoNS).Resource(clusterprofile.Resource.Resource).
 			Name(names[i]).SubResource("status").Param("fieldManager", clusterprofile.Manager).Param("force", "true").
-			Body(bodies[i]).Do(ctx).Error()
+			Body(statuses[i]).Do(ctx).Error()
 		if err != nil {
 			return fmt.Errorf("apply status of clusterprofile %s: %w", names[i], err)
 		}
@@ -220,56 +216,17 @@ func ceilingSecret(c *cluster, caData string) (*corev1.Secret, error) {
 	}, nil
 }
 
-// ceilingProfile is the name and the JSON of the ClusterProfile the
-// service creates for c: its labels, its record (the inventory's Record
-// of c, ~2 KB of JSON with the CA) and its spec.
-func ceilingProfile(c *cluster, caData string, now time.Time) (string, []byte, error) {
+// ceilingProfile is the name of the ClusterProfile the service keeps for
+// c and the bodies of the two writes it makes for it on a cold start: its
+// create (its labels, its record, ~2 KB of JSON with the CA, and its spec)
+// and its status's apply (conditions, properties, version, the access
+// provider with the CA), built by the ledger's own code.
+func ceilingProfile(c *cluster, caData string, now time.Time) (name string, create, status []byte, err error) {
 	r := inventory.Record{Source: c.source, ID: c.name, Rendering: ceilingCluster(c, caData), Served: true,
 		Established: now.UTC().Truncate(time.Second), Holds: c.name}
-	rec, err := json.Marshal(r)
+	name, create, status, err = clusterprofile.FirstWrites(clusterprofile.Options{Namespace: argoNS, OwnerID: ceilingOwner}, &r, now)
 	if err != nil {
-		return "", nil, fmt.Errorf("encode record of %s: %w", c.name, err)
+		return "", nil, nil, fmt.Errorf("clusterprofile of %s: %w", c.name, err)
 	}
-	name := sources.HashedName(c.source+"-"+c.name, ceilingOwner+"\x00"+c.source+"\x00"+c.name)
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": clusterprofile.Resource.GroupVersion().String(), "kind": "ClusterProfile",
-		"metadata": map[string]any{
-			"name": name, "namespace": argoNS,
-			"labels": map[string]string{clusterprofile.LabelManager: clusterprofile.Manager, clusterprofile.LabelOwner: ceilingOwner,
-				clusterprofile.LabelSource: c.source, clusterprofile.LabelPhase: string(sources.PhaseReady),
-				clusterprofile.LabelProvider: string(sources.ProviderStatic), clusterprofile.LabelTenant: c.tenant},
-			"annotations": map[string]string{clusterprofile.AnnotationRecord: string(rec), clusterprofile.AnnotationAcknowledge: ""},
-		},
-		"spec": map[string]any{"displayName": c.name, "clusterManager": map[string]any{"name": clusterprofile.Manager}},
-	})
-	if err != nil {
-		return "", nil, fmt.Errorf("encode clusterprofile %s: %w", name, err)
-	}
-	return name, body, nil
-}
-
-// ceilingStatus is the server-side apply body of the status of the
-// ClusterProfile name: two conditions and the Kubernetes version. The
-// service's status also carries the properties and an access provider
-// with the CA: these writes are lighter than its, and the ceiling a floor.
-func ceilingStatus(name string, now time.Time) ([]byte, error) {
-	at := now.UTC().Format(time.RFC3339)
-	cond := func(typ, reason, message string) map[string]string {
-		return map[string]string{"type": typ, "status": "True", "reason": reason, "message": message, "lastTransitionTime": at}
-	}
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": clusterprofile.Resource.GroupVersion().String(), "kind": "ClusterProfile",
-		"metadata": map[string]any{"name": name, "namespace": argoNS},
-		"status": map[string]any{
-			"conditions": []map[string]string{
-				cond("ControlPlaneHealthy", "PhaseReady", "phase "+string(sources.PhaseReady)),
-				cond("Served", "Served", "in the plugin answer and the cluster Secrets"),
-			},
-			"version": map[string]string{"kubernetes": "v1.31.4"},
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
-	}
-	return body, nil
+	return name, create, status, nil
 }

@@ -14,10 +14,9 @@ import (
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
 )
 
-// TestCeilingObjects: the ideal client's writes are shaped as the
-// service's: a cluster Secret with the CA in its config, a ClusterProfile
-// with a record of ~2 KB, and a status apply with two conditions and the
-// version.
+// TestCeilingObjects: the ideal client's writes are the service's: a
+// cluster Secret with the CA in its config, a ClusterProfile with a record
+// of ~2 KB, and the apply of its full status.
 func TestCeilingObjects(t *testing.T) {
 	cs := fleet(3)
 	caData, err := newCAs(len(cs), true)
@@ -39,32 +38,38 @@ func TestCeilingObjects(t *testing.T) {
 	assert.Equal(t, cs[1].name, string(s.Data["name"]))
 	assert.Equal(t, cs[1].server, string(s.Data["server"]))
 
-	name, body, err := ceilingProfile(&cs[1], caData[1], now)
+	name, body, status, err := ceilingProfile(&cs[1], caData[1], now)
 	require.NoError(t, err)
 	var p unstructured.Unstructured
 	require.NoError(t, p.UnmarshalJSON(body))
 	assert.Equal(t, name, p.GetName())
 	assert.Equal(t, clusterprofile.Manager, p.GetLabels()[clusterprofile.LabelManager])
 	rec := p.GetAnnotations()[clusterprofile.AnnotationRecord]
-	t.Logf("record %d bytes, ClusterProfile %d bytes, Secret config %d bytes", len(rec), len(body), len(s.Data["config"]))
+	t.Logf("record %d bytes, ClusterProfile %d bytes, status %d bytes, Secret config %d bytes", len(rec), len(body), len(status), len(s.Data["config"]))
 	assert.InDelta(t, 2048, len(rec), 1024, "a record of ~2 KB: %s", rec)
 	displayName, _, _ := unstructured.NestedString(p.Object, "spec", "displayName")
 	manager, _, _ := unstructured.NestedString(p.Object, "spec", "clusterManager", "name")
 	assert.Equal(t, cs[1].name, displayName)
 	assert.Equal(t, clusterprofile.Manager, manager)
-	other, _, err := ceilingProfile(&cs[2], caData[2], now)
+	other, _, _, err := ceilingProfile(&cs[2], caData[2], now)
 	require.NoError(t, err)
 	assert.NotEqual(t, name, other, "one name per cluster")
 
-	body, err = ceilingStatus(name, now)
-	require.NoError(t, err)
+	// the status the service applies: its conditions, properties and the
+	// access provider with the CA, not a lighter one
 	var st unstructured.Unstructured
-	require.NoError(t, st.UnmarshalJSON(body))
-	conds, _, _ := unstructured.NestedSlice(st.Object, "status", "conditions")
-	version, _, _ := unstructured.NestedString(st.Object, "status", "version", "kubernetes")
-	assert.Len(t, conds, 2)
-	assert.Equal(t, "v1.31.4", version)
+	require.NoError(t, st.UnmarshalJSON(status))
 	assert.Equal(t, name, st.GetName())
+	conds, _, _ := unstructured.NestedSlice(st.Object, "status", "conditions")
+	props, _, _ := unstructured.NestedSlice(st.Object, "status", "properties")
+	version, _, _ := unstructured.NestedString(st.Object, "status", "version", "kubernetes")
+	providers, _, _ := unstructured.NestedSlice(st.Object, "status", "accessProviders")
+	assert.Len(t, conds, 4)
+	assert.GreaterOrEqual(t, len(props), 8)
+	assert.Equal(t, "v1.31.4", version)
+	require.Len(t, providers, 1)
+	ca, _, _ := unstructured.NestedString(providers[0].(map[string]any), "cluster", "certificate-authority-data")
+	assert.Equal(t, caData[1], ca)
 }
 
 func TestCeilingOption(t *testing.T) {

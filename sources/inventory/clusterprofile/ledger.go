@@ -408,10 +408,9 @@ func (l *Ledger) put(ctx context.Context, s *stored, r *inventory.Record, now ti
 // is known of the object.
 func (l *Ledger) putStatus(ctx context.Context, s *stored, d *desired) error {
 	name := s.name
-	body, err := json.Marshal(map[string]any{"apiVersion": Resource.GroupVersion().String(), "kind": "ClusterProfile",
-		"metadata": map[string]any{"name": name, "namespace": l.opts.Namespace}, "status": json.RawMessage(d.status)})
+	body, err := statusApply(l.opts.Namespace, name, d.status)
 	if err != nil {
-		return fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
+		return err
 	}
 	if err := l.apply(ctx, name, "status", body); err != nil {
 		return fmt.Errorf("apply status of clusterprofile %s: %w", name, err)

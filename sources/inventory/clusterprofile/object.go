@@ -90,6 +90,36 @@ func desiredObject(o *Options, name string, r *inventory.Record, prev *marks, no
 	return &desired{object: obj, meta: meta, status: status, marks: m, record: sha256.Sum256(rec)}, nil
 }
 
+// statusApply is the server-side apply body of the status of the
+// ClusterProfile ns/name.
+func statusApply(ns, name string, status []byte) ([]byte, error) {
+	body, err := json.Marshal(map[string]any{"apiVersion": Resource.GroupVersion().String(), "kind": "ClusterProfile",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "status": json.RawMessage(status)})
+	if err != nil {
+		return nil, fmt.Errorf("encode status of clusterprofile %s: %w", name, err)
+	}
+	return body, nil
+}
+
+// FirstWrites returns the name of the ClusterProfile a leader with opts
+// keeps for r, and the bodies of the two writes that make it when it is
+// new: the object's create and the server-side apply of its status, the
+// very bytes the leader sends. cmd/loadgen's apiserver ceiling sends them.
+func FirstWrites(opts Options, r *inventory.Record, now time.Time) (name string, create, status []byte, err error) {
+	name = objectName(opts.OwnerID, r)
+	d, err := desiredObject(&opts, name, r, nil, now)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if create, err = d.object.MarshalJSON(); err != nil {
+		return "", nil, nil, fmt.Errorf("encode clusterprofile %s: %w", name, err)
+	}
+	if status, err = statusApply(opts.Namespace, name, d.status); err != nil {
+		return "", nil, nil, err
+	}
+	return name, create, status, nil
+}
+
 // annotationsOf is what we declare of the annotations: the record, and,
 // while the cluster is not departing, an empty acknowledgement. While it
 // departs the acknowledgement is left to the operator: declaring it then
