@@ -186,9 +186,9 @@ func plan(o options, syncJSON, loadJSON, eventsJSON string) []*step {
 	}
 	steps := []*step{
 		withCount(bench("getparams.txt", "generator", "^BenchmarkGetParams$", o.benchtime), o.count),
-		// the cold sync and steady state: resync 2s so that five passes
-		// come within seconds; every other setting is the binary's default.
-		// -ceiling: first, the same writes by an ideal client (the
+		// the cold sync at the binary's defaults, then the steady state
+		// after a restart with resync 2s, so that five passes come within
+		// seconds. -ceiling: first, the same writes by an ideal client (the
 		// apiserver's ceiling, for reference)
 		loadgen("sync.txt", "-secrets", "-ceiling", "-clusters", strings.Join(sizes, ","), "-duration", "0",
 			"-resync", "2s", "-steady-passes", fmt.Sprint(steadyPasses), "-settle", "3s", "-json", syncJSON),

@@ -110,6 +110,12 @@ func writeService(dir string, cs []cluster, caData []string, listen, token, extr
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600); err != nil {
 		return "", err
 	}
+	return writeConfig(filepath.Join(dir, "config.yaml"), listen, extra)
+}
+
+// writeConfig writes the service's configuration to path: the fleet's
+// sources as writeService wrote them, the listen address and extra.
+func writeConfig(path, listen, extra string) (string, error) {
 	cfg := fmt.Sprintf(`log: {level: info, format: json}
 server:
   listen: %q
@@ -119,7 +125,6 @@ sources:
 	for _, src := range sourceNames {
 		cfg += fmt.Sprintf("  - {name: %s, provider: static, static: {file: %s.yaml}}\n", src, src)
 	}
-	path := filepath.Join(dir, "config.yaml")
 	return path, os.WriteFile(path, []byte(cfg+extra), 0o600)
 }
 

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -41,9 +42,12 @@ var applicationSets = schema.GroupVersionResource{Group: "argoproj.io", Version:
 // ApplicationSet using the plugin, as the refresh trigger finds them in a
 // cluster.
 type kubeEnv struct {
-	env        *envtest.Environment
-	kube       kubernetes.Interface
-	dyn        dynamic.Interface
+	env  *envtest.Environment
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+	// meta reads objects' metadata only (protobuf): the watches that time
+	// the cold start cost the apiserver and loadgen as little as they can
+	meta       metadata.Interface
 	kubeconfig string
 }
 
@@ -79,6 +83,9 @@ func startKube(ctx context.Context, assets, dir string) (*kubeEnv, error) {
 		return fail(err)
 	}
 	if k.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return fail(err)
+	}
+	if k.meta, err = metadata.NewForConfig(cfg); err != nil {
 		return fail(err)
 	}
 	dyn := k.dyn
@@ -186,7 +193,7 @@ func watchSeen(ctx context.Context, what, rv string, lw cache.WatcherWithContext
 
 // watchSecrets records when each cluster Secret was first seen.
 func (k *kubeEnv) watchSecrets(ctx context.Context) (*seenWatch, error) {
-	secrets := k.kube.CoreV1().Secrets(argoNS)
+	secrets := k.meta.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(argoNS)
 	list, err := secrets.List(ctx, metav1.ListOptions{LabelSelector: clusterSecretLabel})
 	if err != nil {
 		return nil, fmt.Errorf("list cluster Secrets: %w", err)
@@ -197,8 +204,8 @@ func (k *kubeEnv) watchSecrets(ctx context.Context) (*seenWatch, error) {
 			return secrets.Watch(ctx, o)
 		},
 	}, func(ev watch.Event) (string, bool) {
-		s, ok := ev.Object.(*corev1.Secret)
-		return s.GetName(), ok && ev.Type == watch.Added
+		m, ok := ev.Object.(*metav1.PartialObjectMetadata)
+		return m.GetName(), ok && ev.Type == watch.Added
 	})
 }
 
@@ -206,26 +213,36 @@ func (k *kubeEnv) watchSecrets(ctx context.Context) (*seenWatch, error) {
 var clusterProfiles = schema.GroupVersionResource{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "clusterprofiles"}
 
 // watchLedger records when each ClusterProfile was first seen with its
-// status written (conditions): the ledger is written in full once every
-// cluster's is.
+// status written (a managed fields entry of the status subresource): the
+// ledger is written in full once every cluster's is.
 func (k *kubeEnv) watchLedger(ctx context.Context) (*seenWatch, error) {
-	profiles := k.dyn.Resource(clusterProfiles).Namespace(argoNS)
+	profiles := k.meta.Resource(clusterProfiles).Namespace(argoNS)
 	list, err := profiles.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list clusterprofiles: %w", err)
 	}
-	return watchSeen(ctx, "ClusterProfiles with a status", list.GetResourceVersion(), &cache.ListWatch{
+	return watchSeen(ctx, "ClusterProfiles with a status", list.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return profiles.Watch(ctx, o)
 		},
 	}, func(ev watch.Event) (string, bool) {
-		u, ok := ev.Object.(*unstructured.Unstructured)
+		m, ok := ev.Object.(*metav1.PartialObjectMetadata)
 		if !ok || ev.Type == watch.Deleted {
 			return "", false
 		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		return u.GetName(), len(conds) > 0
+		return m.GetName(), statusWritten(m)
 	})
+}
+
+// statusWritten says whether m's status was written: the apiserver keeps
+// a managed fields entry for each manager of the status subresource.
+func statusWritten(m metav1.Object) bool {
+	for _, f := range m.GetManagedFields() {
+		if f.Subresource == "status" {
+			return true
+		}
+	}
+	return false
 }
 
 // waitFor returns the time the n-th object was seen, once n have been.

@@ -59,6 +59,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 const token = "loadgen-plugin-token"
@@ -91,6 +94,9 @@ type options struct {
 }
 
 func main() {
+	// envtest logs through controller-runtime, which complains on stderr
+	// (with a stack) when no logger is set: what it says is of no use here
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -167,7 +173,7 @@ func parseOptions(args []string, stderr io.Writer) (options, bool) {
 	fs.IntVar(&o.slack, "goroutine-slack", 2, "goroutines the service may have after the idle pause beyond its count before the load")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long the service may take to become ready")
 	fs.BoolVar(&o.secrets, "secrets", false, "run against a real kube-apiserver and etcd (envtest, from KUBEBUILDER_ASSETS) with cluster Secrets and the ApplicationSet refresh trigger on: reports the cold sync and the requests of -steady-passes passes")
-	fs.DurationVar(&o.resync, "resync", 0, "with -secrets: secrets.resync of the service (0: its default, 5m)")
+	fs.DurationVar(&o.resync, "resync", 0, "with -steady-passes: secrets.resync of the service restarted for the steady state (the cold start runs with every setting at its default)")
 	fs.IntVar(&o.steadyPasses, "steady-passes", 0, "with -secrets: reconcile passes with nothing to change to count the apiserver's requests over (set -resync so that they come)")
 	fs.BoolVar(&o.ceiling, "ceiling", false, "with -secrets: first time the service's cold-start writes (each cluster's Secret, ClusterProfile and its status) by an unthrottled client with no watchers, on a fresh kube-apiserver and etcd: the apiserver's ceiling")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 5*time.Minute, "with -secrets: how long the cold sync may take")
@@ -252,7 +258,6 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 		}
 		defer ks.stop()
 	}
-	kube, sw, lw := ks.kube, ks.secrets, ks.ledger
 	cfg, err := writeService(dir, cs, caData, addr, token, ks.extra)
 	if err != nil {
 		return nil, fmt.Errorf("write fleet: %w", err)
@@ -272,20 +277,21 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	if err := svc.waitReady(o.readyTimeout); err != nil {
 		return nil, err
 	}
-	r := &result{Clusters: n, Connections: o.conns, Duration: o.duration, ReadyAfter: time.Since(started), Ceiling: ceiling}
+	ins := inputs()
+	r := &result{Clusters: n, Connections: o.conns, Duration: o.duration, ReadyAfter: time.Since(started), Ceiling: ceiling, Inputs: len(ins)}
 	if o.secrets {
-		if r.Sync, err = waitColdSync(o, n, sw, lw, svc, started, log); err != nil {
+		if r.Sync, err = waitColdSync(o, n, ks.secrets, ks.ledger, svc, started, log); err != nil {
 			return nil, err
 		}
 	}
-	ins := inputs()
-	r.Inputs = len(ins)
 	if err := verify(ctx, svc.base, token, ins, cs); err != nil {
 		return nil, err
 	}
 	time.Sleep(o.settle)
 	if o.steadyPasses > 0 {
-		if err := steady(ctx, o, kube, svc, r.Sync, log); err != nil {
+		check := func(s *service) error { return verify(ctx, s.base, token, ins, cs) }
+		if svc, cfg, err = steadyState(ctx, o, n, dir, addr, ks, svc, r.Sync, check, log); err != nil {
+			stopped = true // steadyState stopped both processes
 			return nil, err
 		}
 	}
@@ -309,58 +315,6 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 	}
 	r.summarize(ins)
 	return r, nil
-}
-
-// kubeSide is the real kube-apiserver of a -secrets run, with the watches
-// that time the cold start and the configuration section pointing at it.
-type kubeSide struct {
-	kube            *kubeEnv
-	secrets, ledger *seenWatch
-	extra           string
-}
-
-func startKubeSide(ctx context.Context, o options, n int, dir string, log io.Writer) (*kubeSide, error) {
-	fmt.Fprintf(log, "loadgen: %d clusters: starting kube-apiserver and etcd\n", n)
-	kube, err := startKube(ctx, o.kubeAssets, dir)
-	if err != nil {
-		return nil, err
-	}
-	ks := &kubeSide{kube: kube, extra: kubeConfigSection(kube.kubeconfig, o.resync)}
-	if ks.secrets, err = kube.watchSecrets(ctx); err == nil {
-		ks.ledger, err = kube.watchLedger(ctx)
-	}
-	if err != nil {
-		ks.stop()
-		return nil, err
-	}
-	return ks, nil
-}
-
-func (k *kubeSide) stop() {
-	for _, w := range []*seenWatch{k.secrets, k.ledger} {
-		if w != nil {
-			w.stop()
-		}
-	}
-	k.kube.stop()
-}
-
-// waitColdSync waits for the service's n Secrets, seen by sw, and its n
-// ClusterProfiles with their status, seen by lw, and returns the cold
-// sync's figures: from started to the last of each.
-func waitColdSync(o options, n int, sw, lw *seenWatch, svc *service, started time.Time, log io.Writer) (*syncResult, error) {
-	last, err := sw.waitFor(n, o.syncTimeout, svc.exited())
-	if err != nil {
-		return nil, fmt.Errorf("cold sync: %w; log:\n%s", err, svc.logTail())
-	}
-	sr := &syncResult{Secrets: n, ColdSync: last.Sub(started)}
-	fmt.Fprintf(log, "loadgen: %d clusters: %d Secrets written %s after the start\n", n, n, sr.ColdSync.Round(time.Millisecond))
-	if last, err = lw.waitFor(n, o.syncTimeout, svc.exited()); err != nil {
-		return nil, fmt.Errorf("ledger: %w; log:\n%s", err, svc.logTail())
-	}
-	sr.Ledger = last.Sub(started)
-	fmt.Fprintf(log, "loadgen: %d clusters: %d ClusterProfiles written with their status %s after the start\n", n, n, sr.Ledger.Round(time.Millisecond))
-	return sr, nil
 }
 
 // underLoad reads the service's figures before the load (and its start-up
@@ -395,43 +349,5 @@ func underLoad(o options, n int, svc *service, ins []*input, r *result, log io.W
 			return err
 		}
 	}
-	return nil
-}
-
-// steady counts the apiserver's requests over o.steadyPasses successful
-// reconcile passes with nothing to change (the fleet is as written).
-func steady(ctx context.Context, o options, kube *kubeEnv, svc *service, sr *syncResult, log io.Writer) error {
-	const passes = "argocd_cluster_discovery_secrets_passes_total"
-	success := map[string]string{"result": "success"}
-	p0, err := svc.serviceCounter(passes, success)
-	if err != nil {
-		return err
-	}
-	before, err := kube.requestCounts(ctx)
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	deadline := t0.Add(time.Duration(o.steadyPasses+2)*o.resync + 30*time.Second)
-	for {
-		p, err := svc.serviceCounter(passes, success)
-		if err != nil {
-			return err
-		}
-		if p >= p0+float64(o.steadyPasses) {
-			sr.SteadyPasses = int(p - p0)
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("steady state: %g of %d passes after %s", p-p0, o.steadyPasses, time.Since(t0).Round(time.Second))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	after, err := kube.requestCounts(ctx)
-	if err != nil {
-		return err
-	}
-	sr.SteadyRequests, sr.SteadyWindow = sumCounts(before, after), time.Since(t0)
-	fmt.Fprintf(log, "loadgen: %d passes with nothing to change in %s: apiserver requests %v\n", sr.SteadyPasses, sr.SteadyWindow.Round(time.Millisecond), sr.SteadyRequests)
 	return nil
 }

@@ -62,6 +62,11 @@ type syncResult struct {
 	SteadyPasses   int                `json:"steadyPasses"`
 	SteadyRequests map[string]float64 `json:"steadyRequests"`
 	SteadyWindow   time.Duration      `json:"steadyWindowNs"`
+	// RestartRequests are the apiserver's requests (as SteadyRequests)
+	// from the stop of the process that made the cold start to the first
+	// pass of the one started after it for the steady state: its lists,
+	// and no write.
+	RestartRequests map[string]float64 `json:"restartRequests"`
 }
 
 // followerResult is what a second replica, started once the ledger is

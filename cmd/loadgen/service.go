@@ -82,8 +82,10 @@ type service struct {
 // exited is closed once the process has exited.
 func (s *service) exited() <-chan struct{} { return s.exit }
 
+// startService starts bin serving config on addr, its output appended to
+// logPath (a restarted service's log follows the first process's).
 func startService(bin, config, addr, logPath string) (*service, error) {
-	logf, err := os.Create(logPath)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
