@@ -205,7 +205,10 @@ func (k *kubeEnv) watchSecrets(ctx context.Context) (*seenWatch, error) {
 		},
 	}, func(ev watch.Event) (string, bool) {
 		m, ok := ev.Object.(*metav1.PartialObjectMetadata)
-		return m.GetName(), ok && ev.Type == watch.Added
+		if !ok {
+			return "", false
+		}
+		return m.GetName(), ev.Type == watch.Added
 	})
 }
 

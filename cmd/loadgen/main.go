@@ -14,6 +14,12 @@
 // Secret, ClusterProfile and its status) made by an unthrottled client with
 // no watchers: the apiserver's ceiling on this machine.
 //
+// With -secrets -steady-passes it then stops the service, starts it again
+// with secrets.resync -resync (the cold start runs with every setting at
+// its default), checks its answers again, and counts the apiserver's
+// requests over that many passes with nothing to change (sync.go); the
+// follower below runs beside the restarted leader.
+//
 // With -secrets it then starts a follower replica of the same binary on the
 // same ledger (follower.go): when it answers as the leader, its RSS at
 // rest, and, with a load, the same load as the leader's. After it, the
@@ -288,15 +294,15 @@ func runSize(o options, n int, dir string, log io.Writer) (*result, error) {
 		return nil, err
 	}
 	time.Sleep(o.settle)
+	if err := underLoad(o, n, svc, ins, r, log); err != nil {
+		return nil, err
+	}
 	if o.steadyPasses > 0 {
 		check := func(s *service) error { return verify(ctx, s.base, token, ins, cs) }
 		if svc, cfg, err = steadyState(ctx, o, n, dir, addr, ks, svc, r.Sync, check, log); err != nil {
 			stopped = true // steadyState stopped both processes
 			return nil, err
 		}
-	}
-	if err := underLoad(o, n, svc, ins, r, log); err != nil {
-		return nil, err
 	}
 	if o.secrets {
 		if r.Follower, err = measureFollower(ctx, o, n, dir, svc, cfg, ins, cs, log); err != nil {

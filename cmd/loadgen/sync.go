@@ -111,7 +111,7 @@ func restartForSteady(ctx context.Context, o options, n int, dir, addr string, k
 		if err != nil {
 			return fail(err)
 		}
-		refreshes, err := next.serviceCounter(refreshPassesTotal, nil)
+		refreshes, err := next.serviceCounter(refreshPassesTotal, passSucceeded)
 		if err != nil {
 			return fail(err)
 		}
@@ -142,7 +142,7 @@ func steadyState(ctx context.Context, o options, n int, dir, addr string, ks *ku
 	check func(*service) error, log io.Writer) (*service, string, error) {
 	next, cfg, err := restartForSteady(ctx, o, n, dir, addr, ks, svc, sr, log)
 	if err != nil {
-		return svc, "", err
+		return nil, "", err
 	}
 	if err = check(next); err != nil {
 		err = fmt.Errorf("after the restart: %w", err)
@@ -152,14 +152,15 @@ func steadyState(ctx context.Context, o options, n int, dir, addr string, ks *ku
 	}
 	if err != nil {
 		_ = next.stop(30 * time.Second)
-		return svc, "", err
+		return nil, "", err
 	}
 	return next, cfg, nil
 }
 
 // passesTotal counts the Secret writer's passes, by result; passSucceeded
 // selects those that succeeded. refreshPassesTotal counts the refresh
-// trigger's passes.
+// trigger's passes, by result: a failed one is tried again later, maybe in
+// the window.
 const (
 	passesTotal        = "argocd_cluster_discovery_secrets_passes_total"
 	refreshPassesTotal = "argocd_cluster_discovery_appset_refresh_passes_total"
