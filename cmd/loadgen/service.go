@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/freeport"
 )
 
 // buildService builds the service binary into dir from the module that
@@ -61,12 +62,11 @@ func moduleRoot(ctx context.Context) (string, error) {
 
 // freeLoopbackAddr returns a loopback address with a port free right now.
 func freeLoopbackAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Loopback()
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 // service is the running binary.
