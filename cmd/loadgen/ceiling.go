@@ -34,8 +34,9 @@ import (
 // the client.
 
 // ceilingWorkers is how many writes the ideal client has in flight: as
-// many as the service's ledger (clusterprofile.Writers).
-const ceilingWorkers = 16
+// many as the service's ledger (clusterprofile.Writers), and for the
+// statuses clusterprofile.StatusWriters, as the ledger.
+const ceilingWorkers = clusterprofile.Writers
 
 // ceilingOwner is the owner id of the objects written, the one the service
 // is configured with (kubeConfigSection).
@@ -117,7 +118,7 @@ func measureCeiling(ctx context.Context, assets, dir string, cs []cluster, caDat
 			return nil, fmt.Errorf("ceiling: %w", err)
 		}
 	}
-	if cr.Secrets, err = inParallel(ctx, n, func(ctx context.Context, i int) error {
+	if cr.Secrets, err = inParallel(ctx, n, ceilingWorkers, func(ctx context.Context, i int) error {
 		if _, err := c.secrets.Create(ctx, secrets[i], metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create secret %s: %w", secrets[i].Name, err)
 		}
@@ -133,7 +134,7 @@ func measureCeiling(ctx context.Context, assets, dir string, cs []cluster, caDat
 			return nil, fmt.Errorf("ceiling: %w", err)
 		}
 	}
-	if cr.Creates, err = inParallel(ctx, n, func(ctx context.Context, i int) error {
+	if cr.Creates, err = inParallel(ctx, n, ceilingWorkers, func(ctx context.Context, i int) error {
 		err := c.profiles.Post().Namespace(argoNS).Resource(clusterprofile.Resource.Resource).
 			Param("fieldManager", clusterprofile.Manager).Body(bodies[i]).Do(ctx).Error()
 		if err != nil {
@@ -145,7 +146,7 @@ func measureCeiling(ctx context.Context, assets, dir string, cs []cluster, caDat
 	}
 	fmt.Fprintf(log, "loadgen: %d clusters: apiserver ceiling: %d ClusterProfiles in %s\n", n, n, cr.Creates.Round(time.Millisecond))
 
-	if cr.Status, err = inParallel(ctx, n, func(ctx context.Context, i int) error {
+	if cr.Status, err = inParallel(ctx, n, clusterprofile.StatusWriters, func(ctx context.Context, i int) error {
 		err := c.profiles.Patch(types.ApplyPatchType).Namespace(argoNS).Resource(clusterprofile.Resource.Resource).
 			Name(names[i]).SubResource("status").Param("fieldManager", clusterprofile.Manager).Param("force", "true").
 			Body(statuses[i]).Do(ctx).Error()
@@ -161,11 +162,11 @@ func measureCeiling(ctx context.Context, assets, dir string, cs []cluster, caDat
 	return cr, nil
 }
 
-// inParallel runs write for 0 … n-1, ceilingWorkers at a time, and
+// inParallel runs write for 0 … n-1, workers at a time, and
 // returns how long they took; the first error stops it and is returned.
-func inParallel(ctx context.Context, n int, write func(ctx context.Context, i int) error) (time.Duration, error) {
+func inParallel(ctx context.Context, n, workers int, write func(ctx context.Context, i int) error) (time.Duration, error) {
 	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(ceilingWorkers)
+	g.SetLimit(workers)
 	start := time.Now()
 	for i := range n {
 		if ctx.Err() != nil {

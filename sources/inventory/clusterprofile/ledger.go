@@ -159,18 +159,29 @@ func metaMatches(obj, want *unstructured.Unstructured) bool {
 	return reflect.DeepEqual(obj.Object["spec"], want.Object["spec"])
 }
 
-// Writers is how many writes a save has in flight. A cold start writes two
-// per cluster; one at a time, the apiserver's latency, not the client's
-// rate limit, would bound it (~20 s for 2,000 clusters).
+// Writers is how many writes of objects a save has in flight. A cold
+// start writes two per cluster; one at a time, the apiserver's latency,
+// not the client's rate limit, would bound it (~20 s for 2,000 clusters).
 const Writers = 16
+
+// StatusWriters is how many status writes a save has in flight: fewer
+// than Writers. The statuses are for other readers (the answer waits for
+// the objects, not for them), and on a cold start they share the
+// apiserver with the cluster Secrets, which Argo CD needs to reach the
+// clusters. A status apply costs the apiserver about twice an object's
+// create; with 16 in flight a 10,000-cluster cold start wrote its last
+// Secret after ~90 s and its last status after ~100 s, with 4 after ~55 s
+// and ~80 s (cmd/loadgen -secrets, this repository's bench machine).
+const StatusWriters = 4
 
 // Save implements inventory.Ledger: it creates the ClusterProfiles of new
 // records, applies those that changed, deletes those whose record is gone
 // (a confirmed departure), then writes the source records and counts when
 // they changed (only once every object is written: see CountsKey and
 // SumsKey), then
-// the statuses that changed. Writes of one step run Writers at a time. It
-// goes on past a failed object and returns every error.
+// the statuses that changed. Writes of one step run Writers at a time,
+// statuses StatusWriters. It goes on past a failed object and returns
+// every error.
 func (l *Ledger) Save(ctx context.Context, b inventory.Book) error {
 	l.mu.Lock()
 	loaded := l.known != nil
@@ -210,7 +221,7 @@ func (l *Ledger) save(ctx context.Context, b inventory.Book, now time.Time, sl *
 	lap(&prev) // the source records: their time is the total's
 	// the status is for other readers (conditions, the access provider);
 	// the record is the ledger: the answer does not wait for the status
-	errs = forEach(ctx, len(statuses), func(i int) error {
+	errs = forEach(ctx, len(statuses), StatusWriters, func(i int) error {
 		r := statuses[i]
 		s := l.known[identity(r.Source, r.ID)]
 		d, err := desiredObject(&l.opts, s.name, r, s.marks, now)
@@ -251,7 +262,7 @@ func (l *Ledger) putAll(ctx context.Context, records []inventory.Record, now tim
 		created, statusDue bool
 	}
 	results := make([]result, len(records))
-	errs := forEach(ctx, len(records), func(i int) error {
+	errs := forEach(ctx, len(records), Writers, func(i int) error {
 		r := &records[i]
 		s := l.known[identity(r.Source, r.ID)]
 		d, created, err := l.put(ctx, s, r, now, sl)
@@ -292,7 +303,7 @@ func (l *Ledger) deleteAllBut(ctx context.Context, want map[string]bool, sl *sav
 		}
 	}
 	deleted := make([]bool, len(gone))
-	errs := forEach(ctx, len(gone), func(i int) error {
+	errs := forEach(ctx, len(gone), Writers, func(i int) error {
 		if err := l.deleteAsWritten(ctx, l.known[gone[i]]); err != nil {
 			return err
 		}
@@ -320,13 +331,13 @@ func (l *Ledger) ours(ctx context.Context, name string, r *inventory.Record) boo
 	return err == nil && have.Source == r.Source && have.ID == r.ID
 }
 
-// forEach runs fn for 0 … n-1, Writers at a time, and returns the errors.
+// forEach runs fn for 0 … n-1, limit at a time, and returns the errors.
 // Each call must touch only what belongs to its index. None starts once
 // the leader's lease may have passed to another process (lease.Check).
-func forEach(ctx context.Context, n int, fn func(i int) error) []error {
+func forEach(ctx context.Context, n, limit int, fn func(i int) error) []error {
 	errs := make([]error, n)
 	var g errgroup.Group
-	g.SetLimit(Writers)
+	g.SetLimit(limit)
 	for i := range n {
 		g.Go(func() error {
 			if errs[i] = lease.Check(ctx); errs[i] == nil {

@@ -128,7 +128,7 @@ func (l *Ledger) deleteDoomed(ctx context.Context) []error {
 	for i := range failed {
 		failed[i] = true // until deleted: forEach may not call fn at all
 	}
-	errs := forEach(ctx, len(doomed), func(i int) error {
+	errs := forEach(ctx, len(doomed), Writers, func(i int) error {
 		d := doomed[i]
 		uid := types.UID(d.uid)
 		err := l.profiles().Delete(ctx, d.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &d.resourceVersion}})
