@@ -171,7 +171,9 @@ const Writers = 16
 // clusters. A status apply costs the apiserver about twice an object's
 // create; with 16 in flight a 10,000-cluster cold start wrote its last
 // Secret after ~90 s and its last status after ~100 s, with 4 after ~55 s
-// and ~80 s (cmd/loadgen -secrets, this repository's bench machine).
+// and ~80 s (cmd/loadgen -secrets, this repository's bench machine). The
+// next save waits for the statuses (l.mu): after many statuses changed at
+// once, its newcomers and departures are written that much later.
 const StatusWriters = 4
 
 // Save implements inventory.Ledger: it creates the ClusterProfiles of new
