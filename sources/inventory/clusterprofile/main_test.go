@@ -111,6 +111,17 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
+// ledgerThrough opens the ledger of owner in the cluster's namespace, its
+// requests going through wrap of the cluster's counted transport.
+func (c *cluster) ledgerThrough(t *testing.T, owner string, wrap func(http.RoundTripper) http.RoundTripper) *Ledger {
+	t.Helper()
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return wrap(c.cfg.WrapTransport(rt)) }
+	l, err := New(cfg, Options{Namespace: c.ns, OwnerID: owner})
+	require.NoError(t, err)
+	return l
+}
+
 // ledger opens the ledger of owner in the cluster's namespace.
 func (c *cluster) ledger(t *testing.T, owner string) *Ledger {
 	t.Helper()

@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
@@ -211,14 +210,11 @@ func (s *recordsSent) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestLeaderKnowsWhatItWritesBeforeSendingIt(t *testing.T) {
 	c := newCluster(t)
-	cfg := rest.CopyConfig(c.cfg)
 	sent := &recordsSent{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		sent.rt = c.cfg.WrapTransport(rt)
+	l := c.ledgerThrough(t, "owner-1", func(rt http.RoundTripper) http.RoundTripper {
+		sent.rt = rt
 		return sent
-	}
-	l, err := New(cfg, Options{Namespace: c.ns, OwnerID: "owner-1"})
-	require.NoError(t, err)
+	})
 	sent.ledger.Store(l)
 
 	fleet := ledgertest.Fleet(3)

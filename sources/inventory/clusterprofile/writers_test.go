@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
 )
@@ -58,14 +57,11 @@ func (f *inFlight) RoundTrip(r *http.Request) (*http.Response, error) {
 // leave most of the apiserver to the cluster Secrets written alongside.
 func TestStatusWritesLeaveRoomForTheSecrets(t *testing.T) {
 	c := newCluster(t)
-	cfg := rest.CopyConfig(c.cfg)
 	f := &inFlight{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		f.rt = c.cfg.WrapTransport(rt)
+	l := c.ledgerThrough(t, "owner-1", func(rt http.RoundTripper) http.RoundTripper {
+		f.rt = rt
 		return f
-	}
-	l, err := New(cfg, Options{Namespace: c.ns, OwnerID: "owner-1"})
-	require.NoError(t, err)
+	})
 	fleet := ledgertest.Fleet(40)
 	require.NoError(t, l.Save(context.Background(), fleet))
 
