@@ -68,6 +68,17 @@ type Strays interface {
 	Strays() []Record
 }
 
+// Repairer is implemented by a ledger that sees what others write to it
+// (an object edited or deleted by hand, a deposed leader's late write).
+// Its readers answer no book that does not add up, so the leader saves
+// again soon after such a write (see Inventory.Run), not only after its
+// next listing.
+type Repairer interface {
+	// Repairs receives when someone else's write was seen since the last
+	// receive.
+	Repairs() <-chan struct{}
+}
+
 // Feed is the ledger as its readers see it.
 type Feed interface {
 	// Watch calls fn with the whole book once the feed has synced, then

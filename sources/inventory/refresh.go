@@ -31,6 +31,13 @@ func (inv *Inventory) Run(ctx context.Context) {
 	}
 	inv.markLoaded(ctx, run)
 	var wg sync.WaitGroup
+	if r, ok := inv.ledger.(Repairer); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inv.repair(ctx, r.Repairs())
+		}()
+	}
 	states := inv.statesNow()
 	for _, st := range states {
 		wg.Add(2)
@@ -44,6 +51,37 @@ func (inv *Inventory) Run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// repairDelay is how long the leader waits after someone else's write to
+// the ledger before it saves (see repair): a burst of them (kubectl
+// delete of many objects) is put back by one save.
+const repairDelay = time.Second
+
+// repair saves the book again each time the ledger tells that someone
+// else wrote to it (see Repairer), repairDelay after the first such write
+// of a burst, until ctx ends. Without it the ledger stays as others left
+// it, and every replica answers 503, until the leader's next listing.
+func (inv *Inventory) repair(ctx context.Context, repairs <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-repairs:
+		}
+		t := time.NewTimer(repairDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		select {
+		case <-repairs: // the same burst
+		default:
+		}
+		inv.save(ctx)
+	}
 }
 
 // startRun counts a new Run, not loaded yet (see Loaded), and returns its

@@ -114,6 +114,7 @@ func (l *Ledger) Load(ctx context.Context) (inventory.Book, error) {
 	b.Sort()
 	l.mu.Lock()
 	l.known, l.sources, l.doomed = known, raw, doomed
+	l.written.wrote(raw)
 	l.mu.Unlock()
 	return b, nil
 }

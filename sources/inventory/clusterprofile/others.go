@@ -15,8 +15,9 @@ import (
 
 // What others write to the ledger's objects (an edit or delete by hand, a
 // deposed leader's late write, an object restored from a backup): the
-// leader's feed notes it (see written), and the leader's next save puts
-// the ledger back as its book says, or takes a record it did not know.
+// leader's feed notes it (see written) and asks for a repair (see
+// Repairs): the leader's next save, a second later, puts the ledger back
+// as its book says, or takes a record it did not know.
 
 // forgetEdited forgets what is stored of the objects someone else edited
 // or deleted (see written.edited, written.deleted), so that this save
@@ -31,6 +32,7 @@ func (l *Ledger) forgetEdited() (unknown []string) {
 		// overtaken by a later save: then this save writes it again,
 		// unchanged)
 		l.sources = stored
+		l.written.wrote(stored)
 	}
 	stale := l.written.takeEdited()
 	if len(stale) == 0 {
@@ -97,6 +99,14 @@ func (l *Ledger) findStrays(ctx context.Context, names []string) []error {
 	return errs
 }
 
+// Repairs implements inventory.Repairer: it receives when this process's
+// feed (see Watch), once this process has loaded or written the ledger,
+// sees someone else's write: a ClusterProfile of this installation holding
+// a record this process did not write, deleted other than by this
+// process's save, or the ConfigMap holding other source records than this
+// process wrote. The leader's next save puts them back (see forgetEdited).
+func (l *Ledger) Repairs() <-chan struct{} { return l.written.repairs() }
+
 // Strays implements inventory.Strays: the records of objects of this
 // installation that a save found and this process neither loaded nor
 // wrote (a deposed leader's late create, an object restored from a
@@ -131,7 +141,11 @@ func (l *Ledger) deleteDoomed(ctx context.Context) []error {
 	errs := forEach(ctx, len(doomed), Writers, func(i int) error {
 		d := doomed[i]
 		uid := types.UID(d.uid)
+		l.written.deleting(d.name)
 		err := l.profiles().Delete(ctx, d.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &d.resourceVersion}})
+		if err != nil {
+			l.written.notDeleted(d.name)
+		}
 		switch {
 		case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err): // deleted, or no longer as read
 			failed[i] = false
@@ -174,7 +188,11 @@ func (l *Ledger) deleteAsWritten(ctx context.Context, s *stored) error {
 		return err
 	}
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	l.written.deleting(s.name)
 	err = l.profiles().Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	if err != nil {
+		l.written.notDeleted(s.name)
+	}
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil

@@ -93,6 +93,7 @@ func (l *Ledger) saveSources(ctx context.Context, srcs []inventory.SourceRecord,
 		return err
 	}
 	cms := l.core.CoreV1().ConfigMaps(l.opts.Namespace)
+	l.written.wrote(raw) // before the write: its event is this process's
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.opts.ConfigMap, Namespace: l.opts.Namespace,
 		Labels: map[string]string{LabelManager: Manager, LabelOwner: l.opts.OwnerID}},
 		Data: map[string]string{SourcesKey: string(rawSources), CountsKey: string(rawCounts), SumsKey: string(rawSums)}}

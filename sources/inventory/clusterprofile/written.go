@@ -27,6 +27,16 @@ type written struct {
 	// saw anything since the last takeConfigMap
 	configMap     []byte
 	configMapSeen bool
+	// sources is what this process last wrote to the ConfigMap, loaded
+	// from it, or is writing to it: the ConfigMap seen holding anything
+	// else was written by someone else
+	sources []byte
+	// ours names the objects this process is deleting: their deletion is
+	// not someone else's
+	ours map[string]bool
+	// repair is told of each write of someone else noted (see
+	// Ledger.Repairs); nil until asked for
+	repair chan struct{}
 }
 
 // sawConfigMap notes what the feed saw the ConfigMap hold (nil: deleted,
@@ -38,6 +48,56 @@ func (w *written) sawConfigMap(stored []byte) {
 		return
 	}
 	w.configMap, w.configMapSeen = stored, true
+	if string(stored) != string(w.sources) {
+		w.tell()
+	}
+}
+
+// wrote records what this process wrote (or loaded, or is writing) to the
+// ConfigMap: sawConfigMap tells a repair when it sees anything else.
+func (w *written) wrote(sources []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sources = sources
+}
+
+// deleting records that this process is deleting the object name: the
+// deletion the feed sees next is noted (see deleted), not told as a
+// repair.
+func (w *written) deleting(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ours == nil {
+		w.ours = map[string]bool{}
+	}
+	w.ours[name] = true
+}
+
+// notDeleted is deleting undone: the delete of name was not sent, or failed,
+// and no event of it comes.
+func (w *written) notDeleted(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.ours, name)
+}
+
+// repairs returns the channel tell sends on, made on the first call.
+func (w *written) repairs() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.repair == nil {
+		w.repair = make(chan struct{}, 1)
+	}
+	return w.repair
+}
+
+// tell asks for a repair, if anyone listens, without waiting: one asked
+// for and not taken yet stands for any number. The caller holds w.mu.
+func (w *written) tell() {
+	select {
+	case w.repair <- struct{}{}:
+	default: // pending already, or nobody listens (a nil channel)
+	}
 }
 
 // takeConfigMap returns what sawConfigMap noted last, if anything since
@@ -73,8 +133,9 @@ func (w *written) edited(name string) { w.note(name, staleEdited) }
 // (which forgets the object itself). Once this process has loaded or
 // written the ledger, its next save creates the object again if its book
 // still holds the record: until then the objects do not add up to the
-// counts (CountsKey), and no reader gets a new book. A follower notes
-// nothing.
+// counts (CountsKey), and no reader gets a new book. Someone else's
+// deletion asks for a repair (see Ledger.Repairs), this process's own does
+// not (see deleting). A follower notes nothing.
 func (w *written) deleted(name string) { w.note(name, staleDeleted) }
 
 // note remembers what happened to the object name, the latest news
@@ -89,6 +150,15 @@ func (w *written) note(name string, what staleness) {
 		w.stale = map[string]staleness{}
 	}
 	w.stale[name] = what
+	if w.ours[name] {
+		// this process's own delete: its event, or the object as deleted,
+		// whose record is forgotten once deleted (see Ledger.deleteAllBut)
+		if what == staleDeleted {
+			delete(w.ours, name)
+		}
+		return
+	}
+	w.tell()
 }
 
 // takeEdited returns the objects edited and deleted note, and forgets
