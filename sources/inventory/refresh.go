@@ -55,21 +55,35 @@ func (inv *Inventory) Run(ctx context.Context) {
 
 // repairDelay is how long the leader waits after someone else's write to
 // the ledger before it saves (see repair): a burst of them (kubectl
-// delete of many objects) is put back by one save.
-const repairDelay = time.Second
+// delete of many objects) is put back by one save. maxRepairDelay is the
+// longest wait: someone who writes again right after each repair (a
+// second process writing the ledger, which leader election should
+// prevent) is answered later each time, up to the default interval of
+// the listings, instead of once a second.
+const (
+	repairDelay    = time.Second
+	maxRepairDelay = time.Minute
+)
 
 // repair saves the book again each time the ledger tells that someone
-// else wrote to it (see Repairer), repairDelay after the first such write
-// of a burst, until ctx ends. Without it the ledger stays as others left
-// it, and every replica answers 503, until the leader's next listing.
+// else wrote to it (see Repairer), a delay after the first such write of
+// a burst, until ctx ends: repairDelay, doubled for each write seen within
+// twice the delay after the last repair, up to maxRepairDelay. Without it
+// the ledger stays as others left it, and every replica answers 503, until
+// the leader's next listing. A save in progress is waited for (saveMu);
+// before the first round of listings a repair saves nothing (see save),
+// and that round's save puts the ledger back.
 func (inv *Inventory) repair(ctx context.Context, repairs <-chan struct{}) {
+	var delay time.Duration
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-repairs:
 		}
-		t := time.NewTimer(repairDelay)
+		delay = repairWait(delay, last, time.Now())
+		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -81,7 +95,17 @@ func (inv *Inventory) repair(ctx context.Context, repairs <-chan struct{}) {
 		default:
 		}
 		inv.save(ctx)
+		last = time.Now()
 	}
+}
+
+// repairWait is the wait before a repair save asked for at now, the last
+// repair's wait having been prev and its save done at last (zero: none).
+func repairWait(prev time.Duration, last, now time.Time) time.Duration {
+	if !last.IsZero() && now.Sub(last) < 2*prev {
+		return min(2*prev, maxRepairDelay)
+	}
+	return repairDelay
 }
 
 // startRun counts a new Run, not loaded yet (see Loaded), and returns its

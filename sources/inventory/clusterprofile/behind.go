@@ -178,7 +178,7 @@ func (l *Ledger) Current(ctx context.Context) error {
 		case <-deadline.C:
 			return l.report(fmt.Errorf("this replica's view of the ledger is behind it: the ledger's ConfigMap is at resourceVersion %q, "+
 				"this replica's last book still at %q after %s (its watch on the ledger failing, or a ClusterProfile edited or deleted "+
-				"by hand, which the leader writes again a second after it sees it)", live, upTo, l.opts.CatchUp))
+				"by hand, which the leader writes again once it sees it)", live, upTo, l.opts.CatchUp))
 		case <-moved: // to live, or past it (a save since): see again
 		}
 	}
