@@ -140,12 +140,7 @@ func (l *Ledger) deleteDoomed(ctx context.Context) []error {
 	}
 	errs := forEach(ctx, len(doomed), Writers, func(i int) error {
 		d := doomed[i]
-		uid := types.UID(d.uid)
-		l.written.deleting(d.name)
-		err := l.profiles().Delete(ctx, d.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &d.resourceVersion}})
-		if err != nil {
-			l.written.notDeleted(d.name)
-		}
+		err := l.deleteProfile(ctx, d.name, types.UID(d.uid), d.resourceVersion)
 		switch {
 		case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err): // deleted, or no longer as read
 			failed[i] = false
@@ -160,6 +155,18 @@ func (l *Ledger) deleteDoomed(ctx context.Context) []error {
 		}
 	}
 	return errs
+}
+
+// deleteProfile deletes the ClusterProfile name if it is still the object
+// uid at resourceVersion rv, recorded as this process's own deletion (see
+// written.deleting) so that its event asks for no repair.
+func (l *Ledger) deleteProfile(ctx context.Context, name string, uid types.UID, rv string) error {
+	l.written.deleting(name)
+	err := l.profiles().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	if err != nil {
+		l.written.notDeleted(name)
+	}
+	return err
 }
 
 // deleteAsWritten deletes the object of s if it still holds the record
@@ -187,12 +194,7 @@ func (l *Ledger) deleteAsWritten(ctx context.Context, s *stored) error {
 	if err := lease.Check(ctx); err != nil { // again: a read went before
 		return err
 	}
-	uid, rv := obj.GetUID(), obj.GetResourceVersion()
-	l.written.deleting(s.name)
-	err = l.profiles().Delete(ctx, s.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-	if err != nil {
-		l.written.notDeleted(s.name)
-	}
+	err = l.deleteProfile(ctx, s.name, obj.GetUID(), obj.GetResourceVersion())
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
 		return nil
