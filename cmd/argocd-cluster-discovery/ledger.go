@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"k8s.io/client-go/rest"
@@ -27,7 +25,7 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 	if cfg.Ledger.Kind != config.LedgerKubernetes {
 		mem := inventory.NewMemory()
 		p.inv.UseLedger(mem)
-		return releasing(mem), nil
+		return mem, nil
 	}
 	if err := kube.init(); err != nil {
 		return nil, err
@@ -45,7 +43,7 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 		// lacks a mass of the clusters the Secrets we own name is refused
 		p.inv.UseSeed(clustersecret.ServedBefore(kube.client, cfg.Secrets.Namespace, cfg.Secrets.OwnerID))
 	}
-	return releasing(feedWithLogger{l, ledgerLogger}), nil
+	return feedWithLogger{l, ledgerLogger}, nil
 }
 
 // ledgerConfig is the ledger's client configuration: the Kubernetes
@@ -59,46 +57,6 @@ func ledgerConfig(c *rest.Config) *rest.Config {
 	c = rest.CopyConfig(c)
 	c.QPS, c.Burst = 2*c.QPS, 2*c.Burst
 	return c
-}
-
-// releasingFeed hands the memory that following a large book left behind
-// back to the operating system once the books have settled: delay after
-// the last book of after records or more (the first book, a leader's cold
-// start), release runs (debug.FreeOSMemory: a collection, then the freed
-// pages returned). Without it the runtime keeps them for the next burst
-// and gives them back over minutes: at 10,000 clusters a follower at rest
-// held ~4 MiB more. The Secret reconciler does the same after a large
-// pass, with the same figures.
-type releasingFeed struct {
-	inventory.Feed
-	after   int
-	delay   time.Duration
-	release func()
-}
-
-func releasing(f inventory.Feed) releasingFeed {
-	return releasingFeed{Feed: f, after: 1000, delay: 3 * time.Second, release: debug.FreeOSMemory}
-}
-
-// Watch implements inventory.Feed.
-func (f releasingFeed) Watch(ctx context.Context, fn func(inventory.Book)) {
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
-	f.Feed.Watch(ctx, func(b inventory.Book) {
-		large := len(b.Clusters) >= f.after
-		fn(b)
-		if !large {
-			return
-		}
-		if t != nil {
-			t.Stop()
-		}
-		t = time.AfterFunc(f.delay, f.release)
-	})
 }
 
 // feedWithLogger is the ClusterProfile feed, logging what it cannot read.

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -295,7 +294,7 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	for _, w := range cfg.Warnings {
 		logger.Warn("deprecated configuration key", "warning", w)
 	}
-	applyRuntime(cfg.Runtime, logger)
+	applyRuntime(ctx, cfg.Runtime, logger)
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "argocd_cluster_discovery_build_info",
 		Help: "Always 1: the version of the running binary and the Go release it was built with."}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
@@ -424,16 +423,6 @@ func listen(cfg *config.Config, srv *generator.Server) ([]*http.Server, []net.Li
 		listeners = append(listeners, opsLn)
 	}
 	return servers, listeners, nil
-}
-
-// applyRuntime sets the garbage collector's target from the configuration,
-// unless the GOGC environment variable set it already.
-func applyRuntime(rt config.Runtime, logger *slog.Logger) {
-	if v, ok := os.LookupEnv("GOGC"); ok {
-		logger.Info("garbage collector target from the GOGC environment variable; runtime.gcPercent ignored", "GOGC", v)
-		return
-	}
-	debug.SetGCPercent(rt.GCPercent)
 }
 
 func newHTTPServer(h http.Handler) *http.Server {

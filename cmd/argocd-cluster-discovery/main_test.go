@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/memrelease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testenv"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 )
@@ -276,14 +277,34 @@ func TestApplyRuntimeSetsGCPercent(t *testing.T) {
 
 	t.Setenv("GOGC", "") // restored after the test
 	os.Unsetenv("GOGC")
-	applyRuntime(config.Runtime{GCPercent: 25}, slog.New(slog.DiscardHandler))
+	applyRuntime(t.Context(), config.Runtime{GCPercent: 25}, slog.New(slog.DiscardHandler))
 	assert.Equal(t, 25, debug.SetGCPercent(100), "runtime.gcPercent applied")
 
 	var logs bytes.Buffer
 	t.Setenv("GOGC", "80")
-	applyRuntime(config.Runtime{GCPercent: 25}, slog.New(slog.NewTextHandler(&logs, nil)))
+	applyRuntime(t.Context(), config.Runtime{GCPercent: 25}, slog.New(slog.NewTextHandler(&logs, nil)))
 	assert.Equal(t, 100, debug.SetGCPercent(100), "GOGC set in the environment wins")
 	assert.Contains(t, logs.String(), "GOGC=80")
+}
+
+// sink keeps an allocation reachable until a test drops it.
+var sink []byte
+
+// TestApplyRuntimeReleasesTheFreeHeap: the service hands its free heap
+// back to the system at rest (memrelease), without being asked.
+func TestApplyRuntimeReleasesTheFreeHeap(t *testing.T) {
+	restore := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(restore) })
+	applyRuntime(t.Context(), config.Runtime{GCPercent: 100}, slog.New(slog.DiscardHandler))
+	sink = make([]byte, 64<<20)
+	for i := range sink {
+		sink[i] = 1
+	}
+	sink = nil
+	runtime.GC()
+	require.Greater(t, memrelease.Free(), uint64(32<<20), "64 MiB collected are free, not released yet")
+	assert.Eventually(t, func() bool { return memrelease.Free() <= memrelease.Above }, memrelease.Every+5*time.Second,
+		50*time.Millisecond, "the free heap released")
 }
 
 // TestReadyMeansTheReplicaCanAnswer: a source that cannot list (its

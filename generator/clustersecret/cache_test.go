@@ -3,7 +3,6 @@ package clustersecret
 import (
 	"bytes"
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -284,38 +283,4 @@ func TestUnsyncedCacheWritesNothing(t *testing.T) {
 	r.Run(ctx) // waits for the sync, which never comes
 	assert.Equal(t, last, r.Status().LastPass, "Run made no pass")
 	assert.Empty(t, e.secrets())
-}
-
-// TestLargePassReleasesMemory: Run hands the memory of a pass that made
-// many writes (a cold sync) back to the operating system, once, and not
-// after a small pass.
-func TestLargePassReleasesMemory(t *testing.T) {
-	for _, tc := range []struct {
-		name         string
-		releaseAfter int
-		want         int32
-	}{
-		{"3 creates, release after 3 writes", 3, 1},
-		{"3 creates, release after 4 writes", 4, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			f := newFleet(t, "a", "b", "c")
-			r, err := New(defaulted(Config{Options: Options{Namespace: e.ns, OwnerID: "test-owner"}}), e.client, f.inv, nil, nil)
-			require.NoError(t, err)
-			var released atomic.Int32
-			r.release, r.releaseAfter, r.releaseDelay = func() { released.Add(1) }, tc.releaseAfter, 10*time.Millisecond
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); r.Run(ctx) }()
-			require.Eventually(t, func() bool { return len(e.secrets()) == 3 }, 10*time.Second, 20*time.Millisecond)
-			if tc.want > 0 { // the release's timer, waited for: it may fire late on a loaded machine
-				require.Eventually(t, func() bool { return released.Load() >= tc.want }, 10*time.Second, 10*time.Millisecond)
-			}
-			time.Sleep(300 * time.Millisecond) // the release comes 10 ms after the pass, and no second pass runs
-			cancel()
-			<-done
-			assert.Equal(t, tc.want, released.Load())
-		})
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,13 +90,6 @@ type Reconciler struct {
 
 	mu     sync.Mutex
 	status Status
-
-	// release returns the memory of a pass that planned releaseAfter
-	// writes or more to the operating system, releaseDelay after it
-	// (debug.FreeOSMemory, 1,000, 3 s; see New).
-	release      func()
-	releaseAfter int
-	releaseDelay time.Duration
 }
 
 // secretsClient is the part of client-go we use.
@@ -123,12 +115,7 @@ func New(cfg Config, client kubeclient.Interface, inv Inventory, logger *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	r := &Reconciler{cfg: cfg, released: map[string]bool{}, adopted: map[string]bool{}, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m,
-		// A cold sync of 10,000 Secrets builds and sends ~100 MB that the
-		// runtime would hand back to the system over minutes, keeping the
-		// pod's RSS at its start-up peak; the delay lets the watch events
-		// of the pass's writes (which replace what it holds of them) come.
-		release: debug.FreeOSMemory, releaseAfter: 1000, releaseDelay: 3 * time.Second}
+	r := &Reconciler{cfg: cfg, released: map[string]bool{}, adopted: map[string]bool{}, secrets: client.CoreV1().Secrets(cfg.Namespace), inv: inv, logger: logger.With("component", "clustersecret"), metrics: m}
 	r.src = apiSource{secrets: r.secrets, namespace: cfg.Namespace}
 	r.status = Status{Enabled: true, DryRun: cfg.DryRun, Policy: cfg.Policy, OwnerID: cfg.OwnerID}
 	for _, o := range opts {
@@ -168,16 +155,8 @@ func (r *Reconciler) Run(ctx context.Context) {
 	resync := time.NewTicker(r.cfg.Resync)
 	defer resync.Stop()
 	for {
-		writes := func() int { // the plan is not kept while waiting
-			ch, err := r.Pass(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.logger.Error("reconcile pass failed; nothing was deleted", "error", err.Error())
-			}
-			return ch.Writes()
-		}()
-		if writes >= r.releaseAfter {
-			r.logger.Debug("returning a large pass's memory to the operating system", "writes", writes)
-			time.AfterFunc(r.releaseDelay, r.release)
+		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			r.logger.Error("reconcile pass failed; nothing was deleted", "error", err.Error())
 		}
 	wait:
 		for {
