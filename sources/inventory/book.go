@@ -129,42 +129,46 @@ func (inv *Inventory) load(ctx context.Context) bool {
 }
 
 // save writes the current book to the ledger, one save at a time, so the
-// last save always holds the latest state. Nothing is written until every
-// configured source has tried its first listing (see firstRoundDone).
-func (inv *Inventory) save(ctx context.Context) {
+// last save always holds the latest state, and reports whether every
+// write succeeded. Nothing is written until every configured source has
+// tried its first listing (see firstRoundDone): that is no failure.
+func (inv *Inventory) save(ctx context.Context) bool {
 	if inv.ledger == nil || ctx.Err() != nil {
-		return
+		return true
 	}
 	inv.saveMu.Lock()
 	defer inv.saveMu.Unlock()
 	inv.mu.Lock()
 	if !inv.firstRoundDone() {
 		inv.mu.Unlock()
-		return
+		return true
 	}
 	b := inv.book()
 	inv.mu.Unlock()
-	inv.saveBook(ctx, b)
+	ok := inv.saveBook(ctx, b)
 	// records someone else wrote meanwhile: taken, or deleted, by a save
 	// at once, so that the ledger adds up again for its readers
-	if s, ok := inv.ledger.(Strays); ok {
+	if s, isStrays := inv.ledger.(Strays); isStrays {
 		if strays := s.Strays(); len(strays) > 0 {
 			inv.adopt(strays)
 			inv.mu.Lock()
 			b = inv.book()
 			inv.mu.Unlock()
-			inv.saveBook(ctx, b)
+			ok = inv.saveBook(ctx, b)
 		}
 	}
+	return ok
 }
 
-// saveBook saves b, logging and counting a failure. The caller holds
-// inv.saveMu.
-func (inv *Inventory) saveBook(ctx context.Context, b Book) {
-	if err := inv.ledger.Save(ctx, b); err != nil && ctx.Err() == nil {
+// saveBook saves b, logging and counting a failure, and reports whether
+// it succeeded. The caller holds inv.saveMu.
+func (inv *Inventory) saveBook(ctx context.Context, b Book) bool {
+	err := inv.ledger.Save(ctx, b)
+	if err != nil && ctx.Err() == nil {
 		inv.metrics.ledgerErrors.Inc()
 		inv.logger.Error("cannot save the ledger; replicas keep answering from the last saved book", "error", err.Error())
 	}
+	return err == nil
 }
 
 // firstRoundDone reports whether every configured source has tried a

@@ -68,19 +68,24 @@ const (
 // repair saves the book again each time the ledger tells that someone
 // else wrote to it (see Repairer), a delay after the first such write of
 // a burst, until ctx ends: repairDelay, doubled for each write seen within
-// twice the delay after the last repair, up to maxRepairDelay. Without it
-// the ledger stays as others left it, and every replica answers 503, until
-// the leader's next listing. A save in progress is waited for (saveMu);
-// before the first round of listings a repair saves nothing (see save),
-// and that round's save puts the ledger back.
+// twice the delay after the last repair, up to maxRepairDelay. A repair
+// whose save fails (the API server out of reach, a write refused) is
+// tried again after the next, doubled, delay, without waiting for another
+// write. Without it the ledger stays as others left it, and every replica
+// answers 503, until the leader's next listing. A save in progress is
+// waited for (saveMu); before the first round of listings a repair saves
+// nothing (see save), and that round's save puts the ledger back.
 func (inv *Inventory) repair(ctx context.Context, repairs <-chan struct{}) {
 	var delay time.Duration
 	var last time.Time
+	failed := false
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-repairs:
+		if !failed {
+			select {
+			case <-ctx.Done():
+				return
+			case <-repairs:
+			}
 		}
 		delay = repairWait(delay, last, time.Now())
 		t := time.NewTimer(delay)
@@ -94,7 +99,7 @@ func (inv *Inventory) repair(ctx context.Context, repairs <-chan struct{}) {
 		case <-repairs: // the same burst
 		default:
 		}
-		inv.save(ctx)
+		failed = !inv.save(ctx)
 		last = time.Now()
 	}
 }

@@ -1,10 +1,17 @@
 package inventory
 
 import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
 
 // TestRepairWait: a repair asked for right after the last one waits twice
@@ -29,4 +36,60 @@ func TestRepairWait(t *testing.T) {
 			assert.Equal(t, tc.want, repairWait(tc.prev, tc.last, tc.now))
 		})
 	}
+}
+
+// refusingLedger is a memory ledger that asks for repairs (Repairer) and
+// refuses the next refuse saves, as an API server out of reach would.
+type refusingLedger struct {
+	*Memory
+	repairs chan struct{}
+	mu      sync.Mutex
+	refuse  int
+	saves   []bool // each save's outcome
+}
+
+func (l *refusingLedger) Repairs() <-chan struct{} { return l.repairs }
+
+func (l *refusingLedger) Save(ctx context.Context, b Book) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refuse > 0 {
+		l.refuse--
+		l.saves = append(l.saves, false)
+		return errors.New("dial tcp 10.0.0.1:443: connect: connection refused")
+	}
+	l.saves = append(l.saves, true)
+	return l.Memory.Save(ctx, b)
+}
+
+func (l *refusingLedger) outcomes() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.saves)
+}
+
+// TestAFailedRepairIsTriedAgain: a repair whose save fails is tried again
+// after the next delay, without another write of someone else and without
+// a listing (the source lists once an hour). Before, the ledger stayed as
+// others left it, every replica answering 503, until the next listing.
+func TestAFailedRepairIsTriedAgain(t *testing.T) {
+	l := &refusingLedger{Memory: NewMemory(), repairs: make(chan struct{}, 1)}
+	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Ledger: l})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return len(l.outcomes()) == 1 }, 5*time.Second, 10*time.Millisecond, "the first listing saved")
+
+	l.mu.Lock()
+	l.refuse = 1
+	l.mu.Unlock()
+	l.repairs <- struct{}{} // someone else deleted a ClusterProfile
+	// the repair after repairDelay, refused; tried again after twice that
+	require.Eventually(t, func() bool { return len(l.outcomes()) == 3 }, repairDelay+2*repairDelay+5*time.Second, 20*time.Millisecond,
+		"the refused repair tried again")
+	assert.Equal(t, []bool{true, false, true}, l.outcomes())
+	assert.Equal(t, 1, src.Calls(), "no listing in between")
 }
