@@ -31,6 +31,7 @@ import (
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/memrelease"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 )
@@ -294,7 +295,7 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	for _, w := range cfg.Warnings {
 		logger.Warn("deprecated configuration key", "warning", w)
 	}
-	applyRuntime(ctx, cfg.Runtime, logger)
+	applyRuntime(cfg.Runtime, logger)
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "argocd_cluster_discovery_build_info",
 		Help: "Always 1: the version of the running binary and the Go release it was built with."}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
@@ -320,6 +321,8 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); tokens.Run(runCtx, cfg.Server.TokenReloadInterval.Std()) }()
+	wg.Add(1) // the free heap back to the system once at rest
+	go func() { defer wg.Done(); memrelease.Run(runCtx, memrelease.Every, memrelease.Above) }()
 	for _, r := range runners {
 		wg.Add(1)
 		go func() { defer wg.Done(); r(runCtx) }()

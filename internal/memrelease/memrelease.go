@@ -2,13 +2,14 @@
 // to the operating system once the process is at rest.
 //
 // After a collection the runtime keeps the freed pages for the next
-// allocations, up to about the garbage collector's goal: between two
-// listings of 10,000 clusters the leader held ~18 MiB of them, a sixth of
-// its RSS. Run returns them (debug.FreeOSMemory: a collection, then every
-// free page released) when more than a few MiB are free, at most once per
-// check. A burst (a listing, a cold sync, a load of requests) takes them
-// again while it runs: the peak is the runtime's own, only the RSS between
-// bursts is lower.
+// allocations, up to about the garbage collector's goal, and at rest it
+// keeps them for good: between two listings of 10,000 clusters the leader
+// held ~18 MiB of them, a sixth of its RSS. Run returns them
+// (debug.FreeOSMemory: a collection, then every free page released) once
+// more than a few MiB are free and the process allocated less than that
+// since its last check: after a burst (a listing, a cold sync, a load of
+// requests), not during one, so a busy process pays no extra collection.
+// The peak is the runtime's own: only the RSS between bursts is lower.
 package memrelease
 
 import (
@@ -18,45 +19,62 @@ import (
 	"time"
 )
 
+// The service's settings of Run.
 const (
-	// Every is how often Run checks the free heap.
-	Every = 5 * time.Second
-	// Above is how much free heap Run lets the runtime keep: a collection
-	// for less costs more than the pages are worth.
+	// Every is how often the service checks its heap.
+	Every = time.Second
+	// Above is how much free heap the service lets the runtime keep, and
+	// how much it may allocate between two checks and still be at rest: a
+	// collection for less costs more than the pages are worth.
 	Above = 4 << 20
 )
 
-// freeHeap is the runtime metric of the heap's free pages that are not
-// released to the operating system yet.
-const freeHeap = "/memory/classes/heap/free:bytes"
+// The runtime metrics Run reads.
+const (
+	// freeHeap is the heap's free pages not released to the system yet.
+	freeHeap = "/memory/classes/heap/free:bytes"
+	// allocated is every byte the heap ever allocated.
+	allocated = "/gc/heap/allocs:bytes"
+)
 
-// Run checks the free heap every interval and releases it when above is
-// exceeded, until ctx ends.
+// Run checks the heap every interval (which must be positive) and
+// releases its free pages when more than above is free and less than
+// above was allocated since the last check, until ctx ends.
 func Run(ctx context.Context, every time.Duration, above uint64) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	run(ctx, t.C, above, Free, debug.FreeOSMemory)
+	run(ctx, t.C, above, read, debug.FreeOSMemory)
 }
 
-// run is Run with its clock, its reading of the free heap and its release
-// given.
-func run(ctx context.Context, tick <-chan time.Time, above uint64, free func() uint64, release func()) {
+// run is Run with its clock, its reading of the heap (free, and allocated
+// in all) and its release given.
+func run(ctx context.Context, tick <-chan time.Time, above uint64, heap func() (free, allocs uint64), release func()) {
+	_, last := heap()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			if free() > above {
+			free, allocs := heap()
+			if free > above && allocs-last < above {
 				release()
 			}
+			last = allocs
 		}
 	}
+}
+
+// read returns the heap's free pages not released yet and the bytes it
+// allocated in all.
+func read() (free, allocs uint64) {
+	s := []metrics.Sample{{Name: freeHeap}, {Name: allocated}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 // Free returns the heap's free pages not released yet, in bytes: what Run
 // hands back.
 func Free() uint64 {
-	s := []metrics.Sample{{Name: freeHeap}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
+	free, _ := read()
+	return free
 }

@@ -10,34 +10,45 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRun: each check releases when the free heap is above the threshold,
-// and only then; Run stops with its context.
+// TestRun: a check releases when more than the threshold is free and
+// less than it was allocated since the last check (at rest), and only
+// then; Run stops with its context.
 func TestRun(t *testing.T) {
+	type reading struct{ free, allocs uint64 } // allocs: since the check before
 	for _, tc := range []struct {
-		name  string
-		frees []uint64
-		want  int
+		name     string
+		readings []reading
+		want     int
 	}{
-		{"nothing free", []uint64{0, 0, 0}, 0},
-		{"at the threshold", []uint64{Above, Above}, 0},
-		{"above once", []uint64{0, Above + 1, 0}, 1},
-		{"above at every check", []uint64{Above + 1, 64 << 20, Above + 1}, 3},
+		{"nothing free", []reading{{0, 0}, {0, 0}}, 0},
+		{"at the threshold", []reading{{Above, 0}, {Above, 0}}, 0},
+		{"free at rest", []reading{{0, 0}, {Above + 1, 0}, {0, 0}}, 1},
+		{"free at every check, at rest", []reading{{Above + 1, 1 << 20}, {64 << 20, 0}, {Above + 1, Above - 1}}, 3},
+		{"free while allocating: a burst, then rest", []reading{{64 << 20, Above}, {64 << 20, 64 << 20}, {64 << 20, 0}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tick := make(chan time.Time)
 			ctx, cancel := context.WithCancel(t.Context())
-			i, released := 0, 0
+			i, total, released := -1, uint64(1<<30), 0 // -1: Run's first reading, before any check
+			heap := func() (uint64, uint64) {
+				if i++; i == 0 {
+					return 0, total
+				}
+				r := tc.readings[i-1]
+				total += r.allocs
+				return r.free, total
+			}
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				run(ctx, tick, Above, func() uint64 { i++; return tc.frees[i-1] }, func() { released++ })
+				run(ctx, tick, Above, heap, func() { released++ })
 			}()
-			for range tc.frees {
+			for range tc.readings {
 				tick <- time.Now()
 			}
 			cancel()
 			<-done
-			assert.Equal(t, len(tc.frees), i, "one reading a check")
+			assert.Equal(t, len(tc.readings), i, "one reading a check")
 			assert.Equal(t, tc.want, released)
 		})
 	}
@@ -58,9 +69,10 @@ func TestReleaseEmptiesTheFreeHeap(t *testing.T) {
 	runtime.GC()
 	require.Greater(t, Free(), uint64(32<<20), "64 MiB collected are free, not released yet")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	go Run(ctx, 10*time.Millisecond, Above)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); Run(ctx, 10*time.Millisecond, Above) }()
+	defer func() { cancel(); <-done }()
 	assert.Eventually(t, func() bool { return Free() <= Above }, 5*time.Second, 20*time.Millisecond,
 		"the free heap released")
 }
