@@ -130,11 +130,15 @@ func (inv *Inventory) load(ctx context.Context) bool {
 
 // save writes the current book to the ledger, one save at a time, so the
 // last save always holds the latest state, and reports whether every
-// write succeeded. Nothing is written until every configured source has
-// tried its first listing (see firstRoundDone): that is no failure.
+// write succeeded (a save cut short by ctx's end did not). Nothing is
+// written until every configured source has tried its first listing (see
+// firstRoundDone): that is no failure.
 func (inv *Inventory) save(ctx context.Context) bool {
-	if inv.ledger == nil || ctx.Err() != nil {
+	if inv.ledger == nil {
 		return true
+	}
+	if ctx.Err() != nil {
+		return false
 	}
 	inv.saveMu.Lock()
 	defer inv.saveMu.Unlock()

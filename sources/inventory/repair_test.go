@@ -72,6 +72,7 @@ func (l *refusingLedger) outcomes() []bool {
 // after the next delay, without another write of someone else and without
 // a listing (the source lists once an hour). Before, the ledger stayed as
 // others left it, every replica answering 503, until the next listing.
+// Once the retry succeeds, the next repair waits the first delay again.
 func TestAFailedRepairIsTriedAgain(t *testing.T) {
 	l := &refusingLedger{Memory: NewMemory(), repairs: make(chan struct{}, 1)}
 	src := &scripted{steps: []step{{clusters: []sources.Cluster{cluster("a")}}}}
@@ -91,5 +92,11 @@ func TestAFailedRepairIsTriedAgain(t *testing.T) {
 	require.Eventually(t, func() bool { return len(l.outcomes()) == 3 }, repairDelay+2*repairDelay+5*time.Second, 20*time.Millisecond,
 		"the refused repair tried again")
 	assert.Equal(t, []bool{true, false, true}, l.outcomes())
+
+	// the outage over, the next hand edit is repaired after repairDelay,
+	// not after the doubled wait of the retry (2*2*repairDelay)
+	l.repairs <- struct{}{}
+	require.Eventually(t, func() bool { return len(l.outcomes()) == 4 }, 3*repairDelay, 20*time.Millisecond,
+		"the next repair waits repairDelay again")
 	assert.Equal(t, 1, src.Calls(), "no listing in between")
 }
