@@ -71,7 +71,8 @@ const (
 // twice the delay after the last repair, up to maxRepairDelay. A repair
 // whose save fails (the API server out of reach, a write refused) is
 // tried again after the next, doubled, delay, without waiting for another
-// write; once one succeeds, the next repair waits repairDelay again. Without it the ledger stays as others left it, and every replica
+// write; once one succeeds, the next repair waits repairDelay again.
+// Without it the ledger stays as others left it, and every replica
 // answers 503, until the leader's next listing. A save in progress is
 // waited for (saveMu); before the first round of listings a repair saves
 // nothing (see save), and that round's save puts the ledger back.
