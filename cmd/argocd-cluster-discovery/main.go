@@ -322,7 +322,7 @@ func serve(ctx context.Context, cfg *config.Config, p *parts, logger *slog.Logge
 	wg.Add(1)
 	go func() { defer wg.Done(); tokens.Run(runCtx, cfg.Server.TokenReloadInterval.Std()) }()
 	wg.Add(1) // the free heap back to the system once at rest
-	go func() { defer wg.Done(); memrelease.Run(runCtx, memrelease.Every, memrelease.Above) }()
+	go func() { defer wg.Done(); memrelease.Run(runCtx, memrelease.Every, memrelease.Above, memrelease.Quiet) }()
 	for _, r := range runners {
 		wg.Add(1)
 		go func() { defer wg.Done(); r(runCtx) }()

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRun: a check releases when more than the threshold is free and
-// less than it was allocated since the last check (at rest), and only
-// then; Run stops with its context.
+// TestRun: a check releases when more than Above is free and less than
+// Quiet was allocated since the last check (at rest), and only then; Run
+// stops with its context.
 func TestRun(t *testing.T) {
 	type reading struct{ free, allocs uint64 } // allocs: since the check before
 	for _, tc := range []struct {
@@ -23,8 +23,8 @@ func TestRun(t *testing.T) {
 		{"nothing free", []reading{{0, 0}, {0, 0}}, 0},
 		{"at the threshold", []reading{{Above, 0}, {Above, 0}}, 0},
 		{"free at rest", []reading{{0, 0}, {Above + 1, 0}, {0, 0}}, 1},
-		{"free at every check, at rest", []reading{{Above + 1, 1 << 20}, {64 << 20, 0}, {Above + 1, Above - 1}}, 3},
-		{"free while allocating: a burst, then rest", []reading{{64 << 20, Above}, {64 << 20, 64 << 20}, {64 << 20, 0}}, 1},
+		{"free at every check, at rest", []reading{{Above + 1, 1 << 20}, {64 << 20, 0}, {Above + 1, Quiet - 1}}, 3},
+		{"free while allocating: a burst, then rest", []reading{{64 << 20, Quiet}, {64 << 20, 64 << 20}, {64 << 20, 0}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tick := make(chan time.Time)
@@ -41,7 +41,7 @@ func TestRun(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				run(ctx, tick, Above, heap, func() { released++ })
+				run(ctx, tick, Above, Quiet, heap, func() { released++ })
 			}()
 			for range tc.readings {
 				tick <- time.Now()
@@ -71,7 +71,7 @@ func TestReleaseEmptiesTheFreeHeap(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { defer close(done); Run(ctx, 10*time.Millisecond, Above) }()
+	go func() { defer close(done); Run(ctx, 10*time.Millisecond, Above, Quiet) }()
 	defer func() { cancel(); <-done }()
 	assert.Eventually(t, func() bool { return Free() <= Above }, 5*time.Second, 20*time.Millisecond,
 		"the free heap released")
