@@ -179,8 +179,17 @@ func TestLoadedFollowsTheTermNotTheRun(t *testing.T) {
 	end2, done2 := term()
 	defer func() { end2(); close(src.release); <-done2 }()
 	require.Eventually(t, inv.Loaded, 5*time.Second, time.Millisecond, "term 2 loaded")
-	src.release <- struct{}{} // term 1's listing returns, and its Run
-	<-done1
+	// term 1's listing returns, and its Run. Term 2's listing is in flight
+	// on the same source too, and may have called first (term 1's loop
+	// starts its listing with its context already ended): release until
+	// term 1's Run has returned
+	for ended := false; !ended; {
+		select {
+		case src.release <- struct{}{}:
+		case <-done1:
+			ended = true
+		}
+	}
 	assert.True(t, inv.Loaded(), "term 1's Run ending does not undo term 2's load")
 }
 
