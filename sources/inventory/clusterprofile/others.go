@@ -101,10 +101,11 @@ func (l *Ledger) findStrays(ctx context.Context, names []string) []error {
 
 // Repairs implements inventory.Repairer: it receives when this process's
 // feed (see Watch), once this process has loaded a record from the ledger
-// or written one, sees someone else's write: a ClusterProfile of this installation holding
-// a record this process did not write, deleted other than by this
-// process's save, or the ConfigMap holding other source records than this
-// process wrote. The leader's next save puts them back (see forgetEdited).
+// or written one, sees someone else's write: a ClusterProfile of this
+// installation holding a record this process did not write, deleted
+// other than by this process's save, or the ConfigMap holding other
+// source records than this process wrote. The leader's next save puts
+// them back (see forgetEdited).
 func (l *Ledger) Repairs() <-chan struct{} { return l.written.repairs() }
 
 // Strays implements inventory.Strays: the records of objects of this
