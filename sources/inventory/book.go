@@ -11,8 +11,8 @@ import (
 // loads the book before its first listing and saves it after each one;
 // every replica's answering inventory follows the book and projects it.
 
-// book returns the records of every source as a Book. The caller holds
-// inv.mu.
+// book returns the records of every source as a Book, each with its
+// contest in the current snapshot. The caller holds inv.mu.
 func (inv *Inventory) book() Book {
 	b := Book{Sources: make([]SourceRecord, 0, len(inv.states))}
 	n := 0
@@ -20,12 +20,14 @@ func (inv *Inventory) book() Book {
 		n += len(st.life.tracked)
 	}
 	b.Clusters = make([]Record, 0, n)
+	cs := contestsOf(inv.snap.Load())
 	for _, st := range inv.states {
 		s := st.status
 		b.Sources = append(b.Sources, SourceRecord{Name: st.spec.Name, Provider: st.spec.Provider, Synced: s.Synced,
 			Stale: s.Stale, LastError: s.LastError, ConsecutiveFailures: s.ConsecutiveFailures})
 		for _, r := range st.life.tracked {
 			b.Clusters = append(b.Clusters, *r)
+			b.Clusters[len(b.Clusters)-1].Contest = cs.of(r)
 		}
 	}
 	b.Sort()

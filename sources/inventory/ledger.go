@@ -109,9 +109,13 @@ func (m *Memory) Load(context.Context) (Book, error) {
 	return m.book.clone(), nil
 }
 
-// Save implements Ledger.
+// Save implements Ledger. Like the Kubernetes ledger it keeps no record's
+// Contest, which it has nowhere to show.
 func (m *Memory) Save(_ context.Context, b Book) error {
 	b = b.clone()
+	for i := range b.Clusters {
+		b.Clusters[i].Contest = nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if reflect.DeepEqual(m.book, b) {

@@ -60,6 +60,11 @@ type Record struct {
 	// Options.Acknowledged). It is read from the ledger, never written to
 	// the record.
 	Acknowledged bool `json:"-"`
+	// Contest says how the leader's latest answer has a served cluster
+	// that another contests (a name conflict, a duplicate listing). It is
+	// set in the books the leader saves (see Inventory.book), for the
+	// ledger to show; it is never loaded, and no answer depends on it.
+	Contest *Contest `json:"-"`
 
 	// listing is the number of this process's last listing that had the
 	// cluster (0: none yet); listings are counted per process, the ledger
