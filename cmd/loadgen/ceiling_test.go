@@ -64,7 +64,7 @@ func TestCeilingObjects(t *testing.T) {
 	props, _, _ := unstructured.NestedSlice(st.Object, "status", "properties")
 	version, _, _ := unstructured.NestedString(st.Object, "status", "version", "kubernetes")
 	providers, _, _ := unstructured.NestedSlice(st.Object, "status", "accessProviders")
-	assert.Len(t, conds, 4)
+	assert.Len(t, conds, 5)
 	assert.GreaterOrEqual(t, len(props), 8)
 	assert.Equal(t, "v1.31.4", version)
 	require.Len(t, providers, 1)

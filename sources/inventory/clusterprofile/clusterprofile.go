@@ -8,8 +8,9 @@
 // spec.displayName is the cluster's name, spec.clusterManager.name and the
 // label x-k8s.io/cluster-manager are "argocd-cluster-discovery", and
 // status carries the Kubernetes version, the properties the plugin
-// parameters carry, the server and CA as an access provider, and the
-// conditions ControlPlaneHealthy, Served, Departing and Held. The record
+// parameters carry (the labels and annotations included), the server and
+// CA as an access provider, and the conditions ControlPlaneHealthy,
+// Served (in the answer), Departing, Held and Conflict. The record
 // the inventory resumes from is the annotation
 // argocd-cluster-discovery.io/record. No object holds a credential: a
 // Record holds references to credentials, never their values.

@@ -59,12 +59,14 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 func TestObjectsFollowTheClusterInventoryAPI(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
-	book := ledgertest.Fleet(1)
+	book := ledgertest.Fleet(2)
 	book.Clusters[1].Missed, book.Clusters[1].Held = 1, true // the served rancher cluster, departing in a held drop
+	book.Clusters[2].Contest = &inventory.Contest{Conflict: &inventory.Conflict{Name: "prod-01",
+		Sources: []string{"eks", "rancher"}, KeptSource: "eks"}} // a newcomer under a name the eks source holds
 	require.NoError(t, c.ledger(t, "owner-1").Save(ctx, book))
 	list, err := c.adminDy.Resource(Resource).Namespace(c.ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, list.Items, 2)
+	require.Len(t, list.Items, 3)
 	for _, obj := range list.Items {
 		assert.Equal(t, Manager, obj.GetLabels()[LabelManager])
 		assert.Equal(t, "owner-1", obj.GetLabels()[LabelOwner])
@@ -85,8 +87,15 @@ func TestObjectsFollowTheClusterInventoryAPI(t *testing.T) {
 			assert.Equal(t, "True", conds["ControlPlaneHealthy"])
 			assert.Equal(t, "True", conds["Departing"])
 			assert.Equal(t, "True", conds["Held"])
+			assert.Equal(t, "False", conds["Conflict"])
 			assert.Equal(t, "rancher", obj.GetLabels()[LabelSource])
 			assert.Equal(t, "acme", obj.GetLabels()[LabelTenant])
+			props, _, _ := unstructuredSlice(obj.Object, "status", "properties")
+			assert.Contains(t, props, map[string]any{"name": "metadata.labels.env", "value": "prod"})
+			assert.Contains(t, props, map[string]any{"name": "metadata.annotations.team", "value": "payments"})
+		case "prod-01":
+			assert.Equal(t, "False", conds["Served"], "not in the answer")
+			assert.Equal(t, "True", conds["Conflict"])
 		case "new":
 			assert.Equal(t, "False", conds["Served"])
 			assert.Equal(t, "pending", obj.GetLabels()[LabelPhase])

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,10 +169,11 @@ const (
 	condServed
 	condDeparting
 	condHeld
+	condConflict
 	condCount
 )
 
-var conditionTypes = [condCount]string{"ControlPlaneHealthy", "Served", "Departing", "Held"}
+var conditionTypes = [condCount]string{"ControlPlaneHealthy", "Served", "Departing", "Held", "Conflict"}
 
 // mark is what the ledger remembers of one of our conditions as written:
 // its status and since when, so that lastTransitionTime moves only when
@@ -206,14 +208,7 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	var m marks
 	conds := make([]condition, condCount)
 	conds[condHealthy], m[condHealthy] = cond(prev, now, condHealthy, phase == sources.PhaseReady, reasonOf(phase), "phase "+string(phase))
-	served, why := r.Served, "Served"
-	if !served {
-		why = "NotServed"
-	}
-	msg := "in the plugin answer and the cluster Secrets"
-	if !served && r.Unserved != nil {
-		msg = "not served: " + firstNonEmpty(r.Unserved.Reason, "phase "+string(r.Unserved.Phase))
-	}
+	served, why, msg := servedOf(r)
 	conds[condServed], m[condServed] = cond(prev, now, condServed, served, why, msg)
 	departing := r.Served && r.Missed > 0
 	dmsg := "listed by its source"
@@ -227,6 +222,8 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 		hmsg = "part of a mass drop: its departure is held until it is acknowledged (annotate " + AnnotationAcknowledge + "=true) or the cluster is seen leaving"
 	}
 	conds[condHeld], m[condHeld] = cond(prev, now, condHeld, held, map[bool]string{true: "MassDrop", false: "NotHeld"}[held], hmsg)
+	conflict, why, msg := conflictOf(r)
+	conds[condConflict], m[condConflict] = cond(prev, now, condConflict, conflict, why, msg)
 	st["conditions"] = conds
 	c := r.Rendering
 	if c == nil {
@@ -235,14 +232,7 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	if c.KubernetesVersion != "" {
 		st["version"] = map[string]any{"kubernetes": c.KubernetesVersion}
 	}
-	var props []map[string]any
-	for _, p := range [][2]string{{"provider", string(c.Provider)}, {"source", c.Source}, {"region", c.Region}, {"account", c.Account},
-		{"tenant", c.Tenant}, {"project", c.Project}, {"state", c.State}, {"phase", string(phase)}, {"id", c.Key()}} {
-		if p[1] != "" && len(p[1]) <= 1024 {
-			props = append(props, map[string]any{"name": p[0], "value": p[1]})
-		}
-	}
-	st["properties"] = props
+	st["properties"] = propertiesOf(c, phase)
 	cluster := map[string]any{"server": c.Server}
 	if ca := c.CA.Data(); len(ca) > 0 {
 		cluster["certificate-authority-data"] = ca
@@ -252,6 +242,74 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	}
 	st["accessProviders"] = []map[string]any{{"name": Manager, "cluster": cluster}}
 	return st, m
+}
+
+// The limits of a property in the ClusterProfile CRD: a property that
+// would break them is left out, not the status.
+const (
+	maxPropertyName  = 253
+	maxPropertyValue = 1024
+)
+
+// propertiesOf is what the plugin parameters carry of c, in phase, as
+// properties: ours by their names, then each label and annotation by its
+// parameter (metadata.labels.<key>, metadata.annotations.<key>).
+func propertiesOf(c *sources.Cluster, phase sources.Phase) []map[string]any {
+	var props []map[string]any
+	add := func(name, value string) {
+		if value != "" && len(value) <= maxPropertyValue && len(name) <= maxPropertyName {
+			props = append(props, map[string]any{"name": name, "value": value})
+		}
+	}
+	for _, p := range [][2]string{{"provider", string(c.Provider)}, {"source", c.Source}, {"region", c.Region}, {"account", c.Account},
+		{"tenant", c.Tenant}, {"project", c.Project}, {"state", c.State}, {"phase", string(phase)}, {"id", c.Key()}} {
+		add(p[0], p[1])
+	}
+	for _, meta := range []struct {
+		prefix string
+		kv     map[string]string
+	}{{"metadata.labels.", c.Labels}, {"metadata.annotations.", c.Annotations}} {
+		for _, k := range slices.Sorted(maps.Keys(meta.kv)) {
+			add(meta.prefix+k, meta.kv[k])
+		}
+	}
+	return props
+}
+
+// servedOf is the Served condition of r: whether the cluster is in the
+// answer (and has a Secret), the reason and the message.
+func servedOf(r *inventory.Record) (ok bool, reason, message string) {
+	ct := r.Contest
+	switch {
+	case !r.Served && r.Unserved != nil:
+		return false, "NotServed", "not served: " + firstNonEmpty(r.Unserved.Reason, "phase "+string(r.Unserved.Phase))
+	case !r.Served:
+		return false, "NotServed", "not served"
+	case ct != nil && ct.Duplicate != nil:
+		d := ct.Duplicate
+		return false, "Duplicate", "not served: source " + d.KeptSource + " lists the same cluster (same " + d.Reason + ") as " +
+			d.KeptName + ", and that listing is served"
+	case ct != nil && !ct.Answered:
+		return false, "NameConflict", "not served: its name is in a conflict (see the Conflict condition)"
+	}
+	return true, "Served", "in the plugin answer and the cluster Secrets"
+}
+
+// conflictOf is the Conflict condition of r: whether another cluster is
+// listed under its name, as Argo CD normalizes it.
+func conflictOf(r *inventory.Record) (ok bool, reason, message string) {
+	if r.Contest == nil || r.Contest.Conflict == nil {
+		return false, "NoConflict", "no other cluster is listed under its name"
+	}
+	c := r.Contest.Conflict
+	also := "name " + c.Name + " listed by sources " + strings.Join(c.Sources, ", ")
+	switch {
+	case r.Contest.Answered:
+		return true, "KeepsName", also + ": this cluster keeps it, the others are not served"
+	case c.KeptSource != "":
+		return true, "NameTaken", also + ": a cluster of source " + c.KeptSource + " holds it, this one is not served"
+	}
+	return true, "NameUnresolved", also + ": none held it before, so none is served"
 }
 
 func reasonOf(p sources.Phase) string {

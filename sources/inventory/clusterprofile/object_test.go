@@ -2,6 +2,7 @@ package clusterprofile
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/ledgertest"
 )
 
@@ -39,6 +41,7 @@ func TestConditionTimesMoveOnlyWithTheirStatus(t *testing.T) {
 				"Served":              "2026-11-20T08:00:00Z", // still True
 				"Departing":           "2026-11-20T09:00:00Z", // False → True
 				"Held":                "2026-11-20T08:00:00Z", // still False
+				"Conflict":            "2026-11-20T08:00:00Z", // still False
 			}, times)
 		})
 	}
@@ -52,6 +55,91 @@ func TestConditionTimesMoveOnlyWithTheirStatus(t *testing.T) {
 		assert.Equal(t, "2026-11-20T09:00:00Z", transitionTimes(t, d.status)["Served"])
 		assert.Equal(t, "2026-11-20T09:00:00Z", transitionTimes(t, d.status)["Held"])
 	})
+}
+
+// TestServedAndConflictConditions: Served says whether the cluster is in
+// the answer, not only whether its lifecycle serves it: a newcomer under a
+// name another holds, and a second listing of one cluster, are not. The
+// Conflict condition says who keeps a contested name.
+func TestServedAndConflictConditions(t *testing.T) {
+	o := &Options{Namespace: "argocd", OwnerID: "owner-1"}
+	fleet := ledgertest.Fleet(1)
+	pending, served := fleet.Clusters[0], fleet.Clusters[1]
+	require.True(t, served.Served)
+	conflict := func(kept string) *inventory.Conflict {
+		return &inventory.Conflict{Name: "prod-00", Sources: []string{"eks", "rancher"}, KeptSource: kept}
+	}
+	contested := func(c inventory.Contest) inventory.Record {
+		r := served
+		r.Contest = &c
+		return r
+	}
+	for _, tc := range []struct {
+		name             string
+		r                inventory.Record
+		served, conflict string // status/reason
+	}{
+		{"nobody contests it", served, "True/Served", "False/NoConflict"},
+		{"it keeps its name", contested(inventory.Contest{Answered: true, Conflict: conflict("rancher")}), "True/Served", "True/KeepsName"},
+		{"another holds its name", contested(inventory.Contest{Conflict: conflict("eks")}), "False/NameConflict", "True/NameTaken"},
+		{"none held the name", contested(inventory.Contest{Conflict: conflict("")}), "False/NameConflict", "True/NameUnresolved"},
+		{"a second listing of a served cluster", contested(inventory.Contest{Duplicate: &inventory.Duplicate{
+			Name: "prod-00", Source: "rancher", KeptName: "payments", KeptSource: "eks", Reason: "cloudID"}}), "False/Duplicate", "False/NoConflict"},
+		{"pending", pending, "False/NotServed", "False/NoConflict"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := desiredObject(o, "p", &tc.r, nil, time.Now())
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, c := range conditionsOf(t, d.status) {
+				got[c.Type] = c.Status + "/" + c.Reason
+				assert.NotEmpty(t, c.Message, c.Type)
+			}
+			assert.Equal(t, tc.served, got["Served"])
+			assert.Equal(t, tc.conflict, got["Conflict"])
+		})
+	}
+}
+
+// TestPropertiesCarryTheAnswersMetadata: the cluster's labels and
+// annotations, as the plugin answer gives them, are properties named by
+// their parameter; one the CRD would refuse (an empty value, a value over
+// 1,024 characters, a name over 253) is left out, not the status.
+func TestPropertiesCarryTheAnswersMetadata(t *testing.T) {
+	r := ledgertest.Fleet(1).Clusters[1]
+	c := *r.Rendering
+	c.Labels = map[string]string{"env": "prod", "example.com/team": "payments", "empty": "", strings.Repeat("k", 240): "long name"}
+	c.Annotations = map[string]string{"owner": "team@example.com", "notes": strings.Repeat("n", 1025)}
+	r.Rendering = &c
+	d, err := desiredObject(&Options{Namespace: "argocd", OwnerID: "owner-1"}, "p", &r, nil, time.Now())
+	require.NoError(t, err)
+	var st struct {
+		Properties []struct{ Name, Value string } `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(d.status, &st))
+	got := map[string]string{}
+	for _, p := range st.Properties {
+		got[p.Name] = p.Value
+	}
+	for name, value := range map[string]string{
+		"metadata.labels.env": "prod", "metadata.labels.example.com/team": "payments",
+		"metadata.annotations.owner": "team@example.com", "tenant": "acme", "provider": "rancher",
+	} {
+		assert.Equal(t, value, got[name], name)
+	}
+	for _, name := range []string{"metadata.labels.empty", "metadata.labels." + strings.Repeat("k", 240), "metadata.annotations.notes"} {
+		assert.NotContains(t, got, name)
+	}
+}
+
+// conditionsOf reads the conditions of a status.
+func conditionsOf(t *testing.T, status []byte) []condition {
+	t.Helper()
+	var st struct {
+		Conditions []condition `json:"conditions"`
+	}
+	require.NoError(t, json.Unmarshal(status, &st))
+	return st.Conditions
 }
 
 func decode(t *testing.T, raw []byte) map[string]any {
