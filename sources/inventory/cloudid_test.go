@@ -49,7 +49,7 @@ func TestCloudIdentityOnceKnownIsKept(t *testing.T) {
 				"the label the account is in is kept with it: a selector on it keeps the cluster")
 			assert.Empty(t, snap.Clusters[0].AccountLabel, "not part of a rendering: one decoded from the ledger has none")
 		}
-		assert.Equal(t, []Duplicate{{Name: "payments", Source: "s2", KeptName: "aks-payments", KeptSource: "s1", Reason: "cloudID"}},
+		assert.Equal(t, []Duplicate{{Name: "payments", Source: "s2", ID: "id-payments", KeptName: "aks-payments", KeptSource: "s1", Reason: "cloudID"}},
 			snap.Duplicates)
 	}
 	t.Run("listed without its identity", func(t *testing.T) {

@@ -26,7 +26,7 @@ type Contest struct {
 // fleet without either costs a save nothing.
 type contests struct {
 	conflicts map[string]*Conflict // by name, as Argo CD normalizes it
-	// duplicates by the duplicate listing's source and name
+	// duplicates by the duplicate listing's source and ID
 	duplicates map[clusterKey]*Duplicate
 	// answered are the clusters in the answer whose names are in a
 	// conflict, by source and ID
@@ -45,7 +45,7 @@ func contestsOf(s *Snapshot) *contests {
 	}
 	for i := range s.Duplicates {
 		d := &s.Duplicates[i]
-		cs.duplicates[clusterKey{d.Source, d.Name}] = d
+		cs.duplicates[clusterKey{d.Source, d.ID}] = d
 	}
 	for _, c := range s.Clusters {
 		if cs.conflicts[sources.NormalizedName(c.Name)] != nil {
@@ -61,12 +61,11 @@ func (cs *contests) of(r *Record) *Contest {
 	if cs == nil || !r.Served || r.Rendering == nil {
 		return nil
 	}
-	name := r.Rendering.Name
-	if d := cs.duplicates[clusterKey{r.Source, name}]; d != nil {
+	if d := cs.duplicates[clusterKey{r.Source, r.ID}]; d != nil {
 		dup := *d
 		return &Contest{Duplicate: &dup}
 	}
-	c := cs.conflicts[sources.NormalizedName(name)]
+	c := cs.conflicts[sources.NormalizedName(r.Rendering.Name)]
 	if c == nil || !slices.Contains(c.Sources, r.Source) {
 		return nil
 	}

@@ -35,8 +35,10 @@ func TestSavedBookSaysWhoIsContested(t *testing.T) {
 	newcomer.ID, newcomer.Server = "id-newcomer", "https://newcomer.example.com/"
 	again := inPhase("solo-again", ready) // solo, listed again by another source
 	again.Server = "https://solo.example.com/"
+	sameName := inPhase("solo-again", ready) // one source may list a name twice
+	sameName.ID, sameName.Server = "id-solo-again-2", "https://solo-again-2.example.com/"
 	s2.set(newcomer)
-	s3.set(again)
+	s3.set(again, sameName)
 	require.NoError(t, inv.RefreshAll(ctx))
 
 	ledger.mu.Lock()
@@ -48,15 +50,16 @@ func TestSavedBookSaysWhoIsContested(t *testing.T) {
 	}
 	conflict := &Conflict{Name: "prod", Names: []string{"Prod"}, Sources: []string{"s1", "s2"}, KeptSource: "s1"}
 	assert.Equal(t, map[string]*Contest{
-		"s1/id-prod":       {Answered: true, Conflict: conflict},
-		"s2/id-newcomer":   {Conflict: conflict},
-		"s1/id-solo":       nil,
-		"s3/id-solo-again": {Duplicate: &Duplicate{Name: "solo-again", Source: "s3", KeptName: "solo", KeptSource: "s1", Reason: "server"}},
+		"s1/id-prod":         {Answered: true, Conflict: conflict},
+		"s2/id-newcomer":     {Conflict: conflict},
+		"s1/id-solo":         nil,
+		"s3/id-solo-again":   {Duplicate: &Duplicate{Name: "solo-again", Source: "s3", ID: "id-solo-again", KeptName: "solo", KeptSource: "s1", Reason: "server"}},
+		"s3/id-solo-again-2": nil, // the same name, listed again by the same source: not the duplicate
 	}, got)
 
 	loaded, err := ledger.Load(ctx)
 	require.NoError(t, err)
-	require.Len(t, loaded.Clusters, 4)
+	require.Len(t, loaded.Clusters, 5)
 	for _, r := range loaded.Clusters {
 		assert.Nil(t, r.Contest, "%s/%s: derived from the snapshot, never kept", r.Source, r.ID)
 	}

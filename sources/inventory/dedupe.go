@@ -39,7 +39,7 @@ func dedupe(cs []*sources.Cluster, prefer Preference, established func(*sources.
 			first, reason = byCloud[c.CloudID], "cloudID"
 		}
 		if first != nil {
-			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, KeptName: first.Name, KeptSource: first.Source, Reason: reason})
+			dups = append(dups, Duplicate{Name: c.Name, Source: c.Source, ID: c.Key(), KeptName: first.Name, KeptSource: first.Source, Reason: reason})
 			continue
 		}
 		byServer[c.Server] = c

@@ -41,8 +41,8 @@ func TestOneClusterIsServedOnce(t *testing.T) {
 		served string
 		dup    Duplicate
 	}{
-		{PreferCloud, "payments", Duplicate{Name: "rancher-payments", Source: "rancher", KeptName: "payments", KeptSource: "eks", Reason: "cloudID"}},
-		{PreferRancher, "rancher-payments", Duplicate{Name: "payments", Source: "eks", KeptName: "rancher-payments", KeptSource: "rancher", Reason: "cloudID"}},
+		{PreferCloud, "payments", Duplicate{Name: "rancher-payments", Source: "rancher", ID: "rancher-payments", KeptName: "payments", KeptSource: "eks", Reason: "cloudID"}},
+		{PreferRancher, "rancher-payments", Duplicate{Name: "payments", Source: "eks", ID: "payments", KeptName: "rancher-payments", KeptSource: "rancher", Reason: "cloudID"}},
 	} {
 		t.Run(string(tc.prefer), func(t *testing.T) {
 			reg := prometheus.NewRegistry()
@@ -52,7 +52,7 @@ func TestOneClusterIsServedOnce(t *testing.T) {
 			snap := inv.Snapshot()
 			assert.Equal(t, []string{"alias-a", tc.served}, names(snap))
 			assert.Equal(t, []Duplicate{
-				{Name: "alias-b", Source: "files", KeptName: "alias-a", KeptSource: "files", Reason: "server"},
+				{Name: "alias-b", Source: "files", ID: "alias-b", KeptName: "alias-a", KeptSource: "files", Reason: "server"},
 				tc.dup,
 			}, snap.Duplicates)
 			assert.True(t, snap.Present(tc.dup.Name), "a duplicate is not gone")
@@ -122,7 +122,7 @@ func TestDedupeRanksByKind(t *testing.T) {
 				require.NoError(t, inv.RefreshAll(context.Background()))
 				snap := inv.Snapshot()
 				assert.Equal(t, []string{"x-" + keptName}, names(snap))
-				assert.Equal(t, []Duplicate{{Name: "x-" + otherName, Source: otherName, KeptName: "x-" + keptName, KeptSource: keptName, Reason: "server"}},
+				assert.Equal(t, []Duplicate{{Name: "x-" + otherName, Source: otherName, ID: "x-" + otherName, KeptName: "x-" + keptName, KeptSource: keptName, Reason: "server"}},
 					snap.Duplicates)
 			})
 		}

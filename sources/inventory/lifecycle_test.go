@@ -310,7 +310,7 @@ func TestDedupeRunsBeforeConflictsAndKeepsTheEstablishedListing(t *testing.T) {
 	require.Len(t, snap.Clusters, 1, "one cluster, not a name conflict")
 	assert.Empty(t, snap.Conflicts)
 	assert.Equal(t, "rancher", snap.Clusters[0].Source, "the established listing is kept over the preference")
-	assert.Equal(t, []Duplicate{{Name: "payments", Source: "eks", KeptName: "payments", KeptSource: "rancher", Reason: "cloudID"}}, snap.Duplicates)
+	assert.Equal(t, []Duplicate{{Name: "payments", Source: "eks", ID: "id-payments", KeptName: "payments", KeptSource: "rancher", Reason: "cloudID"}}, snap.Duplicates)
 }
 
 func TestNothingIsEstablishedBeforeEverySourceListed(t *testing.T) {

@@ -51,8 +51,11 @@ type Conflict struct {
 // listing is in the snapshot's Clusters; the duplicate is neither served
 // nor given a Secret, and is not treated as gone either.
 type Duplicate struct {
-	Name       string `json:"name"`
-	Source     string `json:"source"`
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	// ID is the duplicate listing's cluster ID: one source may list a name
+	// twice.
+	ID         string `json:"id"`
 	KeptName   string `json:"keptName"`
 	KeptSource string `json:"keptSource"`
 	// Reason is "server" or "cloudID".

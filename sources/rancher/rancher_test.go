@@ -367,7 +367,7 @@ func TestTwoRancherServers(t *testing.T) {
 		assert.Equal(t, []string{"eu-edge-k3s-01", "eu-prod-eu-west", "eu-staging-eks", "us-edge-k3s-01", "us-prod-eu-west"},
 			snapNames(snap.Clusters))
 		require.Len(t, snap.Duplicates, 1)
-		assert.Equal(t, inventory.Duplicate{Name: "us-staging-eks", Source: "rancher-us",
+		assert.Equal(t, inventory.Duplicate{Name: "us-staging-eks", Source: "rancher-us", ID: "c-7qgnz",
 			KeptName: "eu-staging-eks", KeptSource: "rancher-eu", Reason: "cloudID"}, snap.Duplicates[0])
 	})
 	t.Run("with a prefix per server", func(t *testing.T) {
