@@ -305,7 +305,7 @@ func conflictOf(r *inventory.Record) (ok bool, reason, message string) {
 	also := "name " + c.Name + " listed by sources " + strings.Join(c.Sources, ", ")
 	switch {
 	case r.Contest.Answered:
-		return true, "KeepsName", also + ": this cluster keeps it, the others are not served"
+		return true, "KeepsName", also + ": this cluster holds it and stays served"
 	case c.KeptSource != "":
 		return true, "NameTaken", also + ": a cluster of source " + c.KeptSource + " holds it, this one is not served"
 	}

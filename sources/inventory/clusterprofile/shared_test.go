@@ -62,6 +62,9 @@ func TestLeaderFeedSharesWhatItWrote(t *testing.T) {
 	c := newCluster(t)
 	leader := c.ledger(t, "owner-1")
 	fleet := ledgertest.Fleet(3)
+	// the leader's, for this save's statuses: its feed delivers the record
+	// as a follower's does, without it
+	fleet.Clusters[1].Contest = &inventory.Contest{Answered: true, Conflict: &inventory.Conflict{Name: "prod-00", Sources: []string{"eks", "rancher"}, KeptSource: "rancher"}}
 	require.NoError(t, leader.Save(ctx, fleet))
 	rendering := map[string]any{} // by ID: the saved book's rendering pointers
 	for _, r := range fleet.Clusters {
