@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -10,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
 	fakerancher "github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/fake/rancher"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
 )
 
 // steady is an established cluster's Application and Secret as they must
@@ -159,6 +162,54 @@ func conflictKept(name string, keep bool) func() error {
 	}
 }
 
+// conflictOnProfiles checks that the ClusterProfiles of holder and
+// newcomer, two clusters with one name, say which holds it: Conflict
+// KeepsName and Served on the holder's, Conflict NameTaken and not served
+// on the newcomer's.
+func conflictOnProfiles(holder, newcomer fakerancher.Cluster) error {
+	list, err := e.Dyn.Resource(clusterprofile.Resource).Namespace(ArgoNS).List(context.Background(),
+		metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=rancher"})
+	if err != nil {
+		return err
+	}
+	want := map[string]map[string]string{
+		holder.ID:   {"Conflict": "True/KeepsName", "Served": "True/Served"},
+		newcomer.ID: {"Conflict": "True/NameTaken", "Served": "False/NameConflict"},
+	}
+	var errs []error
+	for _, p := range list.Items {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(p.GetAnnotations()[clusterprofile.AnnotationRecord]), &rec); err != nil {
+			return fmt.Errorf("clusterprofile %s: %w", p.GetName(), err)
+		}
+		w, ok := want[rec.ID]
+		if !ok {
+			continue
+		}
+		delete(want, rec.ID)
+		conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+		got := map[string]string{}
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			typ, _ := m["type"].(string)
+			status, _ := m["status"].(string)
+			reason, _ := m["reason"].(string)
+			got[typ] = status + "/" + reason
+		}
+		for typ, v := range w {
+			if got[typ] != v {
+				errs = append(errs, fmt.Errorf("clusterprofile %s (%s): condition %s is %q, want %q", p.GetName(), rec.ID, typ, got[typ], v))
+			}
+		}
+	}
+	for id := range want {
+		errs = append(errs, fmt.Errorf("no clusterprofile of %s", id))
+	}
+	return errors.Join(errs...)
+}
+
 // testLifecycle takes an established Rancher cluster through the states
 // Rancher shows for a cluster that has not left, then through a newcomer
 // with its display name: through each, for SteadyListings listings, its
@@ -219,7 +270,7 @@ func lifecycleStates(t *testing.T, st *steady) {
 				if err := e.AppsAre("acme-guestbook", "acme", acmeApps); err != nil {
 					return err
 				}
-				return conflictKept("acme-qa", true)()
+				return errors.Join(conflictKept("acme-qa", true)(), conflictOnProfiles(acmeQA, acmeQA2))
 			}},
 	} {
 		ok := t.Run(step.name, func(t *testing.T) {
