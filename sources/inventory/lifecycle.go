@@ -34,7 +34,11 @@ type Record struct {
 	// rendered: it is served from its last good rendering.
 	KeptReason string `json:"keptReason,omitempty"`
 	// Missed counts consecutive complete listings of its source the
-	// cluster was absent from or leaving in, since MissingSince.
+	// cluster was absent from or leaving in, since MissingSince, up to
+	// the departure's HeldListings: no decision depends on more, and a
+	// count that went on would change the record, which the ledger
+	// writes on change only, at every listing of a drop held until an
+	// operator acknowledges it.
 	Missed       int       `json:"missed,omitempty"`
 	MissingSince time.Time `json:"missingSince,omitzero"`
 	// Held: its departure is part of a mass drop, or was held by the
@@ -239,7 +243,9 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 			r.Held = true
 			out.newlyHeld++
 		}
-		r.Missed++
+		if r.Missed < max(l.rule.AfterListings, l.rule.HeldListings) {
+			r.Missed++
+		}
 		if r.Missed >= l.neededListings(source, g) && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
 			due = append(due, g)
 			continue
