@@ -322,8 +322,11 @@ func (l *Ledger) compact(obj any) (any, error) {
 		_, p.err = recordOf(u)
 	} else if r, name, ok := l.written.get(digest); ok {
 		p.record = r
-		if name != u.GetName() {
-			// a second object holding a record of ours: not ours to count
+		if name != u.GetName() || p.ack && !departing(r) {
+			// a second object holding a record of ours: not ours to
+			// count; or an acknowledgement given while nothing departs,
+			// which the next save resets (see annotationsOf) before a
+			// later drop could take it as given for itself
 			l.written.edited(u.GetName())
 		}
 	} else {

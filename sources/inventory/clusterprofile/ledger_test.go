@@ -179,6 +179,45 @@ func TestAcknowledgementLivesOnlyThroughItsDrop(t *testing.T) {
 	assert.Empty(t, v, "reset once the cluster is back: it acknowledged that drop only")
 }
 
+// TestAcknowledgementWithoutADropIsReset: an acknowledgement set on a
+// cluster that is not departing (a selector wider than the drop's) is
+// reset by the leader's next save, so that a later drop is not taken as
+// acknowledged before anyone looked at it.
+func TestAcknowledgementWithoutADropIsReset(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	book := ledgertest.Fleet(1)
+	l := c.ledger(t, "owner-1")
+	require.NoError(t, l.Save(ctx, book))
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Watch(wctx, func(inventory.Book) {})
+	}()
+	defer func() { cancel(); <-done }()
+	repairs := l.Repairs()
+
+	list, err := c.adminDy.Resource(Resource).Namespace(c.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelSource + "=rancher"})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1)
+	name := list.Items[0].GetName()
+	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationAcknowledge + `":"true"}}}`)
+	_, err = c.adminDy.Resource(Resource).Namespace(c.ns).Patch(ctx, name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "kubectl-annotate"})
+	require.NoError(t, err)
+	select {
+	case <-repairs:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the feed did not ask for a repair of the acknowledgement")
+	}
+
+	require.NoError(t, l.Save(ctx, book)) // the same book: only the acknowledgement is off
+	obj, err := c.adminDy.Resource(Resource).Namespace(c.ns).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, obj.GetAnnotations()[AnnotationAcknowledge], "reset: nothing departs, there is nothing to acknowledge")
+}
+
 // TestLeaderKilledMidSave: the leader dies between two writes of one save
 // (its connection cut after a few writes). The next leader loads a book in
 // which every record is whole, each with the count it had before or after

@@ -127,11 +127,15 @@ func FirstWrites(opts Options, r *inventory.Record, now time.Time) (name string,
 // would overwrite theirs, and once they set it, it is theirs.
 func annotationsOf(r *inventory.Record, rec []byte) map[string]any {
 	out := map[string]any{AnnotationRecord: string(rec)}
-	if !(r.Served && r.Missed > 0) {
+	if !departing(r) {
 		out[AnnotationAcknowledge] = ""
 	}
 	return out
 }
+
+// departing reports whether r is a served cluster missing from its
+// source's listings: the only time an acknowledgement is the operator's.
+func departing(r *inventory.Record) bool { return r.Served && r.Missed > 0 }
 
 // setLabel sets a label only when its value is a valid label value: the
 // record, not the label, is the truth, and an upstream value that cannot
@@ -210,13 +214,13 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	conds[condHealthy], m[condHealthy] = cond(prev, now, condHealthy, phase == sources.PhaseReady, reasonOf(phase), "phase "+string(phase))
 	served, why, msg := servedOf(r)
 	conds[condServed], m[condServed] = cond(prev, now, condServed, served, why, msg)
-	departing := r.Served && r.Missed > 0
+	gone := departing(r)
 	dmsg := "listed by its source"
-	if departing {
+	if gone {
 		dmsg = "missing from " + strconv.Itoa(r.Missed) + " complete listing(s) of source " + r.Source + " since " + r.MissingSince.UTC().Format(time.RFC3339)
 	}
-	conds[condDeparting], m[condDeparting] = cond(prev, now, condDeparting, departing, map[bool]string{true: "Missing", false: "Listed"}[departing], dmsg)
-	held := departing && r.Held
+	conds[condDeparting], m[condDeparting] = cond(prev, now, condDeparting, gone, map[bool]string{true: "Missing", false: "Listed"}[gone], dmsg)
+	held := gone && r.Held
 	hmsg := "no mass drop"
 	if held {
 		hmsg = "part of a mass drop: its departure is held until it is acknowledged (annotate " + AnnotationAcknowledge + "=true) or the cluster is seen leaving"
