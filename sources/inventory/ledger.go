@@ -28,9 +28,11 @@ type Book struct {
 	Unsettled string `json:"-"`
 }
 
-// SourceRecord is what the ledger keeps of one source. It changes only
-// when the source's state does (its first complete listing, a failure, a
-// recovery), never at every listing: steady state writes nothing.
+// SourceRecord is what the ledger keeps of one source. It changes when
+// the source's state does (its first complete listing, a failure, a
+// recovery) and, while the source fails, at each failed listing (its
+// error and their count: one small write an interval); never at a
+// listing that succeeds: steady state writes nothing.
 type SourceRecord struct {
 	Name     string           `json:"name"`
 	Provider sources.Provider `json:"provider"`
