@@ -103,6 +103,9 @@ type lifecycle struct {
 type listing struct {
 	clusters []sources.Cluster
 	accounts []string
+	// servedBefore: the identities of the listed clusters a version
+	// without a ledger served (see Inventory.checkSeed).
+	servedBefore []string
 }
 
 // listed is the outcome of one complete listing for a lifecycle.

@@ -47,6 +47,7 @@ func (inv *Inventory) record(st *sourceState, ls listing, err error, start time.
 func (inv *Inventory) recordListing(st *sourceState, ls listing, start time.Time) listed {
 	clusters := ls.clusters
 	res := st.life.apply(st.spec.Name, ls, inv.answered(st.spec.Name), newServerClaims(inv.snap.Load().Clusters), start)
+	st.life.holdNames(ls.servedBefore)
 	for _, d := range res.departed {
 		inv.departed[clusterKey{d.Source, d.ID}] = d
 	}

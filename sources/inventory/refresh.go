@@ -250,13 +250,14 @@ func (inv *Inventory) refresh(ctx context.Context, st *sourceState) error {
 	if err == nil {
 		clusters, err = prepare(st.spec, clusters, inv.tenants)
 	}
+	var servedBefore []string
 	if err == nil {
-		err = inv.checkSeed(ctx, st, clusters)
+		servedBefore, err = inv.checkSeed(ctx, st, clusters)
 	}
 	if err != nil {
 		err = fmt.Errorf("source %s: list clusters: %w", st.spec.Name, err)
 	}
-	inv.record(st, listing{clusters: clusters, accounts: accounts}, err, start, took)
+	inv.record(st, listing{clusters: clusters, accounts: accounts, servedBefore: servedBefore}, err, start, took)
 	inv.save(ctx)
 	return err
 }

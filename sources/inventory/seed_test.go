@@ -244,3 +244,34 @@ func TestSeedIsCheckedPerSource(t *testing.T) {
 		assert.True(t, inv.Snapshot().Synced(), "s2's clusters listed again: taken")
 	})
 }
+
+// TestUpgradeKeepsTheNameHolder: two clusters listed under one name at the
+// upgrade into an empty ledger. The previous version served one of them
+// (its Secret names it): it keeps the name, and the other is the newcomer,
+// instead of the name being served to neither and the holder's
+// Applications deleted. A restart changes nothing.
+func TestUpgradeKeepsTheNameHolder(t *testing.T) {
+	holder, newcomer := inPhase("prod", sources.PhaseReady), inPhase("prod", sources.PhaseReady)
+	holder.ID, holder.Server = "id-holder", "https://holder.example.com"
+	newcomer.ID, newcomer.Server = "id-newcomer", "https://newcomer.example.com"
+	others := []sources.Cluster{inPhase("c0", sources.PhaseReady), inPhase("c1", sources.PhaseReady)}
+	src, seed, ledger := &listings{}, &seeded{}, NewMemory()
+	seed.set(holder.ID, others[0].ID, others[1].ID)
+	src.set(append([]sources.Cluster{newcomer, holder}, others...)...)
+	start := func() *Inventory {
+		inv, err := New([]SourceSpec{spec("s1", src)}, Options{Registerer: prometheus.NewRegistry(), Ledger: ledger, Seed: seed.seed})
+		require.NoError(t, err)
+		require.True(t, inv.load(context.Background()))
+		require.NoError(t, inv.RefreshAll(context.Background()))
+		return inv
+	}
+	for _, step := range []string{"the first listing into the ledger", "after a restart"} {
+		snap := start().Snapshot()
+		ids := map[string]string{}
+		for _, c := range snap.Clusters {
+			ids[c.Name] = c.ID
+		}
+		assert.Equal(t, map[string]string{"prod": "id-holder", "c0": "id-c0", "c1": "id-c1"}, ids, step)
+		require.Len(t, snap.Conflicts, 1, step)
+	}
+}
