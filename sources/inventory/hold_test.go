@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -180,6 +181,7 @@ func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
 	assert.Equal(t, []string{"c0", "c1", "c2", "c3", "c6", "c7"}, names(snap), "the acknowledged departures are confirmed")
 	st, _ := snap.Source("s1")
 	assert.Equal(t, 2, st.HeldDepartures, "the others stay held")
+	assert.Zero(t, st.BlockedDepartures, "a mass drop, not the breaker")
 
 	leaving := inPhase("c6", sources.PhaseLeaving) // seen being deleted upstream
 	list(append(all[:4:4], leaving)...)
@@ -236,6 +238,8 @@ func TestDepartureBreaker(t *testing.T) {
 			}
 			st, _ := inv.Snapshot().Source("s1")
 			assert.Equal(t, tc.held, st.HeldDepartures)
+			assert.Equal(t, tc.held, st.BlockedDepartures, "seen leaving, no mass drop: the breaker holds them")
+			assert.Equal(t, float64(tc.held), testutil.ToFloat64(inv.metrics.blocked.WithLabelValues("s1")), "source_departures_blocked")
 			if tc.release {
 				mu.Lock()
 				acked = true

@@ -96,6 +96,7 @@ type lifecycle struct {
 	unserved []Unserved
 	kept     []Kept
 	held     int
+	blocked  int // of held, those the departure breaker holds
 }
 
 // listing is one complete listing of a source: its clusters and, from a
@@ -278,7 +279,7 @@ func (l *lifecycle) keepServing(g missing) {
 // departures. It reads nothing but the records, so a replica that holds
 // the same records shows the same.
 func (l *lifecycle) view() {
-	l.served, l.unserved, l.kept, l.held = l.served[:0:0], nil, nil, 0
+	l.served, l.unserved, l.kept, l.held, l.blocked = l.served[:0:0], nil, nil, 0, 0
 	for _, r := range l.tracked {
 		switch {
 		case r.Served:
@@ -288,6 +289,9 @@ func (l *lifecycle) view() {
 			}
 			if r.Held && r.departing() {
 				l.held++
+				if r.Blocked {
+					l.blocked++
+				}
 			}
 		case r.Unserved != nil:
 			l.unserved = append(l.unserved, *r.Unserved)

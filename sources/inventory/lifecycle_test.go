@@ -241,6 +241,7 @@ func TestMassDropIsHeld(t *testing.T) {
 		st, _ := snap.Source("s1")
 		require.Equal(t, 4, st.HeldDepartures)
 		require.Equal(t, 4.0, testutil.ToFloat64(inv.metrics.held.WithLabelValues("s1")))
+		require.Zero(t, testutil.ToFloat64(inv.metrics.blocked.WithLabelValues("s1")), "a mass drop, not the breaker")
 	}
 	require.NoError(t, inv.RefreshAll(context.Background()))
 	snap := inv.Snapshot()

@@ -29,6 +29,7 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 		}
 		snap.Sources = append(snap.Sources, st.status.SourceState)
 		snap.Sources[len(snap.Sources)-1].HeldDepartures = st.life.held
+		snap.Sources[len(snap.Sources)-1].BlockedDepartures = st.life.blocked
 		all = append(all, st.life.served...)
 		snap.Unserved = append(snap.Unserved, st.life.unserved...)
 		snap.Kept = append(snap.Kept, st.life.kept...)

@@ -21,6 +21,7 @@ type metrics struct {
 	served      *prometheus.GaugeVec
 	departures  *prometheus.CounterVec
 	held        *prometheus.GaugeVec
+	blocked     *prometheus.GaugeVec
 	conflicts   prometheus.Gauge
 	duplicates  prometheus.Gauge
 	version     prometheus.Gauge
@@ -69,7 +70,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"source"}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "source_departures_held",
-			Help: "Served clusters of a source missing in a mass drop, whose departure is held.",
+			Help: "Served clusters of a source missing in a mass drop, or held by the departure breaker, whose departure is held.",
+		}, []string{"source"}),
+		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_departures_blocked",
+			Help: "Of source_departures_held, those the departure breaker holds: more departures due at once than departure.maxDeletions allows.",
 		}, []string{"source"}),
 		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "cluster_name_conflicts",
@@ -91,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.conflicts, m.duplicates, m.version, m.ledgerErrors} {
+	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.blocked, m.conflicts, m.duplicates, m.version, m.ledgerErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -108,6 +113,7 @@ func (m *metrics) initSource(name string) {
 	m.stale.WithLabelValues(name)
 	m.departures.WithLabelValues(name)
 	m.held.WithLabelValues(name)
+	m.blocked.WithLabelValues(name)
 }
 
 // observeListing updates the series of source name after one listing,
@@ -129,7 +135,7 @@ func (m *metrics) observeListing(name string, s *SourceStatus, took time.Duratio
 // observeLifecycle updates the lifecycle series of source name after a
 // complete listing: its served clusters by phase, the departures it
 // confirmed and the departures held.
-func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, departed, held int) {
+func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, departed, held, blocked int) {
 	for _, p := range sources.Phases() {
 		if p != sources.PhasePending {
 			m.served.WithLabelValues(name, string(p)).Set(float64(byPhase[p]))
@@ -137,6 +143,7 @@ func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, d
 	}
 	m.departures.WithLabelValues(name).Add(float64(departed))
 	m.held.WithLabelValues(name).Set(float64(held))
+	m.blocked.WithLabelValues(name).Set(float64(blocked))
 }
 
 // observeSnapshot updates the series of a changed snapshot.

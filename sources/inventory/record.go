@@ -56,7 +56,7 @@ func (inv *Inventory) recordListing(st *sourceState, ls listing, start time.Time
 	}
 	byPhase := countPhases(st.life.served)
 	st.status.listed(start, clusters, len(st.life.served), byPhase)
-	inv.metrics.observeLifecycle(st.spec.Name, byPhase, len(res.departed), st.life.held)
+	inv.metrics.observeLifecycle(st.spec.Name, byPhase, len(res.departed), st.life.held, st.life.blocked)
 	inv.endIfEmpty(st)
 	st.seeding = false
 	return res
@@ -111,7 +111,7 @@ func (inv *Inventory) logListing(spec SourceSpec, rec recorded) {
 			"missing", rec.res.newlyHeld, "share", fraction(rec.res.newlyHeld, rec.status.Served+len(rec.res.departed)), "heldDepartures", rec.held)
 	}
 	if rec.res.blocked > 0 {
-		log.Warn("departure breaker: more departures due in one listing than departure.maxDeletions allows; holding them until acknowledged",
+		log.Error("departure breaker tripped: more departures due in one listing than departure.maxDeletions allows; holding them until acknowledged",
 			"held", rec.res.blocked, "heldDepartures", rec.held)
 	}
 	for _, d := range rec.res.departed {

@@ -21,6 +21,10 @@ type SourceState struct {
 	// HeldDepartures counts served clusters of the source whose departure
 	// is held by the mass-drop rule (see Departure.MaxFraction).
 	HeldDepartures int `json:"heldDepartures"`
+	// BlockedDepartures counts those of HeldDepartures the departure
+	// breaker holds (more due at once than Departure.MaxDeletions allows),
+	// not a mass drop.
+	BlockedDepartures int `json:"blockedDepartures"`
 	// Retired is true for a source that is not configured any more but
 	// whose clusters the ledger still holds: they depart as a vanished
 	// fleet does, held until acknowledged.

@@ -221,11 +221,14 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	}
 	conds[condDeparting], m[condDeparting] = cond(prev, now, condDeparting, gone, map[bool]string{true: "Missing", false: "Listed"}[gone], dmsg)
 	held := gone && r.Held
-	hmsg := "no mass drop"
-	if held {
-		hmsg = "part of a mass drop: its departure is held until it is acknowledged (annotate " + AnnotationAcknowledge + "=true) or the cluster is seen leaving"
+	hwhy, hmsg := "NotHeld", "no mass drop"
+	switch {
+	case held && r.Blocked:
+		hwhy, hmsg = "Breaker", "held by the departure breaker (more departures due at once than departure.maxDeletions allows) until it is acknowledged (annotate "+AnnotationAcknowledge+"=true)"
+	case held:
+		hwhy, hmsg = "MassDrop", "part of a mass drop: its departure is held until it is acknowledged (annotate "+AnnotationAcknowledge+"=true) or the cluster is seen leaving"
 	}
-	conds[condHeld], m[condHeld] = cond(prev, now, condHeld, held, map[bool]string{true: "MassDrop", false: "NotHeld"}[held], hmsg)
+	conds[condHeld], m[condHeld] = cond(prev, now, condHeld, held, hwhy, hmsg)
 	conflict, why, msg := conflictOf(r)
 	conds[condConflict], m[condConflict] = cond(prev, now, condConflict, conflict, why, msg)
 	st["conditions"] = conds

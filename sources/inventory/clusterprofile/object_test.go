@@ -88,15 +88,49 @@ func TestServedAndConflictConditions(t *testing.T) {
 		{"pending", pending, "False/NotServed", "False/NoConflict"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := desiredObject(o, "p", &tc.r, nil, time.Now())
-			require.NoError(t, err)
-			got := map[string]string{}
-			for _, c := range conditionsOf(t, d.status) {
-				got[c.Type] = c.Status + "/" + c.Reason
-				assert.NotEmpty(t, c.Message, c.Type)
-			}
+			got := conditionReasons(t, o, &tc.r)
 			assert.Equal(t, tc.served, got["Served"])
 			assert.Equal(t, tc.conflict, got["Conflict"])
+		})
+	}
+}
+
+// conditionReasons returns "status/reason" by type of the conditions of
+// r's desired status; each must have a message.
+func conditionReasons(t *testing.T, o *Options, r *inventory.Record) map[string]string {
+	t.Helper()
+	d, err := desiredObject(o, "p", r, nil, time.Now())
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, c := range conditionsOf(t, d.status) {
+		got[c.Type] = c.Status + "/" + c.Reason
+		assert.NotEmpty(t, c.Message, c.Type)
+	}
+	return got
+}
+
+// TestHeldConditionSaysWhoHolds: the Held condition tells a mass drop
+// from a departure the breaker holds, and both from one not held.
+func TestHeldConditionSaysWhoHolds(t *testing.T) {
+	o := &Options{Namespace: "argocd", OwnerID: "owner-1"}
+	departing := func(held, blocked bool) inventory.Record {
+		r := ledgertest.Fleet(1).Clusters[1]
+		r.Missed, r.MissingSince, r.Held, r.Blocked = 2, time.Now(), held, blocked
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		r    inventory.Record
+		want string // status/reason
+	}{
+		{"an ordinary departure", departing(false, false), "False/NotHeld"},
+		{"a mass drop", departing(true, false), "True/MassDrop"},
+		{"held by the departure breaker", departing(true, true), "True/Breaker"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := conditionReasons(t, o, &tc.r)
+			assert.Equal(t, "True/Missing", got["Departing"])
+			assert.Equal(t, tc.want, got["Held"])
 		})
 	}
 }
