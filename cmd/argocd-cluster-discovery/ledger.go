@@ -22,6 +22,15 @@ import (
 // feed the view follows: the process's memory, or ClusterProfiles in the
 // Kubernetes API.
 func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logger) (inventory.Feed, error) {
+	if cfg.Secrets.Enabled {
+		// until the ledger holds a source's first listing (in memory: at
+		// each start), a listing that lacks a mass of the clusters the
+		// Secrets we own name is refused
+		if err := kube.init(); err != nil {
+			return nil, err
+		}
+		p.inv.UseSeed(clustersecret.ServedBefore(kube.client, cfg.Secrets.Namespace, cfg.Secrets.OwnerID))
+	}
 	if cfg.Ledger.Kind != config.LedgerKubernetes {
 		mem := inventory.NewMemory()
 		p.inv.UseLedger(mem)
@@ -38,11 +47,6 @@ func attachLedger(cfg *config.Config, kube *kubeAPI, p *parts, logger *slog.Logg
 	}
 	p.inv.UseLedger(l)
 	p.current = l // a replica whose watch on the ledger stops answers 503
-	if cfg.Secrets.Enabled {
-		// until the ledger holds a source's first listing, a listing that
-		// lacks a mass of the clusters the Secrets we own name is refused
-		p.inv.UseSeed(clustersecret.ServedBefore(kube.client, cfg.Secrets.Namespace, cfg.Secrets.OwnerID))
-	}
 	return feedWithLogger{l, ledgerLogger}, nil
 }
 

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/generator/clustersecret"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/static"
@@ -70,4 +77,51 @@ func TestStatusOfAFormerLeader(t *testing.T) {
 	st := a.Status().Sources[0]
 	assert.True(t, st.LastAttempt.IsZero(), "not the last term's attempt: %v", st.LastAttempt)
 	assert.Zero(t, st.Clusters)
+}
+
+// TestMemoryLedgerChecksTheSecretsAtStart: with the ledger in memory and
+// cluster Secrets on, every start is a start from an empty ledger: the
+// first listing of a source is checked against the Secrets this
+// installation owns, as an upgrade's is, so a token that answers `200 []`
+// after a restart is refused (the source unsynced, a 503) instead of
+// serving a 200 without the clusters, and Argo CD deleting their
+// Applications.
+func TestMemoryLedgerChecksTheSecretsAtStart(t *testing.T) {
+	def := config.Default()
+	cfg := &def
+	require.Equal(t, config.LedgerMemory, cfg.Ledger.Kind)
+	cfg.Secrets.Enabled, cfg.Secrets.Namespace, cfg.Secrets.OwnerID = true, "argocd", "owner-1"
+	owned := func(id string) *corev1.Secret {
+		selector, err := labels.Parse(clustersecret.OwnedSelector(cfg.Secrets.OwnerID))
+		require.NoError(t, err)
+		reqs, _ := selector.Requirements()
+		ls := map[string]string{clustersecret.LabelSource: "fleet"}
+		for _, r := range reqs {
+			ls[r.Key()] = r.Values().List()[0]
+		}
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + id, Namespace: "argocd", Labels: ls,
+			Annotations: map[string]string{clustersecret.AnnotationClusterID: id}}}
+	}
+	kube := newKubeAPI(cfg)
+	kube.once.Do(func() {}) // its client is this one
+	kube.client = fake.NewClientset(owned("x"), owned("y"))
+
+	src, err := static.New(static.Config{Clusters: []static.Cluster{{Name: "a", Server: "https://a.example.com"}}}, "")
+	require.NoError(t, err)
+	inv, err := inventory.New([]inventory.SourceSpec{{Name: "fleet", Provider: sources.ProviderStatic, Source: src,
+		Interval: time.Hour, Timeout: 5 * time.Second}}, inventory.Options{})
+	require.NoError(t, err)
+	var logs testlog.Buffer
+	_, err = attachLedger(cfg, kube, &parts{inv: inv}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inv.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return inv.Status().Sources[0].LastError != "" }, 10*time.Second, 10*time.Millisecond)
+	st := inv.Status().Sources[0]
+	assert.Contains(t, st.LastError, "lacks 2 of the 2 clusters served before it (x, y)")
+	assert.False(t, st.Synced, "unsynced: the answer is a 503")
+	assert.Empty(t, inv.Snapshot().Clusters)
 }
