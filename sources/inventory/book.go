@@ -56,6 +56,9 @@ func (inv *Inventory) restore(b Book) {
 			st.seeding = st.seeding && !s.Synced
 		}
 	}
+	for _, st := range inv.states {
+		inv.metrics.observeRestored(st.spec.Name, &st.status)
+	}
 	for i := range b.Clusters {
 		r := &b.Clusters[i] // tracked where it is: one array, not an allocation per record
 		if r.Source == "" || r.ID == "" || r.Served && r.Rendering == nil {

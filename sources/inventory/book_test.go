@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -384,4 +385,27 @@ func TestFollowerServesANewcomerAfterItsJoinDelay(t *testing.T) {
 	require.Eventually(t, joining("b"), delay, time.Millisecond, "b is joining")
 	assert.Equal(t, []string{"a"}, names(follower.Snapshot()), "a stays served while b joins")
 	require.Eventually(t, serves("a", "b"), 2*delay, time.Millisecond, "served once its join delay passed, with no book to bring it")
+}
+
+// TestRestartKeepsTheSourceSynced: a new leader whose first listing of a
+// source fails shows the source in its metrics as the ledger holds it
+// (synced, stale, its failures counted on), not as never synced: the
+// alert on a source that never listed must not fire after a restart.
+func TestRestartKeepsTheSourceSynced(t *testing.T) {
+	ctx := context.Background()
+	src := &listings{}
+	p := newProcess(t, Departure{}, src)
+	src.set(inPhase("x", sources.PhaseReady))
+	p.list()
+	src.mu.Lock()
+	src.err = errors.New("rancher: 503")
+	src.mu.Unlock()
+	require.Error(t, p.inv.RefreshAll(ctx))
+	p.restart()
+	require.Error(t, p.inv.RefreshAll(ctx))
+	m := p.inv.metrics
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.synced.WithLabelValues("s1")), "synced before the restart")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.stale.WithLabelValues("s1")))
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.failures.WithLabelValues("s1")), "one failure before the restart, one after")
+	assert.Len(t, p.inv.Snapshot().Clusters, 1, "its last complete listing is served")
 }

@@ -132,6 +132,16 @@ func (m *metrics) observeListing(name string, s *SourceStatus, took time.Duratio
 	m.stale.WithLabelValues(name).Set(boolFloat(s.Stale))
 }
 
+// observeRestored sets the series of source name that the ledger's
+// source record holds, from its status s as restored: a new leader
+// whose first listings fail still shows a source synced before it as
+// synced (the alert on a source never synced must not fire for it).
+func (m *metrics) observeRestored(name string, s *SourceStatus) {
+	m.synced.WithLabelValues(name).Set(boolFloat(s.Synced))
+	m.stale.WithLabelValues(name).Set(boolFloat(s.Stale))
+	m.failures.WithLabelValues(name).Set(float64(s.ConsecutiveFailures))
+}
+
 // observeLifecycle updates the lifecycle series of source name after a
 // complete listing: its served clusters by phase, the departures it
 // confirmed and the departures held.
