@@ -76,8 +76,9 @@ type Record struct {
 	listing uint64
 }
 
-// departing reports whether r is served while missing from its source.
-func (r *Record) departing() bool { return r.Served && r.Missed > 0 }
+// Departing reports whether r is served while missing from its source:
+// the only time an acknowledgement of its departure means anything.
+func (r *Record) Departing() bool { return r.Served && r.Missed > 0 }
 
 // lifecycle is one source's view of its clusters across listings. It is
 // owned by the inventory and used under its lock.
@@ -287,7 +288,7 @@ func (l *lifecycle) view() {
 			if r.KeptReason != "" {
 				l.kept = append(l.kept, Kept{Name: r.Rendering.Name, Source: r.Source, Reason: r.KeptReason})
 			}
-			if r.Held && r.departing() {
+			if r.Held && r.Departing() {
 				l.held++
 				if r.Blocked {
 					l.blocked++

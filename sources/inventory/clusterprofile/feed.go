@@ -322,7 +322,7 @@ func (l *Ledger) compact(obj any) (any, error) {
 		_, p.err = recordOf(u)
 	} else if r, name, ok := l.written.get(digest); ok {
 		p.record = r
-		if name != u.GetName() || p.ack && !departing(r) {
+		if name != u.GetName() || p.ack && !r.Departing() {
 			// a second object holding a record of ours: not ours to
 			// count; or an acknowledgement given while nothing departs,
 			// which the next save resets (see annotationsOf) before a

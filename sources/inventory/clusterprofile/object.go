@@ -127,15 +127,11 @@ func FirstWrites(opts Options, r *inventory.Record, now time.Time) (name string,
 // would overwrite theirs, and once they set it, it is theirs.
 func annotationsOf(r *inventory.Record, rec []byte) map[string]any {
 	out := map[string]any{AnnotationRecord: string(rec)}
-	if !departing(r) {
+	if !r.Departing() {
 		out[AnnotationAcknowledge] = ""
 	}
 	return out
 }
-
-// departing reports whether r is a served cluster missing from its
-// source's listings: the only time an acknowledgement is the operator's.
-func departing(r *inventory.Record) bool { return r.Served && r.Missed > 0 }
 
 // setLabel sets a label only when its value is a valid label value: the
 // record, not the label, is the truth, and an upstream value that cannot
@@ -214,7 +210,7 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	conds[condHealthy], m[condHealthy] = cond(prev, now, condHealthy, phase == sources.PhaseReady, reasonOf(phase), "phase "+string(phase))
 	served, why, msg := servedOf(r)
 	conds[condServed], m[condServed] = cond(prev, now, condServed, served, why, msg)
-	gone := departing(r)
+	gone := r.Departing()
 	dmsg := "listed by its source"
 	if gone {
 		dmsg = "missing from " + strconv.Itoa(r.Missed) + " complete listing(s) of source " + r.Source + " since " + r.MissingSince.UTC().Format(time.RFC3339)
