@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
@@ -24,7 +25,7 @@ func (inv *Inventory) book() Book {
 	for _, st := range inv.states {
 		s := st.status
 		b.Sources = append(b.Sources, SourceRecord{Name: st.spec.Name, Provider: st.spec.Provider, Synced: s.Synced,
-			Stale: s.Stale, LastError: s.LastError, ConsecutiveFailures: s.ConsecutiveFailures})
+			Stale: s.Stale, LastError: s.LastError, ConsecutiveFailures: s.ConsecutiveFailures, Recent: slices.Clone(st.life.recent)})
 		for _, r := range st.life.tracked {
 			b.Clusters = append(b.Clusters, *r)
 			b.Clusters[len(b.Clusters)-1].Contest = cs.of(r)
@@ -44,15 +45,17 @@ func (inv *Inventory) restore(b Book) {
 	defer inv.mu.Unlock()
 	wasRetired := inv.dropRetired()
 	for _, st := range inv.states {
-		st.life.tracked, st.life.listings = map[string]*Record{}, 0
+		st.life.tracked, st.life.listings, st.life.recent = map[string]*Record{}, 0, nil
 		st.status = SourceStatus{SourceState: SourceState{Name: st.spec.Name, Provider: st.spec.Provider}, Interval: st.spec.Interval.String()}
 		st.seeding = inv.seed != nil && !inv.follower
 	}
 	providers := map[string]sources.Provider{}
+	recent := map[string][]RecentDeparture{}
 	for _, s := range b.Sources {
-		providers[s.Name] = s.Provider
+		providers[s.Name], recent[s.Name] = s.Provider, s.Recent
 		if st := inv.bySource[s.Name]; st != nil {
 			st.status.Synced, st.status.Stale, st.status.LastError, st.status.ConsecutiveFailures = s.Synced, s.Stale, s.LastError, s.ConsecutiveFailures
+			st.life.recent = slices.Clone(s.Recent)
 			st.seeding = st.seeding && !s.Synced
 		}
 	}
@@ -71,6 +74,7 @@ func (inv *Inventory) restore(b Book) {
 				p = r.Rendering.Provider
 			}
 			st = inv.retire(r.Source, p, wasRetired[r.Source])
+			st.life.recent = slices.Clone(recent[r.Source])
 		}
 		if st != nil {
 			r.listing = 0

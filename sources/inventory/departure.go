@@ -1,11 +1,13 @@
 package inventory
 
 // The departure rule: when a served cluster has left, when a drop is
-// held, and the breaker over one listing's departures.
+// held, and the breaker over an interval's departures.
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,15 +29,22 @@ type Departure struct {
 	// this fraction of a source's served clusters (and more than one)
 	// missing at once, their departure is held: each needs HeldListings
 	// listings instead of AfterListings. A mass drop is far more often a
-	// lost role or subscription than a mass deletion. Default 0.25.
+	// lost role or subscription than a mass deletion. Default 0.25. The
+	// drop is counted over the source's window (HeldListings intervals):
+	// the clusters that vanished and departed within it count with those
+	// missing now, so a loss spread over time is caught too.
 	MaxFraction float64
 	// HeldListings is what a held departure needs. Default 10.
 	HeldListings int
 	// MaxDeletions and MaxDeletionsPercent are the answer's breaker: one
-	// listing confirms at most max(MaxDeletions, MaxDeletionsPercent % of
-	// the source's served clusters) departures; when more are due, none of
-	// them is confirmed: they are held, as in a mass drop (acknowledged
-	// ones pass). Defaults 5 and 10, as the Secret breaker's.
+	// interval of the source confirms at most max(MaxDeletions,
+	// MaxDeletionsPercent % of the source's served clusters) departures.
+	// When more are due in one listing, none of them is confirmed: they
+	// are held, as in a mass drop (acknowledged ones pass). When fewer
+	// are due but the departures confirmed within the last interval leave
+	// room for only some (listings come more often than the interval on
+	// change events), the others wait, still served, for a later listing.
+	// Defaults 5 and 10, as the Secret breaker's.
 	MaxDeletions        int
 	MaxDeletionsPercent float64
 }
@@ -129,12 +138,17 @@ func (l *lifecycle) neededListings(source string, g missing) int {
 	return math.MaxInt
 }
 
-// breaker lets through the due departures of one listing if those in the
-// answer (answered) are at most max(MaxDeletions, MaxDeletionsPercent % of
-// the answered), else only those held and released (acknowledged, or by
-// HeldListings): the others are held and stay served. It returns those to
-// confirm and how many it held.
-func (l *lifecycle) breaker(source string, due []missing, answered map[string]bool) ([]missing, int) {
+// breaker lets through the due departures of one listing (now) within
+// the budget of the source's interval: at most max(MaxDeletions,
+// MaxDeletionsPercent % of the answered) departures from the answer
+// (answered) in any interval. When this listing alone is over it, the
+// breaker trips: only those held and released (acknowledged, or by
+// HeldListings) pass; the others are held and stay served. When only the
+// departures confirmed within the last interval make it over, the oldest
+// due pass up to the budget, and the others wait (deferred), served, for
+// a later listing. It returns those to confirm, how many it held and how
+// many wait.
+func (l *lifecycle) breaker(due []missing, answered map[string]bool, now time.Time) (pass []missing, blocked, deferred int) {
 	limit := max(l.rule.MaxDeletions, int(math.Ceil(float64(len(answered))*l.rule.MaxDeletionsPercent/100)))
 	shrink := 0
 	for _, g := range due {
@@ -142,29 +156,76 @@ func (l *lifecycle) breaker(source string, due []missing, answered map[string]bo
 			shrink++
 		}
 	}
-	if shrink <= limit {
-		return due, 0
+	if shrink > limit {
+		for _, g := range due {
+			if g.r.Held { // released by its acknowledgement or HeldListings: never blocked again
+				pass = append(pass, g)
+				continue
+			}
+			g.r.Held, g.r.Blocked = true, true
+			blocked++
+			l.keepServing(g)
+		}
+		return pass, blocked, 0
 	}
-	var pass []missing
-	blocked := 0
+	budget := limit - l.recentSince(now.Add(-l.interval), false)
+	if shrink <= budget {
+		return due, 0, 0
+	}
+	slices.SortFunc(due, func(a, b missing) int {
+		return cmp.Or(a.r.MissingSince.Compare(b.r.MissingSince), strings.Compare(a.key, b.key))
+	})
 	for _, g := range due {
-		if g.r.Held { // released by its acknowledgement or HeldListings: never blocked again
-			pass = append(pass, g)
+		switch {
+		case !answered[g.key]:
+		case g.r.Held || budget > 0: // a released one passes whatever the budget
+			budget--
+		default:
+			deferred++
+			l.keepServing(g)
 			continue
 		}
-		g.r.Held, g.r.Blocked = true, true
-		blocked++
-		l.keepServing(g)
+		pass = append(pass, g)
 	}
-	return pass, blocked
+	return pass, 0, deferred
+}
+
+// recentSince counts the recent departures confirmed after since, only
+// those that vanished when vanished is set.
+func (l *lifecycle) recentSince(since time.Time, vanished bool) int {
+	n := 0
+	for _, d := range l.recent {
+		if d.At.After(since) && (d.Vanished || !vanished) {
+			n++
+		}
+	}
+	return n
+}
+
+// window is how long the source remembers a confirmed departure: the
+// time of HeldListings listings, at least one interval (the breaker's).
+func (l *lifecycle) window() time.Duration {
+	return time.Duration(max(l.rule.HeldListings, 1)) * l.interval
+}
+
+// forgetRecent forgets the departures confirmed before the window.
+func (l *lifecycle) forgetRecent(now time.Time) {
+	since := now.Add(-l.window())
+	i := 0
+	for i < len(l.recent) && !l.recent[i].At.After(since) {
+		i++
+	}
+	if i > 0 {
+		l.recent = slices.Clone(l.recent[i:]) // the book may share the old array
+	}
 }
 
 // holds returns which gone clusters of one listing have their departure
 // held: all of them in a mass drop, and those whose account the listing no
 // longer covered (see sources.AccountLister). Only clusters gone without
 // being seen leaving are ever asked.
-func (l *lifecycle) holds(gone []missing, answered map[string]bool, accounts []string) func(missing) bool {
-	if l.massDrop(gone, answered) {
+func (l *lifecycle) holds(gone []missing, answered map[string]bool, accounts []string, now time.Time) func(missing) bool {
+	if l.massDrop(gone, answered, now) {
 		return func(missing) bool { return true }
 	}
 	if accounts == nil {
@@ -199,17 +260,24 @@ func inCoveredScope(covered map[string]bool, id string) bool {
 // or its only one. Clusters still departing from earlier listings count
 // too, held ones included, so a loss spread over several listings (a
 // role removed subscription by subscription) is caught as one drop, and
-// clusters vanishing after part of it was held join it: the window is the
-// departure's own. A lost role, token or
-// subscription looks like that far more often than a deletion.
-func (l *lifecycle) massDrop(gone []missing, answered map[string]bool) bool {
+// clusters vanishing after part of it was held join it. So do the
+// clusters that vanished and departed within the source's window (now
+// back), in the count and in the served they are counted against: a loss
+// slower than a departure (two clusters of twenty every few minutes) is
+// a drop once it adds up. A lost role, token or subscription looks like
+// that far more often than a deletion.
+func (l *lifecycle) massDrop(gone []missing, answered map[string]bool, now time.Time) bool {
 	absent := 0
 	for _, g := range gone {
 		if g.leaving == nil && !g.r.Left && answered[g.key] {
 			absent++
 		}
 	}
-	return l.rule.isDrop(absent, len(answered))
+	if absent == 0 {
+		return false
+	}
+	vanished := l.recentSince(now.Add(-l.window()), true)
+	return l.rule.isDrop(absent+vanished, len(answered)+vanished)
 }
 
 // isDrop reports whether missing clusters of the served ones are a mass

@@ -189,10 +189,10 @@ func TestHeldDropWaitsForAcknowledgement(t *testing.T) {
 	assert.Equal(t, []string{"c0", "c1", "c2", "c3", "c7"}, names(snap), "a held cluster seen leaving departs as any other")
 }
 
-// TestDepartureBreaker: one listing confirms at most max(maxDeletions,
-// maxDeletionsPercent) departures; when more are due, none of them goes:
-// they are held, and an acknowledgement (or, without acknowledgements,
-// heldListings) releases them.
+// TestDepartureBreaker: one listing (the first of its interval) confirms
+// at most max(maxDeletions, maxDeletionsPercent) departures; when more
+// are due, none of them goes: they are held, and an acknowledgement (or,
+// without acknowledgements, heldListings) releases them.
 func TestDepartureBreaker(t *testing.T) {
 	var all []sources.Cluster
 	for i := range 20 {

@@ -3,8 +3,10 @@ package inventory
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
 )
@@ -32,7 +34,8 @@ type Book struct {
 // the source's state does (its first complete listing, a failure, a
 // recovery) and, while the source fails, at each failed listing (its
 // error and their count: one small write an interval); never at a
-// listing that succeeds: steady state writes nothing.
+// listing that succeeds: steady state writes nothing. Recent changes
+// when a departure is confirmed, and when one leaves the window.
 type SourceRecord struct {
 	Name     string           `json:"name"`
 	Provider sources.Provider `json:"provider"`
@@ -43,6 +46,19 @@ type SourceRecord struct {
 	Stale               bool   `json:"stale,omitempty"`
 	LastError           string `json:"lastError,omitempty"`
 	ConsecutiveFailures int    `json:"consecutiveFailures,omitempty"`
+	// Recent are the departures the source's lifecycle confirmed within
+	// its departure window, oldest first: what the answer's breaker and
+	// a drop spread over time count (see Departure).
+	Recent []RecentDeparture `json:"recent,omitempty"`
+}
+
+// RecentDeparture is one confirmed departure of a cluster that was in the
+// answer.
+type RecentDeparture struct {
+	At time.Time `json:"at"`
+	// Vanished: the cluster went missing without being seen leaving, and
+	// its departure was not held: a later drop counts it with its own.
+	Vanished bool `json:"vanished,omitempty"`
 }
 
 // Ledger keeps the book where every replica and every restart finds it:
@@ -148,6 +164,9 @@ func (m *Memory) Watch(ctx context.Context, fn func(Book)) {
 // and shared.
 func (b Book) clone() Book {
 	out := Book{Sources: append([]SourceRecord(nil), b.Sources...), Clusters: append([]Record(nil), b.Clusters...)}
+	for i := range out.Sources {
+		out.Sources[i].Recent = slices.Clone(out.Sources[i].Recent)
+	}
 	if out.Sources == nil {
 		out.Sources = []SourceRecord{}
 	}

@@ -91,6 +91,11 @@ type lifecycle struct {
 	tracked map[string]*Record
 	// listings counts the complete listings applied by this process.
 	listings uint64
+	// interval is the source's: the breaker's window (see Departure).
+	interval time.Duration
+	// recent are the departures confirmed within the window, oldest
+	// first; the ledger keeps them in the source's record.
+	recent []RecentDeparture
 
 	// What the records say now (see view).
 	served   []*sources.Cluster
@@ -114,8 +119,9 @@ type listing struct {
 type listed struct {
 	departed []Departed
 	// newlyHeld counts departures the mass-drop rule held in this listing,
-	// blocked those the breaker held.
-	newlyHeld, blocked int
+	// blocked those the breaker held, deferred those the breaker left
+	// for a later listing (see Departure.MaxDeletions).
+	newlyHeld, blocked, deferred int
 }
 
 // apply takes one complete, prepared listing of the source (sorted by
@@ -163,7 +169,8 @@ func (l *lifecycle) apply(source string, ls listing, answered map[string]bool, s
 			gone = append(gone, missing{key: key, r: r})
 		}
 	}
-	out := l.depart(source, gone, l.holds(gone, answered, ls.accounts), answered, now)
+	l.forgetRecent(now)
+	out := l.depart(source, gone, l.holds(gone, answered, ls.accounts, now), answered, now)
 	l.view()
 	return out
 }
@@ -257,8 +264,11 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 		}
 		l.keepServing(g)
 	}
-	due, out.blocked = l.breaker(source, due, answered)
+	due, out.blocked, out.deferred = l.breaker(due, answered, now)
 	for _, g := range due {
+		if answered[g.key] {
+			l.recent = append(l.recent, RecentDeparture{At: now.UTC().Round(0), Vanished: g.leaving == nil && !g.r.Left && !g.r.Held})
+		}
 		delete(l.tracked, g.key)
 		out.departed = append(out.departed, Departed{Name: g.r.Rendering.Name, Source: source, ID: g.key, At: now})
 	}
