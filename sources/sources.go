@@ -41,7 +41,8 @@ type Source interface {
 
 // AccountLister is a Source that discovers the accounts its clusters live
 // in (AKS subscriptions found by listing them) rather than being given
-// them. ClustersAndAccounts is Clusters with, for a complete listing, every
+// them, or that can lose sight of an account it is given (an EKS account
+// whose role is refused). ClustersAndAccounts is Clusters with, for a complete listing, every
 // account it covered, with clusters or without, or every scope: a prefix
 // of cluster IDs ending in "/" (an Azure resource group,
 // "/subscriptions/<id>/resourcegroups/<name>/"), for an upstream that

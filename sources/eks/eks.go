@@ -27,7 +27,15 @@
 // standard retryer handles throttling. One call failing (a page of either
 // API, a describe, an assumed role) fails the listing with an
 // *upstream.Error naming the account, region and operation (errors.go):
-// there is never a partial result.
+// there is never a partial result, with one exception. An account whose
+// role is refused (AccessDenied and the other credential errors of
+// AssumeRole: the role deleted, its trust policy changed, the account
+// closed) while another account's role is not has gone out of sight: the
+// listing goes on without it, and ClustersAndAccounts leaves it out of the
+// accounts the listing covered (sources.AccountLister), so the inventory
+// holds its clusters' departure until an operator confirms it. When every
+// account is refused, or a role fails for any other reason (throttling,
+// an STS outage), the listing fails.
 //
 // Every cluster is listed, whatever its status (only privateEndpoints
 // policy exclude leaves clusters out). Its EKS status is State, verbatim,
@@ -56,6 +64,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,6 +90,7 @@ func (Provider) NewConfig() sources.ProviderConfig { return &Config{} }
 var (
 	_ sources.Registration   = Provider{}
 	_ sources.ProviderConfig = (*Config)(nil)
+	_ sources.AccountLister  = (*Source)(nil)
 )
 
 // Source lists the EKS clusters of its accounts and regions.
@@ -162,25 +172,39 @@ type targetResult struct {
 // Clusters lists every (account, region) concurrently. The first failure
 // cancels the others and fails the listing: an error means no result.
 // The error holds an *upstream.Error (kind and operation) and names the
-// account and region of each failure.
+// account and region of each failure. An account whose role is refused is
+// left out (see the package comment and ClustersAndAccounts).
 func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
+	out, _, err := s.ClustersAndAccounts(ctx)
+	return out, err
+}
+
+// ClustersAndAccounts is Clusters with the accounts the listing covered:
+// every configured account but those whose role was refused, so that the
+// inventory can tell a cluster deleted from one whose account went out of
+// sight (sources.AccountLister).
+func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.metrics.Observe(time.Now())
 	results := make([]targetResult, len(s.targets))
 	errs := make([]error, len(s.targets))
-	if !s.assumeRoles(ctx, errs) {
-		return nil, s.failure(ctx, errs)
+	refused, ok := s.assumeRoles(ctx, errs)
+	if !ok {
+		return nil, nil, s.failure(ctx, errs)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for i, t := range s.targets {
+		if refused[t.account.ID] {
+			continue
+		}
 		g.Go(func() error {
 			results[i], errs[i] = s.listTarget(gctx, t)
 			return errs[i]
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, s.failure(ctx, errs)
+		return nil, nil, s.failure(ctx, errs)
 	}
 	out := []sources.Cluster{}
 	states, skipped := map[string]int{}, map[string]int{}
@@ -195,7 +219,13 @@ func (s *Source) Clusters(ctx context.Context) ([]sources.Cluster, error) {
 	}
 	s.metrics.Listed(out, states, skipped)
 	s.metrics.SetNotReady(notReadyCounts(out))
-	return out, nil
+	var covered []string
+	for _, t := range s.targets {
+		if !refused[t.account.ID] && !slices.Contains(covered, t.account.ID) {
+			covered = append(covered, t.account.ID)
+		}
+	}
+	return out, covered, nil
 }
 
 // failure counts the failed listing and returns the errors of its failed
@@ -223,30 +253,6 @@ func (s *Source) failure(ctx context.Context, errs []error) error {
 	}
 	s.metrics.Failed(err)
 	return err
-}
-
-// assumeRoles assumes each account's role once, through the first of its
-// targets, before its regions list: a denied role is one AssumeRole call
-// and one error, not one of each per region racing for the credentials
-// cache. It records each failure in errs and reports whether all
-// succeeded. Credentials still valid come from the cache, with no call.
-func (s *Source) assumeRoles(ctx context.Context, errs []error) bool {
-	g, gctx := errgroup.WithContext(ctx)
-	seen := map[string]bool{}
-	for i, t := range s.targets {
-		if t.creds == nil || seen[t.account.ID] {
-			continue
-		}
-		seen[t.account.ID] = true
-		g.Go(func() error {
-			if _, err := t.creds.Retrieve(gctx); err != nil {
-				errs[i] = newError(classify(err), opAssumeRole, t.where()+": assume role "+t.account.RoleARN, err)
-				return errs[i]
-			}
-			return nil
-		})
-	}
-	return g.Wait() == nil
 }
 
 // listTarget lists one account and region: every page of names and every

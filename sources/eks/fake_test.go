@@ -100,13 +100,18 @@ func (f *fakeAWS) testConfig() Config {
 func (f *fakeAWS) newSource(t testing.TB, cfg Config, now func() time.Time) (*Source, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	base := aws.Config{Region: "us-west-2", Credentials: credentials.NewStaticCredentialsProvider(baseKey, "base-secret-key", "")}
 	cfg.Accounts = slices.Clone(cfg.Accounts) // Default writes into it
 	cfg.Default()
 	s, err := newSource(&cfg, sources.SourceOptions{Name: "test-eks", Registerer: reg},
-		hooks{awsConfig: &base, httpClient: f.Client(), now: now})
+		hooks{awsConfig: baseAWSConfig(), httpClient: f.Client(), now: now})
 	require.NoError(t, err)
 	return s, reg
+}
+
+// baseAWSConfig is the base configuration of the tests' sources: the
+// base key's static credentials.
+func baseAWSConfig() *aws.Config {
+	return &aws.Config{Region: "us-west-2", Credentials: credentials.NewStaticCredentialsProvider(baseKey, "base-secret-key", "")}
 }
 
 // names makes n active clusters named prefix-000...

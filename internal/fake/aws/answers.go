@@ -13,8 +13,9 @@ import (
 // The fake's answers to AssumeRole, ListClusters, DescribeCluster and
 // GetResources.
 
-// fixtureSecret is the secret access key of the AssumeRole fixture.
-const fixtureSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"
+// FixtureSecret is the secret access key of the AssumeRole fixture: the
+// secret of every assumed key, which no log or error may show.
+const FixtureSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"
 
 // assumeRole answers the fixture's AssumeRoleResponse with the role's
 // account and the credentials AssumedKey and SessionToken, and makes that
@@ -42,7 +43,7 @@ func (f *Server) assumeRole(w http.ResponseWriter, r *http.Request) {
 	xml := strings.ReplaceAll(f.assumeXML, "ASIAQEXAMPLEFAKE7Q2M", AssumedKey(account))
 	xml = strings.ReplaceAll(xml, "IQoJb3JpZ2luX2VjEXAMPLEFAKESESSIONTOKEN", token)
 	if f.AssumedSecret != "" {
-		xml = strings.ReplaceAll(xml, fixtureSecret, f.AssumedSecret)
+		xml = strings.ReplaceAll(xml, FixtureSecret, f.AssumedSecret)
 	}
 	xml = strings.ReplaceAll(xml, "123456789012", account)
 	w.Header().Set("Content-Type", "text/xml")

@@ -55,7 +55,9 @@ type Cluster struct {
 // of that operation so far, this one included.
 type Request struct {
 	Op, Account, Region, Name string
-	N                         int
+	// Role is the role ARN an AssumeRole asks for.
+	Role string
+	N    int
 }
 
 // Response replaces the fake's answer when a hook returns one.
@@ -355,6 +357,9 @@ func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.calls[req.Op]++
 	req.N, req.Account = f.calls[req.Op], account
+	if req.Op == "AssumeRole" {
+		req.Role = r.FormValue("RoleArn")
+	}
 	if service != "sts" {
 		f.seenKeys[key] = true
 		if tok := r.Header.Get("X-Amz-Security-Token"); tok != "" {

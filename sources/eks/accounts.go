@@ -1,0 +1,71 @@
+package eks
+
+// The accounts a listing reaches: each account's role assumed once, and
+// those refused left out of sight (see the package comment).
+
+import (
+	"context"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
+)
+
+// assumeRoles assumes each account's role once, through the first of its
+// targets, before its regions list: a denied role is one AssumeRole call
+// and one error, not one of each per region racing for the credentials
+// cache. Credentials still valid come from the cache, with no call. It
+// returns the accounts whose role was refused (a credential error: the
+// account is out of sight), each logged and counted as a failure, and
+// whether the listing can go on: not when a role failed otherwise, or
+// when every account's role was refused (errs then holds the errors).
+func (s *Source) assumeRoles(ctx context.Context, errs []error) (refused map[string]bool, ok bool) {
+	g, gctx := errgroup.WithContext(ctx)
+	seen := map[string]bool{}
+	denied := make([]bool, len(s.targets))
+	for i, t := range s.targets {
+		if t.creds == nil || seen[t.account.ID] {
+			continue
+		}
+		seen[t.account.ID] = true
+		g.Go(func() error {
+			if _, err := t.creds.Retrieve(gctx); err != nil {
+				errs[i] = newError(classify(err), opAssumeRole, t.where()+": assume role "+t.account.RoleARN, err)
+				if upstream.KindOf(errs[i]) == upstream.KindAuth {
+					denied[i] = true
+					return nil // out of sight: the others go on
+				}
+				return errs[i]
+			}
+			return nil
+		})
+	}
+	if g.Wait() != nil {
+		return nil, false
+	}
+	refused = map[string]bool{}
+	for i, t := range s.targets {
+		if denied[i] {
+			refused[t.account.ID] = true
+		}
+	}
+	if len(refused) == 0 {
+		return refused, true
+	}
+	accounts := map[string]bool{}
+	for _, t := range s.targets {
+		accounts[t.account.ID] = true
+	}
+	if len(refused) == len(accounts) {
+		return nil, false // nothing in sight: the source's own credentials, most likely
+	}
+	for i, t := range s.targets {
+		if denied[i] {
+			s.metrics.Failed(errs[i])
+			s.log.Warn("account out of sight: its role was refused; listing the other accounts, its clusters' departure is held",
+				"account", t.account.ID, "error", errs[i].Error())
+			errs[i] = nil
+		}
+	}
+	return refused, true
+}
