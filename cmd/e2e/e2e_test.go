@@ -73,7 +73,7 @@ func TestEndToEnd(t *testing.T) {
 		{"held drop across restarts: Rancher lists nothing, each new process answers as the last", testHeldDropSurvivesRestarts},
 		{"upgrade from a version without the ledger while Rancher lists nothing: 503, nothing removed", testUpgradeFromNoLedger},
 		{"two replicas: one answer, a leader change recreates nothing, a removal still goes", testReplicas},
-		{"lifecycle again, two replicas restarted in turn: every answer as with one process", testLifecycleRolling},
+		{"lifecycle again, two replicas restarted in turn, then the whole service: every answer as with one process", testLifecycleRolling},
 		{"removal under upsert-only: the Application goes after the confirmation, the Secret stays", testRemovalUpsertOnly},
 		{"foreign Secrets: never modified", testForeignSecrets},
 	} {

@@ -235,10 +235,14 @@ func sameAnswers(addrs []string) error {
 
 // testLifecycleRolling runs the lifecycle table again (testLifecycle)
 // with two replicas behind a proxy that sends each request to a live one,
-// as a Service does, while the replicas are restarted in turn every two
-// listings: each process starts from the ledger, and the Lease changes
-// hands at every restart of the leader. Every assertion of the table must
-// hold as with one process that never restarts.
+// as a Service does, while the service is restarted every two listings:
+// replica 0, then replica 1, then the whole service (both stopped, then
+// both started: meanwhile the proxy answers 503, as a Service with no
+// ready endpoint leaves Argo CD without an answer), and again. Each
+// process starts from the ledger, the Lease changes hands at every restart
+// of the leader, and after a whole restart no process remembers anything.
+// Every assertion of the table must hold as with one process that never
+// restarts.
 func testLifecycleRolling(t *testing.T) {
 	e.StopService(t)
 	defer func() {
@@ -265,31 +269,47 @@ func testLifecycleRolling(t *testing.T) {
 	e.Rolling.Store(true)
 	defer e.Rolling.Store(false)
 	ctx, cancel := context.WithCancel(context.Background())
-	rolled := make(chan int, 1)
+	rolled := make(chan [2]int, 1) // restarts of one replica, of the whole service
 	go func() {
-		n := 0
+		var n [2]int
 		defer func() { rolled <- n }()
-		for i := 0; ; i = 1 - i {
+		for step := 0; ; step = (step + 1) % 3 {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(2 * Interval):
 			}
-			pool.SetAlive(i, false)
+			which := []int{step} // 0, 1: that replica; 2: both, the whole service
+			if step == 2 {
+				which = []int{0, 1}
+			}
+			for _, i := range which {
+				pool.SetAlive(i, false)
+			}
 			time.Sleep(300 * time.Millisecond) // in-flight requests end
 			mu.Lock()
-			replicas[i].Stop()
-			replicas[i] = e.StartReplica(t, fmt.Sprint(i), addrs[i], "sync")
-			mu.Unlock()
-			if err := WaitOK("http://"+addrs[i]+"/readyz", 30*time.Second); err != nil {
-				t.Errorf("replica %d not ready after its restart: %v", i, err)
-				return
+			for _, i := range which {
+				replicas[i].Stop()
 			}
-			pool.SetAlive(i, true)
-			n++
+			for _, i := range which {
+				replicas[i] = e.StartReplica(t, fmt.Sprint(i), addrs[i], "sync")
+			}
+			mu.Unlock()
+			for _, i := range which {
+				if err := WaitOK("http://"+addrs[i]+"/readyz", 30*time.Second); err != nil {
+					t.Errorf("replica %d not ready after its restart: %v", i, err)
+					return
+				}
+				pool.SetAlive(i, true)
+			}
+			n[len(which)-1]++
 		}
 	}()
 	testLifecycle(t)
 	cancel()
-	t.Logf("%d restarts of a replica during the lifecycle table", <-rolled)
+	n := <-rolled
+	t.Logf("%d restarts of a replica and %d of the whole service during the lifecycle table", n[0], n[1])
+	if n[1] == 0 {
+		t.Error("the whole service was never restarted during the lifecycle table")
+	}
 }
