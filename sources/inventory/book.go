@@ -50,7 +50,7 @@ func (inv *Inventory) restore(b Book) {
 		st.seeding = inv.seed != nil && !inv.follower
 	}
 	providers := map[string]sources.Provider{}
-	recent := map[string][]RecentDeparture{}
+	recent := map[string][]RecentDepartures{}
 	for _, s := range b.Sources {
 		providers[s.Name], recent[s.Name] = s.Provider, s.Recent
 		if st := inv.bySource[s.Name]; st != nil {

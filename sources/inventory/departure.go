@@ -36,15 +36,17 @@ type Departure struct {
 	MaxFraction float64
 	// HeldListings is what a held departure needs. Default 10.
 	HeldListings int
-	// MaxDeletions and MaxDeletionsPercent are the answer's breaker: one
-	// interval of the source confirms at most max(MaxDeletions,
-	// MaxDeletionsPercent % of the source's served clusters) departures.
-	// When more are due in one listing, none of them is confirmed: they
-	// are held, as in a mass drop (acknowledged ones pass). When fewer
-	// are due but the departures confirmed within the last interval leave
-	// room for only some (listings come more often than the interval on
-	// change events), the others wait, still served, for a later listing.
-	// Defaults 5 and 10, as the Secret breaker's.
+	// MaxDeletions and MaxDeletionsPercent are the answer's breaker: the
+	// shortest time between two regular listings of the source (its
+	// interval less the jitter) confirms at most max(MaxDeletions,
+	// MaxDeletionsPercent % of the source's served clusters) departures,
+	// besides those released (acknowledged, or by HeldListings), which
+	// always pass. When more are newly due in one listing, none of them is
+	// confirmed: they are held, as in a mass drop. When fewer are due but
+	// the departures confirmed within that time leave room for only some
+	// (listings closer together, on change events), the others wait, still
+	// served, for a later listing. Defaults 5 and 10, as the Secret
+	// breaker's.
 	MaxDeletions        int
 	MaxDeletionsPercent float64
 }
@@ -141,69 +143,102 @@ func (l *lifecycle) neededListings(source string, g missing) int {
 // breaker lets through the due departures of one listing (now) within
 // the budget of the source's interval: at most max(MaxDeletions,
 // MaxDeletionsPercent % of the answered) departures from the answer
-// (answered) in any interval. When this listing alone is over it, the
-// breaker trips: only those held and released (acknowledged, or by
-// HeldListings) pass; the others are held and stay served. When only the
-// departures confirmed within the last interval make it over, the oldest
-// due pass up to the budget, and the others wait (deferred), served, for
-// a later listing. It returns those to confirm, how many it held and how
-// many wait.
-func (l *lifecycle) breaker(due []missing, answered map[string]bool, now time.Time) (pass []missing, blocked, deferred int) {
+// (answered) within the shortest time between two regular listings
+// (budget). When the departures newly due in this listing are over that
+// limit on their own, the breaker trips: only those held and released
+// (acknowledged, or by HeldListings) pass; the others, waiting ones
+// included, are held and stay served. Otherwise the released ones pass
+// whatever the budget, then the oldest others up to what the departures
+// confirmed within the window left; the rest wait (Waiting), served, for
+// a later listing, and no longer count towards a trip. It returns those
+// to confirm, how many it held and how many wait.
+func (l *lifecycle) breaker(due []missing, answered map[string]bool, now time.Time) (pass []missing, blocked, waiting int) {
 	limit := max(l.rule.MaxDeletions, int(math.Ceil(float64(len(answered))*l.rule.MaxDeletionsPercent/100)))
-	shrink := 0
+	fresh, shrink := 0, 0
 	for _, g := range due {
 		if answered[g.key] {
 			shrink++
+			if !g.r.Waiting {
+				fresh++
+			}
 		}
 	}
-	if shrink > limit {
+	if fresh > limit {
 		for _, g := range due {
 			if g.r.Held { // released by its acknowledgement or HeldListings: never blocked again
 				pass = append(pass, g)
 				continue
 			}
-			g.r.Held, g.r.Blocked = true, true
+			g.r.Held, g.r.Blocked, g.r.Waiting = true, true, false
 			blocked++
 			l.keepServing(g)
 		}
 		return pass, blocked, 0
 	}
-	budget := limit - l.recentSince(now.Add(-l.interval), false)
-	if shrink <= budget {
+	room := limit - l.recentSince(now.Add(-l.budget), false)
+	if shrink <= room {
 		return due, 0, 0
 	}
-	slices.SortFunc(due, func(a, b missing) int {
-		return cmp.Or(a.r.MissingSince.Compare(b.r.MissingSince), strings.Compare(a.key, b.key))
+	released := func(g missing) int {
+		if g.r.Held {
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(due, func(a, b missing) int { // released ones first, then the oldest
+		return cmp.Or(cmp.Compare(released(a), released(b)), a.r.MissingSince.Compare(b.r.MissingSince), strings.Compare(a.key, b.key))
 	})
 	for _, g := range due {
 		switch {
 		case !answered[g.key]:
-		case g.r.Held || budget > 0: // a released one passes whatever the budget
-			budget--
+		case g.r.Held || room > 0: // a released one passes whatever the room
+			room--
 		default:
-			deferred++
+			g.r.Waiting = true
+			waiting++
 			l.keepServing(g)
 			continue
 		}
 		pass = append(pass, g)
 	}
-	return pass, 0, deferred
+	return pass, 0, waiting
 }
 
-// recentSince counts the recent departures confirmed after since, only
-// those that vanished when vanished is set.
+// recentSince counts the departures confirmed after since, only those
+// that vanished when vanished is set.
 func (l *lifecycle) recentSince(since time.Time, vanished bool) int {
 	n := 0
 	for _, d := range l.recent {
-		if d.At.After(since) && (d.Vanished || !vanished) {
-			n++
+		if d.At.After(since) {
+			if vanished {
+				n += d.Vanished
+			} else {
+				n += d.Departed
+			}
 		}
 	}
 	return n
 }
 
+// remember adds the departures of one listing (now) from the answer to
+// the recent ones.
+func (l *lifecycle) remember(departed []missing, answered map[string]bool, now time.Time) {
+	d := RecentDepartures{At: now.UTC().Round(0)}
+	for _, g := range departed {
+		if answered[g.key] {
+			d.Departed++
+			if g.leaving == nil && !g.r.Left && !g.r.Held {
+				d.Vanished++
+			}
+		}
+	}
+	if d.Departed > 0 {
+		l.recent = append(l.recent, d)
+	}
+}
+
 // window is how long the source remembers a confirmed departure: the
-// time of HeldListings listings, at least one interval (the breaker's).
+// time of HeldListings intervals, at least one (the breaker's).
 func (l *lifecycle) window() time.Duration {
 	return time.Duration(max(l.rule.HeldListings, 1)) * l.interval
 }
@@ -211,13 +246,7 @@ func (l *lifecycle) window() time.Duration {
 // forgetRecent forgets the departures confirmed before the window.
 func (l *lifecycle) forgetRecent(now time.Time) {
 	since := now.Add(-l.window())
-	i := 0
-	for i < len(l.recent) && !l.recent[i].At.After(since) {
-		i++
-	}
-	if i > 0 {
-		l.recent = slices.Clone(l.recent[i:]) // the book may share the old array
-	}
+	l.recent = slices.DeleteFunc(l.recent, func(d RecentDepartures) bool { return !d.At.After(since) })
 }
 
 // holds returns which gone clusters of one listing have their departure

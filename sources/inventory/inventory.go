@@ -267,7 +267,8 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			}
 		}
 		seen[spec.Name] = true
-		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, interval: spec.Interval, tracked: map[string]*Record{}}}
+		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, interval: spec.Interval,
+			budget: time.Duration(float64(spec.Interval) * (1 - opts.Jitter)), tracked: map[string]*Record{}}}
 		st.status.Name, st.status.Provider, st.status.Interval = spec.Name, spec.Provider, spec.Interval.String()
 		inv.states = append(inv.states, st)
 		inv.bySource[spec.Name] = st

@@ -47,18 +47,21 @@ type SourceRecord struct {
 	LastError           string `json:"lastError,omitempty"`
 	ConsecutiveFailures int    `json:"consecutiveFailures,omitempty"`
 	// Recent are the departures the source's lifecycle confirmed within
-	// its departure window, oldest first: what the answer's breaker and
-	// a drop spread over time count (see Departure).
-	Recent []RecentDeparture `json:"recent,omitempty"`
+	// its departure window, one entry per listing that confirmed any,
+	// oldest first: what the answer's breaker and a drop spread over
+	// time count (see Departure).
+	Recent []RecentDepartures `json:"recent,omitempty"`
 }
 
-// RecentDeparture is one confirmed departure of a cluster that was in the
-// answer.
-type RecentDeparture struct {
+// RecentDepartures are the departures of clusters in the answer that one
+// listing confirmed.
+type RecentDepartures struct {
 	At time.Time `json:"at"`
-	// Vanished: the cluster went missing without being seen leaving, and
-	// its departure was not held: a later drop counts it with its own.
-	Vanished bool `json:"vanished,omitempty"`
+	// Departed counts them; Vanished counts those of them that went
+	// missing without being seen leaving, and whose departure was not
+	// held: a later drop counts them with its own.
+	Departed int `json:"departed"`
+	Vanished int `json:"vanished,omitempty"`
 }
 
 // Ledger keeps the book where every replica and every restart finds it:

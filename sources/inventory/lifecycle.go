@@ -52,6 +52,10 @@ type Record struct {
 	// Left: the cluster was seen leaving upstream since it went missing.
 	// Its departure is a deletion, never part of a drop.
 	Left bool `json:"left,omitempty"`
+	// Waiting: its departure was due, and the breaker let it wait for
+	// room in the source's interval (see Departure.MaxDeletions); it no
+	// longer counts towards a trip.
+	Waiting bool `json:"waiting,omitempty"`
 	// Established is when the cluster was first in a snapshot after the
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
@@ -91,11 +95,13 @@ type lifecycle struct {
 	tracked map[string]*Record
 	// listings counts the complete listings applied by this process.
 	listings uint64
-	// interval is the source's: the breaker's window (see Departure).
-	interval time.Duration
+	// interval is the source's; budget, the breaker's window, the
+	// shortest time between two of its regular listings (the interval
+	// less its jitter): see Departure.
+	interval, budget time.Duration
 	// recent are the departures confirmed within the window, oldest
 	// first; the ledger keeps them in the source's record.
-	recent []RecentDeparture
+	recent []RecentDepartures
 
 	// What the records say now (see view).
 	served   []*sources.Cluster
@@ -203,7 +209,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster, servers *serverClaim
 		r.Unserved = unserved(c, phase, "")
 		return missing{}, false
 	}
-	r.Missed, r.MissingSince, r.Held, r.Blocked, r.Left = 0, time.Time{}, false, false, false
+	r.Missed, r.MissingSince, r.Held, r.Blocked, r.Left, r.Waiting = 0, time.Time{}, false, false, false, false
 	switch {
 	case phase == sources.PhasePending && !r.Served:
 		r.Unserved = unserved(c, phase, c.NotReadyReason)
@@ -265,10 +271,8 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 		l.keepServing(g)
 	}
 	due, out.blocked, out.deferred = l.breaker(due, answered, now)
+	l.remember(due, answered, now)
 	for _, g := range due {
-		if answered[g.key] {
-			l.recent = append(l.recent, RecentDeparture{At: now.UTC().Round(0), Vanished: g.leaving == nil && !g.r.Left && !g.r.Held})
-		}
 		delete(l.tracked, g.key)
 		out.departed = append(out.departed, Departed{Name: g.r.Rendering.Name, Source: source, ID: g.key, At: now})
 	}

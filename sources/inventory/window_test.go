@@ -155,3 +155,54 @@ func TestSlowLossIsADrop(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingDeparturesDoNotTrip: departures left waiting by the
+// interval's budget do not count towards a trip of the breaker when more
+// come due: only the newly due ones are weighed against the limit, so a
+// trickle of deletions never ends held for an acknowledgement. They go
+// oldest first as the budget allows.
+func TestWaitingDeparturesDoNotTrip(t *testing.T) {
+	rule := Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1, HeldListings: 3, MaxDeletions: 3, MaxDeletionsPercent: -1}
+	fleet := fleetOf(20)
+	src := &listings{}
+	p := newProcess(t, rule, src)
+	src.set(fleet...)
+	p.list()
+	src.set(leavingFrom(fleet, 0, 3)...)
+	require.Len(t, p.list().Clusters, 17, "three: the interval's limit")
+	src.set(leavingFrom(fleet, 0, 6)...)
+	require.Len(t, p.list().Clusters, 17, "three more a second later: they wait")
+	src.set(leavingFrom(fleet, 0, 8)...)
+	snap := p.list()
+	require.Len(t, snap.Clusters, 17, "two more: five due, two of them new: within the limit, all wait")
+	st, _ := snap.Source("s1")
+	assert.Zero(t, st.HeldDepartures, "waiting ones are not weighed again: no trip, nothing held")
+
+	p.clk.advance(time.Hour)
+	snap = p.list()
+	assert.Equal(t, []string{"c06", "c07"}, leavingNames(snap), "an interval later: the three that waited longest")
+	p.clk.advance(time.Hour)
+	assert.Len(t, p.list().Clusters, 12)
+}
+
+// TestRegularListingsDoNotShareABudget: the breaker's window is the
+// shortest time between two regular listings (the interval less its
+// jitter), so a listing that comes a little early, as jitter makes every
+// other one, does not wait for the last one's departures: only listings
+// closer together (Rancher's change events) share a budget.
+func TestRegularListingsDoNotShareABudget(t *testing.T) {
+	rule := Departure{AfterListings: 1, GracePeriod: -1, MaxFraction: 1, HeldListings: 3, MaxDeletions: 3, MaxDeletionsPercent: -1}
+	fleet := fleetOf(20)
+	src := &listings{}
+	p := newProcess(t, rule, src) // interval an hour, jitter 0.1: listings 54 to 66 minutes apart
+	src.set(fleet...)
+	p.list()
+	src.set(leavingFrom(fleet, 0, 3)...)
+	require.Len(t, p.list().Clusters, 17)
+	p.clk.advance(55 * time.Minute)
+	src.set(leavingFrom(fleet, 0, 6)...)
+	assert.Len(t, p.list().Clusters, 14, "the next regular listing, early: a budget of its own")
+	p.clk.advance(10 * time.Minute)
+	src.set(leavingFrom(fleet, 0, 7)...)
+	assert.Len(t, p.list().Clusters, 14, "an extra listing ten minutes later: the budget is used")
+}

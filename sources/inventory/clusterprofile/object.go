@@ -214,6 +214,9 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	dmsg := "listed by its source"
 	if gone {
 		dmsg = "missing from " + strconv.Itoa(r.Missed) + " complete listing(s) of source " + r.Source + " since " + r.MissingSince.UTC().Format(time.RFC3339)
+		if r.Waiting {
+			dmsg += "; confirmed, waiting for room under departure.maxDeletions in the source's interval"
+		}
 	}
 	conds[condDeparting], m[condDeparting] = cond(prev, now, condDeparting, gone, map[bool]string{true: "Missing", false: "Listed"}[gone], dmsg)
 	held := gone && r.Held
