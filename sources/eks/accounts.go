@@ -5,20 +5,21 @@ package eks
 
 import (
 	"context"
+	"errors"
 
+	"github.com/aws/smithy-go"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/upstream"
 )
 
 // assumeRoles assumes each account's role once, through the first of its
 // targets, before its regions list: a denied role is one AssumeRole call
 // and one error, not one of each per region racing for the credentials
 // cache. Credentials still valid come from the cache, with no call. It
-// returns the accounts whose role was refused (a credential error: the
-// account is out of sight), each logged and counted as a failure, and
-// whether the listing can go on: not when a role failed otherwise, or
-// when every account's role was refused (errs then holds the errors).
+// returns the accounts whose role STS refused (AccessDenied: the account
+// is out of sight), each logged and counted as a failure, and whether
+// the listing can go on: not when a role failed otherwise (the base
+// credentials expired or invalid, throttling, an outage), or when no
+// account is left in sight (errs then holds the errors).
 func (s *Source) assumeRoles(ctx context.Context, errs []error) (refused map[string]bool, ok bool) {
 	g, gctx := errgroup.WithContext(ctx)
 	seen := map[string]bool{}
@@ -31,7 +32,7 @@ func (s *Source) assumeRoles(ctx context.Context, errs []error) (refused map[str
 		g.Go(func() error {
 			if _, err := t.creds.Retrieve(gctx); err != nil {
 				errs[i] = newError(classify(err), opAssumeRole, t.where()+": assume role "+t.account.RoleARN, err)
-				if upstream.KindOf(errs[i]) == upstream.KindAuth {
+				if refusedRole(err) {
 					denied[i] = true
 					return nil // out of sight: the others go on
 				}
@@ -68,4 +69,14 @@ func (s *Source) assumeRoles(ctx context.Context, errs []error) (refused map[str
 		}
 	}
 	return refused, true
+}
+
+// refusedRole reports whether an AssumeRole failed because STS refused the
+// role to the caller (its trust policy, the role gone, the account
+// closed), and not because of the caller's own credentials (expired,
+// invalid, a bad signature: every account fails alike) or a passing
+// fault.
+func refusedRole(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied"
 }

@@ -28,14 +28,14 @@
 // API, a describe, an assumed role) fails the listing with an
 // *upstream.Error naming the account, region and operation (errors.go):
 // there is never a partial result, with one exception. An account whose
-// role is refused (AccessDenied and the other credential errors of
-// AssumeRole: the role deleted, its trust policy changed, the account
-// closed) while another account's role is not has gone out of sight: the
-// listing goes on without it, and ClustersAndAccounts leaves it out of the
-// accounts the listing covered (sources.AccountLister), so the inventory
-// holds its clusters' departure until an operator confirms it. When every
-// account is refused, or a role fails for any other reason (throttling,
-// an STS outage), the listing fails.
+// role STS refuses (AccessDenied: the role deleted, its trust policy
+// changed, the account closed) while another account is in sight has
+// gone out of sight: the listing goes on without it, and
+// ClustersAndAccounts leaves it out of the accounts the listing covered
+// (sources.AccountLister), so the inventory holds its clusters' departure
+// until an operator confirms it. When no account is left in sight, or a
+// role fails for any other reason (the base credentials expired or
+// invalid, throttling, an STS outage), the listing fails.
 //
 // Every cluster is listed, whatever its status (only privateEndpoints
 // policy exclude leaves clusters out). Its EKS status is State, verbatim,

@@ -70,6 +70,8 @@ func TestRefusedRoleIsOutOfSight(t *testing.T) {
 			err: "assume role arn:aws:iam::222222222222:role/discovery"},
 		{name: "STS fails B's role otherwise: the listing fails", err: "StatusCode: 500",
 			hook: refuseRoles(&fakeResp{Status: http.StatusInternalServerError, ErrType: "InternalFailure"}, acctB)},
+		{name: "the caller's own credentials expired (B's role asked first): the listing fails, no account is out of sight", err: "ExpiredToken",
+			hook: refuseRoles(&fakeResp{Status: http.StatusForbidden, ErrType: "ExpiredToken"}, acctB)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
@@ -87,6 +89,9 @@ func TestRefusedRoleIsOutOfSight(t *testing.T) {
 			got, covered, err := s.ClustersAndAccounts(context.Background())
 			for _, secret := range []string{"base-secret-key", baseKey, fakeaws.FixtureSecret} {
 				assert.NotContains(t, logs.String(), secret)
+				if err != nil {
+					assert.NotContains(t, err.Error(), secret)
+				}
 			}
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)

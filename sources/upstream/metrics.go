@@ -53,7 +53,7 @@ func NewMetrics(p sources.Provider, reg prometheus.Registerer, extra ...promethe
 		}, []string{"operation", "outcome"}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "errors_total",
-			Help: "Listings that failed, by kind of failure (auth, throttled, not_found, server, timeout, canceled, network, tls, invalid_response, config, other) and the operation that failed.",
+			Help: "Listings that failed, and accounts a complete listing left out (an EKS account whose role is refused), by kind of failure (auth, throttled, not_found, server, timeout, canceled, network, tls, invalid_response, config, other) and the operation that failed.",
 		}, []string{"kind", "operation"}),
 		Clusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Name: "clusters",
