@@ -109,6 +109,7 @@ type lifecycle struct {
 	kept     []Kept
 	held     int
 	blocked  int // of held, those the departure breaker holds
+	waiting  int // departures confirmed that wait for the breaker's room
 }
 
 // listing is one complete listing of a source: its clusters and, from a
@@ -294,7 +295,7 @@ func (l *lifecycle) keepServing(g missing) {
 // departures. It reads nothing but the records, so a replica that holds
 // the same records shows the same.
 func (l *lifecycle) view() {
-	l.served, l.unserved, l.kept, l.held, l.blocked = l.served[:0:0], nil, nil, 0, 0
+	l.served, l.unserved, l.kept, l.held, l.blocked, l.waiting = l.served[:0:0], nil, nil, 0, 0, 0
 	for _, r := range l.tracked {
 		switch {
 		case r.Served:
@@ -307,6 +308,9 @@ func (l *lifecycle) view() {
 				if r.Blocked {
 					l.blocked++
 				}
+			}
+			if r.Waiting && r.Departing() {
+				l.waiting++
 			}
 		case r.Unserved != nil:
 			l.unserved = append(l.unserved, *r.Unserved)

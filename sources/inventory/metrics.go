@@ -22,6 +22,7 @@ type metrics struct {
 	departures  *prometheus.CounterVec
 	held        *prometheus.GaugeVec
 	blocked     *prometheus.GaugeVec
+	waiting     *prometheus.GaugeVec
 	conflicts   prometheus.Gauge
 	duplicates  prometheus.Gauge
 	version     prometheus.Gauge
@@ -76,6 +77,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: namespace, Name: "source_departures_blocked",
 			Help: "Of source_departures_held, those the departure breaker holds: more departures due at once than departure.maxDeletions allows.",
 		}, []string{"source"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_departures_waiting",
+			Help: "Served clusters of a source whose departure is confirmed but waits for room under departure.maxDeletions in the source's interval.",
+		}, []string{"source"}),
 		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "cluster_name_conflicts",
 			Help: "Cluster names listed more than once; only the established cluster, if any, is served.",
@@ -96,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.blocked, m.conflicts, m.duplicates, m.version, m.ledgerErrors} {
+	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.blocked, m.waiting, m.conflicts, m.duplicates, m.version, m.ledgerErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -114,6 +119,7 @@ func (m *metrics) initSource(name string) {
 	m.departures.WithLabelValues(name)
 	m.held.WithLabelValues(name)
 	m.blocked.WithLabelValues(name)
+	m.waiting.WithLabelValues(name)
 }
 
 // observeListing updates the series of source name after one listing,
@@ -145,7 +151,7 @@ func (m *metrics) observeRestored(name string, s *SourceStatus) {
 // observeLifecycle updates the lifecycle series of source name after a
 // complete listing: its served clusters by phase, the departures it
 // confirmed and the departures held.
-func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, departed, held, blocked int) {
+func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, departed, held, blocked, waiting int) {
 	for _, p := range sources.Phases() {
 		if p != sources.PhasePending {
 			m.served.WithLabelValues(name, string(p)).Set(float64(byPhase[p]))
@@ -154,6 +160,7 @@ func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, d
 	m.departures.WithLabelValues(name).Add(float64(departed))
 	m.held.WithLabelValues(name).Set(float64(held))
 	m.blocked.WithLabelValues(name).Set(float64(blocked))
+	m.waiting.WithLabelValues(name).Set(float64(waiting))
 }
 
 // observeSnapshot updates the series of a changed snapshot.

@@ -25,6 +25,10 @@ type SourceState struct {
 	// breaker holds (more due at once than Departure.MaxDeletions allows),
 	// not a mass drop.
 	BlockedDepartures int `json:"blockedDepartures"`
+	// WaitingDepartures counts served clusters of the source whose
+	// departure is confirmed but waits for room under
+	// Departure.MaxDeletions in the source's interval: not held.
+	WaitingDepartures int `json:"waitingDepartures"`
 	// Retired is true for a source that is not configured any more but
 	// whose clusters the ledger still holds: they depart as a vanished
 	// fleet does, held until acknowledged.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -177,10 +178,14 @@ func TestWaitingDeparturesDoNotTrip(t *testing.T) {
 	require.Len(t, snap.Clusters, 17, "two more: five due, two of them new: within the limit, all wait")
 	st, _ := snap.Source("s1")
 	assert.Zero(t, st.HeldDepartures, "waiting ones are not weighed again: no trip, nothing held")
+	assert.Equal(t, 5, st.WaitingDepartures)
+	assert.Equal(t, 5.0, testutil.ToFloat64(p.inv.metrics.waiting.WithLabelValues("s1")), "source_departures_waiting")
 
 	p.clk.advance(time.Hour)
 	snap = p.list()
 	assert.Equal(t, []string{"c06", "c07"}, leavingNames(snap), "an interval later: the three that waited longest")
+	st, _ = snap.Source("s1")
+	assert.Equal(t, 2, st.WaitingDepartures)
 	p.clk.advance(time.Hour)
 	assert.Len(t, p.list().Clusters, 12)
 }
