@@ -43,10 +43,14 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
-// moduleRoot is the nearest directory above the test's with a go.mod.
+// moduleRoot is the nearest directory above the test's with a go.mod, its
+// links resolved: a checkout reached through a link (CI's fixed path) is
+// walked as the directory it is.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
 	dir, err := filepath.Abs(".")
+	require.NoError(t, err)
+	dir, err = filepath.EvalSymlinks(dir)
 	require.NoError(t, err)
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {

@@ -163,6 +163,10 @@ func testLateSource(t *testing.T) {
 	path, content := restartWithLateSource(t)
 	unwritten := e.SecretsUnwritten(stopped)
 	same := e.SameFleet(was)
+	// the controller may have asked while the service was stopped (connection refused); its next reconcile, against
+	// the new process (which refreshes the ApplicationSets once it leads), clears that: what it shows from then on is
+	// the late source's doing
+	e.Eventually(t, 2*Interval+20*time.Second, "the ApplicationSet without the stop's error", noAppSetError)
 	t.Run("late has not listed: every answer a 200 naming it stale, nothing removed, no Secret written", func(t *testing.T) {
 		n0 := e.Rancher.Served()
 		e.Through(t, "rancher", n0, SteadyListings, func() error { return errors.Join(same(), unwritten(), noAppSetError()) },
