@@ -6,6 +6,7 @@ package eks
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/aws/smithy-go"
 	"golang.org/x/sync/errgroup"
@@ -53,11 +54,7 @@ func (s *Source) assumeRoles(ctx context.Context, errs []error) (refused map[str
 	if len(refused) == 0 {
 		return refused, true
 	}
-	accounts := map[string]bool{}
-	for _, t := range s.targets {
-		accounts[t.account.ID] = true
-	}
-	if len(refused) == len(accounts) {
+	if len(refused) == len(s.accountIDs()) {
 		return nil, false // nothing in sight: the source's own credentials, most likely
 	}
 	for i, t := range s.targets {
@@ -79,4 +76,16 @@ func (s *Source) assumeRoles(ctx context.Context, errs []error) (refused map[str
 func refusedRole(err error) bool {
 	var ae smithy.APIError
 	return errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied"
+}
+
+// accountIDs are the configured accounts' IDs, in the order of the
+// targets.
+func (s *Source) accountIDs() []string {
+	var out []string
+	for _, t := range s.targets {
+		if !slices.Contains(out, t.account.ID) {
+			out = append(out, t.account.ID)
+		}
+	}
+	return out
 }

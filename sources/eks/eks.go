@@ -219,12 +219,7 @@ func (s *Source) ClustersAndAccounts(ctx context.Context) ([]sources.Cluster, []
 	}
 	s.metrics.Listed(out, states, skipped)
 	s.metrics.SetNotReady(notReadyCounts(out))
-	var covered []string
-	for _, t := range s.targets {
-		if !refused[t.account.ID] && !slices.Contains(covered, t.account.ID) {
-			covered = append(covered, t.account.ID)
-		}
-	}
+	covered := slices.DeleteFunc(s.accountIDs(), func(id string) bool { return refused[id] })
 	return out, covered, nil
 }
 

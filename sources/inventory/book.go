@@ -55,7 +55,6 @@ func (inv *Inventory) restore(b Book) {
 		providers[s.Name], recent[s.Name] = s.Provider, s.Recent
 		if st := inv.bySource[s.Name]; st != nil {
 			st.status.Synced, st.status.Stale, st.status.LastError, st.status.ConsecutiveFailures = s.Synced, s.Stale, s.LastError, s.ConsecutiveFailures
-			st.life.recent = slices.Clone(s.Recent)
 			st.seeding = st.seeding && !s.Synced
 		}
 	}
@@ -74,12 +73,14 @@ func (inv *Inventory) restore(b Book) {
 				p = r.Rendering.Provider
 			}
 			st = inv.retire(r.Source, p, wasRetired[r.Source])
-			st.life.recent = slices.Clone(recent[r.Source])
 		}
 		if st != nil {
 			r.listing = 0
 			st.life.tracked[r.ID] = r
 		}
+	}
+	for _, st := range inv.states { // retired ones included
+		st.life.recent = slices.Clone(recent[st.spec.Name])
 	}
 	inv.viewAll()
 	inv.unsettled = ""

@@ -126,9 +126,9 @@ type listing struct {
 type listed struct {
 	departed []Departed
 	// newlyHeld counts departures the mass-drop rule held in this listing,
-	// blocked those the breaker held, deferred those the breaker left
+	// blocked those the breaker held, waiting those the breaker left
 	// for a later listing (see Departure.MaxDeletions).
-	newlyHeld, blocked, deferred int
+	newlyHeld, blocked, waiting int
 }
 
 // apply takes one complete, prepared listing of the source (sorted by
@@ -271,7 +271,7 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 		}
 		l.keepServing(g)
 	}
-	due, out.blocked, out.deferred = l.breaker(due, answered, now)
+	due, out.blocked, out.waiting = l.breaker(due, answered, now)
 	l.remember(due, answered, now)
 	for _, g := range due {
 		delete(l.tracked, g.key)

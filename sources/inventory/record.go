@@ -114,9 +114,9 @@ func (inv *Inventory) logListing(spec SourceSpec, rec recorded) {
 		log.Error("departure breaker tripped: more departures due in one listing than departure.maxDeletions allows; holding them until acknowledged",
 			"held", rec.res.blocked, "heldDepartures", rec.held)
 	}
-	if rec.res.deferred > 0 {
+	if rec.res.waiting > 0 {
 		log.Warn("more departures due than departure.maxDeletions allows within one interval; serving them until a later listing",
-			"deferred", rec.res.deferred)
+			"waiting", rec.res.waiting)
 	}
 	for _, d := range rec.res.departed {
 		log.Info("cluster departure confirmed; no longer served", "cluster", d.Name, "id", d.ID)
