@@ -275,9 +275,10 @@ func build(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (
 	}
 	opts := inventoryOptions(cfg, logger, reg)
 	if cfg.Ledger.Kind == config.LedgerKubernetes {
-		// operators acknowledge held departures on the ClusterProfiles; the
-		// view reads them, and a held drop waits for them
-		opts.Acknowledged = view.Acknowledged
+		// operators acknowledge held departures, and pin clusters, on the
+		// ClusterProfiles; the view reads them, a held drop waits for
+		// them, a pinned cluster stays
+		opts.Acknowledged, opts.Pinned = view.Acknowledged, view.Pinned
 	}
 	inv, err := inventory.New(specs, opts)
 	if err != nil {

@@ -94,6 +94,11 @@ type Options struct {
 	// cluster is seen leaving. Nil releases a held drop after
 	// Departure.HeldListings listings.
 	Acknowledged func(source, id string) bool
+	// Pinned, when set, reports whether an operator pinned a cluster (by
+	// source and ID; LabelPin on its ClusterProfile): a departure due
+	// while it is pinned is not confirmed, the cluster stays served, until
+	// the pin is removed. Nil: no cluster is pinned.
+	Pinned func(source, id string) bool
 	// Seed, when set, returns the identities (Cluster.Key) of the clusters
 	// of a source that were served before the ledger held any listing of it:
 	// what a version without a ledger left behind, its cluster Secrets.
@@ -155,9 +160,10 @@ type Inventory struct {
 	runs   uint64
 	ledger Ledger
 	// rule and acked are every lifecycle's, kept for retired sources.
-	rule  Departure
-	acked func(source, id string) bool
-	seed  func(ctx context.Context, source string) ([]string, error)
+	rule   Departure
+	acked  func(source, id string) bool
+	pinned func(source, id string) bool
+	seed   func(ctx context.Context, source string) ([]string, error)
 	// saveMu makes saves one at a time.
 	saveMu sync.Mutex
 
@@ -247,7 +253,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	inv := &Inventory{loaded: true, logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
-		ledger: opts.Ledger, joinDelay: opts.JoinDelay, rule: departure, acked: opts.Acknowledged, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
+		ledger: opts.Ledger, joinDelay: opts.JoinDelay, rule: departure, acked: opts.Acknowledged, pinned: opts.Pinned, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -267,7 +273,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			}
 		}
 		seen[spec.Name] = true
-		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, interval: spec.Interval,
+		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, pinned: opts.Pinned, interval: spec.Interval,
 			budget: time.Duration(float64(spec.Interval) * (1 - opts.Jitter)), tracked: map[string]*Record{}}}
 		st.status.Name, st.status.Provider, st.status.Interval = spec.Name, spec.Provider, spec.Interval.String()
 		inv.states = append(inv.states, st)
@@ -282,11 +288,24 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 // identity says its departure was acknowledged: what a follower of the
 // ledger offers the leader's inventory as Options.Acknowledged.
 func (inv *Inventory) Acknowledged(source, id string) bool {
+	return inv.flag(source, id, func(r *Record) bool { return r.Acknowledged })
+}
+
+// Pinned reports whether the record of the cluster with that identity
+// says an operator pinned it: what a follower of the ledger offers the
+// leader's inventory as Options.Pinned.
+func (inv *Inventory) Pinned(source, id string) bool {
+	return inv.flag(source, id, func(r *Record) bool { return r.Pin })
+}
+
+// flag reads what of says of the record of the cluster with that
+// identity; false when there is none.
+func (inv *Inventory) flag(source, id string, of func(*Record) bool) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if st := inv.bySource[source]; st != nil {
 		if r := st.life.tracked[id]; r != nil {
-			return r.Acknowledged
+			return of(r)
 		}
 	}
 	return false

@@ -56,6 +56,10 @@ type Record struct {
 	// room in the source's interval (see Departure.MaxDeletions); it no
 	// longer counts towards a trip.
 	Waiting bool `json:"waiting,omitempty"`
+	// Pinned: its departure was due, and an operator's pin on its
+	// ClusterProfile (see Options.Pinned) keeps it served until the pin
+	// is removed. Not a held departure: it needs no acknowledgement.
+	Pinned bool `json:"pinned,omitempty"`
 	// Established is when the cluster was first in a snapshot after the
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
@@ -68,6 +72,10 @@ type Record struct {
 	// Options.Acknowledged). It is read from the ledger, never written to
 	// the record.
 	Acknowledged bool `json:"-"`
+	// Pin: an operator pinned the cluster's ClusterProfile (see
+	// Options.Pinned). Like Acknowledged, it is read from the ledger,
+	// never written to the record.
+	Pin bool `json:"-"`
 	// Contest says how the leader's latest answer has a served cluster
 	// that another contests (a name conflict, a duplicate listing). It is
 	// set in the books the leader saves (see Inventory.book), for the
@@ -91,7 +99,10 @@ type lifecycle struct {
 	// acked, when set, holds a mass drop until an operator acknowledges
 	// each departure (or the cluster is seen leaving); nil releases it
 	// after HeldListings listings.
-	acked   func(source, id string) bool
+	acked func(source, id string) bool
+	// pinned, when set, keeps a due departure served while an operator
+	// pins the cluster (see Options.Pinned).
+	pinned  func(source, id string) bool
 	tracked map[string]*Record
 	// listings counts the complete listings applied by this process.
 	listings uint64
@@ -110,6 +121,7 @@ type lifecycle struct {
 	held     int
 	blocked  int // of held, those the departure breaker holds
 	waiting  int // departures confirmed that wait for the breaker's room
+	pins     int // departures due that a pin keeps served
 }
 
 // listing is one complete listing of a source: its clusters and, from a
@@ -145,7 +157,8 @@ type listed struct {
 //	leaving, or absent                  served          served with its last rendering, phase leaving
 //	                                                    or absent, one more listing missed; after
 //	                                                    AfterListings (HeldListings in a mass drop)
-//	                                                    and GracePeriod: departed
+//	                                                    and GracePeriod: departed, unless an
+//	                                                    operator pins it (Pinned: served on)
 //
 // servers tells which cluster serves a server: a served cluster whose
 // listing moves it onto another cluster's server keeps its last rendering
@@ -210,7 +223,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster, servers *serverClaim
 		r.Unserved = unserved(c, phase, "")
 		return missing{}, false
 	}
-	r.Missed, r.MissingSince, r.Held, r.Blocked, r.Left, r.Waiting = 0, time.Time{}, false, false, false, false
+	r.Missed, r.MissingSince, r.Held, r.Blocked, r.Left, r.Waiting, r.Pinned = 0, time.Time{}, false, false, false, false, false
 	switch {
 	case phase == sources.PhasePending && !r.Served:
 		r.Unserved = unserved(c, phase, c.NotReadyReason)
@@ -265,9 +278,13 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 		if r.Missed < max(l.rule.AfterListings, l.rule.HeldListings) {
 			r.Missed++
 		}
+		r.Pinned = false
 		if r.Missed >= l.neededListings(source, g) && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
-			due = append(due, g)
-			continue
+			if l.pinned == nil || !l.pinned(source, g.key) {
+				due = append(due, g)
+				continue
+			}
+			r.Pinned, r.Waiting = true, false // not due: no breaker's room to wait for
 		}
 		l.keepServing(g)
 	}
@@ -295,7 +312,7 @@ func (l *lifecycle) keepServing(g missing) {
 // departures. It reads nothing but the records, so a replica that holds
 // the same records shows the same.
 func (l *lifecycle) view() {
-	l.served, l.unserved, l.kept, l.held, l.blocked, l.waiting = l.served[:0:0], nil, nil, 0, 0, 0
+	l.served, l.unserved, l.kept, l.held, l.blocked, l.waiting, l.pins = l.served[:0:0], nil, nil, 0, 0, 0, 0
 	for _, r := range l.tracked {
 		switch {
 		case r.Served:
@@ -311,6 +328,9 @@ func (l *lifecycle) view() {
 			}
 			if r.Waiting && r.Departing() {
 				l.waiting++
+			}
+			if r.Pinned && r.Departing() {
+				l.pins++
 			}
 		case r.Unserved != nil:
 			l.unserved = append(l.unserved, *r.Unserved)

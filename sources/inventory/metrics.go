@@ -23,6 +23,7 @@ type metrics struct {
 	held        *prometheus.GaugeVec
 	blocked     *prometheus.GaugeVec
 	waiting     *prometheus.GaugeVec
+	pinned      *prometheus.GaugeVec
 	conflicts   prometheus.Gauge
 	duplicates  prometheus.Gauge
 	version     prometheus.Gauge
@@ -81,6 +82,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: namespace, Name: "source_departures_waiting",
 			Help: "Served clusters of a source whose departure is confirmed but waits for room under departure.maxDeletions in the source's interval.",
 		}, []string{"source"}),
+		pinned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "source_departures_pinned",
+			Help: "Served clusters of a source whose departure was due but an operator's pin on their ClusterProfile keeps them served.",
+		}, []string{"source"}),
 		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "cluster_name_conflicts",
 			Help: "Cluster names listed more than once; only the established cluster, if any, is served.",
@@ -101,7 +106,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.blocked, m.waiting, m.conflicts, m.duplicates, m.version, m.ledgerErrors} {
+	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.clusters, m.failures, m.synced, m.stale, m.served, m.departures, m.held, m.blocked, m.waiting, m.pinned, m.conflicts, m.duplicates, m.version, m.ledgerErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -120,6 +125,7 @@ func (m *metrics) initSource(name string) {
 	m.held.WithLabelValues(name)
 	m.blocked.WithLabelValues(name)
 	m.waiting.WithLabelValues(name)
+	m.pinned.WithLabelValues(name)
 }
 
 // observeListing updates the series of source name after one listing,
@@ -150,17 +156,18 @@ func (m *metrics) observeRestored(name string, s *SourceStatus) {
 
 // observeLifecycle updates the lifecycle series of source name after a
 // complete listing: its served clusters by phase, the departures it
-// confirmed and the departures held.
-func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, departed, held, blocked, waiting int) {
+// confirmed and the departures held, waiting or pinned (life's view).
+func (m *metrics) observeLifecycle(name string, byPhase map[sources.Phase]int, departed int, life *lifecycle) {
 	for _, p := range sources.Phases() {
 		if p != sources.PhasePending {
 			m.served.WithLabelValues(name, string(p)).Set(float64(byPhase[p]))
 		}
 	}
 	m.departures.WithLabelValues(name).Add(float64(departed))
-	m.held.WithLabelValues(name).Set(float64(held))
-	m.blocked.WithLabelValues(name).Set(float64(blocked))
-	m.waiting.WithLabelValues(name).Set(float64(waiting))
+	m.held.WithLabelValues(name).Set(float64(life.held))
+	m.blocked.WithLabelValues(name).Set(float64(life.blocked))
+	m.waiting.WithLabelValues(name).Set(float64(life.waiting))
+	m.pinned.WithLabelValues(name).Set(float64(life.pins))
 }
 
 // observeSnapshot updates the series of a changed snapshot.

@@ -56,7 +56,7 @@ func (inv *Inventory) recordListing(st *sourceState, ls listing, start time.Time
 	}
 	byPhase := countPhases(st.life.served)
 	st.status.listed(start, clusters, len(st.life.served), byPhase)
-	inv.metrics.observeLifecycle(st.spec.Name, byPhase, len(res.departed), st.life.held, st.life.blocked, st.life.waiting)
+	inv.metrics.observeLifecycle(st.spec.Name, byPhase, len(res.departed), &st.life)
 	inv.endIfEmpty(st)
 	st.seeding = false
 	return res

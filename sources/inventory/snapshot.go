@@ -29,6 +29,10 @@ type SourceState struct {
 	// departure is confirmed but waits for room under
 	// Departure.MaxDeletions in the source's interval: not held.
 	WaitingDepartures int `json:"waitingDepartures"`
+	// PinnedDepartures counts served clusters of the source whose
+	// departure was due but an operator's pin keeps them served (see
+	// Options.Pinned): not held, and not counted in the others.
+	PinnedDepartures int `json:"pinnedDepartures"`
 	// Retired is true for a source that is not configured any more but
 	// whose clusters the ledger still holds: they depart as a vanished
 	// fleet does, held until acknowledged.

@@ -55,6 +55,10 @@ const (
 	// ledger resets it to "" whenever the cluster is not departing, so an
 	// acknowledgement never outlives the drop it was given for.
 	AnnotationAcknowledge = "argocd-cluster-discovery.io/acknowledge-departure"
+	// LabelPin is the operator's, as on the cluster Secrets: "true" keeps
+	// the cluster served, and the object, when its departure is due, for
+	// as long as the label is there. The ledger's writes leave it alone.
+	LabelPin = "argocd-cluster-discovery.io/pin"
 	// SourcesKey is the key of the ConfigMap that holds the source records.
 	SourcesKey = "sources.json"
 	// CountsKey holds, per source, how many ClusterProfiles its records

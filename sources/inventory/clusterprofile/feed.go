@@ -143,6 +143,7 @@ func (l *Ledger) bookOf(profiles, cms cache.Store, logger *slog.Logger) (invento
 		}
 		r := *p.record
 		r.Acknowledged = p.ack
+		r.Pin = p.pin
 		b.Clusters = append(b.Clusters, r)
 	}
 	b.Sort()
@@ -277,6 +278,7 @@ type profile struct {
 	// record is never modified: the leader's memo shares it (see written).
 	record *inventory.Record
 	ack    bool
+	pin    bool
 	err    error
 	digest uint64
 	// sum is the record's part of its source's sum (see SumsKey)
@@ -314,7 +316,7 @@ func (l *Ledger) compact(obj any) (any, error) {
 	}
 	a := u.GetAnnotations()
 	p := &profile{name: u.GetName(), namespace: u.GetNamespace(), resourceVersion: u.GetResourceVersion(),
-		source: u.GetLabels()[LabelSource], ack: a[AnnotationAcknowledge] == "true"}
+		source: u.GetLabels()[LabelSource], ack: a[AnnotationAcknowledge] == "true", pin: u.GetLabels()[LabelPin] == "true"}
 	raw, ok := a[AnnotationRecord]
 	digest := sha256.Sum256([]byte(raw))
 	p.sum = recordSum(digest)
@@ -339,7 +341,7 @@ func (l *Ledger) compact(obj any) (any, error) {
 		p.record, p.err = &r, err
 	}
 	h := fnv.New64a()
-	_, _ = h.Write([]byte(u.GetName() + "\x00" + p.source + "\x00" + a[AnnotationRecord] + "\x00" + a[AnnotationAcknowledge]))
+	_, _ = h.Write([]byte(u.GetName() + "\x00" + p.source + "\x00" + a[AnnotationRecord] + "\x00" + a[AnnotationAcknowledge] + "\x00" + u.GetLabels()[LabelPin]))
 	p.digest = h.Sum64()
 	return p, nil
 }

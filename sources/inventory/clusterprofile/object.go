@@ -214,7 +214,10 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 	dmsg := "listed by its source"
 	if gone {
 		dmsg = "missing from " + strconv.Itoa(r.Missed) + " complete listing(s) of source " + r.Source + " since " + r.MissingSince.UTC().Format(time.RFC3339)
-		if r.Waiting {
+		switch {
+		case r.Pinned:
+			dmsg += "; due, kept served by the " + LabelPin + " label (remove it to let the cluster go)"
+		case r.Waiting:
 			dmsg += "; confirmed, waiting for room under departure.maxDeletions in the source's interval"
 		}
 	}
@@ -345,6 +348,7 @@ func recordOf(obj metav1.Object) (inventory.Record, error) {
 		return r, fmt.Errorf("clusterprofile %s: decode record: %w", obj.GetName(), err)
 	}
 	r.Acknowledged = obj.GetAnnotations()[AnnotationAcknowledge] == "true"
+	r.Pin = obj.GetLabels()[LabelPin] == "true"
 	if r.Source == "" || r.ID == "" {
 		return r, fmt.Errorf("clusterprofile %s: record has no source or id", obj.GetName())
 	}

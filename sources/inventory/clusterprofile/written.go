@@ -186,8 +186,8 @@ func (w *written) put(old, sum [sha256.Size]byte, r inventory.Record, name strin
 		delete(w.bySum, old)
 	}
 	if _, ok := w.bySum[sum]; !ok {
-		r.Acknowledged = false // read from the object, never from the record
-		r.Contest = nil        // the leader's, for this save's status only
+		r.Acknowledged, r.Pin = false, false // read from the object, never from the record
+		r.Contest = nil                      // the leader's, for this save's status only
 		w.bySum[sum] = &writtenRecord{Record: &r, name: name}
 	}
 }
