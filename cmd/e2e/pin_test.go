@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	. "github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/e2e/fixture"
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources/inventory/clusterprofile"
+)
+
+// testPinnedDeparture: an operator pins the ClusterProfile of a fleet
+// cluster, then the cluster goes from its source (one of four: no mass
+// drop). Its departure comes due and is not confirmed: its Application
+// and Secret stay through the listings after it, and /status counts one
+// pinned departure. Once the pin is removed, the departure is confirmed
+// and the Application and the Secret go.
+func testPinnedDeparture(t *testing.T) {
+	if err := e.WriteSource("fleet", stores...); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range stores {
+		globexApps["monitoring-"+c.Name] = StaticSecret("fleet", c)
+	}
+	was := settledFleet(t)
+	gone := stores[3]
+	// kubectl -n argocd label clusterprofile NAME argocd-cluster-discovery.io/pin=true
+	pinProfile(t, "fleet", gone.Name, `"true"`)
+	n0 := e.WriteSourceAt(t, "fleet", stores[:3]...)
+	e.Through(t, "fleet", n0, DepartureListings+1, e.SameFleet(was), nil)
+	t.Run("due and pinned: kept, counted as pinned", func(t *testing.T) {
+		e.Through(t, "fleet", e.ListingsOf(t, "fleet"), SteadyListings, e.SameFleet(was), func() error {
+			st, err := e.Status()
+			if err != nil {
+				return err
+			}
+			if f := st["fleet"]; f.PinnedDepartures != 1 || f.HeldDepartures != 0 || f.Served != 4 {
+				return fmt.Errorf("/status fleet: %+v, want 1 pinned departure, none held, 4 served", f)
+			}
+			return e.Served("globex", gone.Name, "fleet", gone.Server, "absent")()
+		})
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("unpinned: confirmed", func(t *testing.T) {
+		// kubectl -n argocd label clusterprofile NAME argocd-cluster-discovery.io/pin-
+		pinProfile(t, "fleet", gone.Name, "null")
+		delete(globexApps, "monitoring-"+gone.Name)
+		e.Eventually(t, 2*Interval+10*time.Second, "its Application goes", func() error {
+			return e.AppsAre("globex-monitoring", "globex", globexApps)
+		})
+		e.Eventually(t, 2*Interval+10*time.Second, "its Secret is pruned", func() error {
+			secrets, err := e.ClusterSecrets()
+			if err != nil {
+				return err
+			}
+			if _, ok := secrets[StaticSecret("fleet", gone)]; ok {
+				return fmt.Errorf("Secret %s still there", StaticSecret("fleet", gone))
+			}
+			return nil
+		})
+	})
+}
+
+// pinProfile sets the pin label of the ClusterProfile of source's cluster
+// name to value (JSON: "true", or null to remove it), as kubectl label
+// would.
+func pinProfile(t *testing.T, source, name, value string) {
+	t.Helper()
+	ctx := context.Background()
+	res := e.Dyn.Resource(clusterprofile.Resource).Namespace(ArgoNS)
+	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: clusterprofile.LabelSource + "=" + source})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"labels":{"` + clusterprofile.LabelPin + `":` + value + `}}}`)
+	for _, p := range list.Items {
+		if display, _, _ := unstructured.NestedString(p.Object, "spec", "displayName"); display != name {
+			continue
+		}
+		if _, err := res.Patch(ctx, p.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-label"}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no ClusterProfile of %s/%s", source, name)
+}
