@@ -140,6 +140,26 @@ func (l *lifecycle) neededListings(source string, g missing) int {
 	return math.MaxInt
 }
 
+// confirmable reports whether the departure of g, due, may be confirmed:
+// not while an operator pins the cluster (its record then says Pinned),
+// nor while the pins cannot be read (a new leader whose view has not read
+// the ledger yet: its record stays as it was).
+func (l *lifecycle) confirmable(source string, g missing) bool {
+	if l.pinned == nil {
+		return true
+	}
+	pinned, known := l.pinned(source, g.key)
+	switch {
+	case !known:
+		return false
+	case pinned:
+		g.r.Pinned, g.r.Waiting = true, false // not due: no breaker's room to wait for
+		return false
+	}
+	g.r.Pinned = false
+	return true
+}
+
 // breaker lets through the due departures of one listing (now) within
 // the budget of the source's interval: at most max(MaxDeletions,
 // MaxDeletionsPercent % of the answered) departures from the answer
@@ -285,7 +305,8 @@ func inCoveredScope(covered map[string]bool, id string) bool {
 // massDrop reports whether the clusters of the answer (answered: the
 // source's part of it before this listing) absent in this listing (gone
 // without being seen leaving: a cluster deleted upstream is seen leaving
-// first) are more than MaxFraction of that part, and either more than one
+// first; nor a pinned one, kept by an operator who knows it gone) are
+// more than MaxFraction of that part, and either more than one
 // or its only one. Clusters still departing from earlier listings count
 // too, held ones included, so a loss spread over several listings (a
 // role removed subscription by subscription) is caught as one drop, and
@@ -298,7 +319,7 @@ func inCoveredScope(covered map[string]bool, id string) bool {
 func (l *lifecycle) massDrop(gone []missing, answered map[string]bool, now time.Time) bool {
 	absent := 0
 	for _, g := range gone {
-		if g.leaving == nil && !g.r.Left && answered[g.key] {
+		if g.leaving == nil && !g.r.Left && !g.r.Pinned && answered[g.key] { // a pinned one is known gone
 			absent++
 		}
 	}

@@ -95,10 +95,11 @@ type Options struct {
 	// Departure.HeldListings listings.
 	Acknowledged func(source, id string) bool
 	// Pinned, when set, reports whether an operator pinned a cluster (by
-	// source and ID; LabelPin on its ClusterProfile): a departure due
-	// while it is pinned is not confirmed, the cluster stays served, until
-	// the pin is removed. Nil: no cluster is pinned.
-	Pinned func(source, id string) bool
+	// source and ID; the pin label on its ClusterProfile), and whether it
+	// can tell: a departure due while the cluster is pinned, or while
+	// known is false, is not confirmed, and the cluster stays served. Nil:
+	// no cluster is pinned.
+	Pinned func(source, id string) (pinned, known bool)
 	// Seed, when set, returns the identities (Cluster.Key) of the clusters
 	// of a source that were served before the ledger held any listing of it:
 	// what a version without a ledger left behind, its cluster Secrets.
@@ -162,7 +163,7 @@ type Inventory struct {
 	// rule and acked are every lifecycle's, kept for retired sources.
 	rule   Departure
 	acked  func(source, id string) bool
-	pinned func(source, id string) bool
+	pinned func(source, id string) (pinned, known bool)
 	seed   func(ctx context.Context, source string) ([]string, error)
 	// saveMu makes saves one at a time.
 	saveMu sync.Mutex
@@ -293,9 +294,14 @@ func (inv *Inventory) Acknowledged(source, id string) bool {
 
 // Pinned reports whether the record of the cluster with that identity
 // says an operator pinned it: what a follower of the ledger offers the
-// leader's inventory as Options.Pinned.
-func (inv *Inventory) Pinned(source, id string) bool {
-	return inv.flag(source, id, func(r *Record) bool { return r.Pin })
+// leader's inventory as Options.Pinned. Until it has read the ledger once
+// (Followed) it cannot tell: known is false, and the leader confirms no
+// departure meanwhile (a new leader lists while its view starts).
+func (inv *Inventory) Pinned(source, id string) (pinned, known bool) {
+	if !inv.Followed() {
+		return false, false
+	}
+	return inv.flag(source, id, func(r *Record) bool { return r.Pin }), true
 }
 
 // flag reads what of says of the record of the cluster with that

@@ -101,8 +101,8 @@ type lifecycle struct {
 	// after HeldListings listings.
 	acked func(source, id string) bool
 	// pinned, when set, keeps a due departure served while an operator
-	// pins the cluster (see Options.Pinned).
-	pinned  func(source, id string) bool
+	// pins the cluster, or while it cannot tell (see Options.Pinned).
+	pinned  func(source, id string) (pinned, known bool)
 	tracked map[string]*Record
 	// listings counts the complete listings applied by this process.
 	listings uint64
@@ -271,20 +271,20 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 		}
 		if g.leaving != nil {
 			r.Left = true
-		} else if !r.Held && !r.Left && hold(g) {
+		} else if !r.Held && !r.Left && !r.Pinned && hold(g) { // an operator keeps a pinned one already
 			r.Held = true
 			out.newlyHeld++
 		}
 		if r.Missed < max(l.rule.AfterListings, l.rule.HeldListings) {
 			r.Missed++
 		}
-		r.Pinned = false
 		if r.Missed >= l.neededListings(source, g) && now.Sub(r.MissingSince) >= l.rule.GracePeriod {
-			if l.pinned == nil || !l.pinned(source, g.key) {
+			if l.confirmable(source, g) {
 				due = append(due, g)
 				continue
 			}
-			r.Pinned, r.Waiting = true, false // not due: no breaker's room to wait for
+		} else {
+			r.Pinned = false
 		}
 		l.keepServing(g)
 	}
@@ -320,7 +320,7 @@ func (l *lifecycle) view() {
 			if r.KeptReason != "" {
 				l.kept = append(l.kept, Kept{Name: r.Rendering.Name, Source: r.Source, Reason: r.KeptReason})
 			}
-			if r.Held && r.Departing() {
+			if r.Held && !r.Pinned && r.Departing() { // an acknowledged one the pin keeps is pinned
 				l.held++
 				if r.Blocked {
 					l.blocked++

@@ -31,7 +31,7 @@ type SourceState struct {
 	WaitingDepartures int `json:"waitingDepartures"`
 	// PinnedDepartures counts served clusters of the source whose
 	// departure was due but an operator's pin keeps them served (see
-	// Options.Pinned): not held, and not counted in the others.
+	// Options.Pinned); HeldDepartures does not count them.
 	PinnedDepartures int `json:"pinnedDepartures"`
 	// Retired is true for a source that is not configured any more but
 	// whose clusters the ledger still holds: they depart as a vanished
