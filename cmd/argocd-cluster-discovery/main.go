@@ -198,7 +198,7 @@ func inventoryOptions(cfg *config.Config, logger *slog.Logger, reg prometheus.Re
 		jitter = -1 // written as 0: none, not the inventory's default
 	}
 	return inventory.Options{Logger: logger, Registerer: reg, Jitter: jitter, Prefer: cfg.Inventory.Prefer,
-		Departure: cfg.Departure.Inventory(), Tenants: cfg.Secrets.Tenants}
+		Departure: cfg.Departure.Inventory(), Tenants: cfg.Secrets.Tenants, DryRun: cfg.Secrets.DryRun}
 }
 
 // serveHooks let tests learn the bound addresses.
@@ -209,7 +209,7 @@ type serveHooks struct {
 // serveFlags declares serve's flags on fs.
 func serveFlags(fs *flag.FlagSet) (listen *string, dryRun *bool, logs *logFlags) {
 	return fs.String("listen", "", "override server.listen with this `ADDR` (host:port)"),
-		fs.Bool("dry-run", false, "compute and log cluster Secret plans, write no Secret, token or ApplicationSet refresh (sets secrets.dryRun; the ledger is still written)"),
+		fs.Bool("dry-run", false, "compute and log cluster Secret plans, write no Secret, token or ApplicationSet refresh, confirm no departure (sets secrets.dryRun; the ledger is still written)"),
 		declareLogFlags(fs)
 }
 

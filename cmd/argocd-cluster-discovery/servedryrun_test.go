@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/cmd/argocd-cluster-discovery/config"
 	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/internal/testutil/testlog"
 )
 
@@ -83,5 +85,15 @@ secrets: {enabled: true, ownerID: fleet-a, namespace: argo, kubeconfig: `+writeF
 
 	for where, text := range map[string]string{"the log": logs.String(), "/status": status} {
 		assert.NotContains(t, text, secretPart, "%s holds the token", where)
+	}
+}
+
+// TestDryRunReachesTheInventory: secrets.dryRun (what --dry-run sets)
+// makes the inventory confirm no departure; without it, it confirms them.
+func TestDryRunReachesTheInventory(t *testing.T) {
+	for _, dryRun := range []bool{false, true} {
+		cfg := &config.Config{}
+		cfg.Secrets.DryRun = dryRun
+		assert.Equal(t, dryRun, inventoryOptions(cfg, slog.New(slog.DiscardHandler), nil).DryRun)
 	}
 }

@@ -143,20 +143,23 @@ func (l *lifecycle) neededListings(source string, g missing) int {
 // confirmable reports whether the departure of g, due, may be confirmed:
 // not while an operator pins the cluster (its record then says Pinned),
 // nor while the pins cannot be read (a new leader whose view has not read
-// the ledger yet: its record stays as it was).
+// the ledger yet: its record stays as it was), nor in a dry run (DryRun).
 func (l *lifecycle) confirmable(source string, g missing) bool {
-	if l.pinned == nil {
-		return true
+	pinned, known := false, true
+	if l.pinned != nil {
+		pinned, known = l.pinned(source, g.key)
 	}
-	pinned, known := l.pinned(source, g.key)
 	switch {
 	case !known:
 		return false
 	case pinned:
-		g.r.Pinned, g.r.Waiting = true, false // not due: no breaker's room to wait for
+		g.r.Pinned, g.r.DryRun, g.r.Waiting = true, false, false // not due: no breaker's room to wait for
+		return false
+	case l.dryRun:
+		g.r.Pinned, g.r.DryRun, g.r.Waiting = false, true, false
 		return false
 	}
-	g.r.Pinned = false
+	g.r.Pinned, g.r.DryRun = false, false
 	return true
 }
 

@@ -100,6 +100,11 @@ type Options struct {
 	// known is false, is not confirmed, and the cluster stays served. Nil:
 	// no cluster is pinned.
 	Pinned func(source, id string) (pinned, known bool)
+	// DryRun confirms no departure: one that comes due stays served, is
+	// logged and counted (SourceState.DryRunDepartures), so that a dry run
+	// never takes a cluster out of the answer, and its Applications out of
+	// Argo CD.
+	DryRun bool
 	// Seed, when set, returns the identities (Cluster.Key) of the clusters
 	// of a source that were served before the ledger held any listing of it:
 	// what a version without a ledger left behind, its cluster Secrets.
@@ -164,6 +169,7 @@ type Inventory struct {
 	rule   Departure
 	acked  func(source, id string) bool
 	pinned func(source, id string) (pinned, known bool)
+	dryRun bool
 	seed   func(ctx context.Context, source string) ([]string, error)
 	// saveMu makes saves one at a time.
 	saveMu sync.Mutex
@@ -254,7 +260,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	inv := &Inventory{loaded: true, logger: opts.Logger, jitter: opts.Jitter, prefer: opts.Prefer, tenants: opts.Tenants, now: opts.Now,
-		ledger: opts.Ledger, joinDelay: opts.JoinDelay, rule: departure, acked: opts.Acknowledged, pinned: opts.Pinned, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
+		ledger: opts.Ledger, joinDelay: opts.JoinDelay, rule: departure, acked: opts.Acknowledged, pinned: opts.Pinned, dryRun: opts.DryRun, seed: opts.Seed, metrics: m, subs: map[int]subscriber{}, bySource: map[string]*sourceState{}, departed: map[clusterKey]Departed{}}
 	seen := map[string]bool{}
 	for i, spec := range specs {
 		switch {
@@ -274,7 +280,7 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 			}
 		}
 		seen[spec.Name] = true
-		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, pinned: opts.Pinned, interval: spec.Interval,
+		st := &sourceState{spec: spec, trigger: make(chan struct{}, 1), life: lifecycle{rule: departure, acked: opts.Acknowledged, pinned: opts.Pinned, dryRun: opts.DryRun, interval: spec.Interval,
 			budget: time.Duration(float64(spec.Interval) * (1 - opts.Jitter)), tracked: map[string]*Record{}}}
 		st.status.Name, st.status.Provider, st.status.Interval = spec.Name, spec.Provider, spec.Interval.String()
 		inv.states = append(inv.states, st)

@@ -57,6 +57,10 @@ type Record struct {
 	// ClusterProfile (see Options.Pinned) keeps it served until the pin
 	// is removed. Not a held departure: it needs no acknowledgement.
 	Pinned bool `json:"pinned,omitempty"`
+	// DryRun: its departure was due in a dry run (Options.DryRun), which
+	// confirms none: it stays served until a process that is not a dry
+	// run confirms it.
+	DryRun bool `json:"dryRun,omitempty"`
 	// Established is when the cluster was first in a snapshot after the
 	// start-up barrier: it then keeps its name against a newcomer and its
 	// listing against a duplicate.
@@ -99,7 +103,9 @@ type lifecycle struct {
 	acked func(source, id string) bool
 	// pinned, when set, keeps a due departure served while an operator
 	// pins the cluster, or while it cannot tell (see Options.Pinned).
-	pinned  func(source, id string) (pinned, known bool)
+	pinned func(source, id string) (pinned, known bool)
+	// dryRun confirms no departure (see Options.DryRun).
+	dryRun  bool
 	tracked map[string]*Record
 	// listings counts the complete listings applied by this process.
 	listings uint64
@@ -119,6 +125,7 @@ type lifecycle struct {
 	blocked  int // of held, those the departure breaker holds
 	waiting  int // departures confirmed that wait for the breaker's room
 	pins     int // departures due that a pin keeps served
+	dry      int // departures due that a dry run keeps served
 }
 
 // listing is one complete listing of a source: its clusters and, from a
@@ -155,7 +162,8 @@ type listed struct {
 //	                                                    or absent, one more listing missed; after
 //	                                                    AfterListings (HeldListings in a mass drop)
 //	                                                    and GracePeriod: departed, unless an
-//	                                                    operator pins it (Pinned: served on)
+//	                                                    operator pins it (Pinned: served on), or
+//	                                                    in a dry run (DryRun: served on)
 //
 // servers tells which cluster serves a server: a served cluster whose
 // listing moves it onto another cluster's server keeps its last rendering
@@ -220,7 +228,7 @@ func (l *lifecycle) take(source string, c *sources.Cluster, servers *serverClaim
 		r.Unserved = unserved(c, phase, "")
 		return missing{}, false
 	}
-	r.Missed, r.MissingSince, r.Held, r.Blocked, r.Left, r.Waiting, r.Pinned = 0, time.Time{}, false, false, false, false, false
+	r.Missed, r.MissingSince, r.Held, r.Blocked, r.Left, r.Waiting, r.Pinned, r.DryRun = 0, time.Time{}, false, false, false, false, false, false
 	switch {
 	case phase == sources.PhasePending && !r.Served:
 		r.Unserved = unserved(c, phase, c.NotReadyReason)
@@ -281,7 +289,7 @@ func (l *lifecycle) depart(source string, gone []missing, hold func(missing) boo
 				continue
 			}
 		} else {
-			r.Pinned = false
+			r.Pinned, r.DryRun = false, false
 		}
 		l.keepServing(g)
 	}
@@ -309,7 +317,7 @@ func (l *lifecycle) keepServing(g missing) {
 // departures. It reads nothing but the records, so a replica that holds
 // the same records shows the same.
 func (l *lifecycle) view() {
-	l.served, l.unserved, l.kept, l.held, l.blocked, l.waiting, l.pins = l.served[:0:0], nil, nil, 0, 0, 0, 0
+	l.served, l.unserved, l.kept, l.held, l.blocked, l.waiting, l.pins, l.dry = l.served[:0:0], nil, nil, 0, 0, 0, 0, 0
 	for _, r := range l.tracked {
 		switch {
 		case r.Served:
@@ -328,6 +336,9 @@ func (l *lifecycle) view() {
 			}
 			if r.Pinned && r.Departing() {
 				l.pins++
+			}
+			if r.DryRun && r.Departing() {
+				l.dry++
 			}
 		case r.Unserved != nil:
 			l.unserved = append(l.unserved, *r.Unserved)

@@ -32,6 +32,7 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 		snap.Sources[len(snap.Sources)-1].BlockedDepartures = st.life.blocked
 		snap.Sources[len(snap.Sources)-1].WaitingDepartures = st.life.waiting
 		snap.Sources[len(snap.Sources)-1].PinnedDepartures = st.life.pins
+		snap.Sources[len(snap.Sources)-1].DryRunDepartures = st.life.dry
 		all = append(all, st.life.served...)
 		snap.Unserved = append(snap.Unserved, st.life.unserved...)
 		snap.Kept = append(snap.Kept, st.life.kept...)

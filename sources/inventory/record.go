@@ -12,9 +12,10 @@ type recorded struct {
 	took     time.Duration
 	clusters int
 	res      listed
-	// status and held are the source's after the listing.
-	status SourceStatus
-	held   int
+	// status, held and dry (departures a dry run keeps) are the source's
+	// after the listing.
+	status    SourceStatus
+	held, dry int
 }
 
 // record records the outcome of one listing of st: the source's status,
@@ -32,7 +33,7 @@ func (inv *Inventory) record(st *sourceState, ls listing, err error, start time.
 	inv.metrics.observeListing(st.spec.Name, &st.status, took, err)
 	prev, next, changed := inv.publish(start)
 	inv.notify(changed, err == nil)
-	rec := recorded{err: err, took: took, clusters: len(ls.clusters), res: res, status: st.status, held: st.life.held}
+	rec := recorded{err: err, took: took, clusters: len(ls.clusters), res: res, status: st.status, held: st.life.held, dry: st.life.dry}
 	inv.mu.Unlock()
 
 	inv.logListing(st.spec, rec)
@@ -117,6 +118,9 @@ func (inv *Inventory) logListing(spec SourceSpec, rec recorded) {
 	if rec.res.waiting > 0 {
 		log.Warn("more departures due than departure.maxDeletions allows within one interval; serving them until a later listing",
 			"waiting", rec.res.waiting)
+	}
+	if rec.dry > 0 {
+		log.Warn("dry run: departures due are not confirmed; serving them", "dryRunDepartures", rec.dry)
 	}
 	for _, d := range rec.res.departed {
 		log.Info("cluster departure confirmed; no longer served", "cluster", d.Name, "id", d.ID)

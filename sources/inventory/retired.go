@@ -40,7 +40,7 @@ func (inv *Inventory) retire(name string, provider sources.Provider, known bool)
 	st := &sourceState{
 		spec:    SourceSpec{Name: name, Provider: provider, Source: retiredSource{}, Interval: every, Timeout: every},
 		retired: true, trigger: make(chan struct{}, 1),
-		life: lifecycle{rule: inv.rule, acked: inv.acked, pinned: inv.pinned, interval: every, budget: time.Duration(float64(every) * (1 - inv.jitter)), tracked: map[string]*Record{}},
+		life: lifecycle{rule: inv.rule, acked: inv.acked, pinned: inv.pinned, dryRun: inv.dryRun, interval: every, budget: time.Duration(float64(every) * (1 - inv.jitter)), tracked: map[string]*Record{}},
 	}
 	st.status = SourceStatus{SourceState: SourceState{Name: name, Provider: provider, Synced: true, Retired: true}, Interval: every.String()}
 	inv.states = append(inv.states, st)

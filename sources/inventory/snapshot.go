@@ -33,6 +33,10 @@ type SourceState struct {
 	// departure was due but an operator's pin keeps them served (see
 	// Options.Pinned); HeldDepartures does not count them.
 	PinnedDepartures int `json:"pinnedDepartures"`
+	// DryRunDepartures counts served clusters of the source whose
+	// departure was due in a dry run (see Options.DryRun), which confirms
+	// none.
+	DryRunDepartures int `json:"dryRunDepartures,omitempty"`
 	// Retired is true for a source that is not configured any more but
 	// whose clusters the ledger still holds: they depart as a vanished
 	// fleet does, held until acknowledged.

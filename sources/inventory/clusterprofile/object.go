@@ -217,6 +217,8 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 		switch {
 		case r.Pinned:
 			dmsg += "; due, kept served by the " + LabelPin + " label (remove it to let the cluster go)"
+		case r.DryRun:
+			dmsg += "; due, kept served: a dry run confirms no departure"
 		case r.Waiting:
 			dmsg += "; confirmed, waiting for room under departure.maxDeletions in the source's interval"
 		}

@@ -1,0 +1,55 @@
+package inventory
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/argocd-cluster-discovery/argocd-cluster-discovery/sources"
+)
+
+// TestDryRunConfirmsNoDeparture: in a dry run a departure that comes due
+// is not confirmed: the cluster stays served however many listings it
+// misses, and /status counts it. The first process that is not a dry run
+// (the ledger loaded, as after a restart) confirms it at its first
+// listing.
+func TestDryRunConfirmsNoDeparture(t *testing.T) {
+	src := &listings{}
+	ledger := NewMemory()
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), step: time.Second}
+	process := func(dryRun bool) *Inventory {
+		inv, err := New([]SourceSpec{spec("s1", src)}, Options{Departure: Departure{AfterListings: 2, GracePeriod: -1},
+			Now: clk.Now, Registerer: prometheus.NewRegistry(), Ledger: ledger, DryRun: dryRun})
+		require.NoError(t, err)
+		require.True(t, inv.load(context.Background()))
+		return inv
+	}
+	list := func(inv *Inventory) (*Snapshot, SourceState) {
+		require.NoError(t, inv.RefreshAll(context.Background()))
+		snap := inv.Snapshot()
+		st, _ := snap.Source("s1")
+		return snap, st
+	}
+	x := inPhase("x", sources.PhaseReady)
+	stay := []sources.Cluster{inPhase("a", sources.PhaseReady), inPhase("b", sources.PhaseReady), inPhase("c", sources.PhaseReady), inPhase("d", sources.PhaseReady)}
+	dry := process(true)
+	src.set(append([]sources.Cluster{x}, stay...)...)
+	list(dry)
+	src.set(stay...) // one of five: no mass drop
+	var snap *Snapshot
+	var st SourceState
+	for range 5 {
+		snap, st = list(dry)
+	}
+	assert.Equal(t, sources.PhaseAbsent, served(snap)["x"], "due in a dry run: still served")
+	assert.Equal(t, 1, st.DryRunDepartures)
+	assert.False(t, snap.HasDeparted("s1", x.Key()))
+
+	snap, st = list(process(false))
+	assert.NotContains(t, served(snap), "x", "the first listing that is not a dry run confirms it")
+	assert.Zero(t, st.DryRunDepartures)
+}
