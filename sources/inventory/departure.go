@@ -159,6 +159,12 @@ func (l *lifecycle) confirmable(source string, g missing) bool {
 		g.r.Pinned, g.r.DryRun, g.r.Waiting = false, true, false
 		return false
 	}
+	if g.r.DryRun {
+		// held back by a dry run, perhaps for long: it waits for the
+		// breaker's room, oldest first, instead of tripping it with
+		// every other one a dry run held
+		g.r.Waiting = true
+	}
 	g.r.Pinned, g.r.DryRun = false, false
 	return true
 }

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,4 +53,45 @@ func TestDryRunConfirmsNoDeparture(t *testing.T) {
 	snap, st = list(process(false))
 	assert.NotContains(t, served(snap), "x", "the first listing that is not a dry run confirms it")
 	assert.Zero(t, st.DryRunDepartures)
+}
+
+// TestDryRunEndsUnderTheBreaker: departures a dry run held back come due
+// together at the first listing that is not a dry run; more of them than
+// the breaker's limit wait for its room, oldest first, instead of
+// tripping it (which would hold every one until acknowledged).
+func TestDryRunEndsUnderTheBreaker(t *testing.T) {
+	src := &listings{}
+	ledger := NewMemory()
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), step: time.Second}
+	process := func(dryRun bool) *Inventory {
+		inv, err := New([]SourceSpec{spec("s1", src)}, Options{Now: clk.Now, Registerer: prometheus.NewRegistry(), Ledger: ledger, DryRun: dryRun,
+			Departure: Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.5, HeldListings: 3, MaxDeletions: 1}})
+		require.NoError(t, err)
+		require.True(t, inv.load(context.Background()))
+		return inv
+	}
+	var fleet []sources.Cluster
+	for i := range 10 {
+		fleet = append(fleet, inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady))
+	}
+	dry := process(true)
+	src.set(fleet...)
+	require.NoError(t, dry.RefreshAll(context.Background()))
+	for i := 1; i <= 3; i++ { // three vanish one listing apart: no drop
+		src.set(fleet[i:]...)
+		for range 3 {
+			require.NoError(t, dry.RefreshAll(context.Background()))
+		}
+	}
+	st, _ := dry.Snapshot().Source("s1")
+	require.Equal(t, 3, st.DryRunDepartures)
+
+	next := process(false)
+	require.NoError(t, next.RefreshAll(context.Background()))
+	snap := next.Snapshot()
+	st, _ = snap.Source("s1")
+	assert.Zero(t, st.HeldDepartures, "the breaker did not trip")
+	assert.Equal(t, 2, st.WaitingDepartures, "one passed, two wait for room")
+	assert.True(t, snap.HasDeparted("s1", fleet[0].Key()), "the oldest first")
+	assert.Len(t, snap.Clusters, 9)
 }

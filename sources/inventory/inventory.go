@@ -295,32 +295,35 @@ func New(specs []SourceSpec, opts Options) (*Inventory, error) {
 // identity says its departure was acknowledged: what a follower of the
 // ledger offers the leader's inventory as Options.Acknowledged.
 func (inv *Inventory) Acknowledged(source, id string) bool {
-	return inv.flag(source, id, func(r *Record) bool { return r.Acknowledged })
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	r := inv.tracked(source, id)
+	return r != nil && r.Acknowledged
 }
 
 // Pinned reports whether the record of the cluster with that identity
 // says an operator pinned it: what a follower of the ledger offers the
-// leader's inventory as Options.Pinned. Until it has read the ledger once
-// (Followed) it cannot tell: known is false, and the leader confirms no
-// departure meanwhile (a new leader lists while its view starts).
+// leader's inventory as Options.Pinned. Until it holds a book read from
+// the ledger it cannot tell: known is false, and the leader confirms no
+// departure meanwhile (a new leader lists while its view starts, or while
+// the ledger a save cut short does not add up: Snapshot.Unsettled).
 func (inv *Inventory) Pinned(source, id string) (pinned, known bool) {
-	if !inv.Followed() {
-		return false, false
-	}
-	return inv.flag(source, id, func(r *Record) bool { return r.Pin }), true
-}
-
-// flag reads what of says of the record of the cluster with that
-// identity; false when there is none.
-func (inv *Inventory) flag(source, id string, of func(*Record) bool) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if st := inv.bySource[source]; st != nil {
-		if r := st.life.tracked[id]; r != nil {
-			return of(r)
-		}
+	if !inv.followed || inv.unsettled != "" {
+		return false, false
 	}
-	return false
+	r := inv.tracked(source, id)
+	return r != nil && r.Pin, true
+}
+
+// tracked returns the record of the cluster with that identity, nil when
+// there is none. The caller holds inv.mu.
+func (inv *Inventory) tracked(source, id string) *Record {
+	if st := inv.bySource[source]; st != nil {
+		return st.life.tracked[id]
+	}
+	return nil
 }
 
 // Followed reports whether an inventory that follows a ledger has read it

@@ -325,7 +325,7 @@ func (l *lifecycle) view() {
 			if r.KeptReason != "" {
 				l.kept = append(l.kept, Kept{Name: r.Rendering.Name, Source: r.Source, Reason: r.KeptReason})
 			}
-			if r.Held && !r.Pinned && r.Departing() { // an acknowledged one the pin keeps is pinned
+			if r.Held && !r.Pinned && !r.DryRun && r.Departing() { // an acknowledged one kept by a pin or a dry run is counted there
 				l.held++
 				if r.Blocked {
 					l.blocked++

@@ -135,10 +135,7 @@ func (inv *Inventory) establish(answer []*sources.Cluster, now time.Time) {
 
 // recordOf returns what the lifecycle of c's source remembers of c.
 func (inv *Inventory) recordOf(c *sources.Cluster) *Record {
-	if st := inv.bySource[c.Source]; st != nil {
-		return st.life.tracked[c.Key()]
-	}
-	return nil
+	return inv.tracked(c.Source, c.Key())
 }
 
 // kindOf returns the kind of c's source, empty if it has none.

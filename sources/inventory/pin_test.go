@@ -164,14 +164,19 @@ func TestPinnedIsNoDrop(t *testing.T) {
 }
 
 // TestViewTellsPinsOnceFollowed: the view the leader asks for pins
-// (Inventory.Pinned) cannot tell them before it has read the ledger once,
-// then tells what each record read from the ledger says.
+// (Inventory.Pinned) cannot tell them before it holds a book read from the
+// ledger (nor while the ledger it read does not add up), then tells what
+// each record read from the ledger says.
 func TestViewTellsPinsOnceFollowed(t *testing.T) {
 	ledger := NewMemory()
 	view, err := New([]SourceSpec{spec("s1", &listings{})}, Options{})
 	require.NoError(t, err)
 	_, known := view.Pinned("s1", "c0")
 	assert.False(t, known, "nothing read yet")
+	view.unsettle("the ledger does not add up (a save cut short)")
+	require.True(t, view.Followed())
+	_, known = view.Pinned("s1", "c0")
+	assert.False(t, known, "followed, but no book: the pins are not read")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -182,7 +187,7 @@ func TestViewTellsPinsOnceFollowed(t *testing.T) {
 	require.NoError(t, ledger.Save(ctx, Book{Sources: []SourceRecord{{Name: "s1", Synced: true}}, Clusters: []Record{
 		{Source: "s1", ID: c0.Key(), Rendering: &c0, Served: true, Pin: true},
 		{Source: "s1", ID: c1.Key(), Rendering: &c1, Served: true}}}))
-	require.Eventually(t, view.Followed, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { _, known := view.Pinned("s1", c0.Key()); return known }, 10*time.Second, 10*time.Millisecond)
 	pinned, known := view.Pinned("s1", c0.Key())
 	assert.True(t, known && pinned, "c0's record says it is pinned")
 	pinned, known = view.Pinned("s1", c1.Key())

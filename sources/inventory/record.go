@@ -119,7 +119,7 @@ func (inv *Inventory) logListing(spec SourceSpec, rec recorded) {
 		log.Warn("more departures due than departure.maxDeletions allows within one interval; serving them until a later listing",
 			"waiting", rec.res.waiting)
 	}
-	if rec.dry > 0 {
+	if rec.dry > 0 && inv.dryRun {
 		log.Warn("dry run: departures due are not confirmed; serving them", "dryRunDepartures", rec.dry)
 	}
 	for _, d := range rec.res.departed {

@@ -36,7 +36,7 @@ type SourceState struct {
 	// DryRunDepartures counts served clusters of the source whose
 	// departure was due in a dry run (see Options.DryRun), which confirms
 	// none.
-	DryRunDepartures int `json:"dryRunDepartures,omitempty"`
+	DryRunDepartures int `json:"dryRunDepartures"`
 	// Retired is true for a source that is not configured any more but
 	// whose clusters the ledger still holds: they depart as a vanished
 	// fleet does, held until acknowledged.

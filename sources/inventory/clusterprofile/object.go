@@ -224,7 +224,7 @@ func statusOf(r *inventory.Record, phase sources.Phase, prev *marks, now time.Ti
 		}
 	}
 	conds[condDeparting], m[condDeparting] = cond(prev, now, condDeparting, gone, map[bool]string{true: "Missing", false: "Listed"}[gone], dmsg)
-	held := gone && r.Held && !r.Pinned // pinned: acknowledged, and kept by the pin
+	held := gone && r.Held && !r.Pinned && !r.DryRun // acknowledged, and kept by a pin or a dry run
 	hwhy, hmsg := "NotHeld", "no mass drop"
 	switch {
 	case held && r.Blocked:
