@@ -193,3 +193,32 @@ func TestViewTellsPinsOnceFollowed(t *testing.T) {
 	pinned, known = view.Pinned("s1", c1.Key())
 	assert.True(t, known && !pinned)
 }
+
+// TestAcknowledgedAndPinnedCountsAsPinned: a departure of a held drop,
+// acknowledged, comes due while its cluster is pinned: it stays served and
+// counts as pinned, not held; the drop's other departures stay held.
+func TestAcknowledgedAndPinnedCountsAsPinned(t *testing.T) {
+	src := &listings{}
+	var fleet []sources.Cluster
+	for i := range 8 {
+		fleet = append(fleet, inPhase(fmt.Sprintf("c%d", i), sources.PhaseReady))
+	}
+	c0 := fleet[0].Key()
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), step: time.Second}
+	inv, err := New([]SourceSpec{spec("s1", src)}, Options{Now: clk.Now,
+		Departure:    Departure{AfterListings: 2, GracePeriod: -1, MaxFraction: 0.25, HeldListings: 3},
+		Acknowledged: func(_, id string) bool { return id == c0 },
+		Pinned:       func(_, id string) (bool, bool) { return id == c0, true }})
+	require.NoError(t, err)
+	src.set(fleet...)
+	require.NoError(t, inv.RefreshAll(context.Background()))
+	src.set(fleet[4:]...) // half at once: a drop
+	for range 4 {
+		require.NoError(t, inv.RefreshAll(context.Background()))
+	}
+	snap := inv.Snapshot()
+	st, _ := snap.Source("s1")
+	assert.Len(t, snap.Clusters, 8, "nothing departs")
+	assert.Equal(t, 1, st.PinnedDepartures, "c0: acknowledged, due, kept by its pin")
+	assert.Equal(t, 3, st.HeldDepartures, "the drop's others")
+}

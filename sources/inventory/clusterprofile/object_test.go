@@ -126,6 +126,8 @@ func TestHeldConditionSaysWhoHolds(t *testing.T) {
 		{"an ordinary departure", departing(false, false), "False/NotHeld"},
 		{"a mass drop", departing(true, false), "True/MassDrop"},
 		{"held by the departure breaker", departing(true, true), "True/Breaker"},
+		{"a mass drop acknowledged, kept by a pin", func() inventory.Record { r := departing(true, false); r.Pinned = true; return r }(), "False/NotHeld"},
+		{"a mass drop acknowledged, kept by a dry run", func() inventory.Record { r := departing(true, false); r.DryRun = true; return r }(), "False/NotHeld"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := conditionReasons(t, o, &tc.r)

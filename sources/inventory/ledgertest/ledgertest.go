@@ -49,6 +49,10 @@ func Run(t *testing.T, open func(t *testing.T, key string) Ledger) {
 		want.Clusters[0].Missed, want.Clusters[0].Held = 2, true
 		want.Clusters[0].MissingSince = time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
 		want.Sources[0].Stale, want.Sources[0].LastError, want.Sources[0].ConsecutiveFailures = true, "rancher: 503", 2
+		// departures due, kept by an operator's pin and by a dry run
+		since := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+		want.Clusters[1].Missed, want.Clusters[1].MissingSince, want.Clusters[1].Pinned = 3, since, true
+		want.Clusters[2].Missed, want.Clusters[2].MissingSince, want.Clusters[2].DryRun = 3, since, true
 		want.Sources[1].Recent = []inventory.RecentDepartures{ // the breaker's interval and a slow drop count them
 			{At: time.Date(2026, 11, 26, 8, 59, 0, 0, time.UTC), Departed: 3, Vanished: 2}, {At: time.Date(2026, 11, 26, 9, 0, 30, 0, time.UTC), Departed: 1}}
 		require.NoError(t, l.Save(context.Background(), want))
