@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestDryRunConfirmsNoDeparture(t *testing.T) {
 	ledger := NewMemory()
 	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), step: time.Second}
 	process := func(dryRun bool) *Inventory {
-		inv, err := New([]SourceSpec{spec("s1", src)}, Options{Departure: Departure{AfterListings: 2, GracePeriod: -1},
+		inv, err := New([]SourceSpec{spec("s1", src)}, Options{Departure: Departure{AfterListings: 2, GracePeriod: -1, HeldListings: 3},
 			Now: clk.Now, Registerer: prometheus.NewRegistry(), Ledger: ledger, DryRun: dryRun})
 		require.NoError(t, err)
 		require.True(t, inv.load(context.Background()))
@@ -49,6 +50,16 @@ func TestDryRunConfirmsNoDeparture(t *testing.T) {
 	assert.Equal(t, sources.PhaseAbsent, served(snap)["x"], "due in a dry run: still served")
 	assert.Equal(t, 1, st.DryRunDepartures)
 	assert.False(t, snap.HasDeparted("s1", x.Key()))
+	saved := func() string {
+		b, err := ledger.Load(context.Background())
+		require.NoError(t, err)
+		raw, err := json.Marshal(b.Clusters) // as the Kubernetes ledger writes the records
+		require.NoError(t, err)
+		return string(raw)
+	}
+	before := saved()
+	list(dry)
+	assert.Equal(t, before, saved(), "the same records listing after listing (missed listings are counted up to heldListings): nothing to write")
 
 	snap, st = list(process(false))
 	assert.NotContains(t, served(snap), "x", "the first listing that is not a dry run confirms it")
