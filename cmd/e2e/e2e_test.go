@@ -67,6 +67,7 @@ func TestEndToEnd(t *testing.T) {
 		{"Secret names: aws/prod-eu and aws-prod/eu get two Secrets", testNameCollision},
 		{"mass drop: half of a source's clusters missing at once are held", testMassDrop},
 		{"pin: a pinned cluster's due departure waits for the pin's removal", testPinnedDeparture},
+		{"dry run: a departure comes due and is not confirmed; the next process confirms it", testDryRunDeparture},
 		{"late source: a source added to the configuration and not listed yet waits alone: every answer 200, nothing removed", testLateSource},
 		{"outage: Rancher answers 500, stale answers keep everything", testOutageStale},
 		{"outage across a restart: the ledger's answer at once, nothing removed", testOutageRestart},

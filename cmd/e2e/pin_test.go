@@ -34,16 +34,7 @@ func testPinnedDeparture(t *testing.T) {
 	n0 := e.WriteSourceAt(t, "fleet", stores[:3]...)
 	e.Through(t, "fleet", n0, DepartureListings+1, e.SameFleet(was), nil)
 	t.Run("due and pinned: kept, counted as pinned", func(t *testing.T) {
-		e.Through(t, "fleet", e.ListingsOf(t, "fleet"), SteadyListings, e.SameFleet(was), func() error {
-			st, err := e.Status()
-			if err != nil {
-				return err
-			}
-			if f := st["fleet"]; f.PinnedDepartures != 1 || f.HeldDepartures != 0 || f.Served != 4 {
-				return fmt.Errorf("/status fleet: %+v, want 1 pinned departure, none held, 4 served", f)
-			}
-			return e.Served("globex", gone.Name, "fleet", gone.Server, "absent")()
-		})
+		keptDue(t, was, gone, 4, func(f SourceStatus) int { return f.PinnedDepartures })
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -51,20 +42,7 @@ func testPinnedDeparture(t *testing.T) {
 	t.Run("unpinned: confirmed", func(t *testing.T) {
 		// kubectl -n argocd label clusterprofile NAME argocd-cluster-discovery.io/pin-
 		pinProfile(t, "fleet", gone.Name, "null")
-		delete(globexApps, "monitoring-"+gone.Name)
-		e.Eventually(t, 2*Interval+10*time.Second, "its Application goes", func() error {
-			return e.AppsAre("globex-monitoring", "globex", globexApps)
-		})
-		e.Eventually(t, 2*Interval+10*time.Second, "its Secret is pruned", func() error {
-			secrets, err := e.ClusterSecrets()
-			if err != nil {
-				return err
-			}
-			if _, ok := secrets[StaticSecret("fleet", gone)]; ok {
-				return fmt.Errorf("Secret %s still there", StaticSecret("fleet", gone))
-			}
-			return nil
-		})
+		fleetDeparts(t, gone, 2*Interval+10*time.Second)
 	})
 }
 
@@ -90,4 +68,72 @@ func pinProfile(t *testing.T, source, name, value string) {
 		return
 	}
 	t.Fatalf("no ClusterProfile of %s/%s", source, name)
+}
+
+// testDryRunDeparture: our service restarted with --dry-run, a fleet
+// cluster goes from its source (one of three, not a drop). Its departure
+// comes due and is not confirmed: every Application keeps its UID, the
+// answer has the cluster absent, /status counts one dry-run departure.
+// The next process, not a dry run, confirms it: its Application and
+// Secret go.
+func testDryRunDeparture(t *testing.T) {
+	was := settledFleet(t)
+	e.StopService(t)
+	e.StartService(t, "sync", "--dry-run")
+	// the last scenario's departure (store-4, unpinned) vanished: within
+	// the source's window (heldListings intervals) it would make this one
+	// a slow loss, held as a drop
+	time.Sleep(time.Duration(DepartureHeldListings) * Interval)
+	gone := stores[2]
+	n0 := e.WriteSourceAt(t, "fleet", stores[:2]...)
+	e.Through(t, "fleet", n0, DepartureListings+1, e.SameFleet(was), nil)
+	t.Run("due in a dry run: kept, counted", func(t *testing.T) {
+		keptDue(t, was, gone, 3, func(f SourceStatus) int { return f.DryRunDepartures })
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Run("the next process, not a dry run, confirms it", func(t *testing.T) {
+		e.StopService(t)
+		e.StartService(t, "sync")
+		fleetDeparts(t, gone, 4*Interval+20*time.Second)
+	})
+}
+
+// keptDue checks, through SteadyListings listings of the fleet source,
+// that every Application keeps its UID, that the answer has gone absent,
+// and that /status counts one due departure kept (kept reads which: the
+// pinned or the dry run's), none held, and served clusters served.
+func keptDue(t *testing.T, was *Fleet, gone StaticCluster, served int, kept func(SourceStatus) int) {
+	t.Helper()
+	e.Through(t, "fleet", e.ListingsOf(t, "fleet"), SteadyListings, e.SameFleet(was), func() error {
+		st, err := e.Status()
+		if err != nil {
+			return err
+		}
+		if f := st["fleet"]; kept(f) != 1 || f.HeldDepartures != 0 || f.Served != served {
+			return fmt.Errorf("/status fleet: %+v, want 1 departure kept, none held, %d served", f, served)
+		}
+		return e.Served("globex", gone.Name, "fleet", gone.Server, "absent")()
+	})
+}
+
+// fleetDeparts waits, up to within for each, until gone's Application and its
+// Secret are gone.
+func fleetDeparts(t *testing.T, gone StaticCluster, within time.Duration) {
+	t.Helper()
+	delete(globexApps, "monitoring-"+gone.Name)
+	e.Eventually(t, within, "its Application goes", func() error {
+		return e.AppsAre("globex-monitoring", "globex", globexApps)
+	})
+	e.Eventually(t, within, "its Secret is pruned", func() error {
+		secrets, err := e.ClusterSecrets()
+		if err != nil {
+			return err
+		}
+		if _, ok := secrets[StaticSecret("fleet", gone)]; ok {
+			return fmt.Errorf("Secret %s still there", StaticSecret("fleet", gone))
+		}
+		return nil
+	})
 }
