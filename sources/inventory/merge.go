@@ -27,12 +27,10 @@ func (inv *Inventory) merge(version uint64, now time.Time) *Snapshot {
 			snap.Known = append(snap.Known, Ref{Source: r.Source, ID: r.ID})
 			snap.Answered = snap.Answered || !r.Established.IsZero()
 		}
-		snap.Sources = append(snap.Sources, st.status.SourceState)
-		snap.Sources[len(snap.Sources)-1].HeldDepartures = st.life.held
-		snap.Sources[len(snap.Sources)-1].BlockedDepartures = st.life.blocked
-		snap.Sources[len(snap.Sources)-1].WaitingDepartures = st.life.waiting
-		snap.Sources[len(snap.Sources)-1].PinnedDepartures = st.life.pins
-		snap.Sources[len(snap.Sources)-1].DryRunDepartures = st.life.dry
+		s := st.status.SourceState
+		s.HeldDepartures, s.BlockedDepartures, s.WaitingDepartures = st.life.held, st.life.blocked, st.life.waiting
+		s.PinnedDepartures, s.DryRunDepartures = st.life.pins, st.life.dry
+		snap.Sources = append(snap.Sources, s)
 		all = append(all, st.life.served...)
 		snap.Unserved = append(snap.Unserved, st.life.unserved...)
 		snap.Kept = append(snap.Kept, st.life.kept...)
